@@ -10,9 +10,9 @@ CACHE ?= $(HOME)/.cache/rerankeval
 export RERANKEVAL_CACHE := $(CACHE)
 PYTHON ?= python3
 REQ_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
-VENV ?= $(CACHE)/venv-$(REQ_HASH)
+VENV ?= $(CACHE)/venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-$(REQ_HASH)
 EDITABLE_STAMP := $(VENV)/.editable-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 KERNEL := rerankeval
 DATASET ?= debian-manuals
@@ -35,11 +35,12 @@ help: ## show this help
 	@echo "Variables: DATASET=name-or-path (default $(DATASET)), P=\"key=value ...\" notebook parameter overrides"
 
 $(STAMP): ## (internal) create the venv and install pinned requirements once
-	@echo "[setup] creating $(VENV) (once)"
-	$(PYTHON) -m venv $(VENV)
+	@echo "[setup] installing requirements into $(VENV) (once per requirements.txt)"
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -r requirements.txt
+	rm -f $(VENV)/.installed-*
 	touch $@
 
 $(EDITABLE_STAMP): $(STAMP)

@@ -82,6 +82,11 @@ def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] 
     nbs = notebooks(only)
     if not nbs:
         raise SystemExit(f"no notebooks match {only!r} in {paths.NOTEBOOKS_DIR}")
+    declared_all = {nb: declared_parameters(nb) for nb in nbs}
+    unknown = sorted(set(params) - set().union(*declared_all.values()) - {"dataset"})
+    if unknown:
+        print(f"[chain] WARNING: no notebook declares the parameter(s) {', '.join(unknown)}; they are ignored "
+              f"(see the parameters cell at the top of each notebook)", file=sys.stderr)
     dp.executed_dir.mkdir(parents=True, exist_ok=True)
     dp.report_dir.mkdir(parents=True, exist_ok=True)
     pages: list[dict[str, Any]] = []
@@ -89,7 +94,7 @@ def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] 
     with contextlib.ExitStack() as stack:
         llm_env: dict[str, str] | None = None
         for nb in nbs:
-            declared = declared_parameters(nb)
+            declared = declared_all[nb]
             nb_params = {k: v for k, v in params.items() if k in declared}
             nb_params["dataset"] = str(dp.source)
             out = dp.executed_dir / nb.name

@@ -1,0 +1,57 @@
+"""The notebooks are stored clean and follow the house rules for parameters cells."""
+
+import ast
+import json
+
+import pytest
+
+from rerankeval import chain, paths
+
+NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
+
+
+def test_the_chain_has_its_numbered_notebooks():
+    names = [p.stem for p in chain.notebooks()]
+    assert names[:2] == ["01-extract-corpus", "02-build-indexes"], names
+    assert {"03-retrieve", "04-rerank", "05-analyse"} <= set(names)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_without_outputs(nb):
+    cells = json.loads(nb.read_text())["cells"]
+    dirty = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    assert not dirty, f"{nb.name}: cells {dirty} carry outputs; clear them before committing"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_is_a_typed_commented_parameters_cell(nb):
+    cells = json.loads(nb.read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    first = code[0]
+    assert "parameters" in first["metadata"].get("tags", []), f"{nb.name}: first code cell is not tagged parameters"
+    assert sum("parameters" in c["metadata"].get("tags", []) for c in code) == 1
+    src = "".join(first["source"])
+    tree = ast.parse(src)
+    for node in tree.body:
+        assert isinstance(node, ast.AnnAssign), f"{nb.name}: parameters must be typed assignments: {ast.unparse(node)}"
+        assert isinstance(node.value, ast.Constant | ast.List | ast.Dict | ast.UnaryOp), (
+            f"{nb.name}: nothing derived in the parameters cell: {ast.unparse(node)}"
+        )
+    for line in src.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert "  # " in line, f"{nb.name}: parameter without a comment: {line!r}"
+    assert "dataset" in {n.target.id for n in tree.body}
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_path_literals_in_notebooks(nb):
+    cells = json.loads(nb.read_text())["cells"]
+    for c in cells:
+        if c["cell_type"] != "code":
+            continue
+        src = "\n".join(line for line in "".join(c["source"]).splitlines() if not line.lstrip().startswith(("%", "!")))
+        strings = [n.value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        for s in strings:
+            assert not any(bad in s for bad in ("results/", "/root/", "/work/", "data/", "../")), (
+                f"{nb.name}: path literal {s!r}; locate files through rerankeval.paths"
+            )
