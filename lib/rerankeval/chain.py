@@ -49,9 +49,21 @@ def load_params(dataset_name: str, overrides: list[str]) -> dict[str, Any]:
 
 
 def declared_parameters(nb: Path) -> set[str]:
-    import papermill
+    """Names assigned in the notebook's cell tagged ``parameters`` (parsed as Python, comments and all)."""
+    import ast
 
-    return set(papermill.inspect_notebook(str(nb)))
+    import nbformat
+
+    for cell in nbformat.read(nb, as_version=4).cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            names: set[str] = set()
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                    names.add(node.target.id)
+                elif isinstance(node, ast.Assign):
+                    names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            return names
+    return set()
 
 
 def _needs_llm(nb: Path) -> bool:

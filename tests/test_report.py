@@ -1,0 +1,295 @@
+"""The report index page and the notebook renderer (no browser needed here; see test_report_screenshot)."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import nbformat
+import pandas as pd
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from rerankeval import htmlsafe, report
+from rerankeval.ioutil import atomic_write_json
+from rerankeval.paths import resolve_dataset
+
+EVIL = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
+
+
+@pytest.fixture
+def dp(tmp_path, monkeypatch):
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "src" / "ds").mkdir(parents=True)
+    return resolve_dataset(str(tmp_path / "src" / "ds"))
+
+
+def _metrics():
+    rows = []
+    for v, nd, rec, fb in (
+        ("bm25", 0.60, 0.80, None),
+        ("hybrid", 0.70, 0.90, None),
+        ("hybrid_rerank", 0.74, 0.90, 0.05),
+    ):
+        rows.append(
+            {
+                "variant": v,
+                "n_queries": 30,
+                "ndcg@10": nd,
+                "ndcg@10_ci_low": nd - 0.05,
+                "ndcg@10_ci_high": nd + 0.05,
+                "mrr@10": nd,
+                "mrr@10_ci_low": nd - 0.1,
+                "mrr@10_ci_high": nd + 0.1,
+                "recall@10": rec - 0.1,
+                "recall@20": rec,
+                "recall@20_ci_low": rec - 0.1,
+                "recall@20_ci_high": rec,
+                "fallback_rate": fb,
+                "tokens_per_query": 1200.0 if fb else None,
+                "seconds_per_query": 12.5 if fb else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _comparisons():
+    return pd.DataFrame(
+        [
+            {
+                "metric": "ndcg@10",
+                "a": "bm25",
+                "b": "hybrid",
+                "n": 30,
+                "mean_a": 0.6,
+                "mean_b": 0.7,
+                "diff": -0.1,
+                "diff_ci_low": -0.15,
+                "diff_ci_high": -0.05,
+                "wins": 5,
+                "ties": 10,
+                "losses": 15,
+                "p": 0.01,
+                "p_holm": 0.03,
+                "significant": True,
+                "sd_diff": 0.1,
+                "mdd": 0.05,
+            },
+            {
+                "metric": "ndcg@10",
+                "a": "bm25",
+                "b": "hybrid_rerank",
+                "n": 30,
+                "mean_a": 0.6,
+                "mean_b": 0.74,
+                "diff": -0.14,
+                "diff_ci_low": -0.2,
+                "diff_ci_high": -0.08,
+                "wins": 4,
+                "ties": 8,
+                "losses": 18,
+                "p": 0.002,
+                "p_holm": 0.006,
+                "significant": True,
+                "sd_diff": 0.1,
+                "mdd": 0.05,
+            },
+            {
+                "metric": "ndcg@10",
+                "a": "hybrid",
+                "b": "hybrid_rerank",
+                "n": 30,
+                "mean_a": 0.7,
+                "mean_b": 0.74,
+                "diff": -0.04,
+                "diff_ci_low": -0.09,
+                "diff_ci_high": 0.01,
+                "wins": 6,
+                "ties": 15,
+                "losses": 9,
+                "p": 0.2,
+                "p_holm": 0.2,
+                "significant": False,
+                "sd_diff": 0.1,
+                "mdd": 0.052,
+            },
+        ]
+    )
+
+
+def test_verdict_lines_from_numbers():
+    lines = report.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20)
+    assert len(lines) == 3
+    assert lines[0].startswith("hybrid_rerank wins on nDCG@10 with 0.740") and "+0.040" in lines[0]
+    assert "not significant after Holm correction over 3 pairs" in lines[0] and "0.052" in lines[0]
+    assert "raised nDCG@10 by 0.040" in lines[1] and "9 queries better, 6 worse, 15 tied" in lines[1]
+    assert "fell back on 5.0% of queries" in lines[1] and "1,200 tokens" in lines[1]
+    assert "hybrid top 20" in lines[2] and "90.0%" in lines[2] and "Recall@10" in lines[2]
+    assert report.verdict_lines(pd.DataFrame()) == [
+        "No metrics yet: the analysis notebook has not written metrics.csv."
+    ]
+    one = report.verdict_lines(_metrics().iloc[:1], None, pool_k=20)
+    assert one[0].startswith("Only bm25") and "No fused run" in one[1]
+
+
+def test_index_without_metrics(dp):
+    pages = [
+        {
+            "name": "01-extract-corpus",
+            "href": "01-extract-corpus.html",
+            "status": "failed",
+            "seconds": 3.2,
+            "error": "Traceback: " + EVIL,
+        },
+        {"name": "evil", "href": "javascript:alert(1)", "status": "ok", "seconds": 1.0, "error": None},
+    ]
+    path = report.write_index(dp, pages)
+    assert path == dp.report_dir / "index.html"
+    text = path.read_text()
+    assert "No metrics yet" in text and "1 notebook(s) failed" in text
+    assert report.CSP_META in text.split("</head>", 1)[0]
+    assert "<script" not in text.lower() and "<img src=x" not in text
+    assert (
+        "&lt;script&gt;" in text
+        and "&lt;img src=x onerror=alert(1)&gt;" in text
+        and 'href="#"' in text
+        and 'href="01-extract-corpus.html"' in text
+    )
+
+
+def test_index_with_metrics_figures_and_manifest(dp):
+    dp.root.mkdir(parents=True, exist_ok=True)
+    _metrics().to_csv(dp.metrics_csv, index=False)
+    report.write_summary(
+        dp,
+        {
+            "headline_metric": "ndcg@10",
+            "pool_k": 20,
+            "query_set": "30 queries " + EVIL,
+            "verified_against": "ranx 0.3.21",
+            "relevance_unit": "page",
+        },
+        _comparisons(),
+    )
+    atomic_write_json(dp.manifest, {"llm": {"api_key": "sk-secretsecretsecret123", "model": EVIL}})
+    dp.figures_dir.mkdir(parents=True)
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    (dp.figures_dir / "05-metric-bars.png").write_bytes(png)
+    text = report.write_index(
+        dp,
+        [{"name": "05-analyse", "href": "05-analyse.html", "status": "ok", "seconds": 12.0, "error": None}],
+    ).read_text()
+    assert "hybrid_rerank wins on nDCG@10" in text and "Pool ceiling" in text
+    assert "verified against ranx 0.3.21" in text and "(pool ceiling)" in text
+    assert "data:image/png;base64," in text and "05-metric-bars.png" in text
+    assert "sk-secret" not in text and "[REDACTED]" in text
+    assert "<script" not in text.lower()
+    assert "5.0%" in text and "1,200" in text  # fallback rate and tokens per query
+
+
+def _png_b64():
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [0, 1])
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_render_notebook_html_offline_and_hides_inputs(tmp_path):
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# Title"),
+            new_code_cell('dataset = "x"', metadata={"tags": ["parameters"]}),
+            new_code_cell('dataset = "injected"', metadata={"tags": ["injected-parameters"]}),
+            new_code_cell(
+                "SECRET_PLUMBING_CODE = 1\nprint('visible output')",
+                metadata={"tags": ["hide-input"]},
+                outputs=[new_output("stream", name="stdout", text="visible output\n")],
+            ),
+            new_code_cell(
+                "show()",
+                metadata={"tags": ["hide-input"]},
+                outputs=[
+                    new_output("display_data", data={"image/png": _png_b64(), "text/plain": "<Figure>"}),
+                    new_output("display_data", data={"text/html": htmlsafe.esc(EVIL)}),
+                ],
+            ),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+    src = tmp_path / "nb.ipynb"
+    nbformat.write(nb, src)
+    out = report.render_notebook_html(src, tmp_path / "out" / "nb.html")
+    text = out.read_text()
+    assert "visible output" in text and "SECRET_PLUMBING_CODE" not in text
+    assert "injected" in text  # the papermill parameters cell keeps its input
+    assert "data:image/png;base64," in text
+    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", text, re.I)
+    assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']?(https?:)?//", text, re.I)
+    assert not re.search(r"import\(\s*[\"'](https?:)?//", text)
+    assert "cdnjs" not in text and "unpkg" not in text
+    assert "<script>document.title" not in text and "&lt;script&gt;" in text
+    head = text.split("</head>", 1)[0]
+    assert report.CSP_META in head and "script-src" not in report.CSP  # default-src 'none' covers scripts
+
+
+def test_strip_remote_resources():
+    html = (
+        '<head><script src="https://cdn.x/require.js"></script><link rel="stylesheet" href="http://x/a.css">'
+        '<script type="module">const m = (await import("https://cdn/m.mjs"));</script>'
+        '<script>local()</script><link rel="stylesheet" href="local.css"></head>'
+    )
+    out = report.strip_remote_resources(html)
+    assert "cdn" not in out and "http" not in out and "local()" in out and "local.css" in out
+
+
+def test_diff_view_escapes_everything():
+    runs = {"a": {"q<1>": {"u<1>": 2.0, "u2": 1.0}}, "b": {"q<1>": {"u2": 2.0, "u<1>": 1.0}}}
+    qrels = {"q<1>": {"u<1>": 1, "gone": 2}}
+    import pandas as pd
+
+    chunks = pd.DataFrame(
+        [
+            {
+                "chunk_id": "c1",
+                "unit_id": "u<1>",
+                "source": EVIL,
+                "page": 3,
+                "start": 0,
+                "title": EVIL,
+                "text": EVIL,
+            },
+            {
+                "chunk_id": "c2",
+                "unit_id": "u2",
+                "source": "s.pdf",
+                "page": None,
+                "start": 0,
+                "title": "",
+                "text": "plain",
+            },
+        ]
+    )
+    html = htmlsafe.diff_view_html(
+        ["a", "b"],
+        runs,
+        qrels,
+        {"q<1>": EVIL},
+        ["q<1>"],
+        top_k=5,
+        snippets=htmlsafe.Snippets(chunks),
+        notes={"q<1>": EVIL},
+        slices={"q<1>": {"type": EVIL}},
+    )
+    assert "<script>" not in html and "<img" not in html and "&lt;img src=x onerror" in html
+    assert html.count('class="gold"') == 2 and "gold not in either top 5" in html
+    assert "q&lt;1&gt;" in html and "u&lt;1&gt;" in html
