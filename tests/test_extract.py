@@ -174,20 +174,22 @@ def test_non_utf8_text(tiny_beir):
 
 @pytest.mark.slow
 def test_two_thousand_page_pdf_is_streamed_with_bounded_memory(tmp_path):
-    import resource
     import subprocess
     import sys
 
     folder = tmp_path / "big"
     write_pdf(folder / "big.pdf", [f"page {i} talks about topic {i % 37} and nothing else" for i in range(2000)])
     write_queries(folder, [("q", "topic 5", "lexical", {"big.pdf#p6": 2})])
+    # VmHWM (peak RSS of this process image) rather than ru_maxrss, which Linux carries over from the
+    # forking pytest process through execve
     code = (
-        "import resource, sys; from rerankeval import paths, extract;"
+        "import re; from rerankeval import paths, extract;"
         f"r = extract.build_corpus(paths.resolve_dataset({str(folder)!r}));"
-        "print(r.stats['pages'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
+        "print(r.stats['pages'], hwm)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     pages, maxrss_kib = int(out[0]), int(out[1])
     assert pages == 2000
-    assert maxrss_kib < 600 * 1024, f"peak memory {maxrss_kib / 1024:.0f} MiB: pages are not being released"
-    del resource
+    # measured: ~100 MiB for 2,000 pages, the same as for 500 (pandas and pdfplumber imports dominate)
+    assert maxrss_kib < 300 * 1024, f"peak memory {maxrss_kib / 1024:.0f} MiB: pages are not being released"

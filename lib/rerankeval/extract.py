@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import beir
 from .beir import InputError
-from .ioutil import atomic_write_json, atomic_write_jsonl, sha256_file, sha256_json
+from .ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file, sha256_json
 from .paths import DatasetPaths
 from .pdf import PdfSkipped, iter_pages, page_id
 from .runs import write_qrels
@@ -78,7 +78,7 @@ def build_corpus(
     outputs = [dp.chunks, dp.queries, dp.qrels, dp.corpus_stats]
     if not force and all(p.exists() for p in outputs):
         old = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
-        if old.get("input_hash") == in_hash:
+        if old.get("input_hash") == in_hash and old.get("corpus_hash") == sha256_file(dp.chunks):
             return CorpusReport(old, _read_csv(dp.corpus_dir / "skipped.csv"), _read_csv(dp.corpus_dir / "warnings.csv"), True)
 
     skipped: list[dict[str, str]] = []
@@ -102,15 +102,18 @@ def build_corpus(
             f"known {unit}; check the ids (PDF pages are '<file>#p<page>')"
         )
 
+    # stats.json is the stage's commit marker: remove it first, write it last, so a run killed in between
+    # never leaves an old marker beside a new chunk table
+    dp.corpus_stats.unlink(missing_ok=True)
     atomic_write_jsonl(dp.chunks, chunks)
     atomic_write_jsonl(dp.queries, query_rows)
     write_qrels(qrels, dp.qrels)
     skipped_df = pd.DataFrame(skipped, columns=["file", "reason"])
     warnings_df = pd.DataFrame(warnings, columns=["kind", "query-id", "corpus-id", "detail"])
-    skipped_df.to_csv(dp.corpus_dir / "skipped.csv", index=False)
-    warnings_df.to_csv(dp.corpus_dir / "warnings.csv", index=False)
+    atomic_write_text(dp.corpus_dir / "skipped.csv", skipped_df.to_csv(index=False))
+    atomic_write_text(dp.corpus_dir / "warnings.csv", warnings_df.to_csv(index=False))
     if page_rows:
-        pd.DataFrame(page_rows).to_csv(dp.corpus_dir / "pages.csv", index=False)
+        atomic_write_text(dp.corpus_dir / "pages.csv", pd.DataFrame(page_rows).to_csv(index=False))
 
     lengths = [len(c["text"]) for c in chunks]
     grades = Counter(g for rel in qrels.values() for g in rel.values())

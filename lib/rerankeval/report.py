@@ -281,7 +281,8 @@ def headline_table_html(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k:
             if pd.isna(val):
                 cells.append('<td class="num">\u2013</td>')
             elif c == "fallback_rate":
-                cells.append(f'<td class="num">{100 * float(val):.1f}%</td>')
+                cls = "num failed" if float(val) > 0 else "num"  # any fallback is shown in red
+                cells.append(f'<td class="{cls}">{100 * float(val):.1f}%</td>')
             elif c == "tokens_per_query":
                 cells.append(f'<td class="num">{float(val):,.0f}</td>')
             else:
@@ -376,6 +377,13 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         if headline not in metrics.columns:
             headline = next((c for c in metrics.columns if c.startswith("ndcg@")), headline)
         parts.append(headline_table_html(metrics, headline, pool_k))
+        if "fallback_rate" in metrics.columns:
+            for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows():
+                parts.append(
+                    f'<p class="failed">{esc(r["variant"])}: the reranker fell back to the fused order on '
+                    f"{100 * float(r['fallback_rate']):.1f}% of queries (see the ledger in 04-rerank); for "
+                    "those queries its row measures the fused ranking, not the LLM.</p>"
+                )
         qs = summary.get("query_set")
         facts = []
         if qs:

@@ -1,0 +1,113 @@
+"""The LLM endpoint is down for the whole run: every query falls back to its fused order, the stage still
+writes its outputs, and the analysis and the report say so (fallback rate 100%, shown as a warning).
+
+A single refused connection is covered by tests/test_rerank_faults.py; this is the whole run, through
+the stage outputs, the analysis helpers notebook 05 uses, and the report index page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+
+import pandas as pd
+import pytest
+
+from rerankeval import funnel, metrics, report, rerank, runs, stats
+from rerankeval.ioutil import atomic_write_jsonl, atomic_write_text
+from rerankeval.paths import resolve_dataset
+
+QIDS = [f"q{i}" for i in range(1, 7)]
+UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
+POOL_K = 3
+
+
+def _dataset(tmp_path):
+    """Chunks (one per page), six judged queries and a hybrid run whose order differs per query."""
+    (tmp_path / "src" / "down").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "down"))
+    atomic_write_jsonl(dp.chunks, [
+        {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "",
+         "text": f"page {i + 1} text"} for i, u in enumerate(UNITS)])
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
+    runs.write_qrels({q: {UNITS[i % len(UNITS)]: 1} for i, q in enumerate(QIDS)}, dp.qrels)
+    chunk_run = {q: {f"{UNITS[(i + j) % len(UNITS)]}#c0": 1.0 / (j + 1) for j in range(len(UNITS))}
+                 for i, q in enumerate(QIDS)}
+    unit_of = {f"{u}#c0": u for u in UNITS}
+    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
+    runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file("hybrid"), "hybrid")
+    return dp
+
+
+def _dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+def _analyse(dp) -> None:
+    """What notebook 05 does to produce metrics.csv and the summary the index page reads (small n_boot)."""
+    loaded = {v: runs.read_trec(dp.run_file(v)) for v in ("hybrid", "hybrid_rerank")}
+    qrels = runs.read_qrels(dp.qrels)
+    qs = metrics.query_set(loaded, qrels, QIDS, policy="zero")
+    per_query = metrics.evaluate(loaded, qrels, qs, metrics.metric_columns([1, 3, 10]))
+    ci = stats.bootstrap_table(per_query, n_boot=200, seed=0)
+    ledger_sum = funnel.ledger_summary(funnel.load_ledger(dp.ledger), qs.qids)
+    table = metrics.summary_table(ci, funnel.cost_table(list(loaded), ledger_sum))
+    atomic_write_text(dp.metrics_csv, table.to_csv(index=False))
+    report.write_summary(dp, {"headline_metric": "ndcg@10", "pool_k": POOL_K})
+
+
+@pytest.fixture
+def down_run(tmp_path):
+    dp = _dataset(tmp_path)
+    fused, queries, texts = rerank.load_inputs(dp, pool_k=POOL_K)
+    settings = rerank.Settings(base_url=_dead_url(), api_key="sk-test", model="fake-reranker", timeout=1,
+                               max_retries=1)
+    res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="listwise", alpha=1.0),
+                            pool_k=POOL_K, settings=settings, cache=rerank.LLMCache(tmp_path / "llm"),
+                            progress=False)
+    rerank.write_outputs(dp, res, settings)
+    _analyse(dp)
+    page = report.write_index(dp, [{"name": "04-rerank", "href": "04-rerank.html", "status": "ok",
+                                    "seconds": 1.0, "error": None}]).read_text(encoding="utf-8")
+    return dp, fused, res, page, tmp_path / "llm"
+
+
+def _reranked_row(page: str) -> str:
+    m = re.search(r"<tr><th>hybrid_rerank</th>.*?</tr>", page, re.S)
+    assert m, "the headline table has no hybrid_rerank row"
+    return m.group(0)
+
+
+def test_every_query_falls_back_and_the_outputs_say_so(down_run):
+    dp, fused, res, page, llm_cache = down_run
+    led = rerank.read_ledger(dp.ledger)
+    assert sorted(led.qid) == QIDS and set(led.status) == {"fallback"}
+    assert set(led.error) == {"APIConnectionError"} and (led.n_failed == 1).all()
+    assert (led.retries == 1).all() and (led.requests == 2).all() and not led.cache_hit.any()
+    # nothing failed was cached: a later run with the endpoint back asks again
+    assert not list(llm_cache.rglob("*.json"))
+    # the reranked run is the fused run, query by query, full depth
+    written = runs.read_trec(dp.run_file("hybrid_rerank"))
+    assert {q: list(d) for q, d in written.items()} == {q: list(d) for q, d in fused.items()}
+    summary = json.loads((dp.stage_dir("rerank") / "summary.json").read_text())
+    assert summary["main"]["fallback_rate"] == 1.0 and summary["main"]["fallback"] == len(QIDS)
+    # the analysis carries it into metrics.csv ...
+    table = pd.read_csv(dp.metrics_csv).set_index("variant")
+    assert table.loc["hybrid_rerank", "fallback_rate"] == 1.0
+    assert pd.isna(table.loc["hybrid", "fallback_rate"])  # no reranker, no fallback figure
+    assert table.loc["hybrid_rerank", "ndcg@10"] == table.loc["hybrid", "ndcg@10"]
+    # ... and the report's headline table and verdict state it
+    assert "100.0%" in _reranked_row(page)
+    assert "fell back on 100.0% of queries" in page
+    assert "did not change nDCG@10" in page
+
+
+def test_a_total_fallback_is_flagged_in_red_on_the_index_page(down_run):
+    page = down_run[3]
+    red = r'class="[^"]*\b(?:failed|warn\w*|alert|danger|bad)\b[^"]*"'  # .failed is the page's red style
+    cell = re.search(rf"<td {red}[^>]*>\s*100\.0%\s*</td>", _reranked_row(page))
+    banner = re.search(rf"<(p|div)\s+{red}[^>]*>(?:(?!</\1>).)*fell back(?:(?!</\1>).)*</\1>", page, re.S)
+    assert cell or banner, "a 100% fallback rate is not styled as a warning on the index page"
