@@ -55,3 +55,11 @@ def test_no_path_literals_in_notebooks(nb):
             assert not any(bad in s for bad in ("results/", "/root/", "/work/", "data/", "../")), (
                 f"{nb.name}: path literal {s!r}; locate files through rerankeval.paths"
             )
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_papermill_reads_every_parameter(nb):
+    """papermill's own parser skips lines it cannot read (e.g. a comment containing '='), silently."""
+    import papermill
+
+    assert set(papermill.inspect_notebook(str(nb))) == chain.declared_parameters(nb)
