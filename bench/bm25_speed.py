@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from rerankeval import corpus, paths
 from rerankeval.bm25 import Analyzer, BM25Index, BM25Params
 

@@ -20,6 +20,7 @@ import time
 
 import ir_measures
 import pandas as pd
+
 from rerankeval import corpus, paths
 from rerankeval.retrieve import BASE_VARIANTS, Retriever, build_indexes, write_runs
 

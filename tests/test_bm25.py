@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+
 from rerankeval.bm25 import STOPWORDS_EN, Analyzer, BM25Index, BM25Params, build_or_load, index_key
 
 K1, B = 1.2, 0.75

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from builders import TINY_PAGES, TINY_QUERIES, tiny_pdf_dataset
 
 SENTINEL = "sk-SENTINEL-do-not-leak-0123456789abcdef"

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+
 from rerankeval.paths import DATA_DIR
 from rerankeval.pdf import page_id
 from rerankeval.textnorm import normalise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from rerankeval import embed
 
 TEXTS = ["BM25 is a lexical ranking function.", "Dense retrieval embeds text.", "",

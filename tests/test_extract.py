@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from builders import TINY_QUERIES, tiny_pdf_dataset, write_pdf, write_queries
 
+from builders import TINY_QUERIES, write_pdf, write_queries
 from rerankeval import corpus, extract, paths
 from rerankeval.beir import InputError
 

@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+
 from rerankeval import funnel as F
 
 

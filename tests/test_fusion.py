@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from rerankeval.fusion import qdrant_k, rrf
 from rerankeval.runs import from_ranking
 

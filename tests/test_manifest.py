@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from rerankeval import manifest as MF
 from rerankeval.ioutil import atomic_write_json
 from rerankeval.paths import resolve_dataset

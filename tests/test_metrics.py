@@ -7,6 +7,7 @@ import math
 import ir_measures
 import pandas as pd
 import pytest
+
 from rerankeval import metrics as M
 from rerankeval import runs as R
 from rerankeval import stats

@@ -19,7 +19,10 @@ def test_the_chain_has_its_numbered_notebooks():
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
 def test_stored_without_outputs(nb):
     cells = json.loads(nb.read_text())["cells"]
-    dirty = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    dirty = [
+        i for i, c in enumerate(cells)
+        if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))
+    ]
     assert not dirty, f"{nb.name}: cells {dirty} carry outputs; clear them before committing"
 
 
@@ -49,8 +52,10 @@ def test_no_path_literals_in_notebooks(nb):
     for c in cells:
         if c["cell_type"] != "code":
             continue
-        src = "\n".join(line for line in "".join(c["source"]).splitlines() if not line.lstrip().startswith(("%", "!")))
-        strings = [n.value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        lines = "".join(c["source"]).splitlines()
+        src = "\n".join(line for line in lines if not line.lstrip().startswith(("%", "!")))
+        nodes = ast.walk(ast.parse(src))
+        strings = [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
         for s in strings:
             assert not any(bad in s for bad in ("results/", "/root/", "/work/", "data/", "../")), (
                 f"{nb.name}: path literal {s!r}; locate files through rerankeval.paths"

@@ -8,6 +8,7 @@ import uuid
 
 import numpy as np
 import pytest
+
 from rerankeval import qdrant_store as qs
 from rerankeval.bm25 import BM25Index
 from rerankeval.fusion import rrf

@@ -9,6 +9,7 @@ import nbformat
 import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
 from rerankeval import htmlsafe, report
 from rerankeval.ioutil import atomic_write_json
 from rerankeval.paths import resolve_dataset

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from rerankeval import runs as R
 from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rerankeval.paths import NOTEBOOKS_DIR, DatasetPaths, resolve_dataset
@@ -251,6 +252,7 @@ def _dominant_share(png: Path) -> float:
 def _kernel() -> str:
     """The chain's kernel when it is installed, else the interpreter's default ``python3``."""
     from jupyter_client.kernelspec import KernelSpecManager
+
     from rerankeval import chain
 
     return chain.KERNEL if chain.KERNEL in KernelSpecManager().find_kernel_specs() else "python3"
@@ -377,6 +379,7 @@ def test_policy_blocks_an_unescaped_output(tmp_path):
         pytest.skip("chromium is not installed (apt-get install -y chromium): screenshot test skipped")
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
+
     from rerankeval import report
 
     raw = f"<p>visible</p>{INJECT}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rerankeval import corpus, embed, paths, qdrant_store
 from rerankeval.fusion import rrf
 from rerankeval.ioutil import atomic_write_jsonl

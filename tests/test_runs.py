@@ -1,7 +1,13 @@
 import pytest
 
 from rerankeval.runs import (
-    read_qrels, read_trec, strictly_decreasing, to_units, truncate, write_qrels, write_trec,
+    read_qrels,
+    read_trec,
+    strictly_decreasing,
+    to_units,
+    truncate,
+    write_qrels,
+    write_trec,
 )
 
 

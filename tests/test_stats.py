@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from rerankeval import stats as S
 from scipy import stats as sps
+
+from rerankeval import stats as S
 
 
 def test_holm_known_values():

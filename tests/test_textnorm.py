@@ -23,7 +23,7 @@ def test_chunks_cover_text_with_overlap_and_offsets():
         assert text[s.start : s.start + len(s.text)] == s.text  # offsets point into the page text
         assert len(s.text) <= 100
         assert not s.text.startswith(" ") and not s.text.endswith(" ")
-    for a, b in zip(spans, spans[1:]):
+    for a, b in zip(spans, spans[1:], strict=False):
         assert b.start > a.start  # always progresses
         assert b.start < a.start + len(a.text)  # overlaps the previous chunk
     assert spans[-1].start + len(spans[-1].text) == len(text)  # reaches the end

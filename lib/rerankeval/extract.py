@@ -34,7 +34,9 @@ STAGE_VERSION = 1  # bump when the extraction logic changes output for the same 
 class CorpusReport:
     stats: dict[str, Any]
     skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["file", "reason"]))
-    warnings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["kind", "query-id", "corpus-id", "detail"]))
+    warnings: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["kind", "query-id", "corpus-id", "detail"])
+    )
     reused: bool = False
 
 
@@ -79,7 +81,8 @@ def build_corpus(
     if not force and all(p.exists() for p in outputs):
         old = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
         if old.get("input_hash") == in_hash and old.get("corpus_hash") == sha256_file(dp.chunks):
-            return CorpusReport(old, _read_csv(dp.corpus_dir / "skipped.csv"), _read_csv(dp.corpus_dir / "warnings.csv"), True)
+            skipped, warnings = _read_csv(dp.corpus_dir / "skipped.csv"), _read_csv(dp.corpus_dir / "warnings.csv")
+            return CorpusReport(old, skipped, warnings, True)
 
     skipped: list[dict[str, str]] = []
     page_rows: list[dict[str, Any]] = []
