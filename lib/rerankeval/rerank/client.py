@@ -1,0 +1,228 @@
+"""A thin, thread-safe wrapper over the ``openai`` client for one OpenAI-compatible endpoint.
+
+Transport faults (timeouts, refused connections, 408/409/429/5xx) are retried by the ``openai`` client
+itself (``max_retries``): exponential backoff from 0.5 s to 8 s with jitter, and a ``Retry-After`` /
+``retry-after-ms`` header of up to 120 s is honoured as the wait (checked in tests/test_rerank_faults.py).
+We count the attempts per call with an httpx request hook, so the ledger's ``retries`` is exact even when
+the call finally fails.
+
+A 400 that names ``response_format`` (an endpoint without structured outputs) downgrades the client
+once from ``json_schema`` to ``json_object`` to a plain prompt, and the call is repeated; the format used
+is reported with each reply.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from ..settings import Settings, redact
+
+FORMATS = ("json_schema", "json_object", "none")
+
+
+@dataclass
+class Reply:
+    content: str
+    logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob", "top": [[token, logprob], ...]}]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    response_format: str = "json_schema"
+    # filled per call, not cached:
+    retries: int = field(default=0, compare=False)
+    latency_s: float = field(default=0.0, compare=False)
+    cached: bool = field(default=False, compare=False)
+
+    def to_cache(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("retries", "latency_s", "cached"):
+            d.pop(k)
+        return d
+
+    @classmethod
+    def from_cache(cls, d: dict[str, Any]) -> Reply:
+        keys = (
+            "content",
+            "logprobs",
+            "prompt_tokens",
+            "completion_tokens",
+            "finish_reason",
+            "response_format",
+        )
+        return cls(**{k: d[k] for k in keys if k in d}, cached=True)
+
+
+class LLMCallError(Exception):
+    """A call that failed after the client's retries; ``error_class`` names the last failure."""
+
+    def __init__(self, error_class: str, message: str, retries: int = 0):
+        super().__init__(redact(message))
+        self.error_class = error_class
+        self.retries = retries
+
+
+def _is_format_error(exc: openai.BadRequestError) -> bool:
+    text = str(exc).lower()
+    return any(w in text for w in ("response_format", "json_schema", "structured output", "json_object"))
+
+
+class LLMClient:
+    """One endpoint, one model; ``chat`` is safe to call from several threads."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        max_connections: int = 16,
+    ):
+        if not settings.base_url:
+            raise ValueError(
+                "no LLM endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY, RERANK_MODEL) in .env "
+                "or the environment, or run inside rerankeval.llm_server.ensure_endpoint()"
+            )
+        self.settings = settings
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._format_level = 0
+        self._http = openai.DefaultHttpxClient(
+            event_hooks={"request": [self._count_attempt]},
+            limits=_limits(max_connections),
+        )
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key or "sk-no-key",
+            timeout=settings.timeout if timeout is None else timeout,
+            max_retries=settings.max_retries if max_retries is None else max_retries,
+            http_client=self._http,
+        )
+        self.model = settings.model or self._discover_model()
+
+    # -- lifecycle --
+    def close(self) -> None:
+        self._client.close()
+        self._http.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals --
+    def _count_attempt(self, request: Any) -> None:
+        self._local.attempts = getattr(self._local, "attempts", 0) + 1
+
+    def _discover_model(self) -> str:
+        try:
+            models = self._client.models.list()
+            first = next(iter(models), None)
+        except openai.OpenAIError as exc:
+            raise LLMCallError(
+                type(exc).__name__, f"RERANK_MODEL is not set and /models failed: {exc}"
+            ) from None
+        if first is None:
+            raise LLMCallError("NoModel", "RERANK_MODEL is not set and the endpoint lists no model")
+        return first.id
+
+    @property
+    def response_format_in_use(self) -> str:
+        return FORMATS[self._format_level]
+
+    def _downgrade(self, level_seen: int) -> bool:
+        with self._lock:
+            if self._format_level == level_seen and self._format_level < len(FORMATS) - 1:
+                self._format_level += 1
+            return self._format_level > level_seen
+
+    # -- the call --
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        response_format: dict[str, Any] | None,
+        max_tokens: int,
+        seed: int | None = 0,
+        top_logprobs: int = 0,
+    ) -> Reply:
+        """One chat completion at temperature 0; raises :class:`LLMCallError` after retries."""
+        self._local.attempts = 0
+        t0 = time.perf_counter()
+        while True:
+            level = self._format_level if response_format is not None else len(FORMATS) - 1
+            kwargs: dict[str, Any] = {
+                "model": self.model,
+                "messages": messages,
+                "temperature": 0,
+                "max_tokens": max_tokens,
+            }
+            if seed is not None:
+                kwargs["seed"] = seed
+            if top_logprobs:
+                kwargs["logprobs"] = True
+                kwargs["top_logprobs"] = top_logprobs
+            if level == 0:
+                kwargs["response_format"] = response_format
+            elif level == 1:
+                kwargs["response_format"] = {"type": "json_object"}
+            try:
+                raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+                completion = raw.parse()
+            except openai.BadRequestError as exc:
+                if response_format is not None and level < len(FORMATS) - 1 and _is_format_error(exc):
+                    self._downgrade(level)
+                    continue
+                raise self._error(exc) from None
+            except openai.OpenAIError as exc:
+                raise self._error(exc) from None
+            except Exception as exc:  # a malformed body the SDK could not parse, etc.
+                raise self._error(exc) from None
+            break
+        latency = time.perf_counter() - t0
+        if not completion.choices:
+            raise LLMCallError("EmptyChoices", "reply has no choices", self._retries())
+        choice = completion.choices[0]
+        usage = completion.usage
+        return Reply(
+            content=choice.message.content or "",
+            logprobs=_logprobs(choice),
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            finish_reason=choice.finish_reason,
+            response_format=FORMATS[level],
+            retries=self._retries(),
+            latency_s=latency,
+        )
+
+    def _retries(self) -> int:
+        return max(0, getattr(self._local, "attempts", 1) - 1)
+
+    def _error(self, exc: BaseException) -> LLMCallError:
+        msg = str(exc)
+        if isinstance(exc, openai.APIStatusError):
+            msg = f"HTTP {exc.status_code}: {msg}"
+        return LLMCallError(type(exc).__name__, msg[:500], self._retries())
+
+
+def _limits(max_connections: int) -> httpx2.Limits:
+    n = max(1, int(max_connections))
+    return httpx2.Limits(max_connections=n, max_keepalive_connections=n)
+
+
+def _logprobs(choice: Any) -> list[dict[str, Any]] | None:
+    lp = getattr(choice, "logprobs", None)
+    content = getattr(lp, "content", None) if lp is not None else None
+    if not content:
+        return None
+    out = []
+    for t in content:
+        top = [[x.token, float(x.logprob)] for x in (t.top_logprobs or [])]
+        out.append({"token": t.token, "logprob": float(t.logprob), "top": top})
+    return out

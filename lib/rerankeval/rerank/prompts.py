@@ -1,0 +1,104 @@
+"""Prompt templates for the three modes. Their hash is part of every cache key.
+
+The query comes before the passages so a server with prompt caching (llama-server does) reuses the
+shared prefix across the per-candidate calls of one query.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ioutil import sha256_json
+
+LISTWISE_SYSTEM = (
+    "You are RankGPT, an intelligent assistant that can rank passages based on their relevancy to the query."
+)
+LISTWISE_USER = (
+    "I will provide you with {n} passages, each indicated by a numerical identifier []. "
+    "Rank the passages based on their relevance to the search query.\n\n"
+    "Search Query: {query}\n\n"
+    "{passages}\n\n"
+    "Search Query: {query}\n"
+    "Rank the {n} passages above based on their relevance to the search query, most relevant first. "
+    "List every identifier from 1 to {n} exactly once. "
+    'Reply only with JSON: {{"ranking": [identifiers]}}.'
+)
+
+POINTWISE_SYSTEM = "You are a careful search relevance assessor."
+POINTWISE_USER_ONE = (
+    "Query: {query}\n\n"
+    "Passage: {passage}\n\n"
+    "How relevant is the passage to the query, from 0 (unrelated) to 10 (it directly answers the query "
+    "or gives the evidence asked for)? "
+    'Reply only with JSON: {{"score": <integer 0-10>}}.'
+)
+POINTWISE_USER_BATCH = (
+    "Query: {query}\n\n"
+    "{passages}\n\n"
+    "For each of the {n} passages above, how relevant is it to the query, from 0 (unrelated) to 10 (it "
+    "directly answers the query or gives the evidence asked for)? Grade every passage exactly once. "
+    'Reply only with JSON: {{"scores": [{{"id": <passage number>, "score": <integer 0-10>}}, ...]}}.'
+)
+
+YESNO_SYSTEM = "You are a careful search relevance assessor."
+YESNO_USER_JSON = (
+    "Query: {query}\n\n"
+    "Passage: {passage}\n\n"
+    "Is the passage relevant to the query: does it answer the query or give evidence about it? "
+    'Reply only with JSON: {{"relevant": "yes"}} or {{"relevant": "no"}}.'
+)
+YESNO_USER_PLAIN = (
+    "Query: {query}\n\n"
+    "Passage: {passage}\n\n"
+    "Is the passage relevant to the query: does it answer the query or give evidence about it? "
+    "Answer with one word, yes or no."
+)
+
+TEMPLATES = {
+    "listwise": (LISTWISE_SYSTEM, LISTWISE_USER),
+    "pointwise": (POINTWISE_SYSTEM, POINTWISE_USER_ONE, POINTWISE_USER_BATCH),
+    "yesno": (YESNO_SYSTEM, YESNO_USER_JSON),
+    "yesno-plain": (YESNO_SYSTEM, YESNO_USER_PLAIN),
+}
+
+
+def template_hash(kind: str) -> str:
+    return sha256_json(TEMPLATES[kind])
+
+
+_WS = re.compile(r"\s+")
+
+
+def clip(text: str, max_chars: int) -> str:
+    """Collapse white space and cut at a word boundary to at most ``max_chars`` (0 = no limit)."""
+    t = _WS.sub(" ", text or "").strip()
+    if max_chars and len(t) > max_chars:
+        cut = t[:max_chars]
+        sp = cut.rfind(" ")
+        t = (cut[:sp] if sp > max_chars // 2 else cut).rstrip() + " ..."
+    return t
+
+
+def numbered(passages: list[str]) -> str:
+    return "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
+
+
+def listwise(query: str, passages: list[str]) -> list[dict[str, str]]:
+    user = LISTWISE_USER.format(n=len(passages), query=query, passages=numbered(passages))
+    return [{"role": "system", "content": LISTWISE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def pointwise(query: str, passages: list[str]) -> list[dict[str, str]]:
+    if len(passages) == 1:
+        user = POINTWISE_USER_ONE.format(query=query, passage=passages[0])
+    else:
+        user = POINTWISE_USER_BATCH.format(query=query, n=len(passages), passages=numbered(passages))
+    return [{"role": "system", "content": POINTWISE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def yesno(query: str, passage: str, json_reply: bool = True) -> list[dict[str, str]]:
+    tmpl = YESNO_USER_JSON if json_reply else YESNO_USER_PLAIN
+    return [
+        {"role": "system", "content": YESNO_SYSTEM},
+        {"role": "user", "content": tmpl.format(query=query, passage=passage)},
+    ]

@@ -1,0 +1,139 @@
+"""The local endpoint's lifecycle, with a stand-in server binary (the real one is tested under -m llm)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+import pytest
+from rerankeval import llm_server, settings
+
+FAKE_SERVER = textwrap.dedent("""\
+    #!{python}
+    import http.server, sys, os
+    args = sys.argv[1:]
+    port = int(args[args.index("--port") + 1])
+    open(os.environ["FAKE_SERVER_ARGS"], "w").write(" ".join(args))
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def do_GET(self):
+            self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
+            self.wfile.write(b"{{}}")
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+""")
+
+
+@pytest.fixture
+def fake_setup(tmp_path, monkeypatch):
+    server = tmp_path / "llama.cpp" / "9.9" / "bin" / "llama-server"
+    server.parent.mkdir(parents=True)
+    server.write_text(FAKE_SERVER.format(python=sys.executable))
+    server.chmod(0o755)
+    model = tmp_path / "tiny-model.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setenv("FAKE_SERVER_ARGS", str(tmp_path / "args.txt"))
+    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0: (server, model))
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RERANK_MODEL"):
+        monkeypatch.setenv(k, "")
+    monkeypatch.setattr(settings, "ENV_FILE", tmp_path / "no.env")
+    return server, model, tmp_path / "args.txt"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_configured_endpoint_starts_nothing(monkeypatch):
+    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0: pytest.fail("must not set up a server"))
+    env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m"}
+    with llm_server.ensure_endpoint(env) as got:
+        assert got["OPENAI_BASE_URL"] == "https://example.test/v1" and got["RERANK_MODEL"] == "m"
+
+
+def test_starts_and_stops_local_server(fake_setup):
+    server, model, args_file = fake_setup
+    with llm_server.ensure_endpoint({}) as env:
+        assert env["RERANK_MODEL"] == "tiny-model"
+        assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/9.9/tiny-model@")
+        base = env["OPENAI_BASE_URL"].removesuffix("/v1")
+        assert base.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(base + "/health", timeout=2) as r:
+            assert r.status == 200
+        args = args_file.read_text().split()
+        for flag, value in (("-c", "8192"), ("-np", "1"), ("--threads", "2"), ("--host", "127.0.0.1")):
+            assert args[args.index(flag) + 1] == value
+        pid = _server_pid(server)
+    assert not _alive(pid)
+
+
+def test_stops_on_exception(fake_setup):
+    server, _, _ = fake_setup
+    with pytest.raises(RuntimeError, match="boom"):
+        with llm_server.ensure_endpoint({}):
+            pid = _server_pid(server)
+            raise RuntimeError("boom")
+    assert not _alive(pid)
+
+
+def test_stops_on_sigterm(fake_setup, tmp_path):
+    server, model, _ = fake_setup
+    script = tmp_path / "hold.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import time, sys
+        from pathlib import Path
+        from rerankeval import llm_server, settings
+        llm_server.setup_paths = lambda timeout=0: (Path({str(server)!r}), Path({str(model)!r}))
+        with llm_server.ensure_endpoint({{}}) as env:
+            print("READY", flush=True)
+            time.sleep(60)
+    """)
+    )
+    env = {**os.environ, "OPENAI_BASE_URL": ""}
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        pid = _server_pid(server)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def test_cli_run(fake_setup, tmp_path):
+    out = tmp_path / "env.txt"
+    code = llm_server.main(
+        [
+            "--run",
+            "--",
+            sys.executable,
+            "-c",
+            f"import os; open({str(out)!r}, 'w').write(os.environ['OPENAI_BASE_URL'])",
+        ]
+    )
+    assert code == 0 and out.read_text().startswith("http://127.0.0.1:")
+
+
+def _server_pid(server) -> int:
+    out = subprocess.run(["pgrep", "-f", str(server)], capture_output=True, text=True).stdout.split()
+    assert len(out) == 1, out
+    return int(out[0])

@@ -1,0 +1,66 @@
+"""Integration with the real local llama-server (built once, cached): ``pytest -m llm``."""
+
+from __future__ import annotations
+
+import pytest
+from rerankeval import llm_server, rerank
+
+pytestmark = pytest.mark.llm
+
+QUERY = "Which file holds the configuration of the alpha service?"
+PASSAGES = {
+    "p1": "Beta logs every transaction to /var/log/beta/history.log so administrators can audit upgrades.",
+    "p2": "The alpha service reads its configuration from /etc/alpha/alpha.conf; edit it and restart alpha.",
+    "p3": "Gamma uses a pool of worker threads set by the GAMMA_WORKERS environment variable.",
+    "p4": "Alpha keeps regenerable data in /var/cache/alpha, which can be deleted at any time.",
+}
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with llm_server.ensure_endpoint() as env:
+        yield rerank.load_settings(env)
+
+
+@pytest.mark.parametrize(
+    "mode, extra",
+    [
+        ("listwise", {}),
+        ("pointwise", {"batch_size": 4}),
+        ("yesno", {"yesno_json": True}),
+        ("yesno", {"yesno_json": False}),
+    ],
+)
+def test_real_model_reranks_with_json_schema(endpoint, tmp_path, mode, extra):
+    fused = {"q1": {d: 1.0 / (i + 1) for i, d in enumerate(PASSAGES)}}
+    cfg = rerank.RerankConfig(mode=mode, alpha=1.0, **extra)
+    res = rerank.rerank_run(
+        fused,
+        {"q1": QUERY},
+        {"q1": PASSAGES},
+        cfg,
+        pool_k=4,
+        settings=endpoint,
+        cache=rerank.LLMCache(tmp_path),
+        progress=False,
+    )
+    row = res.ledger.iloc[0]
+    assert sorted(res.run["q1"]) == sorted(PASSAGES)
+    assert row.status in ("ok", "repaired"), row.to_dict()
+    assert row.requests >= 1 and row.prompt_tokens > 0
+    assert row.response_format == ("none" if extra.get("yesno_json") is False else "json_schema")
+    assert row.model == "qwen2.5-coder-0.5b-instruct"
+    if mode == "yesno":
+        s = res.candidates.set_index("docid").llm_score
+        assert s.notna().all() and ((s > 0) & (s < 1)).all()  # real probabilities, not 0/1 answers
+    again = rerank.rerank_run(
+        fused,
+        {"q1": QUERY},
+        {"q1": PASSAGES},
+        cfg,
+        pool_k=4,
+        settings=endpoint,
+        cache=rerank.LLMCache(tmp_path),
+        progress=False,
+    )
+    assert again.run == res.run and again.ledger.iloc[0].requests == 0

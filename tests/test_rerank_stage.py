@@ -1,0 +1,128 @@
+"""Stage 04 end to end on a tiny hand-made dataset: run files in, reranked run + ledger out; the notebook."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakellm import FakeLLM
+from rerankeval import rerank, runs
+from rerankeval.ioutil import atomic_write_jsonl
+from rerankeval.paths import resolve_dataset
+
+# two chunks per page unit; the chunk run decides which chunk's text represents the unit
+CHUNKS = [
+    ("a.pdf#p1#0", "a.pdf#p1", "alpha intro"),
+    ("a.pdf#p1#1", "a.pdf#p1", "alpha GOLD answer"),
+    ("a.pdf#p2#0", "a.pdf#p2", "alpha other"),
+    ("b.pdf#p1#0", "b.pdf#p1", "beta text"),
+    ("b.pdf#p2#0", "b.pdf#p2", "beta more"),
+    ("c.pdf#p1#0", "c.pdf#p1", "gamma GOLD"),
+]
+
+
+def make_dataset(tmp_path):
+    src = tmp_path / "tinyds"
+    src.mkdir()
+    dp = resolve_dataset(str(src))
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": c,
+                "unit_id": u,
+                "source": u.split("#")[0],
+                "page": 1,
+                "start": 0,
+                "title": "",
+                "text": t,
+            }
+            for c, u, t in CHUNKS
+        ],
+    )
+    atomic_write_jsonl(
+        dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2", "q3")]
+    )
+    runs.write_qrels({"q1": {"a.pdf#p1": 1}, "q2": {"c.pdf#p1": 1}, "q3": {"b.pdf#p1": 1}}, dp.qrels)
+    order = ["b.pdf#p1#0", "a.pdf#p1#1", "b.pdf#p2#0", "a.pdf#p1#0", "a.pdf#p2#0", "c.pdf#p1#0"]
+    chunk_run = {q: {c: 1.0 / (i + 1) for i, c in enumerate(order)} for q in ("q1", "q2", "q3")}
+    unit_of = {c: u for c, u, _ in CHUNKS}
+    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
+    runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file("hybrid"), "hybrid")
+    return src, dp
+
+
+def test_stage_end_to_end(tmp_path):
+    src, dp = make_dataset(tmp_path)
+    fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
+    assert texts["q1"]["a.pdf#p1"] == "alpha GOLD answer"  # best chunk, not the first chunk of the page
+    assert list(fused["q1"]) == ["b.pdf#p1", "a.pdf#p1", "b.pdf#p2", "a.pdf#p2", "c.pdf#p1"]
+    with FakeLLM() as f:
+        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        res = rerank.rerank_run(
+            fused,
+            queries,
+            texts,
+            rerank.RerankConfig(mode="yesno", alpha=1.0),
+            pool_k=3,
+            max_queries=2,
+            stability="reversed",
+            settings=s,
+            cache=rerank.LLMCache(tmp_path / "llm"),
+            progress=False,
+        )
+    out = rerank.write_outputs(dp, res, s)
+    got = runs.read_trec(dp.run_file("hybrid_rerank"))
+    assert sorted(got) == ["q1", "q2"]  # max_queries: only the first 2 by qid
+    assert list(got["q1"]) == ["a.pdf#p1", "b.pdf#p1", "b.pdf#p2", "a.pdf#p2", "c.pdf#p1"]
+    # the rest keeps its fused order, strictly below the pool
+    assert list(got["q2"])[3:] == ["a.pdf#p2", "c.pdf#p1"]
+    led = rerank.read_ledger(dp.ledger)
+    assert list(led.columns) == rerank.LEDGER_COLUMNS
+    assert led["pass"].tolist() == ["main", "main", "reversed", "reversed"]
+    assert led["variant"].tolist()[:2] == ["hybrid_rerank"] * 2
+    assert set(led.status) == {"ok"} and (led.model == "fake-reranker").all()
+    summary = json.loads(out["summary"].read_text())
+    assert summary["model"] == "fake-reranker" and summary["main"]["fallback_rate"] == 0.0
+    assert summary["stability"]["kendall_tau_mean"] == 1.0
+    assert (dp.stage_dir("rerank") / "candidates.csv").exists()
+
+
+def test_missing_run_says_which_stage(tmp_path):
+    src = tmp_path / "empty"
+    src.mkdir()
+    with pytest.raises(FileNotFoundError, match="03-retrieve"):
+        rerank.load_inputs(resolve_dataset(str(src)), pool_k=5)
+
+
+@pytest.mark.slow
+def test_notebook_runs_against_fake_endpoint(tmp_path, monkeypatch):
+    papermill = pytest.importorskip("papermill")
+    from rerankeval.paths import NOTEBOOKS_DIR
+
+    src, dp = make_dataset(tmp_path)
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
+    with FakeLLM() as f:
+        monkeypatch.setenv("OPENAI_BASE_URL", f.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+        monkeypatch.setenv("RERANK_MODEL", "fake-reranker")
+        out = tmp_path / "04.ipynb"
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / "04-rerank.ipynb"),
+            str(out),
+            kernel_name="python3",
+            parameters={"dataset": str(src), "pool_k": 3, "stability": "reversed"},
+            progress_bar=False,
+        )
+        n = f.count
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / "04-rerank.ipynb"),
+            str(tmp_path / "again.ipynb"),
+            kernel_name="python3",
+            parameters={"dataset": str(src), "pool_k": 3},
+            progress_bar=False,
+        )
+        assert f.count == n  # the re-run is served by the cache
+    text = out.read_text()
+    assert "Reranker: fake-reranker" in text and "Fallback rate 0.0%" in text
+    assert dp.run_file("hybrid_rerank").exists() and dp.ledger.exists()
