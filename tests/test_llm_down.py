@@ -111,3 +111,23 @@ def test_a_total_fallback_is_flagged_in_red_on_the_index_page(down_run):
     cell = re.search(rf"<td {red}[^>]*>\s*100\.0%\s*</td>", _reranked_row(page))
     banner = re.search(rf"<(p|div)\s+{red}[^>]*>(?:(?!</\1>).)*fell back(?:(?!</\1>).)*</\1>", page, re.S)
     assert cell or banner, "a 100% fallback rate is not styled as a warning on the index page"
+
+
+def test_a_dead_endpoint_trips_the_circuit_breaker(tmp_path):
+    """Past BREAKER_THRESHOLD consecutive unreachable calls the rest fall back without calling."""
+    from rerankeval.rerank import core
+
+    dp = _dataset(tmp_path)
+    fused, queries, texts = rerank.load_inputs(dp, pool_k=POOL_K)
+    settings = rerank.Settings(base_url=_dead_url(), api_key="sk-test", model="fake-reranker", timeout=1,
+                               max_retries=0)
+    # yesno: one call per candidate, 6 queries x 3 candidates = 18 calls if nothing stopped them
+    res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno", alpha=1.0),
+                            pool_k=POOL_K, settings=settings, cache=rerank.LLMCache(tmp_path / "llm"),
+                            progress=False)
+    rerank.write_outputs(dp, res, settings)
+    led = rerank.read_ledger(dp.ledger)
+    assert set(led.status) == {"fallback"} and set(led.error) == {"APIConnectionError"}
+    assert led.requests.sum() == core.BREAKER_THRESHOLD < len(QIDS) * POOL_K
+    written = runs.read_trec(dp.run_file("hybrid_rerank"))
+    assert {q: list(d) for q, d in written.items()} == {q: list(d) for q, d in fused.items()}

@@ -180,6 +180,10 @@ def yes_prob(reply: Reply, json_reply: bool) -> float:
     raise Unusable("NoYesNo", f"no yes/no answer in {reply.content[:80]!r}")
 
 
+BREAKER_THRESHOLD = 8  # consecutive unreachable-endpoint failures before the remaining calls are skipped
+UNREACHABLE = frozenset({"APIConnectionError", "APITimeoutError"})
+
+
 class Reranker:
     """Reranks candidate pools with one endpoint; use as a context manager (closes the HTTP client)."""
 
@@ -197,6 +201,10 @@ class Reranker:
         self.client = client or LLMClient(self.settings, max_connections=max(2, config.concurrency))
         self.model = self.client.model
         self.endpoint = self.settings.cache_endpoint
+        # circuit breaker: after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest
+        # fall back without calling (a dead endpoint would otherwise cost every call its full retries)
+        self._consecutive_unreachable = 0
+        self._unreachable_class: str | None = None
 
     def close(self) -> None:
         if self._own_client:
@@ -257,6 +265,10 @@ class Reranker:
                 stats.cache_hits += 1
                 stats.saved_prompt_tokens += reply.prompt_tokens
                 stats.saved_completion_tokens += reply.completion_tokens
+            elif self._unreachable_class and self._consecutive_unreachable >= BREAKER_THRESHOLD:
+                stats.failed += 1
+                stats.error(self._unreachable_class)
+                return None
             else:
                 try:
                     reply = self.client.chat(
@@ -267,11 +279,15 @@ class Reranker:
                         top_logprobs=top_logprobs,
                     )
                 except LLMCallError as exc:
+                    if exc.error_class in UNREACHABLE:
+                        self._consecutive_unreachable += 1
+                        self._unreachable_class = exc.error_class
                     stats.requests += 1 + exc.retries
                     stats.retries += exc.retries
                     stats.failed += 1
                     stats.error(exc.error_class)
                     return None
+                self._consecutive_unreachable = 0
                 stats.requests += 1 + reply.retries
                 stats.retries += reply.retries
                 stats.prompt_tokens += reply.prompt_tokens
