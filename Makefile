@@ -24,6 +24,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
+# the venv is shared by every clone (it lives in $(CACHE)); this clone's package source always wins over
+# whichever clone last did the editable install, in this process and in every notebook kernel it starts
+export PYTHONPATH := $(CURDIR)/lib
 
 .PHONY: help setup report test lab lint clean llama system-deps
 
