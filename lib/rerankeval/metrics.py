@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .runs import Qrels, Run, ranked, strictly_decreasing
+from .runs import Qrels, Run, iter_trec, ranked, strictly_decreasing
 
 REL_LEVEL = 1
 DEFAULT_KS = (1, 3, 5, 10, 20, 100)
@@ -153,21 +153,9 @@ def read_run_checked(path: str | os.PathLike[str], variant: str | None = None) -
     path = Path(path)
     chk = RunCheck(variant=variant or path.stem, path=str(path))
     raw: dict[str, list[tuple[str, float, int]]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 6:
-                raise ValueError(
-                    f"{path}:{lineno}: expected 6 columns 'qid Q0 docid rank score tag', got {len(parts)}"
-                )
-            q, _, doc, rank, score, _ = parts
-            s = float(score)
-            if not math.isfinite(s):
-                raise ValueError(f"{path}:{lineno}: score {score!r} is not finite")
-            raw.setdefault(q, []).append((doc, s, int(rank)))
-            chk.n_lines += 1
+    for _, q, doc, rank, s in iter_trec(path):
+        raw.setdefault(q, []).append((doc, s, rank))
+        chk.n_lines += 1
     run: Run = {}
     for q, items in raw.items():
         seen: dict[str, float] = {}

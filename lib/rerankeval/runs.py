@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -109,9 +109,8 @@ def write_trec(run: Run, path: str | os.PathLike[str], tag: str) -> Path:
     return atomic_write_text(path, "".join(lines))
 
 
-def read_trec(path: str | os.PathLike[str]) -> Run:
-    """Read a TREC run; documents come back in the order of decreasing score (file order on ties)."""
-    raw: dict[str, list[tuple[str, float]]] = {}
+def iter_trec(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, str, int, float]]:
+    """``(line number, qid, docid, rank, score)`` for each line of a TREC run, in file order, checked."""
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             parts = line.split()
@@ -119,8 +118,18 @@ def read_trec(path: str | os.PathLike[str]) -> Run:
                 continue
             if len(parts) != 6:
                 raise ValueError(f"{path}:{lineno}: expected 6 columns 'qid Q0 docid rank score tag', got {len(parts)}")
-            q, _, doc, _, score, _ = parts
-            raw.setdefault(q, []).append((doc, float(score)))
+            q, _, doc, rank, score, _ = parts
+            s = float(score)
+            if not math.isfinite(s):
+                raise ValueError(f"{path}:{lineno}: score {score!r} is not finite")
+            yield lineno, q, doc, int(rank), s
+
+
+def read_trec(path: str | os.PathLike[str]) -> Run:
+    """Read a TREC run; documents come back in the order of decreasing score (file order on ties)."""
+    raw: dict[str, list[tuple[str, float]]] = {}
+    for _, q, doc, _, score in iter_trec(path):
+        raw.setdefault(q, []).append((doc, score))
     return {q: dict(sorted(items, key=lambda kv: -kv[1])) for q, items in raw.items()}
 
 
