@@ -241,7 +241,5 @@ def make_inputs(n_queries: int = 3, n_docs: int = 30, gold: tuple[int, ...] = (4
     """(fused run, queries, texts) for tests: doc ``d{i}`` at fused rank i; docs in ``gold`` say GOLD."""
     fused = {f"q{q:04d}": {f"d{i:02d}": 1.0 / (60 + i) for i in range(n_docs)} for q in range(n_queries)}
     queries = {q: f"query {q}" for q in fused}
-    texts = {
-        q: {d: f"passage {d}" + (" GOLD" if int(d[1:]) in gold else "") for d in fused[q]} for q in fused
-    }
+    texts = {q: {d: f"passage {d}" + (" GOLD" if int(d[1:]) in gold else "") for d in fused[q]} for q in fused}
     return fused, queries, texts

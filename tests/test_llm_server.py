@@ -11,6 +11,7 @@ import time
 import urllib.request
 
 import pytest
+
 from rerankeval import llm_server, settings
 
 FAKE_SERVER = textwrap.dedent("""\

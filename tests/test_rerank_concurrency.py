@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+
 from fakellm import FakeLLM, make_inputs
 from rerankeval import rerank
 
@@ -17,9 +18,7 @@ DROP = ["latency_s"]
 
 def _run(fake, tmp, concurrency, n_queries=12, mode="listwise", stability="none", cache=True, **skw):
     fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=12)
-    s = rerank.Settings(
-        base_url=fake.base_url, api_key="k", model="fake", **{"timeout": 2, "max_retries": 1, **skw}
-    )
+    s = rerank.Settings(base_url=fake.base_url, api_key="k", model="fake", **{"timeout": 2, "max_retries": 1, **skw})
     cfg = rerank.RerankConfig(mode=mode, alpha=1.0, window=6, step=3, concurrency=concurrency)
     return rerank.rerank_run(
         fused,

@@ -6,6 +6,7 @@ import socket
 import time
 
 import pytest
+
 from fakellm import FakeLLM, make_inputs
 from rerankeval import rerank
 from rerankeval.settings import Settings
@@ -117,11 +118,7 @@ def _no_json_schema(n, body):
 def test_400_unsupported_response_format_downgrades(tmp_path):
     with FakeLLM(rule=_no_json_schema) as f:
         _, row, order = run_one(tmp_path, f)
-        kinds = [
-            (b.get("response_format") or {}).get("type")
-            for _, p, b in f.requests
-            if p.endswith("completions")
-        ]
+        kinds = [(b.get("response_format") or {}).get("type") for _, p, b in f.requests if p.endswith("completions")]
     assert kinds == ["json_schema", "json_object"]
     assert row["status"] == "ok" and row["response_format"] == "json_object" and order == BEHAVED
 
@@ -193,9 +190,7 @@ def test_partial_list_positions():
 def test_prose_then_valid_recovers(tmp_path):
     with FakeLLM(script=[{"content": "Sure! Here is the ranking."}]) as f:
         _, row, order = run_one(tmp_path, f)
-    assert (
-        row["status"] == "ok" and row["retries"] == 1 and row["error"] == "InvalidJSON" and order == BEHAVED
-    )
+    assert row["status"] == "ok" and row["retries"] == 1 and row["error"] == "InvalidJSON" and order == BEHAVED
 
 
 # -- pointwise and yes/no --

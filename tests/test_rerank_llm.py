@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rerankeval import llm_server, rerank
 
 pytestmark = pytest.mark.llm

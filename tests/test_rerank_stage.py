@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from fakellm import FakeLLM
 from rerankeval import rerank, runs
 from rerankeval.ioutil import atomic_write_jsonl
@@ -40,9 +41,7 @@ def make_dataset(tmp_path):
             for c, u, t in CHUNKS
         ],
     )
-    atomic_write_jsonl(
-        dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2", "q3")]
-    )
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2", "q3")])
     runs.write_qrels({"q1": {"a.pdf#p1": 1}, "q2": {"c.pdf#p1": 1}, "q3": {"b.pdf#p1": 1}}, dp.qrels)
     order = ["b.pdf#p1#0", "a.pdf#p1#1", "b.pdf#p2#0", "a.pdf#p1#0", "a.pdf#p2#0", "c.pdf#p1#0"]
     chunk_run = {q: {c: 1.0 / (i + 1) for i, c in enumerate(order)} for q in ("q1", "q2", "q3")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from rerankeval import rerank
 from rerankeval.rerank import prompts, schemas
 from rerankeval.rerank.client import Reply
@@ -29,9 +30,7 @@ def test_parse_salvage_and_errors():
     assert obj.ranking == [3, 1, 2] and not salvaged
     obj, salvaged = rerank.parse('{"ranking": [3, 1, 1', schemas.ListwiseReply, "ranking")
     assert obj.ranking == [3, 1] and salvaged
-    obj, _ = rerank.parse(
-        '{"scores": [{"id": 1, "score": 4}, {"id": 2, "sc', schemas.PointwiseBatchReply, "scores"
-    )
+    obj, _ = rerank.parse('{"scores": [{"id": 1, "score": 4}, {"id": 2, "sc', schemas.PointwiseBatchReply, "scores")
     assert [(i.id, i.score) for i in obj.scores] == [(1, 4)]
     for bad, cls in [
         ("", "EmptyContent"),
@@ -62,8 +61,7 @@ def test_kendall_tau_and_minmax():
 
 def _lp(tokens, top):
     return [
-        {"token": t, "logprob": 0.0, "top": (top if t.strip(' "') in ("yes", "no") else [[t, 0.0]])}
-        for t in tokens
+        {"token": t, "logprob": 0.0, "top": (top if t.strip(' "') in ("yes", "no") else [[t, 0.0]])} for t in tokens
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rerankeval import settings as st
 
 
@@ -35,9 +36,7 @@ def test_unconfigured_and_bad_numbers(tmp_path):
 
 
 def test_env_roundtrip(tmp_path):
-    s = st.Settings(
-        base_url="http://h/v1", api_key="k" * 8, model="m", endpoint_id="local/x", timeout=3, max_retries=1
-    )
+    s = st.Settings(base_url="http://h/v1", api_key="k" * 8, model="m", endpoint_id="local/x", timeout=3, max_retries=1)
     again = st.load_settings(environ=s.env(), env_file=tmp_path / "absent")
     assert again == s and again.cache_endpoint == "local/x"
 

@@ -250,9 +250,7 @@ def ensure_endpoint(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rerankeval.llm_server", description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--run", action="store_true", help="run the command after -- with the endpoint's environment"
-    )
+    ap.add_argument("--run", action="store_true", help="run the command after -- with the endpoint's environment")
     ap.add_argument("--ctx", type=int, default=DEFAULT_CTX)
     ap.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL)
     ap.add_argument("--threads", type=int, default=DEFAULT_THREADS)

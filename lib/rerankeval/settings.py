@@ -80,9 +80,7 @@ def _raw(environ: Mapping[str, str] | None, env_file: str | os.PathLike[str] | N
     return values
 
 
-def load_settings(
-    environ: Mapping[str, str] | None = None, env_file: str | os.PathLike[str] | None = None
-) -> Settings:
+def load_settings(environ: Mapping[str, str] | None = None, env_file: str | os.PathLike[str] | None = None) -> Settings:
     """Settings from ``env_file`` (default ``<repo>/.env``) overridden by ``environ`` (default os.environ)."""
     v = _raw(environ, env_file)
 

@@ -125,9 +125,7 @@ class LLMClient:
             models = self._client.models.list()
             first = next(iter(models), None)
         except openai.OpenAIError as exc:
-            raise LLMCallError(
-                type(exc).__name__, f"RERANK_MODEL is not set and /models failed: {exc}"
-            ) from None
+            raise LLMCallError(type(exc).__name__, f"RERANK_MODEL is not set and /models failed: {exc}") from None
         if first is None:
             raise LLMCallError("NoModel", "RERANK_MODEL is not set and the endpoint lists no model")
         return first.id

@@ -409,9 +409,7 @@ class Reranker:
         return scores, counts
 
     # -- one query --
-    def rerank_query(
-        self, qid: str, query: str, pool: list[Candidate], pass_name: str = "main"
-    ) -> QueryResult:
+    def rerank_query(self, qid: str, query: str, pool: list[Candidate], pass_name: str = "main") -> QueryResult:
         """Rerank one pool (given in the order the LLM should see it). Never raises."""
         cfg = self.config
         t0 = time.perf_counter()
@@ -423,9 +421,7 @@ class Reranker:
         scores: list[float | None] | None = None
         try:
             if n:
-                fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno}[
-                    cfg.mode
-                ]
+                fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno}[cfg.mode]
                 scores, counts = fn(query, pool, texts, stats)
         except Exception as exc:  # a bug must not lose the run: fall back, and say so in the ledger
             stats.error(f"{type(exc).__name__}: {redact(exc)[:200]}")
@@ -439,9 +435,7 @@ class Reranker:
         else:
             status = "repaired" if (counts.repaired or stats.failed) else "ok"
             order = self._final_order(pool, scores, fused)
-        cost = (
-            stats.prompt_tokens * cfg.price_per_mtok[0] + stats.completion_tokens * cfg.price_per_mtok[1]
-        ) / 1e6
+        cost = (stats.prompt_tokens * cfg.price_per_mtok[0] + stats.completion_tokens * cfg.price_per_mtok[1]) / 1e6
         row = {
             "qid": qid,
             "pass": pass_name,
@@ -471,9 +465,7 @@ class Reranker:
         }
         return QueryResult(qid, pass_name, order, by_doc, [c.docid for c in pool], row)
 
-    def _final_order(
-        self, pool: list[Candidate], scores: list[float | None], fused: list[Candidate]
-    ) -> list[str]:
+    def _final_order(self, pool: list[Candidate], scores: list[float | None], fused: list[Candidate]) -> list[str]:
         """Blend with the fused score and order; unscored candidates keep their fused positions."""
         a = self.config.alpha
         by_rank: list[float | None] = [None] * len(pool)
@@ -483,9 +475,7 @@ class Reranker:
         scored = [i for i, s in enumerate(by_rank) if s is not None]
         llm = dict(zip(scored, minmax([by_rank[i] for i in scored]), strict=True))
         fz = dict(zip(scored, minmax([fused[i].fused for i in scored]), strict=True))
-        blended: list[float | None] = [
-            (a * llm[i] + (1 - a) * fz[i]) if i in llm else None for i in range(len(fused))
-        ]
+        blended: list[float | None] = [(a * llm[i] + (1 - a) * fz[i]) if i in llm else None for i in range(len(fused))]
         return [fused[i].docid for i in order_by_scores(blended)]
 
     # -- many queries --
@@ -522,9 +512,7 @@ class Reranker:
                     results[(t[0], t[1])] = work(t)
                     bar.update(1)
             else:
-                with ThreadPoolExecutor(
-                    max_workers=self.config.concurrency, thread_name_prefix="rerank"
-                ) as ex:
+                with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="rerank") as ex:
                     futs = {ex.submit(work, t): (t[0], t[1]) for t in tasks}
                     for f in as_completed(futs):
                         res = f.result()

@@ -48,16 +48,12 @@ def load_inputs(
                 if d in chunk_text:  # BEIR: chunk == document
                     cid = d
                 else:
-                    raise KeyError(
-                        f"no chunk for unit {d!r} of query {q!r}: {chunk_path} is missing or lacks it"
-                    )
+                    raise KeyError(f"no chunk for unit {d!r} of query {q!r}: {chunk_path} is missing or lacks it")
             texts[q][d] = chunk_text[cid]
     return fused, queries, texts
 
 
-def write_outputs(
-    dp: DatasetPaths, result: RerankResult, settings: Settings | None = None
-) -> dict[str, Path]:
+def write_outputs(dp: DatasetPaths, result: RerankResult, settings: Settings | None = None) -> dict[str, Path]:
     out = {
         "run": runs.write_trec(result.run, dp.run_file(VARIANT), tag=VARIANT),
         "ledger": write_ledger(result.ledger, dp.ledger),
