@@ -35,16 +35,20 @@ def endpoint():
 def test_real_model_reranks_with_json_schema(endpoint, tmp_path, mode, extra):
     fused = {"q1": {d: 1.0 / (i + 1) for i, d in enumerate(PASSAGES)}}
     cfg = rerank.RerankConfig(mode=mode, alpha=1.0, **extra)
-    res = rerank.rerank_run(
-        fused,
-        {"q1": QUERY},
-        {"q1": PASSAGES},
-        cfg,
-        pool_k=4,
-        settings=endpoint,
-        cache=rerank.LLMCache(tmp_path),
-        progress=False,
-    )
+
+    def run():
+        return rerank.rerank_run(
+            fused,
+            {"q1": QUERY},
+            {"q1": PASSAGES},
+            cfg,
+            pool_k=4,
+            settings=endpoint,
+            cache=rerank.LLMCache(tmp_path),
+            progress=False,
+        )
+
+    res = run()
     row = res.ledger.iloc[0]
     assert sorted(res.run["q1"]) == sorted(PASSAGES)
     assert row.status in ("ok", "repaired"), row.to_dict()
@@ -54,14 +58,5 @@ def test_real_model_reranks_with_json_schema(endpoint, tmp_path, mode, extra):
     if mode == "yesno":
         s = res.candidates.set_index("docid").llm_score
         assert s.notna().all() and ((s > 0) & (s < 1)).all()  # real probabilities, not 0/1 answers
-    again = rerank.rerank_run(
-        fused,
-        {"q1": QUERY},
-        {"q1": PASSAGES},
-        cfg,
-        pool_k=4,
-        settings=endpoint,
-        cache=rerank.LLMCache(tmp_path),
-        progress=False,
-    )
+    again = run()
     assert again.run == res.run and again.ledger.iloc[0].requests == 0
