@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from pathlib import Path
 
 TINY_PAGES = {
@@ -84,3 +86,21 @@ def tiny_beir_dataset(folder: Path, n_docs: int = 6) -> Path:
     (folder / "qrels").mkdir(exist_ok=True)
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\nq2\td2\t1\n", encoding="utf-8")
     return folder
+
+
+def write_pdf_bytes_name(folder: Path, name: bytes, pages: list[str]) -> Path:
+    """A PDF whose file name is raw bytes (e.g. latin-1 ``caf\\xe9.pdf``, not valid UTF-8)."""
+    tmp = write_pdf(folder / ".tmp-build.pdf", pages)
+    target = os.path.join(os.fsencode(folder), name)
+    os.rename(os.fsencode(tmp), target)
+    return Path(os.fsdecode(target))
+
+
+def write_corpus(folder: Path, rows: list[dict], *, gz: bool = False) -> Path:
+    """A BEIR corpus of the given JSON rows, as corpus.jsonl or corpus.jsonl.gz (the other one removed)."""
+    text = "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")
+    for old in ("corpus.jsonl", "corpus.jsonl.gz"):
+        (folder / old).unlink(missing_ok=True)
+    path = folder / ("corpus.jsonl.gz" if gz else "corpus.jsonl")
+    path.write_bytes(gzip.compress(text, mtime=0) if gz else text)
+    return path

@@ -20,14 +20,15 @@ import pandas as pd
 from . import beir
 from .beir import InputError
 from .ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file, sha256_json
-from .paths import DatasetPaths
-from .pdf import PdfSkipped, iter_pages, page_id
+from .paths import DATASET_LAYOUT, DatasetPaths, record_source
+from .pdf import PdfSkipped, iter_pages, page_id, source_name
 from .runs import write_qrels
 from .textnorm import chunk_text
 
 log = logging.getLogger(__name__)
 
 STAGE_VERSION = 1  # bump when the extraction logic changes output for the same input
+UNITS = {"pdf": "page", "beir": "document"}  # the relevance unit of each dataset kind
 
 
 @dataclass
@@ -40,27 +41,56 @@ class CorpusReport:
     reused: bool = False
 
 
-def detect_kind(source: Path) -> str:
-    if not source.is_dir():
-        raise InputError(f"dataset folder {source} does not exist; give a folder of PDFs or a BEIR dataset")
-    if beir.find_corpus(source):
-        return "beir"
-    if _pdf_files(source):
-        return "pdf"
-    raise InputError(
-        f"{source} holds no corpus: put PDF files in it, or a BEIR corpus.jsonl[.gz], "
-        f"plus queries.jsonl and qrels/test.tsv"
-    )
+def check_inputs(dp: DatasetPaths, split: str = "test") -> str:
+    """The dataset kind ("pdf" or "beir") once every required file is there, before anything is extracted.
+
+    Raises :class:`InputError` listing every missing file and the expected layout.
+    """
+    if not dp.source.is_dir():
+        raise InputError(f"dataset folder {dp.source} does not exist; give a folder of PDFs or a BEIR dataset")
+    kind = "beir" if beir.find_corpus(dp.source) else "pdf" if _pdf_files(dp.source) else None
+    missing = [] if kind else ["a corpus (put PDF files in it, or a BEIR corpus.jsonl[.gz])"]
+    missing += [p.relative_to(dp.source).as_posix() for p in (dp.source_queries, dp.source_qrels(split))
+                if not p.is_file()]
+    if missing:
+        raise InputError(
+            f"{dp.source} is not a complete dataset; missing: {'; '.join(missing)}. Nothing was extracted. "
+            f"Expected layout:\n{DATASET_LAYOUT}"
+        )
+    return kind
 
 
 def _pdf_files(source: Path) -> list[Path]:
     return sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf")
 
 
-def _input_hash(source: Path, kind: str, split: str, params: dict[str, Any]) -> str:
-    files = [beir.find_corpus(source)] if kind == "beir" else _pdf_files(source)
-    files += [source / "queries.jsonl", source / "qrels" / f"{split}.tsv"]
-    digest = {str(p.relative_to(source)): (sha256_file(p) if p.is_file() else None) for p in files}
+def pdf_sources(source: Path) -> dict[str, Path]:
+    """Name (:func:`rerankeval.pdf.source_name`) -> file, for every PDF of the folder, in file order.
+
+    Two files whose pages would get the same ids (``a b.pdf`` and ``a_b.pdf``: white space becomes
+    ``_``) are an :class:`InputError` naming both, raised before anything is extracted.
+    """
+    out: dict[str, Path] = {}
+    owner: dict[str, Path] = {}
+    for path in _pdf_files(source):
+        name = source_name(path.relative_to(source).as_posix())
+        key = page_id(name, 1)
+        if key in owner:
+            raise InputError(
+                f"two PDFs would share the page ids '{key[:-1]}<page>': {owner[key]} and {path} (white space in "
+                f"file names becomes '_', bytes that are not UTF-8 become \\xNN); rename one of them"
+            )
+        owner[key] = path
+        out[name] = path
+    return out
+
+
+def _input_hash(dp: DatasetPaths, kind: str, split: str, sources: dict[str, Path], params: dict[str, Any]) -> str:
+    corpus = beir.find_corpus(dp.source)
+    files = {corpus.name: corpus} if kind == "beir" and corpus else dict(sources)
+    for p in (dp.source_queries, dp.source_qrels(split)):
+        files[str(p.relative_to(dp.source))] = p
+    digest = {name: (sha256_file(p) if p.is_file() else None) for name, p in files.items()}
     return sha256_json({"files": digest, "params": params, "kind": kind, "version": STAGE_VERSION})
 
 
@@ -73,38 +103,41 @@ def build_corpus(
     x_tolerance: float = 1.5,
     force: bool = False,
 ) -> CorpusReport:
-    """Extract, chunk and validate the dataset at ``dp.source``; write ``dp.corpus_dir``."""
-    kind = detect_kind(dp.source)
-    params = {"split": split, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "x_tolerance": x_tolerance}
-    in_hash = _input_hash(dp.source, kind, split, params)
-    outputs = [dp.chunks, dp.queries, dp.qrels, dp.corpus_stats]
-    if not force and all(p.exists() for p in outputs):
-        old = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
-        if old.get("input_hash") == in_hash and old.get("corpus_hash") == sha256_file(dp.chunks):
-            skipped, warnings = _read_csv(dp.corpus_dir / "skipped.csv"), _read_csv(dp.corpus_dir / "warnings.csv")
-            return CorpusReport(old, skipped, warnings, True)
+    """Extract, chunk and validate the dataset at ``dp.source``; write ``dp.corpus_dir``.
 
+    Everything that can be checked cheaply is checked before the first page is extracted: required
+    files, colliding file names, the results folder's owner, the queries and the judgments.
+    """
+    kind = check_inputs(dp, split)
+    sources = pdf_sources(dp.source) if kind == "pdf" else {}
+    record_source(dp)
+    params = {"split": split, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "x_tolerance": x_tolerance}
+    in_hash = _input_hash(dp, kind, split, sources, params)
+    if not force and (old := _reusable(dp, in_hash)) is not None:
+        return old
+
+    queries = beir.read_queries(dp.source_queries)
+    qrels_path = dp.source_qrels(split)
+    raw_qrels, qrels_warnings = beir.merge_judgments(
+        beir.read_judgments(qrels_path), qrels_path, unit=(lambda d: "_".join(d.split())) if kind == "pdf" else str
+    )
     skipped: list[dict[str, str]] = []
     page_rows: list[dict[str, Any]] = []
     if kind == "pdf":
-        chunks, units = _pdf_chunks(dp.source, chunk_size, chunk_overlap, x_tolerance, skipped, page_rows)
-        unit = "page"
+        chunks, units = _pdf_chunks(sources, chunk_size, chunk_overlap, x_tolerance, skipped, page_rows)
     else:
         chunks, units = _beir_chunks(beir.find_corpus(dp.source))
-        unit = "document"
     if not chunks:
         why = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "no text could be extracted"
         raise InputError(f"the corpus of {dp.source} is empty ({why}). Provide readable PDFs or a non-empty corpus.")
 
-    queries = beir.read_queries(dp.source / "queries.jsonl")
-    raw_qrels = beir.read_qrels(dp.source / "qrels" / f"{split}.tsv")
-    qrels, query_rows, warnings = _validate_judgments(queries, raw_qrels, units, normalise_ids=(kind == "pdf"))
+    qrels, query_rows, warnings = _validate_judgments(queries, raw_qrels, units)
     if not query_rows:
         raise InputError(
-            f"no query in {dp.source / 'queries.jsonl'} has a judgment in qrels/{split}.tsv that names a "
-            f"known {unit}; check the ids (PDF pages are '<file>#p<page>')"
+            f"no query in {dp.source_queries} has a judgment in qrels/{split}.tsv that names a known "
+            f"{UNITS[kind]}; check the ids (PDF pages are '<file>#p<page>')"
         )
-
+    warnings = _name_warnings(dp.source, sources) + qrels_warnings + warnings
     # stats.json is the stage's commit marker: remove it first, write it last, so a run killed in between
     # never leaves an old marker beside a new chunk table
     dp.corpus_stats.unlink(missing_ok=True)
@@ -113,26 +146,36 @@ def build_corpus(
     write_qrels(qrels, dp.qrels)
     skipped_df = pd.DataFrame(skipped, columns=["file", "reason"])
     warnings_df = pd.DataFrame(warnings, columns=["kind", "query-id", "corpus-id", "detail"])
-    atomic_write_text(dp.corpus_dir / "skipped.csv", skipped_df.to_csv(index=False))
-    atomic_write_text(dp.corpus_dir / "warnings.csv", warnings_df.to_csv(index=False))
+    atomic_write_text(dp.skipped_csv, skipped_df.to_csv(index=False))
+    atomic_write_text(dp.warnings_csv, warnings_df.to_csv(index=False))
     if page_rows:
-        atomic_write_text(dp.corpus_dir / "pages.csv", pd.DataFrame(page_rows).to_csv(index=False))
+        atomic_write_text(dp.pages_csv, pd.DataFrame(page_rows).to_csv(index=False))
+    stats = {"dataset": dp.name, "kind": kind, "unit": UNITS[kind], "split": split, "params": params,
+             "input_hash": in_hash, "corpus_hash": sha256_file(dp.chunks),
+             **_counts(kind, sources, skipped, page_rows, units, chunks, query_rows, qrels), "warnings": len(warnings)}
+    atomic_write_json(dp.corpus_stats, stats)
+    return CorpusReport(stats, skipped_df, warnings_df, False)
 
+
+def _reusable(dp: DatasetPaths, in_hash: str) -> CorpusReport | None:
+    """The saved report when the corpus stage's outputs are complete and were built from these inputs."""
+    if not all(p.exists() for p in (dp.chunks, dp.queries, dp.qrels, dp.corpus_stats)):
+        return None
+    old = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
+    if old.get("input_hash") != in_hash or old.get("corpus_hash") != sha256_file(dp.chunks):
+        return None
+    return CorpusReport(old, _read_csv(dp.skipped_csv), _read_csv(dp.warnings_csv), True)
+
+
+def _counts(kind, sources, skipped, page_rows, units, chunks, query_rows, qrels) -> dict[str, Any]:
     lengths = [len(c["text"]) for c in chunks]
     grades = Counter(g for rel in qrels.values() for g in rel.values())
     slices: dict[str, Counter] = {}
     for q in query_rows:
         for k, v in q["slices"].items():
             slices.setdefault(k, Counter())[v] += 1
-    stats = {
-        "dataset": dp.name,
-        "kind": kind,
-        "unit": unit,
-        "split": split,
-        "params": params,
-        "input_hash": in_hash,
-        "corpus_hash": sha256_file(dp.chunks),
-        "files": len(_pdf_files(dp.source)) if kind == "pdf" else 1,
+    return {
+        "files": len(sources) if kind == "pdf" else 1,
         "files_skipped": len(skipped),
         "pages": len(page_rows) if kind == "pdf" else None,
         "pages_without_text": sum(1 for p in page_rows if p["chars"] == 0) if kind == "pdf" else None,
@@ -148,21 +191,27 @@ def build_corpus(
         "queries_per_slice": {k: dict(sorted(v.items())) for k, v in sorted(slices.items())},
         "judgments": sum(len(r) for r in qrels.values()),
         "judgments_per_grade": {str(g): n for g, n in sorted(grades.items())},
-        "warnings": len(warnings),
     }
-    atomic_write_json(dp.corpus_stats, stats)
-    return CorpusReport(stats, skipped_df, warnings_df, False)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False) if path.exists() else pd.DataFrame()
 
 
-def _pdf_chunks(source, size, overlap, x_tolerance, skipped, page_rows):
+def _name_warnings(source: Path, sources: dict[str, Path]) -> list[dict[str, str]]:
+    """One warning per PDF whose file name is not valid UTF-8 (indexed under its escaped name)."""
+    return [
+        {"kind": "file name is not valid UTF-8", "query-id": "", "corpus-id": name,
+         "detail": f"indexed as '{page_id(name, 1)[:-1]}<page>' (each invalid byte written as \\xNN); use that id "
+                   f"in the qrels, or rename the file to UTF-8 (e.g. convmv -f latin1 -t utf-8 --notest)"}
+        for name, path in sources.items() if name != path.relative_to(source).as_posix()
+    ]
+
+
+def _pdf_chunks(sources: dict[str, Path], size, overlap, x_tolerance, skipped, page_rows):
     chunks: list[dict[str, Any]] = []
     units: set[str] = set()
-    for path in _pdf_files(source):
-        rel = path.relative_to(source).as_posix()
+    for rel, path in sources.items():
         pages: list[dict[str, Any]] = []
         file_chunks: list[dict[str, Any]] = []
         try:
@@ -194,7 +243,7 @@ def _beir_chunks(path: Path):
     return chunks, set(docs)
 
 
-def _validate_judgments(queries, raw_qrels, units, *, normalise_ids: bool):
+def _validate_judgments(queries, raw_qrels, units):
     warnings: list[dict[str, str]] = []
     qrels: dict[str, dict[str, int]] = {}
     for qid, rels in sorted(raw_qrels.items()):
@@ -202,10 +251,9 @@ def _validate_judgments(queries, raw_qrels, units, *, normalise_ids: bool):
             warnings.append({"kind": "qrels query not in queries.jsonl", "query-id": qid, "corpus-id": "",
                              "detail": f"{len(rels)} judgment(s) dropped"})
             continue
-        for did, grade in sorted(rels.items()):
-            uid = "_".join(did.split()) if normalise_ids else did
+        for uid, grade in sorted(rels.items()):
             if uid not in units:
-                warnings.append({"kind": "qrels names an unknown unit", "query-id": qid, "corpus-id": did,
+                warnings.append({"kind": "qrels names an unknown unit", "query-id": qid, "corpus-id": uid,
                                  "detail": "dropped: no such page/document in the corpus (skipped file or typo?)"})
                 continue
             qrels.setdefault(qid, {})[uid] = grade
@@ -248,7 +296,7 @@ def summary_table(report: CorpusReport) -> pd.DataFrame:
 
 def empty_pages(dp: DatasetPaths) -> pd.DataFrame:
     """Pages with no extractable text (scanned images, blank pages), PDF datasets only."""
-    path = dp.corpus_dir / "pages.csv"
+    path = dp.pages_csv
     if not path.exists():
         return pd.DataFrame(columns=["file", "page", "unit_id", "chars"])
     df = pd.read_csv(path)

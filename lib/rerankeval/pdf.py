@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,16 @@ class PdfSkipped(Exception):
         super().__init__(f"{source}: {reason}")
         self.source = source
         self.reason = reason
+
+
+def source_name(rel_path: str) -> str:
+    """The name a PDF goes by in ids and tables: its posix path relative to the dataset folder.
+
+    A file name that is not valid UTF-8 (Python hands it over with surrogate escapes) keeps its valid
+    characters and shows each invalid byte as ``\\xNN``: ``caf\\xe9.pdf`` for latin-1 ``café.pdf``.
+    Valid names are returned unchanged.
+    """
+    return os.fsencode(rel_path).decode("utf-8", "backslashreplace")
 
 
 def page_id(source: str, page: int) -> str:
