@@ -23,3 +23,14 @@ def test_missing_dataset_says_what_to_provide(tmp_path):
 def test_results_root_moves_with_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path))
     assert paths.resolve_dataset("debian-manuals").root == tmp_path / "debian-manuals"
+
+
+def test_every_stage_file_is_a_property_under_the_results_folder(tmp_path):
+    dp = paths.resolve_dataset("debian-manuals")
+    outputs = [getattr(dp, n) for n, v in vars(paths.DatasetPaths).items()
+               if isinstance(v, property) and not n.startswith("source") and n != "qdrant_path"]
+    outputs += [dp.run_file("bm25"), dp.chunk_run_file("bm25"), dp.variant_record("bm25"), dp.figure("01-x"),
+                dp.executed_notebook("01-a.ipynb"), dp.notebook_html("01-a"), dp.stage_dir("other")]
+    assert len(outputs) > 30 and all(p.is_relative_to(dp.root) for p in outputs)
+    assert len(set(outputs)) == len(outputs)  # no two files share a path
+    assert dp.source_record == dp.root / "source.json" and dp.source_qrels("dev") == dp.source / "qrels" / "dev.tsv"

@@ -6,6 +6,10 @@ Nothing depends on the working directory. Three roots can be moved by environmen
 - ``RERANKEVAL_CACHE``: expensive, content-addressed caches shared by every clone (embeddings, LLM
   replies, the llama.cpp build, model weights; default ``~/.cache/rerankeval``);
 - ``RERANKEVAL_QDRANT_PATH``: the embedded Qdrant store (default ``<repo>/data/.qdrant``).
+
+A dataset's outputs live in ``results/<folder name>/``; stage 01 records the folder there
+(``source.json``), and another folder of the same name is refused rather than overwriting them.
+Every file a stage writes is a :class:`DatasetPaths` property or method: build no path by hand.
 """
 
 from __future__ import annotations
