@@ -197,3 +197,17 @@ def test_second_folder_with_the_same_name_is_refused_naming_both(tmp_path):
         extract.build_corpus(paths.DatasetPaths("docs", second, dp.root))
     assert dp.chunks.read_bytes() == before
     assert build(first)[1].reused  # the owner itself runs on
+
+
+def test_chain_stops_at_once_with_the_message_and_exit_2(tmp_path, capsys):
+    from rerankeval import chain
+
+    first, second = (write_pdf(tmp_path / side / "docs" / "a.pdf", ["alpha text"]).parent for side in ("x", "y"))
+    for folder in (first, second):
+        write_queries(folder, [("q", "alpha", "lexical", {"a.pdf#p1": 2})])
+    build(first)
+    assert chain.main(["--dataset", str(second)]) == 2
+    assert f"holds the results of another dataset folder with the same name, {first}" in capsys.readouterr().err
+    assert chain.main(["--dataset", str(first / "queries.jsonl")]) == 2
+    assert f"a dataset is a folder. Did you mean {first}?" in capsys.readouterr().err
+    assert not paths.resolve_dataset(first).executed_dir.exists()  # no notebook ran

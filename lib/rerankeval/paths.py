@@ -190,6 +190,15 @@ class DatasetPaths:
         return self.stage_dir("analyse")
 
     @property
+    def analyse_summary(self) -> Path:
+        """JSON: the analysis facts the report's index page needs."""
+        return self.analyse_dir / "summary.json"
+
+    @property
+    def analyse_comparisons(self) -> Path:
+        return self.analyse_dir / "comparisons.csv"
+
+    @property
     def metrics_csv(self) -> Path:
         return self.root / "metrics.csv"
 
