@@ -117,10 +117,7 @@ def build_corpus(
         return old
 
     queries = beir.read_queries(dp.source_queries)
-    qrels_path = dp.source_qrels(split)
-    raw_qrels, qrels_warnings = beir.merge_judgments(
-        beir.read_judgments(qrels_path), qrels_path, unit=(lambda d: "_".join(d.split())) if kind == "pdf" else str
-    )
+    raw_qrels, qrels_warnings = _read_judgments(dp.source_qrels(split), kind)
     skipped: list[dict[str, str]] = []
     page_rows: list[dict[str, Any]] = []
     if kind == "pdf":
@@ -155,6 +152,12 @@ def build_corpus(
              **_counts(kind, sources, skipped, page_rows, units, chunks, query_rows, qrels), "warnings": len(warnings)}
     atomic_write_json(dp.corpus_stats, stats)
     return CorpusReport(stats, skipped_df, warnings_df, False)
+
+
+def _read_judgments(path: Path, kind: str) -> tuple[dict[str, dict[str, int]], list[dict[str, str]]]:
+    """The qrels keyed by unit id (white space in a PDF page id becomes ``_``, as in the page ids)."""
+    unit = (lambda did: "_".join(did.split())) if kind == "pdf" else str
+    return beir.merge_judgments(beir.read_judgments(path), path, unit=unit)
 
 
 def _reusable(dp: DatasetPaths, in_hash: str) -> CorpusReport | None:
