@@ -93,3 +93,30 @@ def test_probe_endpoint():
     msg = chain.probe_endpoint(url.replace("http://", f"http://u:{PASSWORD}@"), SENTINEL, timeout=2)
     assert msg is not None and "not reachable" in msg and url.removeprefix("http://") in msg
     assert PASSWORD not in msg and SENTINEL not in msg
+
+
+def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, capsys):
+    """The check before the run passed, but every reranked query fell back: exit 1 unless allowed."""
+    import time
+
+    import pandas as pd
+
+    from rerankeval.paths import resolve_dataset
+
+    (tmp_path / "src" / "mid").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "mid"))
+    dp.root.mkdir(parents=True)
+    ledger = pd.DataFrame({"qid": ["q1", "q2", "q1"], "pass": ["main", "main", "reversed"],
+                           "status": ["fallback", "fallback", "ok"]})
+    ledger.to_csv(dp.ledger, index=False)
+    msg = chain.llm_fell_back(dp)
+    assert msg and "every one of the 2 reranked queries fell back" in msg
+    (dp.executed_dir).mkdir(parents=True)
+    page = {"name": "04-rerank", "href": "04-rerank.html", "status": "ok", "seconds": 1.0, "error": None,
+            "llm_problem": msg}
+    assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "fell back to the fused order" in err and "allow_fallback=true" in err
+    ledger.loc[1, "status"] = "ok"
+    ledger.to_csv(dp.ledger, index=False)
+    assert chain.llm_fell_back(dp) is None

@@ -225,6 +225,20 @@ def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[st
     return env
 
 
+def llm_fell_back(dp: paths.DatasetPaths) -> str | None:
+    """What went wrong when the rerank ledger shows that every reranked query fell back (else None)."""
+    from .funnel import is_fallback, load_ledger
+
+    ledger = load_ledger(dp.ledger)
+    if ledger is None or "status" not in ledger:
+        return None
+    main = ledger[ledger["pass"] == "main"] if "pass" in ledger else ledger
+    if len(main) and main["status"].map(is_fallback).all():
+        return (f"every one of the {len(main)} reranked queries fell back to the fused order: the LLM endpoint "
+                f"failed during the run (see the ledger in 04-rerank)")
+    return None
+
+
 # --------------------------------------------------------------------------- running the notebooks
 class Interrupt:
     """Records a SIGINT (Ctrl-C) and raises KeyboardInterrupt, so a swallowed one is still seen."""
@@ -370,6 +384,8 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
             pages.append(run_notebook(nb, dp, params, kernel, env, interrupt))
             if pages[-1]["status"] != "ok" or interrupt.hit:
                 break
+            if _needs_llm(nb) and not allow_fallback:
+                pages[-1]["llm_problem"] = llm_fell_back(dp)
     return pages
 
 
@@ -387,6 +403,13 @@ def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bo
     if failed:
         print(f"\n[chain] ERROR: {failed['error']}\n[chain] executed copy kept at {_shown(dp.executed_dir)}; "
               f"report (partial) at {index}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    fell_back = next((p["llm_problem"] for p in pages if p.get("llm_problem")), None)
+    if fell_back:
+        from .settings import load_settings
+
+        print(f"\n[chain] ERROR: {fell_back}.\n{_endpoint_fix(load_settings().configured)}\n[chain] report: {index}",
+              file=sys.stderr, flush=True)
         return EXIT_FAILED
     times = ", ".join(f"{p['name'][:2]} {p['seconds']:.0f} s" for p in pages)
     print(f"[chain] done: {len(pages)} notebook(s) in {time.perf_counter() - t0:.0f} s ({times}); "
