@@ -87,7 +87,8 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def test_ctrl_c_stops_with_130_updates_the_index_and_a_rerun_resumes(tmp_path, tiny_pdf):
+@pytest.mark.parametrize("delay", [0.0, 6.0], ids=["while-02-starts", "while-02-runs"])
+def test_ctrl_c_stops_with_130_updates_the_index_and_a_rerun_resumes(tmp_path, tiny_pdf, delay):
     results = tmp_path / "res"
     out = results / "tiny-pdf"
     with FakeLLM() as fake:
@@ -96,6 +97,7 @@ def test_ctrl_c_stops_with_130_updates_the_index_and_a_rerun_resumes(tmp_path, t
                                 text=True)
         _wait_for(out / "report" / "01-extract-corpus.html", proc, timeout=600)
         chunks_mtime = (out / "corpus" / "chunks.jsonl").stat().st_mtime_ns
+        time.sleep(delay)  # 0: as 02's kernel starts; 6 s: inside 02's cells (loading the model, encoding)
         proc.send_signal(signal.SIGINT)
         try:
             stdout, stderr = proc.communicate(timeout=180)

@@ -240,15 +240,41 @@ def llm_fell_back(dp: paths.DatasetPaths) -> str | None:
 
 
 # --------------------------------------------------------------------------- running the notebooks
+def _signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the kernel's process group (a kernel leads its own session), if it still runs."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, sig)
+
+
 class Interrupt:
-    """Records a SIGINT (Ctrl-C) and raises KeyboardInterrupt, so a swallowed one is still seen."""
+    """Ctrl-C (SIGINT) handling of the chain: stop the running notebook, remember it, stop the run.
+
+    A Python exception raised from a signal handler can land anywhere, even where it is swallowed (a weakref
+    callback inside nbclient: "Exception ignored"), so during a notebook the first Ctrl-C does not raise:
+    it terminates the notebook's kernel (papermill then keeps the cells done so far and returns). Outside a
+    notebook, or on a second Ctrl-C, it raises KeyboardInterrupt. :attr:`hit` tells the chain to stop.
+    """
 
     def __init__(self) -> None:
         self.hit = False
+        self.in_notebook = False
+        self.kernel_pid: int | None = None
 
     def handler(self, signum: int, frame: object) -> None:  # noqa: ARG002
-        self.hit = True
-        raise KeyboardInterrupt
+        first, self.hit = not self.hit, True
+        if not first or not self.in_notebook:
+            raise KeyboardInterrupt
+        if self.kernel_pid is not None:
+            _signal_group(self.kernel_pid, signal.SIGTERM)
+
+    def kernel_started(self, pid: int) -> None:
+        """Called by the kernel manager; a kernel started after Ctrl-C is stopped at once."""
+        self.kernel_pid = pid
+        if self.hit:
+            _signal_group(pid, signal.SIGTERM)
+
+    def kernel_done(self) -> None:
+        self.kernel_pid = None
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Interrupt]:
@@ -262,7 +288,7 @@ class Interrupt:
             signal.signal(signal.SIGINT, old)
 
 
-def kernel_manager_class(env: Mapping[str, str]) -> type:
+def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None) -> type:
     """A kernel manager whose kernels start with ``env`` added to this process's environment."""
     from jupyter_client.manager import AsyncKernelManager
 
@@ -272,6 +298,9 @@ def kernel_manager_class(env: Mapping[str, str]) -> type:
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             kw["env"] = {**(kw.get("env") or os.environ), **extra}
             await super().start_kernel(**kw)
+            pid = getattr(self.provisioner, "pid", None)
+            if interrupt is not None and pid:
+                interrupt.kernel_started(pid)
 
     return ChainKernelManager
 
@@ -291,10 +320,11 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     print(f"[chain] {nb.name} ...", flush=True)
     t0 = time.perf_counter()
     status, error = "ok", None
+    interrupt.in_notebook = True
     try:
         papermill.execute_notebook(
-            str(nb), str(out), parameters=nb_params, kernel_name=kernel, progress_bar=False,
-            cwd=str(paths.ROOT), kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}),
+            str(nb), str(out), parameters=nb_params, kernel_name=kernel, progress_bar=False, cwd=str(paths.ROOT),
+            kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt),
         )
     except KeyboardInterrupt:
         interrupt.hit = True
@@ -303,12 +333,15 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
                                    f"{exc.exec_count}): {exc.ename}: {exc.evalue}")
     except Exception as exc:  # kernel died, missing kernel, bad parameters...
         status, error = "failed", f"{nb.name} could not be executed: {type(exc).__name__}: {exc}"
+    finally:
+        interrupt.kernel_done()
     if interrupt.hit:
         status, error = "interrupted", f"{nb.name} was interrupted (Ctrl-C); re-run to resume"
     seconds = time.perf_counter() - t0
     if out.exists():
         _redact_file(out)
         report.render_notebook_html(out, html)
+    interrupt.in_notebook = False
     print(f"[chain] {nb.name} {status.upper() if status != 'ok' else 'ok'} in {seconds:.1f} s", flush=True)
     return {"name": nb.stem, "href": html.name, "status": status, "seconds": round(seconds, 1), "error": error,
             "rerun": True, "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
