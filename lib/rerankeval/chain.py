@@ -1,19 +1,41 @@
 """Run the numbered notebooks in order with papermill and render the HTML report.
 
-``python -m rerankeval.chain --dataset NAME_OR_PATH [--set key=value ...]`` is what ``make report``
-calls. Parameters come from ``params/default.yaml``, then ``params/<dataset>.yaml``, then ``--set``;
-each notebook receives only the parameters its ``parameters`` cell declares. Executed notebooks go to
-``results/<dataset>/executed/``, HTML to ``results/<dataset>/report/``. When a notebook fails the run
-stops, names the notebook and cell, keeps the executed copy, still writes the report index, and exits 1.
+``python -m rerankeval.chain --dataset NAME_OR_PATH [--set key=value ...] [--only NN] [--allow-fallback]``
+is what ``make report`` calls. Parameters come from ``params/default.yaml``, then ``params/<dataset>.yaml``,
+then ``--set``; each notebook receives only the parameters its ``parameters`` cell declares. Executed
+notebooks go to ``results/<dataset>/executed/``, HTML to ``results/<dataset>/report/``; the index links
+every notebook that has a rendered page, this run's or an earlier one's (marked "earlier run").
+
+Before any notebook runs the chain checks what it can: parameters that must agree (``pool_k >= final_k``),
+the dataset's files, and, when the LLM notebook is in the run, that the LLM endpoint answers (the local
+llama-server is started and must become healthy). A dead endpoint stops the run with its URL and the fix,
+unless fallbacks were asked for: ``--allow-fallback`` or ``--set allow_fallback=true``
+(``make report P="allow_fallback=true"``), in which case every rerank call falls back to the fused order.
+The endpoint's settings reach the notebook kernels through their environment only.
+
+Exit status: 0 done; 1 a notebook failed (the run stops, names the notebook and cell, keeps the executed
+copy and still writes the index); 2 a problem found before the run (dataset, parameters, endpoint);
+130 interrupted by Ctrl-C (the index shows what finished; re-run the same command to resume: every
+finished stage is cached).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
+import datetime as _dt
+import json
 import os
+import re
+import signal
 import sys
+import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +44,14 @@ import yaml
 from . import paths
 
 KERNEL = "rerankeval"
+EXIT_FAILED, EXIT_PREFLIGHT, EXIT_INTERRUPTED = 1, 2, 130
+ALLOW_FALLBACK = "allow_fallback"  # a chain option, also accepted as --set allow_fallback=true
+PROBE_TIMEOUT = 5.0  # seconds for the endpoint check before the run
+POSITIVE_INTS = ("leg_k", "pool_k", "final_k")
+
+
+class PreflightError(Exception):
+    """A problem found before any notebook runs; the message says what is wrong and how to fix it."""
 
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
@@ -48,22 +78,37 @@ def load_params(dataset_name: str, overrides: list[str]) -> dict[str, Any]:
     return params
 
 
-def declared_parameters(nb: Path) -> set[str]:
-    """Names assigned in the notebook's cell tagged ``parameters`` (parsed as Python, comments and all)."""
-    import ast
-
+def _parameters_cell(nb: Path) -> list[ast.stmt]:
+    """The statements of the notebook's cell tagged ``parameters`` (empty without one)."""
     import nbformat
 
     for cell in nbformat.read(nb, as_version=4).cells:
         if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
-            names: set[str] = set()
-            for node in ast.parse(cell.source).body:
-                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                    names.add(node.target.id)
-                elif isinstance(node, ast.Assign):
-                    names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-            return names
-    return set()
+            return ast.parse(cell.source).body
+    return []
+
+
+def declared_parameters(nb: Path) -> set[str]:
+    """Names assigned in the notebook's cell tagged ``parameters`` (parsed as Python, comments and all)."""
+    names: set[str] = set()
+    for node in _parameters_cell(nb):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def effective_parameters(nb: Path, params: Mapping[str, Any]) -> dict[str, Any]:
+    """What the notebook will run with: its parameters cell's literal defaults, overridden by ``params``."""
+    values: dict[str, Any] = {}
+    for node in _parameters_cell(nb):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            with contextlib.suppress(ValueError, SyntaxError):
+                values[node.target.id] = ast.literal_eval(node.value)
+    declared = declared_parameters(nb)
+    values.update({k: v for k, v in params.items() if k in declared})
+    return values
 
 
 def _needs_llm(nb: Path) -> bool:
@@ -82,70 +127,352 @@ def _redact_file(path: Path) -> None:
         atomic_write_text(path, clean)
 
 
-def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] | None = None,
-              kernel: str = KERNEL) -> int:
+# --------------------------------------------------------------------------- checks before the run
+def check_parameters(nbs: list[Path], params: Mapping[str, Any]) -> None:
+    """Raise :class:`PreflightError` for parameters a notebook would reject late (e.g. ``pool_k < final_k``)."""
+    problems: dict[str, list[str]] = {}
+    for nb in nbs:
+        eff = effective_parameters(nb, params)
+        for key in POSITIVE_INTS:
+            if key in eff and (not isinstance(eff[key], int) or isinstance(eff[key], bool) or eff[key] < 1):
+                problems.setdefault(f"{key} = {eff[key]!r} must be a whole number >= 1", []).append(nb.stem)
+        pool, final = eff.get("pool_k"), eff.get("final_k")
+        if isinstance(pool, int) and isinstance(final, int) and pool < final:
+            problems.setdefault(
+                f"pool_k ({pool}) must be >= final_k ({final}): the reranker reorders the top pool_k and the "
+                f"headline metric is cut at final_k; e.g. P=\"pool_k={final}\" or P=\"final_k={pool}\"", []
+            ).append(nb.stem)
+    if problems:
+        lines = [f"{msg} (in {', '.join(where)})" for msg, where in problems.items()]
+        raise PreflightError("parameters that cannot work, found before running anything:\n  " + "\n  ".join(lines))
+
+
+def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any]) -> None:
+    """When the corpus notebook runs: a corpus, ``queries.jsonl`` and ``qrels/<split>.tsv`` must exist."""
+    from .beir import InputError
+    from .extract import detect_kind
+
+    first = next((nb for nb in nbs if nb.name.startswith("01")), None)
+    if first is None:
+        return
+    try:
+        detect_kind(dp.source)
+    except InputError as exc:
+        raise PreflightError(str(exc)) from None
+    split = effective_parameters(first, params).get("split", "test")
+    needed = [dp.source / "queries.jsonl", dp.source / "qrels" / f"{split}.tsv"]
+    missing = [str(p.relative_to(dp.source)) for p in needed if not p.is_file()]
+    if missing:
+        raise PreflightError(
+            f"{dp.source} lacks {' and '.join(missing)}: a dataset needs queries.jsonl and qrels/{split}.tsv "
+            f"beside its PDFs or corpus.jsonl[.gz] (BEIR layout; see the README)")
+
+
+def _safe(text: str) -> str:
+    """``settings.redact`` plus any password written into a URL (``scheme://user:password@host``)."""
+    from .settings import REDACTED, redact
+
+    return re.sub(r"(://[^/:@\s]*:)[^/@\s]+@", rf"\g<1>{REDACTED}@", redact(text))
+
+
+def probe_endpoint(base_url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """None when ``GET <base_url>/models`` gets an answer, else what went wrong (secrets redacted).
+
+    Any HTTP answer but 401/403 counts as reachable (some servers have no ``/models``); 401/403 means the
+    key is refused, which would make every call fail too.
+    """
+    parts = urllib.parse.urlsplit(base_url.rstrip("/") + "/models")
+    url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # user:password@ is not for urllib
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout):
+            return None
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return _safe(f"the LLM endpoint {base_url} refused the API key (HTTP {exc.code} on GET {url})")
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return _safe(f"the LLM endpoint {base_url} is not reachable (GET {url}: {reason})")
+
+
+def _endpoint_fix(configured: bool) -> str:
+    where = ("start the server, or fix OPENAI_BASE_URL / OPENAI_API_KEY in .env or the environment "
+             "(unset OPENAI_BASE_URL to use the local llama-server)" if configured else
+             "see the llama-server log above; `make llama` rebuilds it")
+    return (f"Fix: {where}. To run anyway with every rerank call falling back to the fused order: "
+            f"make report P=\"{ALLOW_FALLBACK}=true\" (or python -m rerankeval.chain --allow-fallback).")
+
+
+def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[str, str]:
+    """The LLM settings for the kernels (starting the local server when none is configured), checked."""
+    from .llm_server import EndpointError, ensure_endpoint
+    from .settings import load_settings
+
+    configured = load_settings().configured
+    env: dict[str, str] = {}
+    try:
+        env = stack.enter_context(ensure_endpoint())
+        problem = probe_endpoint(env.get("OPENAI_BASE_URL", ""), env.get("OPENAI_API_KEY"))
+    except EndpointError as exc:
+        problem = _safe(f"the local LLM server could not be started: {exc}")
+    if problem is None:
+        return env
+    if not allow_fallback:
+        raise PreflightError(f"{problem}.\n{_endpoint_fix(configured)}")
+    print(f"[chain] WARNING: {problem}; continuing because {ALLOW_FALLBACK} is set: every rerank call will "
+          "fall back to the fused order, and the report will say so.", file=sys.stderr, flush=True)
+    return env
+
+
+def llm_fell_back(dp: paths.DatasetPaths) -> str | None:
+    """What went wrong when the rerank ledger shows that every reranked query fell back (else None)."""
+    from .funnel import is_fallback, load_ledger
+
+    ledger = load_ledger(dp.ledger)
+    if ledger is None or "status" not in ledger:
+        return None
+    main = ledger[ledger["pass"] == "main"] if "pass" in ledger else ledger
+    if len(main) and main["status"].map(is_fallback).all():
+        return (f"every one of the {len(main)} reranked queries fell back to the fused order: the LLM endpoint "
+                f"failed during the run (see the ledger in 04-rerank)")
+    return None
+
+
+# --------------------------------------------------------------------------- running the notebooks
+def _signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the kernel's process group (a kernel leads its own session), if it still runs."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, sig)
+
+
+class Interrupt:
+    """Ctrl-C (SIGINT) handling of the chain: stop the running notebook, remember it, stop the run.
+
+    A Python exception raised from a signal handler can land anywhere, even where it is swallowed (a weakref
+    callback inside nbclient: "Exception ignored"), so during a notebook the first Ctrl-C does not raise:
+    it terminates the notebook's kernel (papermill then keeps the cells done so far and returns). Outside a
+    notebook, or on a second Ctrl-C, it raises KeyboardInterrupt. :attr:`hit` tells the chain to stop.
+    """
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.in_notebook = False
+        self.kernel_pid: int | None = None
+
+    def handler(self, signum: int, frame: object) -> None:  # noqa: ARG002
+        first, self.hit = not self.hit, True
+        if not first or not self.in_notebook:
+            raise KeyboardInterrupt
+        if self.kernel_pid is not None:
+            _signal_group(self.kernel_pid, signal.SIGTERM)
+
+    def kernel_started(self, pid: int) -> None:
+        """Called by the kernel manager; a kernel started after Ctrl-C is stopped at once."""
+        self.kernel_pid = pid
+        if self.hit:
+            _signal_group(pid, signal.SIGTERM)
+
+    def kernel_done(self) -> None:
+        self.kernel_pid = None
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Interrupt]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        old = signal.signal(signal.SIGINT, self.handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+
+def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None) -> type:
+    """A kernel manager whose kernels start with ``env`` added to this process's environment."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    extra = dict(env)
+
+    class ChainKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+            kw["env"] = {**(kw.get("env") or os.environ), **extra}
+            await super().start_kernel(**kw)
+            pid = getattr(self.provisioner, "pid", None)
+            if interrupt is not None and pid:
+                interrupt.kernel_started(pid)
+
+    return ChainKernelManager
+
+
+def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], kernel: str,
+                 env: Mapping[str, str], interrupt: Interrupt) -> dict[str, Any]:
+    """Execute one notebook, keep and render its executed copy; the index entry for it."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     from . import report
+    from .progress import STAGE_ENV
 
-    dp = paths.resolve_dataset(dataset)
-    params = load_params(dp.name, overrides or [])
-    nbs = notebooks(only)
-    if not nbs:
-        raise SystemExit(f"no notebooks match {only!r} in {paths.NOTEBOOKS_DIR}")
-    declared_all = {nb: declared_parameters(nb) for nb in nbs}
-    unknown = sorted(set(params) - set().union(*declared_all.values()) - {"dataset"})
+    nb_params = {k: v for k, v in params.items() if k in declared_parameters(nb)}
+    nb_params["dataset"] = str(dp.source)
+    out, html = dp.executed_dir / nb.name, dp.report_dir / f"{nb.stem}.html"
+    print(f"[chain] {nb.name} ...", flush=True)
+    t0 = time.perf_counter()
+    status, error = "ok", None
+    interrupt.in_notebook = True
+    try:
+        papermill.execute_notebook(
+            str(nb), str(out), parameters=nb_params, kernel_name=kernel, progress_bar=False, cwd=str(paths.ROOT),
+            kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt),
+        )
+    except KeyboardInterrupt:
+        interrupt.hit = True
+    except PapermillExecutionError as exc:
+        status, error = "failed", (f"{nb.name} failed in cell {exc.cell_index} (execution count "
+                                   f"{exc.exec_count}): {exc.ename}: {exc.evalue}")
+    except Exception as exc:  # kernel died, missing kernel, bad parameters...
+        status, error = "failed", f"{nb.name} could not be executed: {type(exc).__name__}: {exc}"
+    finally:
+        interrupt.kernel_done()
+    if interrupt.hit:
+        status, error = "interrupted", f"{nb.name} was interrupted (Ctrl-C); re-run to resume"
+    seconds = time.perf_counter() - t0
+    if out.exists():
+        _redact_file(out)
+        report.render_notebook_html(out, html)
+    interrupt.in_notebook = False
+    print(f"[chain] {nb.name} {status.upper() if status != 'ok' else 'ok'} in {seconds:.1f} s", flush=True)
+    return {"name": nb.stem, "href": html.name, "status": status, "seconds": round(seconds, 1), "error": error,
+            "rerun": True, "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+
+
+def _records_path(dp: paths.DatasetPaths) -> Path:
+    return dp.executed_dir / "pages.json"
+
+
+def _read_records(dp: paths.DatasetPaths) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(_records_path(dp).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _earlier_page(dp: paths.DatasetPaths, nb: Path, record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The index entry of a page an earlier run rendered (from its record, else papermill's metadata)."""
+    page = dict(record or {})
+    if not page:
+        with contextlib.suppress(OSError, ValueError):
+            meta = json.loads((dp.executed_dir / nb.name).read_text(encoding="utf-8"))["metadata"]["papermill"]
+            page = {"status": "failed" if meta.get("exception") else "ok", "seconds": meta.get("duration"),
+                    "finished": meta.get("end_time")}
+    when = str(page.get("finished") or "")[:16].replace("T", " ")
+    return {"status": "ok", "seconds": None, "error": None, **page, "href": f"{nb.stem}.html",
+            "name": f"{nb.stem} (earlier run{', ' + when + ' UTC' if when else ''})", "rerun": False}
+
+
+def index_pages(dp: paths.DatasetPaths, this_run: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every notebook with a rendered page, in chain order: this run's entries, else an earlier run's."""
+    from .ioutil import atomic_write_json
+
+    records = _read_records(dp)
+    records.update({p["name"]: p for p in this_run})
+    atomic_write_json(_records_path(dp), records)
+    now = {p["name"]: p for p in this_run}
+    pages = []
+    for nb in notebooks():
+        if nb.stem in now:
+            pages.append(now[nb.stem])
+        elif (dp.report_dir / f"{nb.stem}.html").is_file():
+            pages.append(_earlier_page(dp, nb, records.get(nb.stem)))
+    return pages
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the project when it is inside it (as the user typed ``make report`` there)."""
+    try:
+        return str(path.resolve().relative_to(paths.ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _warn_unknown(params: Mapping[str, Any]) -> None:
+    declared = set().union(*(declared_parameters(nb) for nb in notebooks()))
+    unknown = sorted(set(params) - declared - {"dataset"})
     if unknown:
         print(f"[chain] WARNING: no notebook declares the parameter(s) {', '.join(unknown)}; they are ignored "
               f"(see the parameters cell at the top of each notebook)", file=sys.stderr)
+
+
+def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any], kernel: str,
+                 allow_fallback: bool, interrupt: Interrupt) -> list[dict[str, Any]]:
+    """Run ``nbs`` in order until one fails or is interrupted; their index entries."""
+    pages: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        env: dict[str, str] = {}
+        if any(_needs_llm(nb) for nb in nbs):
+            env = start_endpoint(stack, allow_fallback)
+        for nb in nbs:
+            pages.append(run_notebook(nb, dp, params, kernel, env, interrupt))
+            if pages[-1]["status"] != "ok" or interrupt.hit:
+                break
+            if _needs_llm(nb) and not allow_fallback:
+                pages[-1]["llm_problem"] = llm_fell_back(dp)
+    return pages
+
+
+def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bool, t0: float) -> int:
+    """Write the index and print the last lines; the exit status."""
+    from . import report
+
+    index = _shown(report.write_index(dp, index_pages(dp, pages)))
+    done = [p["name"] for p in pages if p["status"] == "ok"]
+    if interrupted:
+        print(f"\n[chain] interrupted (Ctrl-C); finished: {', '.join(done) or 'none'}; report (partial): {index}; "
+              "re-run the same command to resume (finished stages are cached)", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    failed = next((p for p in pages if p["status"] != "ok"), None)
+    if failed:
+        print(f"\n[chain] ERROR: {failed['error']}\n[chain] executed copy kept at {_shown(dp.executed_dir)}; "
+              f"report (partial) at {index}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    fell_back = next((p["llm_problem"] for p in pages if p.get("llm_problem")), None)
+    if fell_back:
+        from .settings import load_settings
+
+        print(f"\n[chain] ERROR: {fell_back}.\n{_endpoint_fix(load_settings().configured)}\n[chain] report: {index}",
+              file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    times = ", ".join(f"{p['name'][:2]} {p['seconds']:.0f} s" for p in pages)
+    print(f"[chain] done: {len(pages)} notebook(s) in {time.perf_counter() - t0:.0f} s ({times}); "
+          f"report: {index}", flush=True)
+    return 0
+
+
+def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] | None = None,
+              kernel: str = KERNEL, allow_fallback: bool = False) -> int:
+    """Check, run and report; the exit status (see the module docstring). Raises :class:`PreflightError`."""
+    t0 = time.perf_counter()
+    dp = paths.resolve_dataset(dataset)
+    params = load_params(dp.name, overrides or [])
+    allow_fallback = bool(params.pop(ALLOW_FALLBACK, False)) or allow_fallback
+    nbs = notebooks(only)
+    if not nbs:
+        raise SystemExit(f"no notebooks match {only!r} in {paths.NOTEBOOKS_DIR}")
+    _warn_unknown(params)
+    check_parameters(nbs, params)
+    check_dataset(dp, nbs, params)
     dp.executed_dir.mkdir(parents=True, exist_ok=True)
     dp.report_dir.mkdir(parents=True, exist_ok=True)
+    interrupt = Interrupt()
     pages: list[dict[str, Any]] = []
-    failed: str | None = None
-    with contextlib.ExitStack() as stack:
-        llm_env: dict[str, str] | None = None
-        for nb in nbs:
-            declared = declared_all[nb]
-            nb_params = {k: v for k, v in params.items() if k in declared}
-            nb_params["dataset"] = str(dp.source)
-            out = dp.executed_dir / nb.name
-            html = dp.report_dir / f"{nb.stem}.html"
-            if _needs_llm(nb) and llm_env is None:
-                from .llm_server import ensure_endpoint
-
-                llm_env = stack.enter_context(ensure_endpoint())
-                os.environ.update(llm_env)
-            print(f"[chain] {nb.name} ...", flush=True)
-            t0 = time.perf_counter()
-            error = None
-            try:
-                papermill.execute_notebook(
-                    str(nb), str(out), parameters=nb_params, kernel_name=kernel,
-                    progress_bar=False, cwd=str(paths.ROOT),
-                )
-            except PapermillExecutionError as exc:
-                error = (f"{nb.name} failed in cell {exc.cell_index} (execution count {exc.exec_count}): "
-                         f"{exc.ename}: {exc.evalue}")
-            except Exception as exc:  # kernel died, missing kernel, bad parameters...
-                error = f"{nb.name} could not be executed: {type(exc).__name__}: {exc}"
-            seconds = time.perf_counter() - t0
-            if out.exists():
-                _redact_file(out)
-                report.render_notebook_html(out, html)
-            pages.append({"name": nb.stem, "href": html.name, "status": "failed" if error else "ok",
-                          "seconds": round(seconds, 1), "error": error})
-            print(f"[chain] {nb.name} {'FAILED' if error else 'ok'} in {seconds:.1f} s", flush=True)
-            if error:
-                failed = error
-                break
-    index = report.write_index(dp, pages)
-    if failed:
-        print(f"\n[chain] ERROR: {failed}\n[chain] executed copy kept at {dp.executed_dir}; "
-              f"report (partial) at {index}", file=sys.stderr)
-        return 1
-    print(f"[chain] report: {index}")
-    return 0
+    with interrupt.installed():
+        try:
+            pages = _execute_all(dp, nbs, params, kernel, allow_fallback, interrupt)
+        except KeyboardInterrupt:
+            interrupt.hit = True
+        return _finish(dp, pages, interrupt.hit, t0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,12 +484,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=None, metavar="NN",
                     help="run only notebooks whose name starts with this (repeatable)")
     ap.add_argument("--kernel", default=KERNEL, help="Jupyter kernel name (default: %(default)s)")
+    ap.add_argument("--allow-fallback", action="store_true",
+                    help="run even when the LLM endpoint does not answer (every rerank call falls back to the "
+                         "fused order); same as --set allow_fallback=true")
     args = ap.parse_args(argv)
     try:
-        return run_chain(args.dataset, args.overrides, args.only, args.kernel)
-    except paths.DatasetNotFound as exc:
+        return run_chain(args.dataset, args.overrides, args.only, args.kernel, args.allow_fallback)
+    except (paths.DatasetNotFound, PreflightError) as exc:
         print(f"[chain] ERROR: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_PREFLIGHT
+    except KeyboardInterrupt:  # before the notebooks started, or again while the index was being written
+        print("\n[chain] interrupted (Ctrl-C); the report index may be out of date", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

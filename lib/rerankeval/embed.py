@@ -29,6 +29,7 @@ import numpy as np
 
 from . import paths
 from .ioutil import atomic_write_bytes, atomic_write_json, sha256_json, sha256_text
+from .progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -222,12 +223,10 @@ class Embedder:
         return np.stack([have[h] for h in hashes]).astype(np.float32, copy=False)
 
     def _encode_missing(self, missing: dict[str, str], have: dict[str, np.ndarray], desc: str) -> None:
-        from tqdm import tqdm
-
         # longest first: similar lengths share a batch (less padding), and the bar's estimate is pessimistic
         order = sorted(missing, key=lambda h: -len(missing[h]))
         model = self.model
-        with tqdm(total=len(order), desc=desc, unit="text", disable=not self.progress) as bar:
+        with Progress(len(order), desc=desc, unit="text", mode=None if self.progress else "off") as bar:
             for i in range(0, len(order), self.shard_size):
                 shard = order[i : i + self.shard_size]
                 vecs = model.encode(

@@ -1,0 +1,147 @@
+"""Progress of long stages on the user's terminal, also from inside a notebook kernel run by the chain.
+
+``track(items, desc="embedding", unit="text")`` wraps an iterable; ``Progress(total, desc=..., unit=...)``
+is the same bar driven by hand, with counters shown beside it::
+
+    with Progress(len(qids), desc="rerank", unit="query") as bar:
+        for q in qids:
+            ...
+            bar.update(1, calls=n_calls, cache_hits=n_hits)
+
+Where it writes: the process's original standard error. A Jupyter kernel replaces ``sys.stderr`` with a
+stream that goes into the notebook; its ``fileno()`` is a copy of the stderr the kernel inherited from
+``python -m rerankeval.chain`` (papermill does not redirect it), so the bar reaches the chain's terminal
+and stays out of the executed notebook. How it writes (``RERANKEVAL_PROGRESS``, else chosen from that
+stream): ``bar`` on a terminal (a tqdm bar with items done, rate and ETA), ``plain`` in logs and CI (one
+line per 10% of the total, or at 1, 2, 4, 8 ... items when the total is unknown), ``off`` for nothing.
+The chain sets ``RERANKEVAL_STAGE`` (the notebook's name) for its kernels; lines are prefixed with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO, TypeVar
+
+from tqdm import tqdm
+
+MODE_ENV = "RERANKEVAL_PROGRESS"
+STAGE_ENV = "RERANKEVAL_STAGE"
+MODES = ("bar", "plain", "off")
+PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+PLAIN_FORMAT_NO_TOTAL = "{desc}: {n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
+
+T = TypeVar("T")
+
+
+def _stderr_fd() -> int | None:
+    """The file descriptor of the stderr this process started with (a kernel's capture bypassed)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            return stream.fileno() if stream is not None else None
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def terminal() -> TextIO | None:
+    """A line-buffered text stream on the original stderr, or None when there is none."""
+    fd = _stderr_fd()
+    if fd is None:
+        return None
+    return open(fd, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+
+def default_mode(stream: TextIO | None) -> str:
+    """``RERANKEVAL_PROGRESS`` if set (bar/plain/off), else ``bar`` on a terminal and ``plain`` otherwise."""
+    wanted = os.environ.get(MODE_ENV, "").strip().lower()
+    if wanted:
+        if wanted not in MODES:
+            raise ValueError(f"{MODE_ENV}={wanted!r}: use one of {', '.join(MODES)}")
+        return wanted
+    if stream is None:
+        return "off"
+    try:
+        return "bar" if stream.isatty() else "plain"
+    except (OSError, ValueError):
+        return "plain"
+
+
+def _label(desc: str) -> str:
+    stage = os.environ.get(STAGE_ENV, "").strip()
+    return f"[{stage}] {desc}" if stage else desc
+
+
+class Progress:
+    """A progress display for ``total`` items (None: unknown); ``update(n, **counters)`` as items finish."""
+
+    def __init__(self, total: int | None = None, *, desc: str, unit: str = "it", file: TextIO | None = None,
+                 mode: str | None = None):
+        self.file = file if file is not None else terminal()
+        self.mode = mode or default_mode(self.file)
+        if self.mode not in MODES:
+            raise ValueError(f"progress mode {self.mode!r}: use one of {', '.join(MODES)}")
+        self.total, self.desc, self.unit = total, _label(desc), unit
+        self.n = 0
+        self.postfix: dict[str, Any] = {}
+        self._t0 = time.monotonic()
+        self._printed_at: int | None = None
+        self._bar = (tqdm(total=total, desc=self.desc, unit=unit, file=self.file, dynamic_ncols=True,
+                          mininterval=0.5, leave=True) if self.mode == "bar" else None)
+
+    def update(self, n: int = 1, **postfix: Any) -> None:
+        """``n`` more items done; keyword counters (e.g. ``calls=12, cache_hits=5``) are shown beside."""
+        self.n += n
+        self.postfix.update(postfix)
+        if self._bar is not None:
+            if postfix:
+                self._bar.set_postfix(self.postfix, refresh=False)
+            self._bar.update(n)
+        elif self.mode == "plain" and self._due():
+            self._line()
+
+    def _due(self) -> bool:
+        if self.total:
+            step = max(1, -(-self.total // 10))  # a line per 10% of the total
+            last = self._printed_at or 0
+            return self.n >= self.total or self.n // step > last // step
+        return self.n >= 2 * (self._printed_at or 0) or self._printed_at is None
+
+    def _line(self) -> None:
+        fmt = PLAIN_FORMAT if self.total else PLAIN_FORMAT_NO_TOTAL
+        post = ", ".join(f"{k}={v}" for k, v in self.postfix.items())
+        line = tqdm.format_meter(self.n, self.total, time.monotonic() - self._t0, prefix=self.desc,
+                                 unit=self.unit, postfix=post, bar_format=fmt)
+        print(line, file=self.file, flush=True)
+        self._printed_at = self.n
+
+    def close(self) -> None:
+        """Finish the display (a last plain line unless the final count was already printed)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif self.mode == "plain" and self._printed_at != self.n:
+            self._line()
+        self.mode = "off"
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def track(iterable: Iterable[T], *, total: int | None = None, desc: str, unit: str = "it",
+          file: TextIO | None = None, mode: str | None = None) -> Iterator[T]:
+    """Yield from ``iterable`` while showing its progress (``total`` defaults to ``len(iterable)``)."""
+    if total is None and hasattr(iterable, "__len__"):
+        total = len(iterable)  # type: ignore[arg-type]
+    with Progress(total, desc=desc, unit=unit, file=file, mode=mode) as bar:
+        for item in iterable:
+            yield item
+            bar.update(1)

@@ -1,0 +1,122 @@
+"""Issue 14: what can be checked before the expensive stages is checked before any notebook runs.
+
+Parameters that must agree (``pool_k >= final_k``), the dataset's required files, and the LLM endpoint's
+reachability (a dead endpoint names its URL, secrets redacted, says how to fix it, and stops the run with
+a non-zero status unless fallbacks were asked for).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakellm import FakeLLM
+from rerankeval import chain
+
+SENTINEL = "sk-SENTINEL-preflight-0123456789"
+PASSWORD = "hunter2-url-password"
+
+
+def run(dataset: Path, results: Path, *args: str, env_extra: dict[str, str] | None = None,
+        timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update({"RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+                "OPENAI_API_KEY": SENTINEL, **(env_extra or {})})
+    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(dataset), "--kernel", "python3", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+def executed(results: Path, name: str) -> list[str]:
+    return sorted(p.name for p in (results / name / "executed").glob("*.ipynb"))
+
+
+def test_pool_smaller_than_final_k_stops_before_any_notebook(tmp_path, tiny_pdf):
+    r = run(tiny_pdf, tmp_path / "res", "--set", "pool_k=5", env_extra={"OPENAI_BASE_URL": dead_url()})
+    assert r.returncode == chain.EXIT_PREFLIGHT, r.stderr[-2000:]
+    assert "pool_k (5) must be >= final_k (10)" in r.stderr and 'P="pool_k=10"' in r.stderr
+    assert executed(tmp_path / "res", "tiny-pdf") == []
+
+
+def test_parameters_are_checked_as_each_notebook_will_see_them():
+    nbs = chain.notebooks(["05"])
+    chain.check_parameters(nbs, {"pool_k": 10, "final_k": 10})
+    with pytest.raises(chain.PreflightError, match=r"pool_k \(3\) must be >= final_k \(10\).*05-analyse"):
+        chain.check_parameters(nbs, {"pool_k": 3})  # final_k from the notebook's own default
+    with pytest.raises(chain.PreflightError, match="leg_k = 0 must be a whole number >= 1"):
+        chain.check_parameters(chain.notebooks(["03"]), {"leg_k": 0})
+    chain.check_parameters(chain.notebooks(["01"]), {"pool_k": 3})  # 01 has neither: nothing to check
+
+
+def test_a_dataset_without_queries_stops_before_any_extraction(tmp_path, tiny_pdf):
+    (tiny_pdf / "queries.jsonl").unlink()
+    r = run(tiny_pdf, tmp_path / "res", "--only", "01")
+    assert r.returncode == chain.EXIT_PREFLIGHT, r.stderr[-2000:]
+    assert "lacks queries.jsonl" in r.stderr
+    assert executed(tmp_path / "res", "tiny-pdf") == []
+
+
+def test_a_dead_endpoint_stops_the_run_naming_its_url_without_secrets(tmp_path, tiny_pdf):
+    url = dead_url()
+    with_password = url.replace("http://", f"http://reranker:{PASSWORD}@")
+    r = run(tiny_pdf, tmp_path / "res", env_extra={"OPENAI_BASE_URL": with_password})
+    assert r.returncode == chain.EXIT_PREFLIGHT, r.stderr[-2000:]
+    assert url.removeprefix("http://") in r.stderr and "not reachable" in r.stderr
+    assert 'P="allow_fallback=true"' in r.stderr and "OPENAI_BASE_URL" in r.stderr
+    assert PASSWORD not in r.stdout + r.stderr and SENTINEL not in r.stdout + r.stderr
+    assert executed(tmp_path / "res", "tiny-pdf") == []
+
+
+def test_allow_fallback_continues_past_a_dead_endpoint(tmp_path, tiny_pdf):
+    r = run(tiny_pdf, tmp_path / "res", "--only", "04", "--set", "allow_fallback=true",
+            env_extra={"OPENAI_BASE_URL": dead_url()})
+    assert "continuing because allow_fallback is set" in r.stderr, r.stderr[-2000:]
+    assert "allow_fallback; they are ignored" not in r.stderr  # a chain option, not a notebook parameter
+    assert executed(tmp_path / "res", "tiny-pdf") == ["04-rerank.ipynb"]  # it ran (and failed: no 01-03)
+    assert r.returncode == chain.EXIT_FAILED
+
+
+def test_probe_endpoint():
+    with FakeLLM() as fake:
+        assert chain.probe_endpoint(fake.base_url, "sk-x") is None
+    url = dead_url()
+    msg = chain.probe_endpoint(url.replace("http://", f"http://u:{PASSWORD}@"), SENTINEL, timeout=2)
+    assert msg is not None and "not reachable" in msg and url.removeprefix("http://") in msg
+    assert PASSWORD not in msg and SENTINEL not in msg
+
+
+def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, capsys):
+    """The check before the run passed, but every reranked query fell back: exit 1 unless allowed."""
+    import time
+
+    import pandas as pd
+
+    from rerankeval.paths import resolve_dataset
+
+    (tmp_path / "src" / "mid").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "mid"))
+    dp.root.mkdir(parents=True)
+    ledger = pd.DataFrame({"qid": ["q1", "q2", "q1"], "pass": ["main", "main", "reversed"],
+                           "status": ["fallback", "fallback", "ok"]})
+    ledger.to_csv(dp.ledger, index=False)
+    msg = chain.llm_fell_back(dp)
+    assert msg and "every one of the 2 reranked queries fell back" in msg
+    (dp.executed_dir).mkdir(parents=True)
+    page = {"name": "04-rerank", "href": "04-rerank.html", "status": "ok", "seconds": 1.0, "error": None,
+            "llm_problem": msg}
+    assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "fell back to the fused order" in err and "allow_fallback=true" in err
+    ledger.loc[1, "status"] = "ok"
+    ledger.to_csv(dp.ledger, index=False)
+    assert chain.llm_fell_back(dp) is None

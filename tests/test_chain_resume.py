@@ -1,0 +1,123 @@
+"""Issue 14: ``--only`` keeps the index whole, and Ctrl-C stops a run cleanly and resumably.
+
+The interrupt is a real SIGINT sent to a real ``python -m rerankeval.chain`` on the tiny PDF dataset, with
+the fake LLM as the configured endpoint (so no llama-server starts), once notebook 01 has been rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fakellm import FakeLLM
+from rerankeval import chain
+
+SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]"]
+
+
+def chain_cmd(dataset: Path, *args: str) -> list[str]:
+    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(dataset), "--kernel", "python3"]
+    for s in SMALL:
+        cmd += ["--set", s]
+    return cmd + list(args)
+
+
+def chain_env(results: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+                "PYTHONHASHSEED": "0", **extra})
+    return env
+
+
+def index_rows(index: Path) -> dict[str, str]:
+    """Notebook link target -> the row's text (link text and status), from the index's notebook table."""
+    html = index.read_text(encoding="utf-8")
+    return {m.group(1): re.sub(r"<[^>]+>", " ", m.group(0))
+            for m in re.finditer(r'<tr><td><a href="([0-9]{2}-[^"]+\.html)">.*?</tr>', html, re.S)}
+
+
+def test_only_keeps_every_rendered_page_in_the_index(tmp_path, tiny_pdf):
+    results = tmp_path / "res"
+    out = results / "tiny-pdf"
+    (out / "report").mkdir(parents=True)
+    (out / "executed").mkdir()
+    for nb in chain.notebooks()[1:]:  # pages an earlier run rendered (03 failed then)
+        (out / "report" / f"{nb.stem}.html").write_text("<html>earlier</html>", encoding="utf-8")
+    (out / "executed" / "pages.json").write_text(json.dumps({"03-retrieve": {
+        "name": "03-retrieve", "href": "03-retrieve.html", "status": "failed", "seconds": 4.0,
+        "error": "03-retrieve.ipynb failed in cell 3", "finished": "2026-11-30T20:00:00+00:00"}}), encoding="utf-8")
+    r = subprocess.run(chain_cmd(tiny_pdf, "--only", "01"), env=chain_env(results), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]  # this run's notebook worked; the earlier failure only shows
+    rows = index_rows(out / "report" / "index.html")
+    assert sorted(rows) == [f"{nb.stem}.html" for nb in chain.notebooks()]
+    assert "earlier run" not in rows["01-extract-corpus.html"] and " ok " in rows["01-extract-corpus.html"]
+    for nb in chain.notebooks()[1:]:
+        assert "earlier run" in rows[f"{nb.stem}.html"], rows
+    assert "2026-11-30 20:00" in rows["03-retrieve.html"] and "failed" in rows["03-retrieve.html"]
+
+
+def test_the_final_line_says_where_the_report_is(tmp_path, tiny_pdf):
+    r = subprocess.run(chain_cmd(tiny_pdf, "--only", "01"), env=chain_env(tmp_path / "res"), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("[chain] done: 1 notebook(s) in ") and "(01 " in last
+    assert last.endswith(str(tmp_path / "res" / "tiny-pdf" / "report" / "index.html"))
+    assert re.search(r"\[chain\] 01-extract-corpus.ipynb ok in [0-9.]+ s", r.stdout)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> None:
+    t_end = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the chain ended (rc {proc.returncode}) before {path.name} appeared:\n{out}\n{err[-3000:]}")
+        if time.monotonic() > t_end:
+            proc.kill()
+            pytest.fail(f"{path.name} did not appear within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("delay", [0.0, 6.0], ids=["while-02-starts", "while-02-runs"])
+def test_ctrl_c_stops_with_130_updates_the_index_and_a_rerun_resumes(tmp_path, tiny_pdf, delay):
+    results = tmp_path / "res"
+    out = results / "tiny-pdf"
+    with FakeLLM() as fake:
+        env = chain_env(results, OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="sk-fake")
+        proc = subprocess.Popen(chain_cmd(tiny_pdf), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        _wait_for(out / "report" / "01-extract-corpus.html", proc, timeout=600)
+        chunks_mtime = (out / "corpus" / "chunks.jsonl").stat().st_mtime_ns
+        time.sleep(delay)  # 0: as 02's kernel starts; 6 s: inside 02's cells (loading the model, encoding)
+        proc.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail("the chain did not stop within 180 s of SIGINT")
+        assert fake.count == 0
+    assert proc.returncode == chain.EXIT_INTERRUPTED, f"{stdout}\n{stderr[-3000:]}"
+    assert "KeyboardInterrupt" not in stderr and chain.__file__ not in stderr, stderr[-3000:]  # the chain's own
+    if delay:  # a kernel terminated while it starts may log a zmq traceback of its own (known, harmless)
+        assert "Traceback" not in stderr, stderr[-3000:]
+    msg = [ln for ln in stderr.splitlines() if ln.startswith("[chain] interrupted")]
+    assert len(msg) == 1 and "finished: 01-extract-corpus" in msg[0] and "index.html" in msg[0], stderr[-3000:]
+    rows = index_rows(out / "report" / "index.html")
+    assert " ok " in rows["01-extract-corpus.html"] and "earlier run" not in rows["01-extract-corpus.html"]
+    assert all(" ok " not in row for name, row in rows.items() if not name.startswith("01"))
+
+    again = subprocess.run(chain_cmd(tiny_pdf, "--only", "01", "--only", "02"), env=env, capture_output=True,
+                           text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "corpus" / "chunks.jsonl").stat().st_mtime_ns == chunks_mtime  # 01 was cached, not redone
+    rows = index_rows(out / "report" / "index.html")
+    assert " ok " in rows["02-build-indexes.html"] and "earlier run" not in rows["02-build-indexes.html"]

@@ -1,0 +1,115 @@
+"""Progress on the user's terminal: plain lines in logs, a bar on a terminal, and from inside a kernel the
+chain runs, the line reaches the chain's stderr and not the executed notebook (issue 12)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from rerankeval import progress
+from rerankeval.progress import Progress, track
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_plain_mode_prints_a_line_per_tenth_with_rate_and_counters(monkeypatch):
+    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
+    out = io.StringIO()
+    with Progress(100, desc="rerank", unit="query", file=out) as bar:
+        for i in range(100):
+            bar.update(1, calls=i + 1, cache_hits=i // 2)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 10, lines
+    assert lines[0].startswith("rerank: 10/100 query (10%)")
+    assert lines[-1].startswith("rerank: 100/100 query (100%)")
+    assert "query/s" in lines[-1] and "calls=100, cache_hits=49" in lines[-1]
+
+
+def test_plain_mode_small_total_and_unknown_total(monkeypatch):
+    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
+    out = io.StringIO()
+    assert list(track(["a", "b", "c"], desc="embedding", unit="text", file=out)) == ["a", "b", "c"]
+    assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == [
+        "embedding: 1/3 text (33%)", "embedding: 2/3 text (67%)", "embedding: 3/3 text (100%)"]
+    out = io.StringIO()
+    list(track(iter(range(20)), desc="pages", unit="page", file=out))  # no len(): at 1, 2, 4, 8, 16, then the end
+    assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == [
+        f"pages: {n} page" for n in (1, 2, 4, 8, 16, 20)]
+
+
+def test_mode_follows_the_stream_and_the_environment(monkeypatch):
+    monkeypatch.delenv(progress.MODE_ENV, raising=False)
+    assert progress.default_mode(Tty()) == "bar"
+    assert progress.default_mode(io.StringIO()) == "plain"
+    assert progress.default_mode(None) == "off"
+    monkeypatch.setenv(progress.MODE_ENV, "off")
+    out = io.StringIO()
+    list(track(range(5), desc="x", file=out))
+    assert out.getvalue() == ""
+    monkeypatch.setenv(progress.MODE_ENV, "sideways")
+    with pytest.raises(ValueError, match="RERANKEVAL_PROGRESS"):
+        progress.default_mode(Tty())
+
+
+def test_bar_mode_draws_a_tqdm_bar_with_counters(monkeypatch):
+    monkeypatch.setenv(progress.STAGE_ENV, "04-rerank")
+    out = Tty()
+    with Progress(4, desc="rerank", unit="query", file=out, mode="bar") as bar:
+        for _ in range(4):
+            bar.update(1, calls=3)
+    text = out.getvalue()
+    assert "\r" in text and "[04-rerank] rerank: 100%" in text and "4/4" in text and "calls=3" in text
+
+
+CHILD = """
+import json, os, sys
+from pathlib import Path
+from rerankeval import chain, paths
+nb, dataset = Path(sys.argv[1]), Path(sys.argv[2])
+dp = paths.resolve_dataset(str(dataset))
+dp.executed_dir.mkdir(parents=True, exist_ok=True)
+dp.report_dir.mkdir(parents=True, exist_ok=True)
+page = chain.run_notebook(nb, dp, {}, "python3", {"RERANKEVAL_TEST_MARK": "from-the-chain"}, chain.Interrupt())
+print(json.dumps({"page": page, "mark_in_parent": "RERANKEVAL_TEST_MARK" in os.environ}))
+"""
+
+CELL = """\
+import os
+from rerankeval.progress import track
+print("mark:", os.environ.get("RERANKEVAL_TEST_MARK"))
+for _ in track(range(30), desc="encoding", unit="text"):
+    pass
+"""
+
+
+def test_a_kernel_run_by_the_chain_shows_progress_on_the_chain_stderr(tmp_path):
+    """The real path: chain -> papermill -> kernel; the kernel also gets the chain's settings as its env."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("dataset: str = ''  # dataset", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(CELL)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "09-probe.ipynb")
+    (tmp_path / "ds").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", progress.MODE_ENV)}
+    env["RERANKEVAL_RESULTS"] = str(tmp_path / "results")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(tmp_path / "09-probe.ipynb"),
+                        str(tmp_path / "ds")], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout.splitlines()[-1])
+    assert result["page"]["status"] == "ok" and not result["mark_in_parent"], result["page"]["error"]
+    lines = [ln for ln in r.stderr.splitlines() if "encoding:" in ln]
+    assert lines and lines[-1].startswith("[09-probe] encoding: 30/30 text (100%)"), r.stderr[-3000:]
+    executed = nbformat.read(tmp_path / "results" / "ds" / "executed" / "09-probe.ipynb", as_version=4)
+    outputs = json.dumps([c.get("outputs", []) for c in executed.cells])
+    assert "mark: from-the-chain" in outputs, outputs
+    assert "encoding:" not in outputs, "the progress line went into the notebook"
