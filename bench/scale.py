@@ -45,6 +45,7 @@ QUICK_SIZES = (5_000, 20_000)
 BACKENDS = ("client", "edge")
 SEED = 12
 SIGMA = 0.35  # noise norm relative to the unit vector, for copies r >= 1
+EXTRAPOLATE_TO = (1_000_000, 10_000_000)
 QUERY_STAGES = ("q_vector", "q_bm25", "q_hybrid", "q_qdrant_hybrid", "q_sparse")
 
 
@@ -266,13 +267,25 @@ def run_child(n: int, backend: str, base: Path, leg_k: int, timeout: float, max_
     return res
 
 
-def exponent(ns: list[int], ys: list[float]) -> float | None:
-    """Least-squares slope of log y on log n (None with fewer than two positive points)."""
+def power_fit(ns: list[int], ys: list[float]) -> tuple[float, float] | None:
+    """Least-squares line through (log n, log y): (slope, intercept); None with fewer than two points."""
     pts = [(n, y) for n, y in zip(ns, ys, strict=True) if y and y > 0]
     if len(pts) < 2:
         return None
-    slope, _ = np.polyfit(np.log([p[0] for p in pts]), np.log([p[1] for p in pts]), 1)
-    return float(slope)
+    slope, icpt = np.polyfit(np.log([p[0] for p in pts]), np.log([p[1] for p in pts]), 1)
+    return float(slope), float(icpt)
+
+
+def exponent(ns: list[int], ys: list[float]) -> float | None:
+    """The growth exponent: the slope of :func:`power_fit` (None with fewer than two positive points)."""
+    fit = power_fit(ns, ys)
+    return None if fit is None else fit[0]
+
+
+def extrapolate(ns: list[int], ys: list[float], targets: tuple[int, ...] = EXTRAPOLATE_TO) -> dict[str, float]:
+    """``y(n) = e^intercept * n^slope`` of :func:`power_fit` at each target size."""
+    fit = power_fit(ns, ys)
+    return {} if fit is None else {str(t): float(np.exp(fit[1]) * t ** fit[0]) for t in targets}
 
 
 def summarise(results: list[dict], backends: list[str]) -> dict:
@@ -299,6 +312,9 @@ def summarise(results: list[dict], backends: list[str]) -> dict:
             "store_disk_mib": [r["store_disk_mib"] for r in ok],
             "time_exponent": {s: exponent(ns, [r["stages"][s]["seconds"] for r in ok]) for s in stages},
             "peak_exponent": {s: exponent(ns, [r["stages"][s]["peak_mib"] for r in ok]) for s in stages},
+            "extrapolated_seconds": {s: extrapolate(ns, [r["stages"][s]["seconds"] for r in ok]) for s in stages},
+            "extrapolated_peak_mib": {s: extrapolate(ns, [r["stages"][s]["peak_mib"] for r in ok])
+                                      for s in stages},
         }
     return out
 
@@ -328,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="largest size run on the client backend (its upsert costs ~10-30 ms per point here)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds allowed per (size, backend)")
     ap.add_argument("--out", type=Path, default=paths.results_dir() / "bench" / "scale.json")
+    ap.add_argument("--resummarise", type=Path, metavar="JSON",
+                    help="recompute the summary of a saved scale.json from its runs (no measuring)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--backend", help=argparse.SUPPRESS)
     ap.add_argument("--base", type=Path, help=argparse.SUPPRESS)
@@ -337,6 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         res = child(args.child, args.backend, args.base, args.leg_k, args.queries)
         args.child_out.write_text(json.dumps(res), encoding="utf-8")
+        return 0
+    if args.resummarise:
+        report = json.loads(args.resummarise.read_text(encoding="utf-8"))
+        report["summary"] = summarise(report["runs"], report["backends"])
+        args.resummarise.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        _print_summary(report["summary"], report["parity_top10"])
         return 0
     return orchestrate(args)
 
