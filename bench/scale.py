@@ -205,14 +205,22 @@ def child(n: int, backend: str, base: Path, leg_k: int, max_queries: int | None 
         store = st.run("open", cm.__enter__)
         try:
             st.run("upsert", _fill, backend, store, ids, dense, index)
+            shard = _shard_info(store) if backend == "edge" else {}
             runs = _queries(st, backend, store, index, qids, qtexts, qvecs, leg_k)
         finally:
             cm.__exit__(None, None, None)
         disk = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
     return {"n": n, "backend": backend, "queries": len(qids), "vocab": len(index.vocab), "stages": st.rows,
-            "peak_reset_supported": st.peak_reset, "store_disk_mib": disk / 2**20,
+            "peak_reset_supported": st.peak_reset, "store_disk_mib": disk / 2**20, "shard": shard,
             "process_peak_mib": max(row["peak_mib"] for row in st.rows.values()),
             "runs_top10": {k: {q: list(r[q])[:10] for q in r} for k, r in runs.items()}}
+
+
+def _shard_info(shard) -> dict:
+    """Segments and indexed vectors (dense + sparse) of an edge shard: did the HNSW graph get built?"""
+    info = shard.info()
+    return {"segments": info.segments_count, "points": info.points_count,
+            "indexed_vectors": info.indexed_vectors_count}
 
 
 def _build_bm25(ids: list[str], docs: list[str]):
