@@ -321,6 +321,8 @@ def summarise(results: list[dict], backends: list[str]) -> dict:
             "time_exponent": {s: exponent(ns, [r["stages"][s]["seconds"] for r in ok]) for s in stages},
             "peak_exponent": {s: exponent(ns, [r["stages"][s]["peak_mib"] for r in ok]) for s in stages},
             "extrapolated_seconds": {s: extrapolate(ns, [r["stages"][s]["seconds"] for r in ok]) for s in stages},
+            "extrapolated_ms_per_query": {s: extrapolate(ns, [1000 * r["stages"][s]["seconds"] / r["queries"]
+                                                             for r in ok]) for s in QUERY_STAGES},
             "extrapolated_peak_mib": {s: extrapolate(ns, [r["stages"][s]["peak_mib"] for r in ok])
                                       for s in stages},
         }
