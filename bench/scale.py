@@ -19,9 +19,12 @@ a stage is the slope of a least-squares line through (log n, log seconds). ``ind
 ``upsert`` (the encode excluded: see ``bench/embed``).
 
     python bench/scale.py [--quick] [--sizes 5000,20000,50000,100000] [--backends client,edge]
+                          [--client-max-size 20000] [--client-queries 10] [--queries 100] [--base-docs N]
 
-Writes results/bench/scale.json and prints ``index_exponent=<client backend's index-time exponent>``
-last. Skips with a message when ../shared/data/scifact is absent.
+Writes results/bench/scale.json (per backend: seconds, ms per query, peak MiB per stage, growth exponents,
+power-law extrapolations to 1M and 10M documents; top-10 overlap of the two backends) and prints
+``index_exponent=<index-time exponent of the backend measured over the widest size range>`` last.
+Skips with a message when ../shared/data/scifact is absent.
 """
 
 from __future__ import annotations
@@ -350,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-docs", type=int, default=None, help="use only the first N SciFact documents")
     ap.add_argument("--client-queries", type=int, default=10,
                     help="queries searched on the client backend (its sparse search scans every point)")
-    ap.add_argument("--client-max-size", type=int, default=None,
-                    help="largest size run on the client backend (its upsert costs ~10-30 ms per point here)")
+    ap.add_argument("--client-max-size", type=int, default=20_000,
+                    help="largest size run on the client backend, 0 for no limit (its upsert commits point "
+                         "by point, ~30 ms each here; larger sizes are extrapolated in the summary)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds allowed per (size, backend)")
     ap.add_argument("--out", type=Path, default=paths.results_dir() / "bench" / "scale.json")
     ap.add_argument("--resummarise", type=Path, metavar="JSON",
