@@ -346,7 +346,8 @@ def parity(results: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="comma-separated corpus sizes")
-    ap.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES} only (a few minutes)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"sizes {QUICK_SIZES} only, the client backend at the first (a few minutes)")
     ap.add_argument("--backends", default=",".join(BACKENDS), help="client (qdrant-client) and/or edge")
     ap.add_argument("--queries", type=int, default=100, help="judged SciFact test queries searched per size")
     ap.add_argument("--leg-k", type=int, default=100, help="depth of every leg (the notebooks' leg_k)")
@@ -385,6 +386,8 @@ def orchestrate(args: argparse.Namespace) -> int:
         print(f"SKIP: {folder} is absent (this benchmark builds its corpora from SciFact in ../shared/data).")
         return 0
     sizes = list(QUICK_SIZES) if args.quick else [int(s) for s in args.sizes.split(",")]
+    if args.quick:
+        args.client_max_size = QUICK_SIZES[0]
     backends = [b for b in args.backends.split(",") if b]
     if "edge" in backends and not _has_edge():
         print("note: qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0); edge backend skipped")
