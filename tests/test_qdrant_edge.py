@@ -23,7 +23,7 @@ TEXTS = {
     "c3": "blue sky over the sea",
     "c4": "apples apples apples everywhere",
     "c5": "deep blue sea water",
-    "c6": "pears in the deep green sea",
+    "c6": "pears in the deep green sea today",  # "today": no BM25 tie with c1 (engines order ties freely)
 }
 QUERIES = {"q1": "green apples", "q2": "deep blue sea", "q3": "pears", "q4": "nothing matches"}
 NAME = "ds-0123456789abcdef"
