@@ -62,7 +62,7 @@ def test_a_dataset_without_queries_stops_before_any_extraction(tmp_path, tiny_pd
     (tiny_pdf / "queries.jsonl").unlink()
     r = run(tiny_pdf, tmp_path / "res", "--only", "01")
     assert r.returncode == chain.EXIT_PREFLIGHT, r.stderr[-2000:]
-    assert "lacks queries.jsonl" in r.stderr
+    assert "missing: queries.jsonl" in r.stderr and "Nothing was extracted" in r.stderr
     assert executed(tmp_path / "res", "tiny-pdf") == []
 
 

@@ -150,22 +150,15 @@ def check_parameters(nbs: list[Path], params: Mapping[str, Any]) -> None:
 def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any]) -> None:
     """When the corpus notebook runs: a corpus, ``queries.jsonl`` and ``qrels/<split>.tsv`` must exist."""
     from .beir import InputError
-    from .extract import detect_kind
+    from .extract import check_inputs
 
     first = next((nb for nb in nbs if nb.name.startswith("01")), None)
     if first is None:
         return
     try:
-        detect_kind(dp.source)
+        check_inputs(dp, effective_parameters(first, params).get("split", "test"))
     except InputError as exc:
         raise PreflightError(str(exc)) from None
-    split = effective_parameters(first, params).get("split", "test")
-    needed = [dp.source / "queries.jsonl", dp.source / "qrels" / f"{split}.tsv"]
-    missing = [str(p.relative_to(dp.source)) for p in needed if not p.is_file()]
-    if missing:
-        raise PreflightError(
-            f"{dp.source} lacks {' and '.join(missing)}: a dataset needs queries.jsonl and qrels/{split}.tsv "
-            f"beside its PDFs or corpus.jsonl[.gz] (BEIR layout; see the README)")
 
 
 def _safe(text: str) -> str:
