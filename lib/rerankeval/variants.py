@@ -134,15 +134,11 @@ def describe() -> dict[str, str]:
 
 
 def create(name: str, source: Retriever, params: Params | None = None, **options) -> Variant:
-    """An instance of the variant ``name``; ``options`` left at None are not passed (a variant that takes
-    no such option is not bothered by it)."""
+    """An instance of the variant ``name``. ``options`` (e.g. ``cross_encoder``) go to the variants whose
+    constructor takes them; the others ignore them, so one call shape serves every variant."""
     cls = get(name)
-    given = {k: v for k, v in options.items() if v is not None}
     takes = set(inspect.signature(cls).parameters) - {"source", "params"}
-    if set(given) - takes:
-        raise TypeError(f"variant {name!r} takes no option {sorted(set(given) - takes)}; "
-                        f"it takes {sorted(takes) or 'none'}")
-    return cls(source, params, **given)
+    return cls(source, params, **{k: v for k, v in options.items() if k in takes and v is not None})
 
 
 def complete(runs: Runs, queries: Mapping[str, str]) -> Runs:
