@@ -70,7 +70,9 @@ class Retriever:
     """The built indexes of one dataset, ready to search; use as a context manager (closes Qdrant).
 
     ``search(variant, queries, *, leg_k, pool_k, rrf_k, weights, cross_encoder)`` is the one entry point
-    for every variant. Legs are memoised per (leg, leg_k, queries), so hybrids reuse the single legs.
+    for every variant registered in :mod:`rerankeval.variants`; the variants search through the legs below.
+    Legs are memoised per (leg, leg_k, queries), so hybrids reuse the single legs. A closed retriever
+    reopens Qdrant on its next search (local mode then reloads the stored vectors from disk).
     """
 
     def __init__(self, dp: DatasetPaths, *, embedder: Embedder | None = None, progress: bool = True):
