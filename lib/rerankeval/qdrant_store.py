@@ -191,8 +191,8 @@ def one_commit(client, name: str) -> Iterator[None]:
 
     qdrant-client's local mode writes each point of an upsert to SQLite in its own transaction (one
     fsync each: the default dataset's 3,204 points took 59 s, 3 s with this; ``bench/dense.py``). Inside
-    this block the writes share one
-    transaction, committed on exit (also when an upsert fails, like the per-point commits would have).
+    this block the writes share one transaction, committed on exit (also when an upsert fails, like the
+    per-point commits would have).
     Points, their order and the in-memory collection are unchanged. A server client is left alone.
     """
     store = _local_persistence(client, name)
