@@ -23,7 +23,7 @@ from pydantic import ConfigDict
 
 from builders import TINY_QUERIES, tiny_pdf_dataset, write_pdf, write_queries
 from fakellm import FakeLLM, make_inputs
-from rerankeval import bm25, corpus, embed, extract, paths, qdrant_store, rerank, retrieve
+from rerankeval import bm25, corpus, embed, extract, index, paths, qdrant_store, rerank
 from rerankeval.rerank import prompts, schemas
 
 ALL_REUSED = {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused", "qdrant": "reused"}
@@ -43,12 +43,12 @@ def ds(tmp_path, monkeypatch, minilm):
     folder = tiny_pdf_dataset(tmp_path / "tiny")
     dp = paths.resolve_dataset(folder)
     rep = extract.build_corpus(dp)
-    info = retrieve.build_indexes(dp, progress=False)
+    info = index.build_indexes(dp, progress=False)
     assert not rep.reused and info.cold
     return dp, rep, info
 
 
-def _encoded(info: retrieve.IndexInfo) -> int:
+def _encoded(info: index.IndexInfo) -> int:
     """How many texts the index build encoded (0 when every vector came from the cache)."""
     a = info.actions["embeddings"]
     if a in ("reused", "cached"):
@@ -70,7 +70,7 @@ def test_nothing_changed_rebuilds_nothing(ds):
     bm25_mtime = bm25_file.stat().st_mtime_ns
     again = extract.build_corpus(dp)
     assert again.reused and again.stats["corpus_hash"] == rep.stats["corpus_hash"]
-    warm = retrieve.build_indexes(dp, progress=False)
+    warm = index.build_indexes(dp, progress=False)
     assert warm.actions == ALL_REUSED and not warm.cold
     assert warm.collection == info.collection and _collections(dp) == {info.collection}
     assert dp.chunks.stat().st_mtime_ns == chunks_mtime and bm25_file.stat().st_mtime_ns == bm25_mtime
@@ -84,16 +84,16 @@ def test_pdf_text_change_rebuilds_corpus_and_indexes(ds):
     new = extract.build_corpus(dp)
     assert not new.reused and new.stats["corpus_hash"] != rep.stats["corpus_hash"]
     with pytest.raises(corpus.StageMissing, match="02-build-indexes"):  # stale indexes are refused ...
-        retrieve.load_index_info(dp)
+        index.load_index_info(dp)
     changed = set(corpus.chunk_texts(dp).values()) - old_texts
     assert len(changed) == 1
-    built = retrieve.build_indexes(dp, progress=False)  # ... and rebuilt
+    built = index.build_indexes(dp, progress=False)  # ... and rebuilt
     assert built.actions["bm25"] == "built" and built.actions["qdrant"] == "upserted"
     assert _encoded(built) == len(changed)  # only the new chunk; the others come from the cache
     assert built.corpus_hash != info.corpus_hash and built.collection != info.collection
     assert _collections(dp) == {built.collection}  # the stale collection is dropped
     assert [p.name for p in (dp.index_dir / "bm25").iterdir()] == [built.bm25_dir.split("/")[-1]]
-    assert retrieve.load_index_info(dp).collection == built.collection
+    assert index.load_index_info(dp).collection == built.collection
 
 
 def test_query_change_rebuilds_the_corpus_stage_but_no_index(ds):
@@ -105,7 +105,7 @@ def test_query_change_rebuilds_the_corpus_stage_but_no_index(ds):
     assert not new.reused  # the corpus stage's inputs include queries.jsonl
     assert dp.chunks.read_bytes() == chunks_before and new.stats["corpus_hash"] == rep.stats["corpus_hash"]
     assert "please" in corpus.load_queries(dp)["t4"]
-    warm = retrieve.build_indexes(dp, progress=False)
+    warm = index.build_indexes(dp, progress=False)
     assert warm.actions == ALL_REUSED  # the indexes depend on the chunks only
 
 
@@ -114,20 +114,20 @@ def test_chunking_change_rebuilds_corpus_and_indexes(ds):
     new = extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)
     assert not new.reused and new.stats["params"]["chunk_size"] == 120
     assert new.stats["chunks"] > rep.stats["chunks"]
-    built = retrieve.build_indexes(dp, progress=False)
+    built = index.build_indexes(dp, progress=False)
     assert built.actions["bm25"] == "built" and built.actions["qdrant"] == "upserted"
     assert _encoded(built) > 0 and built.n_chunks == new.stats["chunks"]
     assert built.collection != info.collection and _collections(dp) == {built.collection}
     # and back: the corpus is rebuilt again, the old chunk texts' vectors are still in the cache
     extract.build_corpus(dp)
-    back = retrieve.build_indexes(dp, progress=False)
+    back = index.build_indexes(dp, progress=False)
     assert back.actions["embeddings"] == "cached" and back.collection == info.collection
 
 
 def test_bm25_parameters_rebuild_bm25_but_embed_nothing(ds):
     dp, rep, info = ds
     assert extract.build_corpus(dp).reused  # the corpus does not depend on BM25
-    built = retrieve.build_indexes(dp, k1=0.9, b=0.4, progress=False)
+    built = index.build_indexes(dp, k1=0.9, b=0.4, progress=False)
     assert built.actions["bm25"] == "built"
     assert built.actions["embeddings"] == "cached" and _encoded(built) == 0  # every vector from the cache
     # the collection holds BM25 sparse vectors (saturation depends on k1, b): a new one is filled
@@ -136,7 +136,7 @@ def test_bm25_parameters_rebuild_bm25_but_embed_nothing(ds):
     meta = json.loads((dp.root / built.bm25_dir / "meta.json").read_text())
     assert meta["params"]["k1"] == 0.9 and meta["params"]["b"] == 0.4
     assert built.bm25_dir != info.bm25_dir and not (dp.root / info.bm25_dir).exists()
-    assert retrieve.build_indexes(dp, k1=0.9, b=0.4, progress=False).actions == ALL_REUSED
+    assert index.build_indexes(dp, k1=0.9, b=0.4, progress=False).actions == ALL_REUSED
 
 
 def test_bm25_analyser_is_in_the_index_and_collection_keys(ds, tmp_path):
@@ -181,14 +181,14 @@ def test_embedding_model_change_reencodes_and_rebuilds_only_the_dense_side(ds, t
     assert emb2.key != info.model_key and emb2.max_seq_length == 128
 
     assert extract.build_corpus(dp).reused
-    built = retrieve.build_indexes(dp, model=str(other), embedder=emb2, progress=False)
+    built = index.build_indexes(dp, model=str(other), embedder=emb2, progress=False)
     assert built.model_key == emb2.key and built.model_source == str(other) and emb2.loaded
     assert built.actions["bm25"] == "loaded"  # BM25 does not depend on the dense model
     assert _encoded(built) == info.n_chunks  # nothing from the other model's cache entries
     assert built.actions["qdrant"] == "upserted" and built.collection != info.collection
     assert _collections(dp) == {built.collection}
     # both models' vectors stay cached side by side: switching back encodes nothing
-    back = retrieve.build_indexes(dp, progress=False)
+    back = index.build_indexes(dp, progress=False)
     assert back.actions["embeddings"] == "cached" and back.collection == info.collection
     assert back.actions["bm25"] == "loaded"
 

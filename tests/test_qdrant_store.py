@@ -120,3 +120,38 @@ def test_unreachable_server_fails_clearly(monkeypatch, tmp_path):
             pass
     msg = str(err.value)
     assert url in msg and "QDRANT_URL" in msg and "unset QDRANT_URL" in msg
+
+
+def _rows(tmp_path, name: str) -> int:
+    """Committed points of a local collection, read by another SQLite connection."""
+    import sqlite3
+
+    files = list((tmp_path / "q").rglob(f"{name}/storage.sqlite"))
+    with sqlite3.connect(files[0]) as conn:
+        return conn.execute("SELECT COUNT(*) FROM points").fetchone()[0]
+
+
+def test_local_upserts_commit_once_and_store_the_same_points(tmp_path):
+    """Local mode commits each point on its own; one_commit holds the commits until the block ends."""
+    ids = [f"c{i}" for i in range(6)]
+    dense = np.eye(6, 8, dtype=np.float32)
+    sparse = [([i], [1.0]) for i in range(6)]
+    with qs.open_client(path=tmp_path / "q", url="") as client:
+        for name in ("held", "plain"):
+            qs.ensure_collection(client, name, 8)
+        assert qs._local_persistence(client, "held") is not None  # the pinned qdrant-client's storage is found
+        with qs.one_commit(client, "held"):
+            qs.upsert_chunks(client, "held", ids[:3], ids[:3], dense[:3], sparse[:3], progress=False)
+            assert _rows(tmp_path, "held") == 0 and qs.point_count(client, "held") == 3  # applied, not committed
+        assert _rows(tmp_path, "held") == 3
+        qs.upsert_chunks(client, "held", ids, ids, dense, sparse, progress=False)
+        for i in ids:  # today's path: one point per request, one commit each
+            j = ids.index(i)
+            qs.upsert_chunks(client, "plain", [i], [i], dense[j : j + 1], sparse[j : j + 1], progress=False)
+    with qs.open_client(path=tmp_path / "q", url="") as client:  # reopened from disk
+        got = {n: sorted((p.id, p.payload["chunk_id"], tuple(p.vector["dense"]))
+                         for p in client.scroll(n, limit=100, with_vectors=True)[0]) for n in ("held", "plain")}
+        id_to_chunk = {qs.point_id(c): c for c in ids}
+        runs = [qs.search_dense(client, n, ["q"], dense[:1], 6, id_to_chunk) for n in ("held", "plain")]
+    assert got["held"] == got["plain"] and len(got["held"]) == 6
+    assert runs[0] == runs[1]

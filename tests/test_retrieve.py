@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from rerankeval import corpus, embed, paths, qdrant_store
+from rerankeval import corpus, embed, metrics, paths, qdrant_store, variants
 from rerankeval.fusion import rrf
+from rerankeval.index import build_indexes, load_index_info
 from rerankeval.ioutil import atomic_write_jsonl
-from rerankeval.retrieve import (
-    VARIANTS,
-    Retriever,
-    build_indexes,
-    evaluate_runs,
-    load_index_info,
-    overlap_at_k,
-    retrieve,
-)
+from rerankeval.retrieve import VARIANTS, Retriever, overlap_at_k, retrieve, write_runs
 from rerankeval.runs import read_trec, to_units, write_qrels
 
 CHUNKS = [
@@ -148,9 +141,12 @@ def test_retrieve_writes_unit_and_chunk_runs_and_they_evaluate(built):
             assert list(read_trec(dp.run_file(v))["q1"]) == list(res.run["q1"])
             assert len(read_trec(dp.chunk_run_file(v))["q1"]) == len(res.chunk_run["q1"])
             assert (dp.stage_dir("retrieve") / f"{v}.json").exists()
-    table = evaluate_runs(dp, ["vector", "bm25", "hybrid", "qdrant_hybrid"], final_k=3, recall_k=5)
-    assert list(table.columns) == ["variant", "nDCG@3", "R@5"] and len(table) == 4
-    assert (table["R@5"] == 1.0).all()
+    written = {v: read_trec(dp.run_file(v)) for v in ("vector", "bm25", "hybrid", "qdrant_hybrid")}
+    qrels = corpus.load_qrels(dp)
+    qs = metrics.query_set(written, qrels, QUERIES, policy="zero")
+    table = metrics.evaluate(written, qrels, qs, ["ndcg@3", "recall@5"])
+    assert set(table.variant) == set(written) and set(table.qid) == set(QUERIES)
+    assert (table[table.metric == "recall@5"].value == 1.0).all()
 
 
 def test_cross_encoder_variant_reorders_the_hybrid_pool(built):
@@ -179,6 +175,8 @@ def test_unknown_variant_and_stale_indexes(built, tmp_path, minilm, monkeypatch)
     with Retriever(dp, embedder=emb, progress=False) as r, pytest.raises(ValueError, match="unknown variant"):
         r.search("nope", QUERIES)
     assert "cross_encoder" in VARIANTS
+    with Retriever(dp, embedder=emb, progress=False) as r, pytest.raises(ValueError, match="stage"):
+        r.search(variants.HYBRID_RERANK, QUERIES)  # written by stage 04, not searched here
     # a copy of the dataset whose chunk table then changes: old indexes are refused, a rebuild replaces them
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("RERANKEVAL_QDRANT_PATH", str(tmp_path / "qdrant"))
@@ -199,3 +197,27 @@ def test_overlap_at_k():
     b = {"q": {"y": 5.0, "w": 4.0, "x": 1.0}}
     assert overlap_at_k(a, b, 2) == {"q": 0.5}
     assert overlap_at_k(a, b, 3) == {"q": 2 / 3}
+
+
+def test_a_registered_variant_plugs_into_search_and_write_runs(built, monkeypatch):
+    """A new variant is one registered class: no branch of the retriever names it."""
+    dp, emb, *_ = built
+
+    class Bm25Top1(variants.Variant):
+        name = "bm25_top1"
+        description = "the best BM25 chunk only"
+
+        def search_runs(self, queries):
+            leg = self.source.bm25_leg(queries, self.params.leg_k)
+            chunk_run = {q: dict(list(docs.items())[:1]) for q, docs in leg.items()}
+            return variants.Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
+
+    monkeypatch.setitem(variants.REGISTRY, Bm25Top1.name, Bm25Top1)
+    with Retriever(dp, embedder=emb, progress=False) as r:
+        res = r.search("bm25_top1", QUERIES, leg_k=5)
+        bm25 = r.search("bm25", QUERIES, leg_k=5)
+    top1 = {q: dict(list(bm25.run[q].items())[:1]) for q in QUERIES}
+    assert res.run == top1 and res.params == bm25.params and all(top1.values())
+    write_runs(dp, res)
+    assert read_trec(dp.run_file("bm25_top1")) == top1
+    assert (dp.stage_dir("retrieve") / "bm25_top1.json").exists()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -161,6 +162,52 @@ def drop_stale(client, dataset: str, keep: str) -> list[str]:
     return gone
 
 
+class _HeldCommits:
+    """A SQLite connection whose ``with`` blocks do not commit (every other call goes to the connection)."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self._conn
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
+def _local_persistence(client, name: str):
+    """The SQLite persistence of collection ``name`` of a local-mode client, or None (server, in memory)."""
+    collection = getattr(getattr(client, "_client", None), "collections", {}).get(name)
+    store = getattr(collection, "storage", None)
+    return store if isinstance(getattr(store, "storage", None), sqlite3.Connection) else None
+
+
+@contextmanager
+def one_commit(client, name: str) -> Iterator[None]:
+    """Commit the points upserted inside the block to local-mode storage once, not one by one.
+
+    qdrant-client's local mode writes each point of an upsert to SQLite in its own transaction (one
+    fsync each: the default dataset's 3,204 points took 59 s, 3 s with this; ``bench/dense.py``). Inside
+    this block the writes share one transaction, committed on exit (also when an upsert fails, like the
+    per-point commits would have).
+    Points, their order and the in-memory collection are unchanged. A server client is left alone.
+    """
+    store = _local_persistence(client, name)
+    if store is None:
+        yield
+        return
+    conn = store.storage
+    store.storage = _HeldCommits(conn)
+    try:
+        yield
+    finally:
+        store.storage = conn
+        conn.commit()
+
+
 def upsert_chunks(
     client,
     name: str,
@@ -172,14 +219,15 @@ def upsert_chunks(
     batch_size: int = UPSERT_BATCH,
     progress: bool = True,
 ) -> int:
-    """Upsert one point per chunk (deterministic ids, so repeating this is idempotent)."""
+    """Upsert one point per chunk (deterministic ids, so repeating this is idempotent), ``batch_size``
+    points per request and, in local mode, one SQLite commit for all (:func:`one_commit`)."""
     from qdrant_client import models
     from tqdm import tqdm
 
     n = len(chunk_ids)
     if not (len(unit_ids) == len(dense) == len(sparse) == n):
         raise ValueError("chunk_ids, unit_ids, dense and sparse must have the same length")
-    with tqdm(total=n, desc="qdrant upsert", unit="pt", disable=not progress) as bar:
+    with tqdm(total=n, desc="qdrant upsert", unit="pt", disable=not progress) as bar, one_commit(client, name):
         for a in range(0, n, batch_size):
             pts = []
             for i in range(a, min(a + batch_size, n)):

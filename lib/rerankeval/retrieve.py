@@ -1,8 +1,4 @@
-"""Stages 02 (build indexes) and 03 (retrieve): every retrieval variant behind one signature.
-
-Build (notebook 02)::
-
-    info = build_indexes(dp)            # BM25 on disk, embeddings cached, Qdrant collection filled
+"""Stage 03 (retrieve): every retrieval variant behind one signature.
 
 Retrieve (notebook 03)::
 
@@ -11,6 +7,8 @@ Retrieve (notebook 03)::
     write_runs(dp, res)
 
 or in one call ``retrieve(dp, "hybrid")`` (loads the judged queries, searches, writes both run files).
+The indexes come from stage 02 (:mod:`rerankeval.index`); the variants are classes in the registry of
+:mod:`rerankeval.variants` (one shape: a name, its parameters, ``search(queries) -> Run``).
 
 Variants (all chunk-level first, then mapped to relevance units with :func:`rerankeval.runs.to_units`):
 
@@ -35,191 +33,26 @@ headline metric (nDCG@final_k). Runs are written at full depth, never truncated 
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from . import bm25 as bm25mod
-from . import corpus, qdrant_store
-from .corpus import StageMissing
+from . import corpus, qdrant_store, variants
 from .embed import Embedder
-from .fusion import RRF_K, rrf
+from .fusion import RRF_K
+from .index import IndexInfo as IndexInfo  # re-exported: stage 02 moved to rerankeval.index
+from .index import build_indexes as build_indexes
+from .index import load_index_info
+from .index import manifest_path as manifest_path
 from .ioutil import atomic_write_json, sha256_json
 from .paths import DatasetPaths
-from .runs import Run, best_chunks, ranked, to_units, write_trec
+from .runs import Run, ranked, write_trec
 
-VARIANTS = ("vector", "bm25", "hybrid", "qdrant_hybrid", "cross_encoder")
-BASE_VARIANTS = ("vector", "bm25", "hybrid", "qdrant_hybrid")
-MANIFEST_VERSION = 2
-
-
-def index_corpus_hash(texts: Mapping[str, str], unit_of: Mapping[str, str]) -> str:
-    """Hash of what the indexes depend on: every chunk's id, unit and indexed text."""
-    return sha256_json([[c, unit_of[c], texts[c]] for c in sorted(texts)])
-
-
-def manifest_path(dp: DatasetPaths) -> Path:
-    return dp.index_dir / "manifest.json"
-
-
-@dataclass
-class IndexInfo:
-    """What :func:`build_indexes` built (also ``dp.index_dir/manifest.json``)."""
-
-    dataset: str
-    collection: str
-    qdrant: str  # where the collection lives (embedded path or server URL)
-    model_source: str | None  # None = bundled all-MiniLM-L6-v2, else the local folder / name given
-    model_id: str
-    model_key: str
-    dim: int
-    corpus_hash: str
-    n_chunks: int
-    bm25_dir: str
-    bm25_params: dict
-    analyzer: dict
-    vocab_size: int
-    actions: dict = field(default_factory=dict)  # step -> what happened ("built", "loaded", ...)
-    seconds: dict = field(default_factory=dict)  # step -> wall seconds
-    version: int = MANIFEST_VERSION
-
-    @property
-    def cold(self) -> bool:
-        """True if anything had to be computed (not just found in caches)."""
-        return any(a not in ("loaded", "reused", "cached") for a in self.actions.values())
-
-    def timings(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            [{"step": k, "action": self.actions.get(k, ""), "seconds": round(v, 2)}
-             for k, v in self.seconds.items()]
-        )
-
-
-def build_indexes(
-    dp: DatasetPaths,
-    *,
-    model: str | None = None,
-    k1: float = 1.2,
-    b: float = 0.75,
-    force: bool = False,
-    embedder: Embedder | None = None,
-    progress: bool = True,
-) -> IndexInfo:
-    """Build (or find up to date) the BM25 index, the embeddings and the Qdrant collection of ``dp``.
-
-    Everything is keyed by content: a second call with the same corpus and parameters computes nothing
-    (``force=True`` rebuilds BM25 and re-upserts every point; embeddings still come from the cache).
-    """
-    t_all = time.perf_counter()
-    actions: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-
-    t = time.perf_counter()
-    chunks = corpus.load_chunks(dp)
-    texts = corpus.chunk_texts(dp)
-    unit_of = dict(zip(chunks.chunk_id, chunks.unit_id, strict=True))
-    ids = sorted(texts)
-    chash = index_corpus_hash(texts, unit_of)
-    seconds["read chunks"] = time.perf_counter() - t
-    actions["read chunks"] = "loaded"
-
-    t = time.perf_counter()
-    params = bm25mod.BM25Params(k1=k1, b=b)
-    analyzer = bm25mod.Analyzer()
-    index, built = bm25mod.build_or_load(dp.index_dir / "bm25", ids, [texts[i] for i in ids],
-                                         corpus_hash=chash, params=params, analyzer=analyzer, force=force)
-    bm25_key = bm25mod.index_key(chash, params, analyzer)
-    for other in (dp.index_dir / "bm25").iterdir():  # indexes of older corpora or parameters
-        if other.is_dir() and other.name != bm25_key:
-            shutil.rmtree(other, ignore_errors=True)
-    seconds["bm25"] = time.perf_counter() - t
-    actions["bm25"] = "built" if built else "loaded"
-
-    emb = embedder or Embedder(model, progress=progress)
-    name = qdrant_store.collection_name(dp.name, model_key=emb.key, corpus_hash=chash, bm25_key=bm25_key)
-    old = _read_manifest(dp)
-    with qdrant_store.open_client(dp) as client:
-        loc = qdrant_store.location(dp)
-        complete = qdrant_store.point_count(client, name) == len(ids) and old is not None and old.get(
-            "collection") == name
-        if complete and not force:
-            seconds["embeddings"] = 0.0
-            actions["embeddings"] = "reused"
-            seconds["qdrant"] = 0.0
-            actions["qdrant"] = "reused"
-            dim = int(old["dim"])
-        else:
-            t = time.perf_counter()
-            vectors = emb.encode([texts[i] for i in ids], desc=f"embedding {dp.name}")
-            seconds["embeddings"] = time.perf_counter() - t
-            st = emb.stats
-            actions["embeddings"] = (
-                "cached" if st.encoded == 0 else f"encoded {st.encoded}, cached {st.cached}")
-            dim = int(vectors.shape[1])
-            t = time.perf_counter()
-            qdrant_store.ensure_collection(client, name, dim)
-            qdrant_store.upsert_chunks(client, name, ids, [unit_of[i] for i in ids], vectors,
-                                       index.sparse_doc_vectors(), progress=progress)
-            n = qdrant_store.point_count(client, name)
-            if n != len(ids):
-                raise RuntimeError(f"Qdrant collection {name} holds {n} points after upserting {len(ids)}")
-            seconds["qdrant"] = time.perf_counter() - t
-            actions["qdrant"] = "upserted"
-        stale = qdrant_store.drop_stale(client, dp.name, keep=name)
-        if stale:
-            actions["dropped stale collections"] = ", ".join(stale)
-    seconds["total"] = time.perf_counter() - t_all
-    info = IndexInfo(
-        dataset=dp.name,
-        collection=name,
-        qdrant=loc.describe(),
-        model_source=None if model is None else str(model),
-        model_id=emb.model_id,
-        model_key=emb.key,
-        dim=dim,
-        corpus_hash=chash,
-        n_chunks=len(ids),
-        bm25_dir=str((dp.index_dir / "bm25" / bm25_key).relative_to(dp.root)),
-        bm25_params=asdict(params),
-        analyzer=analyzer.spec(),
-        vocab_size=len(index.vocab),
-        actions=actions,
-        seconds=seconds,
-    )
-    atomic_write_json(manifest_path(dp), asdict(info))
-    return info
-
-
-def _read_manifest(dp: DatasetPaths) -> dict | None:
-    try:
-        return json.loads(manifest_path(dp).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def load_index_info(dp: DatasetPaths) -> IndexInfo:
-    """The manifest of the indexes, checked against the current chunk table."""
-    m = _read_manifest(dp)
-    if m is None:
-        raise StageMissing(f"{manifest_path(dp)} is missing: run the 02-build-indexes stage first.")
-    if m.get("version") != MANIFEST_VERSION:
-        raise StageMissing(f"{manifest_path(dp)} was written by another version of the index stage: "
-                           "re-run the 02-build-indexes stage.")
-    info = IndexInfo(**m)
-    chunks = corpus.load_chunks(dp)
-    now = index_corpus_hash(corpus.chunk_texts(dp), dict(zip(chunks.chunk_id, chunks.unit_id, strict=True)))
-    if now != info.corpus_hash:
-        raise StageMissing(
-            f"the indexes in {dp.index_dir} were built from another version of the chunk table: "
-            "re-run the 02-build-indexes stage."
-        )
-    return info
+VARIANTS = variants.names(variants.RETRIEVE)  # every variant stage 03 can search
+BASE_VARIANTS = (variants.VECTOR, variants.BM25, variants.HYBRID, variants.QDRANT_HYBRID)  # need no model
 
 
 @dataclass
@@ -237,7 +70,9 @@ class Retriever:
     """The built indexes of one dataset, ready to search; use as a context manager (closes Qdrant).
 
     ``search(variant, queries, *, leg_k, pool_k, rrf_k, weights, cross_encoder)`` is the one entry point
-    for every variant. Legs are memoised per (leg, leg_k, queries), so hybrids reuse the single legs.
+    for every variant registered in :mod:`rerankeval.variants`; the variants search through the legs below.
+    Legs are memoised per (leg, leg_k, queries), so hybrids reuse the single legs. A closed retriever
+    reopens Qdrant on its next search (local mode then reloads the stored vectors from disk).
     """
 
     def __init__(self, dp: DatasetPaths, *, embedder: Embedder | None = None, progress: bool = True):
@@ -311,6 +146,14 @@ class Retriever:
                                                          sparse, k, self._id_to_chunk)
         return self._memo[key]
 
+    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int = RRF_K,
+                     weights: Sequence[float] | None = None) -> Run:
+        """Qdrant's own RRF of its dense and native sparse legs (``leg_k`` each), top ``limit`` chunks."""
+        sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
+        return qdrant_store.search_hybrid(
+            self.client, self.info.collection, list(queries), self._qvecs(queries), sparse, leg_k=leg_k,
+            limit=limit, id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact)
+
     # -- the one entry point --
     def search(
         self,
@@ -329,58 +172,18 @@ class Retriever:
         ``rrf_k``: the RRF constant (paper convention); ``weights`` = (dense, bm25) for the hybrids;
         ``cross_encoder``: a loaded ``sentence_transformers.CrossEncoder`` (or a local path/name).
         """
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+        stage = variants.get(variant).stage
+        if stage != variants.RETRIEVE:
+            raise ValueError(f"variant {variant!r} is produced by the {stage} stage, not "
+                             f"searched here; stage 03 searches {', '.join(VARIANTS)}")
         if leg_k < 1 or pool_k < 1:
             raise ValueError("leg_k and pool_k must be >= 1")
         t0 = time.perf_counter()
         queries = dict(queries)
-        if variant == "vector":
-            chunk_run = self.dense_leg(queries, leg_k)
-            run = to_units(chunk_run, self.unit_of)
-        elif variant == "bm25":
-            chunk_run = self.bm25_leg(queries, leg_k)
-            run = to_units(chunk_run, self.unit_of)
-        elif variant == "hybrid":
-            dense, lex = self.dense_leg(queries, leg_k), self.bm25_leg(queries, leg_k)
-            chunk_run = rrf([dense, lex], k=rrf_k, weights=weights)
-            run = rrf([to_units(dense, self.unit_of), to_units(lex, self.unit_of)], k=rrf_k, weights=weights)
-        elif variant == "qdrant_hybrid":
-            sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
-            chunk_run = qdrant_store.search_hybrid(
-                self.client, self.info.collection, list(queries), self._qvecs(queries), sparse,
-                leg_k=leg_k, limit=2 * leg_k, id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights,
-                exact=self._exact)
-            run = to_units(chunk_run, self.unit_of)
-        else:  # cross_encoder
-            from . import cross_encoder as ce
-
-            model = cross_encoder
-            if not hasattr(model, "predict"):
-                model = ce.load_cross_encoder(cross_encoder)
-            base = self.search("hybrid", queries, leg_k=leg_k, rrf_k=rrf_k, weights=weights)
-            best = best_chunks(base.chunk_run, self.unit_of)
-            heads = {q: [best[q][u] for u in list(base.run[q])[:pool_k]] for q in base.run}
-            scored = ce.rerank(model, queries, heads, self.texts, progress=self.progress)
-            run, chunk_run = {}, {}
-            for q in base.run:
-                head = list(scored[q])
-                in_head = set(head)
-                units = [self.unit_of[c] for c in head] + list(base.run[q])[len(head):]
-                chunks = head + [c for c in base.chunk_run[q] if c not in in_head]
-                run[q] = _rank_scores(units)
-                chunk_run[q] = _rank_scores(chunks)
-        chunk_run = {q: chunk_run.get(q, {}) for q in queries}  # every query, possibly with an empty list
-        run = {q: run.get(q, {}) for q in queries}
-        params = {"leg_k": leg_k, "pool_k": pool_k, "rrf_k": rrf_k,
-                  "weights": list(weights) if weights else None}
-        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0, params)
-
-
-def _rank_scores(items: Sequence[str]) -> dict[str, float]:
-    """A ranking as a run: score = n - rank + 1 (the order is what matters; scores strictly decrease)."""
-    n = len(items)
-    return {d: float(n - i) for i, d in enumerate(items)}
+        params = variants.Params(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights)
+        found = variants.create(variant, self, params, cross_encoder=cross_encoder).search_runs(queries)
+        run, chunk_run = variants.complete(found, queries)
+        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0, params.record())
 
 
 def write_runs(dp: DatasetPaths, res: Retrieval) -> tuple[Path, Path]:
@@ -388,10 +191,9 @@ def write_runs(dp: DatasetPaths, res: Retrieval) -> tuple[Path, Path]:
     and the variant's parameters to ``dp.stage_dir("retrieve")/<variant>.json``."""
     a = write_trec(res.run, dp.run_file(res.variant), tag=res.variant)
     b = write_trec(res.chunk_run, dp.chunk_run_file(res.variant), tag=res.variant)
+    record = variants.REGISTRY.get(res.variant, variants.Variant).record(res.params)
     atomic_write_json(dp.stage_dir("retrieve") / f"{res.variant}.json", {
-        "variant": res.variant, **res.params, "rrf_formula": "sum w / (rrf_k + rank), rank 1-based",
-        "qdrant_rrf_k": res.params["rrf_k"] + 1 if res.variant == "qdrant_hybrid" else None,
-        "seconds": round(res.seconds, 3), "queries": len(res.run),
+        "variant": res.variant, **res.params, **record, "seconds": round(res.seconds, 3), "queries": len(res.run),
     })
     return a, b
 
@@ -421,36 +223,6 @@ def retrieve(
     if write:
         write_runs(dp, res)
     return res
-
-
-# ---- quick looks for notebook 03 (stage 05 does the real evaluation) ----
-def evaluate_runs(dp: DatasetPaths, variants: Sequence[str], *, final_k: int = 10, recall_k: int = 100,
-                  ) -> pd.DataFrame:
-    """nDCG@final_k and Recall@recall_k of the written unit-level run files, via ir_measures."""
-    import ir_measures
-
-    qrels = corpus.load_qrels(dp)
-    ms = [ir_measures.parse_measure(f"nDCG@{final_k}"), ir_measures.parse_measure(f"R@{recall_k}")]
-    rows = []
-    for v in variants:
-        path = dp.run_file(v)
-        if not path.exists():
-            continue
-        agg = ir_measures.calc_aggregate(ms, qrels, ir_measures.read_trec_run(str(path)))
-        rows.append({"variant": v, **{str(m): float(agg[m]) for m in ms}})
-    return pd.DataFrame(rows)
-
-
-def per_query_ndcg(dp: DatasetPaths, variant: str, k: int = 10) -> dict[str, float]:
-    """nDCG@k per judged query of the written run (0 for a query with no results)."""
-    import ir_measures
-
-    m = ir_measures.parse_measure(f"nDCG@{k}")
-    qrels = corpus.load_qrels(dp)
-    out = {q: 0.0 for q in qrels}
-    for r in ir_measures.iter_calc([m], qrels, ir_measures.read_trec_run(str(dp.run_file(variant)))):
-        out[r.query_id] = float(r.value)
-    return out
 
 
 def overlap_at_k(a: Run, b: Run, k: int) -> dict[str, float]:
