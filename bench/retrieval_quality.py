@@ -1,6 +1,6 @@
 """Benchmark: retrieval quality of every variant on BEIR datasets from ../shared/data.
 
-For each dataset: stage 01 (``extract.build_corpus``), stage 02 (``retrieve.build_indexes``, cold/warm
+For each dataset: stage 01 (``extract.build_corpus``), stage 02 (``index.build_indexes``, cold/warm
 timing printed), stage 03 (every variant written to ``dp.run_file``/``dp.chunk_run_file``), then
 nDCG@10 and Recall@100 computed by ir_measures from the written unit-level run files. Targets on
 SciFact test (field notes): bm25 >= .680, vector .645 +- .005 with R@100 >= .92, hybrid >= .710.
@@ -22,7 +22,8 @@ import ir_measures
 import pandas as pd
 
 from rerankeval import corpus, paths
-from rerankeval.retrieve import BASE_VARIANTS, Retriever, build_indexes, write_runs
+from rerankeval.index import build_indexes
+from rerankeval.retrieve import BASE_VARIANTS, Retriever, write_runs
 
 TARGETS = {  # SciFact test, nDCG@10 (R@100 for vector): (low, high)
     ("scifact", "bm25", "nDCG@10"): (0.680, 1.0),

@@ -23,7 +23,7 @@ import pytest
 
 from builders import tiny_pdf_dataset
 from fakellm import FakeLLM, make_inputs
-from rerankeval import corpus, embed, extract, ioutil, paths, qdrant_store, rerank, retrieve, runs
+from rerankeval import corpus, embed, extract, index, ioutil, paths, qdrant_store, rerank, runs
 from rerankeval.ioutil import sha256_file, sha256_text
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -246,11 +246,11 @@ def test_index_stage_crash_mid_upsert_resumes_from_finished_steps(tmp_path, monk
 
     monkeypatch.setattr(qdrant_store, "upsert_chunks", upsert_then_die)
     with pytest.raises(Crash):
-        retrieve.build_indexes(dp, progress=False)
-    assert not retrieve.manifest_path(dp).exists()  # the completion marker is written last
+        index.build_indexes(dp, progress=False)
+    assert not index.manifest_path(dp).exists()  # the completion marker is written last
     monkeypatch.setattr(qdrant_store, "upsert_chunks", real)
 
-    info = retrieve.build_indexes(dp, progress=False)
+    info = index.build_indexes(dp, progress=False)
     # BM25 and the embeddings finished before the crash: reused; the half-filled collection is completed
     assert info.actions["bm25"] == "loaded" and info.actions["embeddings"] == "cached"
     assert info.actions["qdrant"] == "upserted"
@@ -260,11 +260,11 @@ def test_index_stage_crash_mid_upsert_resumes_from_finished_steps(tmp_path, monk
         gone = [qdrant_store.point_id(c) for c in sorted(corpus.chunk_texts(dp))[:3]]
         client.delete(info.collection, points_selector=gone, wait=True)
         assert qdrant_store.point_count(client, info.collection) == info.n_chunks - 3
-    again = retrieve.build_indexes(dp, progress=False)
+    again = index.build_indexes(dp, progress=False)
     assert again.actions["qdrant"] == "upserted" and again.actions["embeddings"] == "cached"
     with qdrant_store.open_client(dp) as client:
         assert qdrant_store.point_count(client, again.collection) == again.n_chunks
-    assert not retrieve.build_indexes(dp, progress=False).cold
+    assert not index.build_indexes(dp, progress=False).cold
 
 
 # --------------------------------------------------------------------------- corpus stage (in-process crash)

@@ -275,7 +275,7 @@ def build_manifest(
     rrf_recorded = _find(recorded, {"rrf_k", "rrf", "fusion", "k_rrf"})
 
     qdrant_url = os.environ.get("QDRANT_URL")
-    index_man = _read_json(dp.index_dir / "manifest.json")  # stage 02 (rerankeval.retrieve.IndexInfo)
+    index_man = _read_json(dp.index_dir / "manifest.json")  # stage 02 (rerankeval.index.IndexInfo)
     rerank_sum = _read_json(dp.stage_dir("rerank") / "summary.json")  # stage 04
     if index_man.get("bm25_params"):
         bm25: Any = {

@@ -43,10 +43,7 @@ from . import bm25 as bm25mod
 from . import corpus, qdrant_store, variants
 from .embed import Embedder
 from .fusion import RRF_K
-from .index import IndexInfo as IndexInfo  # re-exported: stage 02 moved to rerankeval.index
-from .index import build_indexes as build_indexes
 from .index import load_index_info
-from .index import manifest_path as manifest_path
 from .ioutil import atomic_write_json, sha256_json
 from .paths import DatasetPaths
 from .runs import Run, ranked, write_trec
