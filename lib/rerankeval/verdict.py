@@ -74,7 +74,9 @@ def _winner_line(m: pd.DataFrame, comparisons, headline: str, missing: Mapping[s
     ci = (f"95% CI {fmt(m.at[best, headline + '_ci_low'])}\u2013{fmt(m.at[best, headline + '_ci_high'])}"
           if headline + "_ci_low" in m else "")
     if len(ranked_v) == 1:
-        return f"Only {best} was evaluated: {hl} = {fmt(ranked_v.iloc[0])} ({ci}, n = {n} queries)."
+        who = f"{best} is the only variant that answered every query" if len(m.index) > 1 else ""
+        who = who or f"Only {best} was evaluated"
+        return f"{who}: {hl} = {fmt(ranked_v.iloc[0])} ({ci}, n = {n} queries)."
     second = ranked_v.index[1]
     r = pair_row(comparisons, headline, best, second)
     diff = ranked_v.iloc[0] - ranked_v.iloc[1]
