@@ -168,6 +168,10 @@ def test_external_run_is_read_the_trec_eval_way(tmp_path, monkeypatch):
     assert list(a.runs["pyserini"]["q1"]) == ["d2", "d3", "d1"]  # score desc, ties by docid desc
     assert list(a.runs["pyserini"]["q2"]) == ["d6", "d4", "d2"]
     assert "re-sorted" in a.summary.external[0] and "q9" in a.summary.external[0]
+    analyse.write_analysis(dp, a)
+    page = report.write_index(dp, []).read_text(encoding="utf-8")
+    assert "pyserini is a run file from another system" in page and "2 of 3 queries were re-sorted" in page
+    assert "3 lines had tied scores" in page
     # every metric equals pytrec_eval (trec_eval's code) on the raw file
     qrels = runs.read_qrels(dp.qrels)
     raw: dict[str, dict[str, float]] = {}
