@@ -124,6 +124,12 @@ def test_pool_k_comes_from_what_the_stages_recorded(tmp_path, monkeypatch):
     assert analyse.run_analysis(dp, FAST | {"eval_variants": ["hybrid"]}).pool_k == 7
 
 
+def test_a_ledger_with_larger_pools_than_pool_k_is_warned_about():
+    led = pd.DataFrame({"qid": ["q1", "q2"], "n_pool": [8, 3]})
+    assert analyse.ledger_pool_warnings(led, 8) == [] and analyse.ledger_pool_warnings(None, 5) == []
+    assert "pools of up to 8 candidates, but pool_k = 5" in analyse.ledger_pool_warnings(led, 5)[0]
+
+
 def test_no_record_and_no_pool_k_is_a_clear_error(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, pool_k=None, hybrid=_good(1))
     with pytest.raises(ValueError, match="no stage recorded pool_k.*pass pool_k"):

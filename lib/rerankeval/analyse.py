@@ -226,6 +226,17 @@ def resolve_pool_k(dp: DatasetPaths, override: int | None, variants: list[str]) 
     return values[0], []
 
 
+def ledger_pool_warnings(ledger: pd.DataFrame | None, pool_k: int) -> list[str]:
+    """A warning when the rerank ledger shows larger pools than ``pool_k`` (stage 04 ran with a larger one)."""
+    if ledger is None or ledger.empty or "n_pool" not in ledger:
+        return []
+    biggest = pd.to_numeric(ledger.n_pool, errors="coerce").max()
+    if pd.isna(biggest) or biggest <= pool_k:
+        return []
+    return [f"the rerank ledger shows pools of up to {int(biggest)} candidates, but pool_k = {pool_k} here: "
+            "re-run 04-rerank with this pool_k, or pass the pool_k it ran with"]
+
+
 # --------------------------------------------------------------------------- loading runs
 def _load_runs(dp: DatasetPaths, p: AnalysisParams, qids: list[str]):
     """``run_files, runs, checks, external notes``; chain runs are held to the run contract."""
@@ -323,6 +334,7 @@ def run_analysis(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -
     qs, per_query, conf = _evaluate(dp, p, qrels, queries, loaded, run_files, external, columns)
     warn += _degenerate_warnings(qs)
     ledger = ledger_mod.read_ledger(dp.ledger, missing_ok=True)
+    warn += ledger_pool_warnings(ledger, pool_k)
     ci = stats.bootstrap_table(per_query, n_boot=p.n_boot, seed=p.stats_seed)
     cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qs.qids),
                             costs.retrieval_seconds(dp.stage_dir("retrieve"), loaded))
