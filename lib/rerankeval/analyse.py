@@ -159,7 +159,7 @@ class Analysis:
 
     def key_table(self) -> pd.DataFrame:
         """The headline metrics per variant as ``mean [ci_low, ci_high]`` strings."""
-        cols = key_metrics(self.table, self.headline, self.pool_k)
+        cols = verdict.key_metrics(self.table, self.headline, self.pool_k)
         t = self.table
         show = {metrics.label(m) + (" (pool ceiling)" if m == f"recall@{self.pool_k}" else ""): [
             f"{r[m]:.3f} [{r[m + '_ci_low']:.3f}, {r[m + '_ci_high']:.3f}]" for _, r in t.iterrows()] for m in cols}
@@ -192,14 +192,6 @@ class Analysis:
             pair, self.runs, self.qrels, self.queries, chosen, top_k=self.params.diff_top_k, snippets=snippets,
             metric_values=lambda v, q: f"{metrics.label(self.headline)} {w.at[q, v]:.3f}", slices=self.slices,
             notes=ledger_mod.ledger_notes(self.ledger, variant=self.reranked))
-
-
-def key_metrics(table: pd.DataFrame, headline: str = verdict.HEADLINE, pool_k: int | None = None) -> list[str]:
-    """The headline columns present in ``table``: nDCG, MRR, Success and Recall at the headline cutoff, the
-    pool ceiling (Recall@pool_k) and MAP."""
-    k = metrics.parse_column(headline)[1] or 10
-    want = [headline, f"mrr@{k}", f"success@{k}", f"recall@{k}"] + ([f"recall@{pool_k}"] if pool_k else []) + ["map"]
-    return [c for c in dict.fromkeys(want) if c in table.columns]
 
 
 # --------------------------------------------------------------------------- parameters the stages recorded

@@ -22,15 +22,18 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pandas as pd
 
-from . import analyse, verdict
+from . import verdict
 from .ioutil import atomic_write_text
 from .metrics import label
 from .paths import DatasetPaths
+
+if TYPE_CHECKING:  # the analysis imports the reranker's package (openai): load it only when needed
+    from .analyse import Summary
 
 # Every page is static: no script may run (not even one that slipped into an output unescaped) and nothing
 # is fetched from the network; images and fonts are embedded as data: URLs.
@@ -82,7 +85,7 @@ def _ledger_cell(c: str, val: Any) -> dict[str, Any]:
 
 def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int | None = None) -> dict[str, Any]:
     """The headline table as plain values for the template: ``head`` (column titles) and ``rows``."""
-    cols = analyse.key_metrics(metrics, headline, pool_k)
+    cols = verdict.key_metrics(metrics, headline, pool_k)
     extra = [c for c in LEDGER_COLUMNS if c in metrics.columns]
     head = ["variant", "queries"] + [label(c) + (" (pool ceiling)" if pool_k and c == f"recall@{pool_k}" else "")
                                      for c in cols] + [c.replace("_", " ") for c in extra]
@@ -126,7 +129,7 @@ def _figures(figures_dir: Path) -> list[dict[str, str]]:
     return [{"stem": f.stem, "name": f.name, "data": base64.b64encode(f.read_bytes()).decode("ascii")} for f in figs]
 
 
-def _facts(summary: analyse.Summary | None) -> list[str]:
+def _facts(summary: Summary | None) -> list[str]:
     if summary is None:
         return []
     facts = [summary.query_set] if summary.query_set else []
@@ -143,6 +146,8 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     metrics = _load_metrics(dp)
     if metrics is None or metrics.empty:
         return {}
+    from . import analyse
+
     summary = analyse.read_summary(dp)
     headline = summary.headline_metric if summary else HEADLINE
     pool_k = summary.pool_k if summary else None

@@ -24,6 +24,14 @@ HEADLINE = "ndcg@10"
 NO_METRICS = "No metrics yet: the analysis notebook has not written metrics.csv."
 
 
+def key_metrics(table: pd.DataFrame, headline: str = HEADLINE, pool_k: int | None = None) -> list[str]:
+    """The headline columns present in ``table``: nDCG, MRR, Success and Recall at the headline cutoff, the
+    pool ceiling (Recall@pool_k) and MAP."""
+    k = parse_column(headline)[1] or 10
+    want = [headline, f"mrr@{k}", f"success@{k}", f"recall@{k}"] + ([f"recall@{pool_k}"] if pool_k else []) + ["map"]
+    return [c for c in dict.fromkeys(want) if c in table.columns]
+
+
 def fmt(x: Any, digits: int = 3) -> str:
     """A number with ``digits`` decimals, ``n/a`` for NaN or non-numbers."""
     try:
