@@ -8,6 +8,7 @@ import ir_measures
 import pandas as pd
 import pytest
 
+from rerankeval import conformance as C
 from rerankeval import metrics as M
 from rerankeval import runs as R
 from rerankeval import stats
@@ -102,15 +103,15 @@ def test_duplicate_chunks_of_one_unit_count_once():
 def test_run_file_contract_checks(tmp_path):
     good = tmp_path / "good.trec"
     R.write_trec({"q1": {"a": 1.0, "b": 1.0, "c": 0.5}}, good, "good")
-    run, chk = M.read_run_checked(good)
+    run, chk = R.read_run_checked(good)
     assert chk.ok and list(run["q1"]) == ["a", "b", "c"]
     bad = tmp_path / "bad.trec"
     bad.write_text("q1 Q0 a 1 3.0 t\nq1 Q0 b 2 2.0 t\nq1 Q0 a 3 1.0 t\nq1 Q0 c 4 1.0 t\n")
-    run, chk = M.read_run_checked(bad, "bad")
+    run, chk = R.read_run_checked(bad, "bad")
     assert chk.n_duplicate == 1 and chk.n_ties == 1 and not chk.ok
     assert list(run["q1"]) == ["a", "b", "c"]  # first occurrence wins
-    with pytest.raises(M.RunContractError, match="bad"):
-        M.assert_run_contract([chk])
+    with pytest.raises(R.RunContractError, match="bad"):
+        R.assert_run_contract([chk])
 
 
 def test_query_set_no_relevant_and_missing_queries():
@@ -154,7 +155,7 @@ def test_metrics_csv_matches_ir_measures_on_trec_files(tmp_path):
     files = {}
     for v, r in runs.items():
         files[v] = R.write_trec(r, tmp_path / f"{v}.trec", v)
-    loaded = {v: M.read_run_checked(p, v)[0] for v, p in files.items()}
+    loaded = {v: R.read_run_checked(p, v)[0] for v, p in files.items()}
     qs = M.query_set(loaded, qrels)
     assert qs.qids == ["q1", "q2", "q3"]
     cols = M.metric_columns([1, 3, 5, 10])
@@ -175,18 +176,18 @@ def test_metrics_csv_matches_ir_measures_on_trec_files(tmp_path):
 def test_conformance_check_agrees_and_catches_differences(tmp_path):
     qrels, runs = _fixture_runs()
     files = {v: R.write_trec(r, tmp_path / f"{v}.trec", v) for v, r in runs.items()}
-    loaded = {v: M.read_run_checked(p, v)[0] for v, p in files.items()}
+    loaded = {v: R.read_run_checked(p, v)[0] for v, p in files.items()}
     qs = M.query_set(loaded, qrels)
     cols = M.metric_columns([1, 2, 10])
     per_query = M.evaluate(loaded, qrels, qs, cols)
-    out = M.conformance_check(files, qrels, per_query, qs, checkers=("pytrec_eval",))
+    out = C.conformance_check(files, qrels, per_query, qs, checkers=("pytrec_eval",))
     assert len(out) == len(cols) * 2 and out.max_abs_diff.max() <= 1e-12
     broken = per_query.copy()
     broken.loc[
         (broken.variant == "hybrid") & (broken.metric == "ndcg@10") & (broken.qid == "q3"), "value"
     ] += 1e-6
-    with pytest.raises(M.ConformanceError, match="hybrid ndcg@10"):
-        M.conformance_check(files, qrels, broken, qs, checkers=("pytrec_eval",))
+    with pytest.raises(C.ConformanceError, match="hybrid ndcg@10"):
+        C.conformance_check(files, qrels, broken, qs, checkers=("pytrec_eval",))
 
 
 @pytest.mark.slow
@@ -194,19 +195,19 @@ def test_conformance_with_ranx(tmp_path):
     pytest.importorskip("ranx")
     qrels, runs = _fixture_runs()
     files = {v: R.write_trec(r, tmp_path / f"{v}.trec", v) for v, r in runs.items()}
-    loaded = {v: M.read_run_checked(p, v)[0] for v, p in files.items()}
+    loaded = {v: R.read_run_checked(p, v)[0] for v, p in files.items()}
     qs = M.query_set(loaded, qrels)
     per_query = M.evaluate(loaded, qrels, qs, M.metric_columns([1, 3, 10]))
-    out = M.conformance_check(files, qrels, per_query, qs, checkers=("ranx",))
+    out = C.conformance_check(files, qrels, per_query, qs, checkers=("ranx",))
     assert out.max_abs_diff.max() <= 1e-9
 
 
 def test_unit_mapping_check():
     unit_of = {"a1": "A", "a2": "A", "b1": "B"}
     chunk = {"q": {"a1": 3.0, "b1": 2.0, "a2": 1.0}}
-    assert M.unit_mapping_check({"q": {"A": 3.0, "B": 2.0}}, chunk, unit_of) == 0
-    assert M.unit_mapping_check({"q": {"A": 3.0}}, chunk, unit_of) == 0  # truncated is fine
-    assert M.unit_mapping_check({"q": {"B": 3.0, "A": 2.0}}, chunk, unit_of) == 1
+    assert R.unit_mapping_check({"q": {"A": 3.0, "B": 2.0}}, chunk, unit_of) == 0
+    assert R.unit_mapping_check({"q": {"A": 3.0}}, chunk, unit_of) == 0  # truncated is fine
+    assert R.unit_mapping_check({"q": {"B": 3.0, "A": 2.0}}, chunk, unit_of) == 1
 
 
 def test_slice_table():
@@ -227,6 +228,6 @@ def test_slice_table():
 def test_discover_runs_orders_variants(tmp_path):
     for v in ("hybrid_rerank", "zzz", "bm25", "vector"):
         (tmp_path / f"{v}.trec").write_text("")
-    assert list(M.discover_runs(tmp_path)) == ["bm25", "vector", "hybrid_rerank", "zzz"]
+    assert list(R.discover_runs(tmp_path)) == ["bm25", "vector", "hybrid_rerank", "zzz"]
     with pytest.raises(FileNotFoundError):
-        M.discover_runs(tmp_path, ["hybrid"])
+        R.discover_runs(tmp_path, ["hybrid"])

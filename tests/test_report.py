@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from rerankeval import htmlsafe, report
+from rerankeval import analyse, htmlsafe, report, verdict
 from rerankeval.ioutil import atomic_write_json
 from rerankeval.paths import resolve_dataset
 
@@ -118,17 +118,17 @@ def _comparisons():
 
 
 def test_verdict_lines_from_numbers():
-    lines = report.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20)
+    lines = verdict.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20)
     assert len(lines) == 3
     assert lines[0].startswith("hybrid_rerank wins on nDCG@10 with 0.740") and "+0.040" in lines[0]
     assert "not significant after Holm correction over 3 pairs" in lines[0] and "0.052" in lines[0]
     assert "raised nDCG@10 by 0.040" in lines[1] and "9 queries better, 6 worse, 15 tied" in lines[1]
     assert "fell back on 5.0% of queries" in lines[1] and "1,200 tokens" in lines[1]
     assert "hybrid top 20" in lines[2] and "90.0%" in lines[2] and "Recall@10" in lines[2]
-    assert report.verdict_lines(pd.DataFrame()) == [
+    assert verdict.verdict_lines(pd.DataFrame()) == [
         "No metrics yet: the analysis notebook has not written metrics.csv."
     ]
-    one = report.verdict_lines(_metrics().iloc[:1], None, pool_k=20)
+    one = verdict.verdict_lines(_metrics().iloc[:1], None, pool_k=20)
     assert one[0].startswith("Only bm25") and "No fused run" in one[1]
 
 
@@ -160,15 +160,10 @@ def test_index_without_metrics(dp):
 def test_index_with_metrics_figures_and_manifest(dp):
     dp.root.mkdir(parents=True, exist_ok=True)
     _metrics().to_csv(dp.metrics_csv, index=False)
-    report.write_summary(
+    analyse.write_summary(
         dp,
-        {
-            "headline_metric": "ndcg@10",
-            "pool_k": 20,
-            "query_set": "30 queries " + EVIL,
-            "verified_against": "ranx 0.3.21",
-            "relevance_unit": "page",
-        },
+        analyse.Summary(headline_metric="ndcg@10", pool_k=20, query_set="30 queries " + EVIL,
+                        verified_against="ranx 0.3.21", relevance_unit="page"),
         _comparisons(),
     )
     atomic_write_json(dp.manifest, {"llm": {"api_key": "sk-secretsecretsecret123", "model": EVIL}})

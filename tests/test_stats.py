@@ -101,3 +101,21 @@ def test_compare_orientation_and_holm():
     assert t.iloc[0]["diff"] == pytest.approx(0.2) and t.iloc[0].p_holm == t.iloc[0].p
     with pytest.raises(ValueError):
         S.compare(df, "ndcg@10", test="wilcoxon")
+
+
+def test_compare_on_the_queries_both_variants_answered():
+    """A variant not run on q3..q5 (scored 0 there) is compared on q1, q2 only, with the rest counted."""
+    per_query = pd.DataFrame(
+        {
+            "variant": ["a"] * 5 + ["b"] * 5,
+            "qid": [f"q{i}" for i in range(1, 6)] * 2,
+            "metric": "ndcg@10",
+            "value": [0.5] * 5 + [1.0, 1.0, 0.0, 0.0, 0.0],
+        }
+    )
+    everything = S.compare(per_query, "ndcg@10", n_boot=100, n_resamples=100).iloc[0]
+    assert everything.n == 5 and everything["diff"] == pytest.approx(0.1) and everything.n_left_out == 0
+    common = S.compare(per_query, "ndcg@10", n_boot=100, n_resamples=100,
+                       answered={"a": {f"q{i}" for i in range(1, 6)}, "b": {"q1", "q2"}}).iloc[0]
+    assert common.n == 2 and common["diff"] == pytest.approx(-0.5) and common.n_left_out == 3
+    assert (common.wins, common.ties, common.losses) == (0, 0, 2)

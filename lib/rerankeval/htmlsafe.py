@@ -194,22 +194,3 @@ def diff_view_html(
         parts.append("</div>")
     parts.append("</div>")
     return "\n".join(parts)
-
-
-def table_html(df: pd.DataFrame, float_format: str = "{:.3f}", classes: str = "rre-table") -> str:
-    """A DataFrame as an escaped HTML table (index included when named)."""
-
-    def fmt(v: Any) -> str:
-        if isinstance(v, float):
-            return "" if math.isnan(v) else float_format.format(v)
-        return esc(v)
-
-    show_index = df.index.name is not None
-    head = "".join(f"<th>{esc(c)}</th>" for c in ([df.index.name] if show_index else []) + list(df.columns))
-    rows = []
-    for idx, r in df.iterrows():
-        cells = ([f"<th>{esc(idx)}</th>"] if show_index else []) + [f"<td>{fmt(v)}</td>" for v in r.tolist()]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return (
-        f'<table class="{esc(classes)}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )

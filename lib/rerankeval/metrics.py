@@ -1,6 +1,6 @@
 """Retrieval metrics computed by ir_measures, checked by a second evaluator, on one common query set.
 
-Conventions (trec_eval's, see the field notes):
+Conventions (trec_eval's; each is pinned by a closed-form case in ``tests/test_metrics.py``):
 
 - a unit is *relevant* when its qrels grade is >= 1 (:data:`REL_LEVEL`); grade 0 means judged non-relevant;
 - nDCG uses the grade as a linear gain, a log2 discount and the ideal DCG of **all judged units of the
@@ -20,22 +20,17 @@ Column names say what they measure: ``success@5``, ``mrr@10``, ``ndcg@10``, ``re
 
 from __future__ import annotations
 
-import math
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from .runs import Qrels, Run, iter_trec, ranked, strictly_decreasing
+from .runs import Qrels, Run, strict_order
 
 REL_LEVEL = 1
 DEFAULT_KS = (1, 3, 5, 10, 20, 100)
 FAMILIES = ("success", "mrr", "ndcg", "recall", "precision")
-VARIANT_ORDER = ("bm25", "vector", "hybrid", "qdrant_hybrid", "cross_encoder", "hybrid_rerank")
-TOLERANCE = 1e-9
 
 DEDUPE_POLICY = (
     "chunks are mapped to their relevance unit and deduplicated before any cutoff; the first "
@@ -47,14 +42,6 @@ TIE_POLICY = (
 )
 
 _COL = re.compile(r"^(success|mrr|ndcg|recall|precision)@(\d+)$")
-
-
-class ConformanceError(AssertionError):
-    """Two evaluators disagree on a metric by more than the tolerance."""
-
-
-class RunContractError(ValueError):
-    """A run file breaks the run contract (duplicate units or tied / increasing scores)."""
 
 
 # --------------------------------------------------------------------------- metric names
@@ -115,99 +102,6 @@ def label(col: str) -> str:
     return nice if k is None else f"{nice}@{k}"
 
 
-# --------------------------------------------------------------------------- run files
-@dataclass
-class RunCheck:
-    """What reading one TREC run file found."""
-
-    variant: str
-    path: str
-    n_queries: int = 0
-    n_lines: int = 0
-    n_duplicate: int = 0  # a unit listed twice for one query (first occurrence kept)
-    n_ties: int = 0  # a score equal to or above the previous one in file order
-    n_rank_mismatch: int = 0  # rank column disagrees with the line order
-    examples: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not (self.n_duplicate or self.n_ties)
-
-    def problems(self) -> list[str]:
-        out = []
-        if self.n_duplicate:
-            out.append(f"{self.n_duplicate} duplicate unit(s) within a query")
-        if self.n_ties:
-            out.append(f"{self.n_ties} score(s) not strictly below the previous line")
-        if self.n_rank_mismatch:
-            out.append(f"{self.n_rank_mismatch} rank column value(s) out of line order")
-        return out
-
-
-def read_run_checked(path: str | os.PathLike[str], variant: str | None = None) -> tuple[Run, RunCheck]:
-    """Read a TREC run in file order and check it against the run contract.
-
-    Returns the run (per query, units in file order, first occurrence of a unit wins) and a
-    :class:`RunCheck` counting duplicates and scores that are not strictly decreasing.
-    """
-    path = Path(path)
-    chk = RunCheck(variant=variant or path.stem, path=str(path))
-    raw: dict[str, list[tuple[str, float, int]]] = {}
-    for _, q, doc, rank, s in iter_trec(path):
-        raw.setdefault(q, []).append((doc, s, rank))
-        chk.n_lines += 1
-    run: Run = {}
-    for q, items in raw.items():
-        seen: dict[str, float] = {}
-        prev = math.inf
-        for i, (doc, s, rank) in enumerate(items, start=1):
-            if s >= prev:
-                chk.n_ties += 1
-                if len(chk.examples) < 5:
-                    chk.examples.append(f"query {q}: {doc} scores {s!r} after {prev!r}")
-            if rank != i:
-                chk.n_rank_mismatch += 1
-            prev = s
-            if doc in seen:
-                chk.n_duplicate += 1
-                if len(chk.examples) < 5:
-                    chk.examples.append(f"query {q}: unit {doc} listed twice")
-                continue
-            seen[doc] = s
-        run[q] = seen
-    chk.n_queries = len(run)
-    return run, chk
-
-
-def discover_runs(runs_dir: str | os.PathLike[str], variants: Sequence[str] | None = None) -> dict[str, Path]:
-    """``variant -> run file`` for every ``*.trec`` directly in ``runs_dir`` (unit-level runs).
-
-    Known variants come in pipeline order (:data:`VARIANT_ORDER`), others alphabetically after them.
-    ``variants`` restricts (and orders) the result; a requested variant without a file raises.
-    """
-    runs_dir = Path(runs_dir)
-    found = {p.stem: p for p in sorted(runs_dir.glob("*.trec"))} if runs_dir.is_dir() else {}
-    if variants:
-        missing = [v for v in variants if v not in found]
-        if missing:
-            raise FileNotFoundError(
-                f"no run file for variant(s) {missing} in {runs_dir} (found: {sorted(found)})"
-            )
-        return {v: found[v] for v in variants}
-    return {v: found[v] for v in order_variants(found)}
-
-
-def order_variants(names: Iterable[str]) -> list[str]:
-    names = list(dict.fromkeys(names))
-    known = [v for v in VARIANT_ORDER if v in names]
-    return known + sorted(v for v in names if v not in VARIANT_ORDER)
-
-
-def strict_order(run: Run) -> Run:
-    """The same rankings with strictly decreasing scores in dict order (stable for ties)."""
-    return {q: dict(strictly_decreasing(ranked(docs))) for q, docs in run.items()}
-
-
 # --------------------------------------------------------------------------- query set
 def relevant_queries(qrels: Qrels) -> set[str]:
     """Queries with at least one relevant unit (grade >= :data:`REL_LEVEL`)."""
@@ -224,6 +118,7 @@ class QuerySet:
     no_relevant: list[str]  # in qrels, but no unit graded >= REL_LEVEL: not evaluable
     not_in_queries: list[str]  # judged but absent from queries.jsonl
     missing_by_variant: dict[str, list[str]]  # judged queries a variant's run lacks
+    empty: list[str] = field(default_factory=list)  # runs answering no query here: scored 0, never a crash
 
     @property
     def n(self) -> int:
@@ -244,6 +139,8 @@ class QuerySet:
         else:
             lim = ", ".join(f"{v}: {len(m)}" for v, m in self.missing_by_variant.items() if m)
             parts.append("a query missing from a run scores 0 for that run" + (f" ({lim})" if lim else ""))
+        if self.empty:
+            parts.append(f"WARNING: {', '.join(self.empty)} returned nothing for any of these queries and score 0")
         if self.no_relevant:
             parts.append(f"{len(self.no_relevant)} judged queries have no relevant unit and are left out")
         if self.not_in_queries:
@@ -263,6 +160,9 @@ def query_set(
 
     - ``policy="common"``: present in every run (the variants lacking some are named in the result);
     - ``policy="zero"``: all of them; a run lacking a query scores 0 on it (trec_eval ``-c``).
+
+    A run that answers none of them (a degenerate, empty run) never empties the common set: it is listed in
+    ``empty`` and scores 0 on every query under either policy.
     """
     if policy not in ("common", "zero"):
         raise ValueError(f"policy must be 'common' or 'zero', got {policy!r}")
@@ -274,11 +174,13 @@ def query_set(
         not_in_q = sorted(rel - qs)
         rel &= qs
     missing = {v: sorted(rel - {q for q, d in r.items() if d}) for v, r in runs.items()}
+    empty = [v for v, miss in missing.items() if rel and len(miss) == len(rel)]
     keep = set(rel)
     if policy == "common":
-        for r in runs.values():
-            keep &= {q for q, d in r.items() if d}
-    return QuerySet(sorted(keep), policy, len(rel) + len(not_in_q), no_rel, not_in_q, missing)
+        for v, r in runs.items():
+            if v not in empty:
+                keep &= {q for q, d in r.items() if d}
+    return QuerySet(sorted(keep), policy, len(rel) + len(not_in_q), no_rel, not_in_q, missing, empty)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -291,7 +193,7 @@ def evaluate(
     """Per-query metrics with ir_measures, long format: ``variant, qid, metric, value``.
 
     Only the queries in ``qs`` are evaluated; each run is put in strict order first (:func:`strict_order`).
-    Under the ``zero`` policy a query a run lacks gets 0 for every metric.
+    Under the ``zero`` policy (and for a run in ``qs.empty``) a query a run lacks gets 0 for every metric.
     """
     import ir_measures
 
@@ -311,7 +213,7 @@ def evaluate(
                     if (q, c) not in got:
                         raise RuntimeError(f"ir_measures returned no {c} for query {q!r} of {v}")
                     rows.append((v, q, c, got[(q, c)]))
-                elif qs.policy == "zero":
+                elif qs.policy == "zero" or v in qs.empty:
                     rows.append((v, q, c, 0.0))
                 else:
                     raise RuntimeError(f"query {q!r} is in the common set but missing from {v}")
@@ -326,192 +228,6 @@ def wide(per_query: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         out = sub.pivot(index="qid", columns="variant", values="value")
         return out[[v for v in dict.fromkeys(sub.variant)]]
     return per_query.pivot_table(index="qid", columns=["variant", "metric"], values="value")
-
-
-def means(per_query: pd.DataFrame) -> pd.DataFrame:
-    """``variant x metric`` mean over queries, variants and metrics in first-seen order."""
-    out = per_query.pivot_table(index="variant", columns="metric", values="value", aggfunc="mean", sort=False)
-    return out.loc[list(dict.fromkeys(per_query.variant)), list(dict.fromkeys(per_query.metric))]
-
-
-# --------------------------------------------------------------------------- second opinion
-def _ranx_per_query(run_file: Path, qrels: Qrels, qids: list[str], columns: Sequence[str]) -> dict[str, dict]:
-    import ranx
-
-    rrun = ranx.Run.from_file(str(run_file), kind="trec")
-    rd = rrun.to_dict()
-    present = [q for q in qids if q in rd and rd[q]]
-    if not present:
-        return {}
-    sub_qrels = ranx.Qrels({q: dict(qrels[q]) for q in present})
-    sub_run = ranx.Run({q: dict(rd[q]) for q in present})
-    metrics = [ranx_metric(c) for c in columns]
-    ranx.evaluate(sub_qrels, sub_run, metrics, return_mean=True, save_results_in_run=True)
-    # per-query scores keyed by query id (ranx's arrays follow its own sorted query order)
-    return {c: {q: float(sub_run.scores[ranx_metric(c)][q]) for q in present} for c in columns}
-
-
-def _read_plain_trec(path: Path) -> Run:
-    """A deliberately naive TREC reader (dict overwrite on duplicates), independent of ours."""
-    out: Run = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            parts = line.split()
-            if len(parts) == 6:
-                out.setdefault(parts[0], {})[parts[2]] = float(parts[4])
-    return out
-
-
-def _pytrec_per_query(
-    run_file: Path, qrels: Qrels, qids: list[str], columns: Sequence[str]
-) -> dict[str, dict]:
-    import pytrec_eval
-
-    run = _read_plain_trec(run_file)
-    present = [q for q in qids if q in run and run[q]]
-    if not present:
-        return {}
-    sub_qrels = {q: dict(qrels[q]) for q in present}
-    out: dict[str, dict] = {c: {} for c in columns}
-    base: dict[str, str] = {}
-    mrr_cuts: list[int] = []
-    for c in columns:
-        fam, k = parse_column(c)
-        if fam == "map":
-            base[c] = "map"
-        elif fam == "success":
-            base[c] = f"success_{k}"
-        elif fam == "ndcg":
-            base[c] = f"ndcg_cut_{k}"
-        elif fam == "recall":
-            base[c] = f"recall_{k}"
-        elif fam == "precision":
-            base[c] = f"P_{k}"
-        else:
-            mrr_cuts.append(k)
-    if base:
-        fams = {"map"} & set(base.values())
-        cuts: dict[str, set[int]] = {}
-        for c, name in base.items():
-            if name != "map":
-                fam, k = parse_column(c)
-                tre = {"success": "success", "ndcg": "ndcg_cut", "recall": "recall", "precision": "P"}[fam]
-                cuts.setdefault(tre, set()).add(k)
-        req = set(fams) | {f"{m}.{','.join(map(str, sorted(ks)))}" for m, ks in cuts.items()}
-        ev = pytrec_eval.RelevanceEvaluator(sub_qrels, req, relevance_level=REL_LEVEL)
-        res = ev.evaluate({q: run[q] for q in present})
-        for c, name in base.items():
-            out[c] = {q: float(res[q][name]) for q in present}
-    for k in mrr_cuts:
-        # recip_rank has no cutoff in trec_eval: evaluate the run truncated to its top k by score
-        trunc = {q: dict(sorted(run[q].items(), key=lambda kv: (-kv[1], kv[0]))[:k]) for q in present}
-        ev = pytrec_eval.RelevanceEvaluator(sub_qrels, {"recip_rank"}, relevance_level=REL_LEVEL)
-        res = ev.evaluate(trunc)
-        out[f"mrr@{k}"] = {q: float(res[q]["recip_rank"]) if q in res else 0.0 for q in present}
-    return out
-
-
-CHECKERS = {"ranx": _ranx_per_query, "pytrec_eval": _pytrec_per_query}
-
-
-def checker_versions(checkers: Sequence[str]) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    dist = {"ranx": "ranx", "pytrec_eval": "pytrec_eval-terrier"}
-    out = []
-    for c in checkers:
-        try:
-            out.append(f"{c} {version(dist[c])}")
-        except PackageNotFoundError:
-            out.append(c)
-    return " and ".join(out)
-
-
-def conformance_check(
-    run_files: Mapping[str, str | os.PathLike[str]],
-    qrels: Qrels,
-    per_query: pd.DataFrame,
-    qs: QuerySet,
-    checkers: Sequence[str] = ("ranx",),
-    tol: float = TOLERANCE,
-    raise_on_diff: bool = True,
-) -> pd.DataFrame:
-    """Recompute every metric of every variant from its TREC file with other evaluators and compare.
-
-    ``per_query`` is :func:`evaluate`'s output (ir_measures). Returns ``checker, variant, metric,
-    n_queries, max_abs_diff``; raises :class:`ConformanceError` when any difference exceeds ``tol``
-    (unless ``raise_on_diff`` is false).
-    """
-    columns = list(dict.fromkeys(per_query.metric))
-    rows = []
-    bad = []
-    for checker in checkers:
-        fn = CHECKERS[checker]
-        for v, path in run_files.items():
-            mine = per_query[per_query.variant == v].set_index(["qid", "metric"])["value"]
-            theirs = fn(Path(path), qrels, qs.qids, columns)
-            for c in columns:
-                got = theirs.get(c, {})
-                diffs = []
-                for q in qs.qids:
-                    ref = got.get(q, 0.0)  # a query the file lacks scores 0 (only under policy "zero")
-                    if q not in got and qs.policy != "zero":
-                        diffs.append(math.inf)
-                        continue
-                    diffs.append(abs(float(mine.loc[(q, c)]) - ref))
-                worst = max(diffs) if diffs else 0.0
-                rows.append((checker, v, c, len(diffs), worst))
-                if worst > tol:
-                    i = diffs.index(worst)
-                    bad.append(f"{v} {c} ({checker}): query {qs.qids[i]} differs by {worst:.3g}")
-    out = pd.DataFrame(rows, columns=["checker", "variant", "metric", "n_queries", "max_abs_diff"])
-    if bad and raise_on_diff:
-        raise ConformanceError(
-            f"{len(bad)} metric(s) disagree between ir_measures and {', '.join(checkers)} "
-            f"by more than {tol:g}: "
-            + "; ".join(bad[:10])
-            + ". Check the run files against the run contract (duplicates, ties) and the metric conventions."
-        )
-    return out
-
-
-def assert_run_contract(checks: Iterable[RunCheck]) -> None:
-    """Raise :class:`RunContractError` naming every run file with duplicate units or non-decreasing scores."""
-    bad = [c for c in checks if not c.ok]
-    if bad:
-        lines = [
-            f"{c.variant} ({c.path}): {', '.join(c.problems())}; e.g. {'; '.join(c.examples[:2])}"
-            for c in bad
-        ]
-        raise RunContractError(
-            "run file(s) break the run contract (unit-level, deduplicated, strictly decreasing scores; "
-            "see rerankeval.runs.write_trec): " + " | ".join(lines)
-        )
-
-
-def unit_mapping_check(unit_run: Run, chunk_run: Run, unit_of: Mapping[str, str]) -> int:
-    """Queries whose unit ranking is not a prefix of the chunk ranking mapped to units (first wins).
-
-    0 means the unit-level run is exactly the chunk-level run deduplicated by unit (possibly truncated).
-    Chunks not in the chunk table count as mismatches.
-    """
-    bad = 0
-    for q, docs in unit_run.items():
-        units: list[str] = []
-        seen: set[str] = set()
-        ok = True
-        for chunk, _ in ranked(chunk_run.get(q, {})):
-            u = unit_of.get(chunk)
-            if u is None:
-                ok = False
-                break
-            if u not in seen:
-                seen.add(u)
-                units.append(u)
-        mine = list(docs)
-        if not ok or units[: len(mine)] != mine:
-            bad += 1
-    return bad
 
 
 # --------------------------------------------------------------------------- tables

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -161,6 +161,36 @@ def minimum_detectable_difference(sd_diff: float, n: int, alpha: float = 0.05, p
     return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * sd_diff / math.sqrt(n))
 
 
+COMPARE_COLUMNS = [
+    "metric", "a", "b", "n", "mean_a", "mean_b", "diff", "diff_ci_low", "diff_ci_high", "wins", "ties", "losses",
+    "p", "sd_diff", "mdd", "n_left_out",
+]
+
+
+def _compare_pair(
+    metric: str, va: str, vb: str, a: np.ndarray, b: np.ndarray, idx: np.ndarray | None, seed: int, **kw
+) -> dict:
+    """One row of :func:`compare` (``kw``: test, n_resamples, n_boot, alpha, power)."""
+    d = a - b
+    if idx is None or idx.shape[1] != d.size:
+        idx = bootstrap_indices(d.size, kw["n_boot"], kw["seed0"]) if d.size else None
+    lo = hi = math.nan
+    if d.size:
+        _, lo, hi = bootstrap_ci(d, kw["n_boot"], CONFIDENCE, kw["seed0"], indices=idx)
+    if kw["test"] == "randomization":
+        p = randomization_test(a, b, kw["n_resamples"], seed)
+    elif kw["test"] == "t":
+        p = paired_t_test(a, b)
+    else:
+        raise ValueError(f"test must be 'randomization' or 't', got {kw['test']!r}")
+    w, t, lo_ = win_tie_loss(a, b)
+    sd = float(np.std(d, ddof=1)) if d.size > 1 else math.nan
+    return dict(metric=metric, a=va, b=vb, n=int(d.size), mean_a=float(a.mean()) if d.size else math.nan,
+                mean_b=float(b.mean()) if d.size else math.nan, diff=float(d.mean()) if d.size else math.nan,
+                diff_ci_low=lo, diff_ci_high=hi, wins=w, ties=t, losses=lo_, p=p, sd_diff=sd,
+                mdd=minimum_detectable_difference(sd, d.size, kw["alpha"], kw["power"]))
+
+
 def compare(
     per_query: pd.DataFrame,
     metric: str,
@@ -171,13 +201,17 @@ def compare(
     seed: int = 0,
     alpha: float = 0.05,
     power: float = 0.8,
+    answered: Mapping[str, Collection[str]] | None = None,
 ) -> pd.DataFrame:
     """Paired comparison of variants on one metric, Holm-corrected over the pairs compared.
 
     ``pairs`` defaults to every pair of variants (in their order). Columns: ``metric, a, b, n, mean_a,
     mean_b, diff`` (a - b), ``diff_ci_low, diff_ci_high`` (bootstrap), ``wins, ties, losses`` (a vs b),
     ``p`` (``test``: ``"randomization"`` or ``"t"``), ``p_holm``, ``significant`` (p_holm < alpha),
-    ``sd_diff``, ``mdd`` (minimum detectable difference at ``power``).
+    ``sd_diff``, ``mdd`` (minimum detectable difference at ``power``), ``n_left_out``.
+
+    ``answered`` (variant -> the queries it answered) makes each pair compare only the queries both
+    answered, so a variant never loses on queries it was not run on; ``n_left_out`` counts the others.
     """
     sub = per_query[per_query.metric == metric]
     table = sub.pivot(index="qid", columns="variant", values="value")
@@ -186,59 +220,17 @@ def compare(
         pairs = list(itertools.combinations(variants, 2))
     rows = []
     idx = bootstrap_indices(len(table), n_boot, seed) if len(table) else None
+    kw = dict(test=test, n_resamples=n_resamples, n_boot=n_boot, alpha=alpha, power=power, seed0=seed)
     for i, (va, vb) in enumerate(pairs):
-        a, b = table[va].to_numpy(dtype=float), table[vb].to_numpy(dtype=float)
-        d = a - b
-        _, lo, hi = (
-            bootstrap_ci(d, n_boot, CONFIDENCE, seed, indices=idx) if d.size else (0, math.nan, math.nan)
-        )
-        if test == "randomization":
-            p = randomization_test(a, b, n_resamples, seed + i)
-        elif test == "t":
-            p = paired_t_test(a, b)
-        else:
-            raise ValueError(f"test must be 'randomization' or 't', got {test!r}")
-        w, t, lo_ = win_tie_loss(a, b)
-        sd = float(np.std(d, ddof=1)) if d.size > 1 else math.nan
-        rows.append(
-            dict(
-                metric=metric,
-                a=va,
-                b=vb,
-                n=int(d.size),
-                mean_a=float(a.mean()),
-                mean_b=float(b.mean()),
-                diff=float(d.mean()),
-                diff_ci_low=lo,
-                diff_ci_high=hi,
-                wins=w,
-                ties=t,
-                losses=lo_,
-                p=p,
-                sd_diff=sd,
-                mdd=minimum_detectable_difference(sd, d.size, alpha, power),
-            )
-        )
-    out = pd.DataFrame(
-        rows,
-        columns=[
-            "metric",
-            "a",
-            "b",
-            "n",
-            "mean_a",
-            "mean_b",
-            "diff",
-            "diff_ci_low",
-            "diff_ci_high",
-            "wins",
-            "ties",
-            "losses",
-            "p",
-            "sd_diff",
-            "mdd",
-        ],
-    )
+        keep = table.index
+        if answered is not None:
+            both = set(answered.get(va, keep)) & set(answered.get(vb, keep))
+            keep = [q for q in table.index if q in both]
+        pair = table.loc[keep, [va, vb]]
+        row = _compare_pair(metric, va, vb, pair[va].to_numpy(dtype=float), pair[vb].to_numpy(dtype=float),
+                            idx, seed + i, **kw)
+        rows.append({**row, "n_left_out": len(table) - len(pair)})
+    out = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
     out.insert(out.columns.get_loc("p") + 1, "p_holm", holm(out.p.to_numpy()) if len(out) else [])
     out.insert(out.columns.get_loc("p_holm") + 1, "significant", out.p_holm < alpha)
     out.attrs.update(test=test, alpha=alpha, power=power, family=f"{len(out)} pairs on {metric}")

@@ -22,12 +22,17 @@ Columns:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..ioutil import atomic_write_text
+
+VARIANT = "hybrid_rerank"  # the main pass's variant (to be replaced by rerankeval.variants at merge)
+# statuses meaning the reranker's order was not used for (part of) the query
+FALLBACK_WORDS = ("fallback", "error", "fail", "unusable", "timeout")
 
 COLUMNS = [
     "qid",
@@ -69,21 +74,32 @@ def write_ledger(rows: list[dict[str, Any]] | pd.DataFrame, path: str | os.PathL
     return atomic_write_text(path, df.to_csv(index=False))
 
 
-def read_ledger(path: str | os.PathLike[str]) -> pd.DataFrame:
-    return pd.read_csv(path, dtype={"qid": str, "error": str}, keep_default_na=False)
+def read_ledger(path: str | os.PathLike[str], missing_ok: bool = False) -> pd.DataFrame | None:
+    """The ledger CSV (ids and errors stay strings, empty cells stay empty); None when ``missing_ok`` and the
+    file does not exist (no rerank stage ran)."""
+    if missing_ok and not Path(path).exists():
+        return None
+    return pd.read_csv(path, dtype={"qid": str, "error": str, "status": str}, keep_default_na=False)
 
 
 def summarize(df: pd.DataFrame, pass_name: str | None = "main") -> dict[str, Any]:
-    """Rates and totals for one pass (or all rows with ``pass_name=None``)."""
+    """Rates and totals for one pass (or all rows with ``pass_name=None``).
+
+    ``fallback_rate`` and ``repaired_rate`` are shares of the pass's queries, as in :func:`ledger_summary`;
+    ``repair_rate`` is the same number under its old name (notebook 04 and ``bench/rerank_modes.py`` read it).
+    """
     d = df if pass_name is None else df[df["pass"] == pass_name]
     n = len(d)
-    counts = {s: int((d["status"] == s).sum()) for s in STATUSES}
+    status = d["status"].astype(str).str.strip().str.lower()
+    counts = {s: int((status == s).sum()) for s in STATUSES}
     calls = int(d["llm_calls"].sum()) if n else 0
+    repaired = int(status.eq("repaired").sum())
     return {
         "queries": n,
         **counts,
-        "fallback_rate": counts["fallback"] / n if n else 0.0,
-        "repair_rate": counts["repaired"] / n if n else 0.0,
+        "fallback_rate": int(status.map(is_fallback).sum()) / n if n else 0.0,
+        "repaired_rate": repaired / n if n else 0.0,
+        "repair_rate": repaired / n if n else 0.0,
         "llm_calls": calls,
         "cache_hits": int(d["cache_hits"].sum()) if n else 0,
         "requests": int(d["requests"].sum()) if n else 0,
@@ -99,3 +115,122 @@ def summarize(df: pd.DataFrame, pass_name: str | None = "main") -> dict[str, Any
         "n_missing": int(d["n_missing"].sum()) if n else 0,
         "retries": int(d["retries"].sum()) if n else 0,
     }
+
+
+# --------------------------------------------------------------------------- readers for the analysis
+def is_fallback(status: str) -> bool:
+    s = str(status).strip().lower()
+    return any(w in s for w in FALLBACK_WORDS)
+
+
+def fallback_queries(ledger: pd.DataFrame | None, variant: str | None = None) -> set[str]:
+    """Queries with at least one ledger row whose status is a fallback/error (optionally for one variant)."""
+    if ledger is None or ledger.empty or "status" not in ledger:
+        return set()
+    df = ledger
+    if variant is not None and "variant" in df:
+        df = df[df.variant == variant]
+    return set(df.loc[df.status.map(is_fallback), "qid"].astype(str))
+
+
+def ledger_notes(
+    ledger: pd.DataFrame | None, variant: str | None = None, max_chars: int = 240
+) -> dict[str, str]:
+    """``qid -> remark`` for queries whose ledger shows a fallback/error (status, retries, error text).
+
+    The text may hold model output or endpoint errors: escape it before showing it as HTML.
+    """
+    out: dict[str, str] = {}
+    if ledger is None or ledger.empty or "status" not in ledger:
+        return out
+    df = ledger if variant is None or "variant" not in ledger else ledger[ledger.variant == variant]
+    for _, r in df[df.status.map(is_fallback)].iterrows():
+        err = " ".join(str(r.get("error", "") or "").split())[:max_chars]
+        bits = [f"status {r.status}"]
+        if "pass" in r and not pd.isna(r["pass"]):
+            bits.append(f"pass {r['pass']}")
+        if "retries" in r and not pd.isna(r["retries"]):
+            bits.append(f"{int(r['retries'])} retries")
+        text = "rerank ledger: " + ", ".join(bits) + (f"; error: {err}" if err else "")
+        q = str(r.qid)
+        out[q] = f"{out[q]} | {text}" if q in out else text
+    return out
+
+
+SUMMARY_COLUMNS = [
+    "variant", "n_queries", "fallback_rate", "repaired_rate", "tokens_per_query", "fresh_tokens_per_query",
+    "llm_seconds_per_query", "cost_per_query", "cache_hit_rate", "retries_per_query", "repairs_per_query",
+]
+
+
+def _numeric_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The ledger rows with the numbers and flags :func:`ledger_summary` aggregates (missing columns = 0)."""
+
+    def col(name: str) -> pd.Series:
+        if name not in df:
+            return pd.Series(0.0, index=df.index)
+        return pd.to_numeric(df[name], errors="coerce").fillna(0.0)
+
+    status = df["status"].astype(str).str.strip().str.lower() if "status" in df else pd.Series("", index=df.index)
+    hit = df["cache_hit"].astype(str).str.lower().isin(["1", "true", "yes"]) if "cache_hit" in df else False
+    fresh = col("prompt_tokens") + col("completion_tokens")
+    return df.assign(
+        _fresh=fresh,
+        _tok=fresh + col("saved_prompt_tokens") + col("saved_completion_tokens"),
+        _lat=col("latency_s"),
+        _cost=col("cost"),
+        _ret=col("retries"),
+        _rep=col("n_invalid") + col("n_duplicate") + col("n_missing"),
+        _fb=status.map(is_fallback),
+        _repaired=status.eq("repaired"),
+        _hit=hit,
+    )
+
+
+def _variant_row(variant: str, g: pd.DataFrame) -> dict[str, Any] | None:
+    per_q = g.groupby("qid").agg(
+        tok=("_tok", "sum"), fresh=("_fresh", "sum"), lat=("_lat", "sum"), cost=("_cost", "sum"),
+        ret=("_ret", "sum"), rep=("_rep", "sum"), fb=("_fb", "any"), repaired=("_repaired", "any"),
+        hit=("_hit", "all"),
+    )
+    if not len(per_q):
+        return None
+    live = per_q[~per_q.hit]
+    return dict(
+        variant=variant,
+        n_queries=len(per_q),
+        fallback_rate=float(per_q.fb.mean()),
+        repaired_rate=float(per_q.repaired.mean()),
+        tokens_per_query=float(per_q.tok.mean()),
+        fresh_tokens_per_query=float(per_q.fresh.mean()),
+        llm_seconds_per_query=float((live if len(live) else per_q).lat.mean()),
+        cost_per_query=float(per_q.cost.mean()),
+        cache_hit_rate=float(per_q.hit.mean()),
+        retries_per_query=float(per_q.ret.mean()),
+        repairs_per_query=float(per_q.rep.mean()),
+    )
+
+
+def ledger_summary(
+    ledger: pd.DataFrame | None, qids: Iterable[str] | None = None, default_variant: str = VARIANT
+) -> pd.DataFrame:
+    """Per variant (``variant`` column, else ``default_variant``): LLM cost figures per query.
+
+    Columns (:data:`SUMMARY_COLUMNS`): ``variant, n_queries, fallback_rate`` (share of queries with any
+    fallback row), ``repaired_rate``, ``tokens_per_query`` (prompt + completion, fresh and served from the
+    cache: what the method needs), ``fresh_tokens_per_query`` (sent now), ``llm_seconds_per_query`` (mean
+    wall time of the queries not served wholly from the cache; of all queries when every one was),
+    ``cost_per_query``, ``cache_hit_rate`` (share of queries served wholly from the cache),
+    ``retries_per_query``, ``repairs_per_query`` (invalid + duplicate + missing ids). Restricted to
+    ``qids`` when given.
+    """
+    if ledger is None or ledger.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    df = ledger.copy()
+    if "variant" not in df:
+        df["variant"] = default_variant
+    df["qid"] = df.qid.astype(str)
+    if qids is not None:
+        df = df[df.qid.isin(set(qids))]
+    rows = [_variant_row(v, g) for v, g in _numeric_rows(df).groupby("variant", sort=False)]
+    return pd.DataFrame([r for r in rows if r], columns=SUMMARY_COLUMNS)

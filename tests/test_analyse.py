@@ -1,0 +1,212 @@
+"""The analysis stage as a library (rerankeval.analyse) on small hand-built datasets, including the messy
+inputs of issue 14 (empty runs, a reranker run on fewer queries) and issue 9 (run files from other systems).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from rerankeval import analyse, report, runs
+from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.paths import resolve_dataset
+from rerankeval.rerank import ledger
+
+QIDS = ["q1", "q2", "q3", "q4", "q5"]
+UNITS = [f"d{i}" for i in range(1, 7)]
+GOLD = {q: UNITS[i] for i, q in enumerate(QIDS)}  # q1 -> d1, ..., q5 -> d5
+FAST = {"ks": [1, 3, 5], "final_k": 5, "n_boot": 200, "n_perm": 200, "verify_with": ["pytrec_eval"]}
+
+
+def _ranking(q: str, gold_rank: int) -> dict[str, float]:
+    """All units, the query's gold unit at ``gold_rank`` (1-based), scores strictly decreasing."""
+    others = [u for u in UNITS if u != GOLD[q]]
+    order = others[: gold_rank - 1] + [GOLD[q]] + others[gold_rank - 1:]
+    return {u: float(len(order) - i) for i, u in enumerate(order)}
+
+
+def _dataset(tmp_path, monkeypatch, pool_k: int | None = 5, **variants: runs.Run):
+    """A five-query dataset (chunk = unit) with the given unit-level runs and stage records."""
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "src" / "mini").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "mini"))
+    atomic_write_jsonl(dp.chunks, [{"chunk_id": u, "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0,
+                                    "title": "", "text": f"text of {u}"} for i, u in enumerate(UNITS)])
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
+    runs.write_qrels({q: {GOLD[q]: 1} for q in QIDS}, dp.qrels)
+    atomic_write_json(dp.corpus_stats, {"unit": "document"})
+    for v, run in variants.items():
+        runs.write_trec(run, dp.run_file(v), v)
+        if pool_k is not None and v != "hybrid_rerank":
+            atomic_write_json(dp.stage_dir("retrieve") / f"{v}.json",
+                              {"variant": v, "pool_k": pool_k, "seconds": 0.1, "queries": len(QIDS)})
+    return dp
+
+
+def _good(rank: int = 1) -> runs.Run:
+    return {q: _ranking(q, rank) for q in QIDS}
+
+
+# --------------------------------------------------------------------------- issue 14: degenerate runs
+def test_an_empty_run_scores_zero_with_a_warning_and_no_crash(tmp_path, monkeypatch):
+    """BM25 matched nothing: bm25.trec is empty. Today ranx crashes (max() of an empty sequence)."""
+    dp = _dataset(tmp_path, monkeypatch, bm25={}, vector=_good(2), hybrid=_good(1))
+    assert dp.run_file("bm25").read_text() == ""
+    for policy in ("zero", "common"):
+        with pytest.warns(analyse.AnalysisWarning, match="bm25 returned nothing"):
+            a = analyse.run_analysis(dp, FAST | {"missing_queries": policy, "verify_with": ["ranx", "pytrec_eval"]})
+        assert a.query_set.qids == QIDS and a.query_set.empty == ["bm25"]
+        bm25 = a.per_query[a.per_query.variant == "bm25"]
+        assert len(bm25) == len(QIDS) * len(a.columns) and (bm25.value == 0).all()
+        assert a.table.set_index("variant").at["hybrid", "ndcg@5"] == 1.0
+        assert a.conformance.max_abs_diff.max() == 0.0
+        assert any("bm25" in w for w in a.summary.warnings)
+    analyse.write_analysis(dp, a)
+    assert pd.read_csv(dp.metrics_csv).set_index("variant").at["bm25", "ndcg@5"] == 0.0
+
+
+def test_a_run_empty_for_some_queries_scores_zero_there(tmp_path, monkeypatch):
+    part = {q: d for q, d in _good(1).items() if q in ("q1", "q2")}
+    dp = _dataset(tmp_path, monkeypatch, bm25=part, hybrid=_good(1))
+    with pytest.warns(analyse.AnalysisWarning, match="bm25 has no result for 3 of 5"):
+        a = analyse.run_analysis(dp, FAST)
+    assert a.table.set_index("variant").at["bm25", "success@1"] == pytest.approx(0.4)
+    # stage 03 recorded running all five queries: the three empty ones are real zeros in the comparison
+    row = a.comparisons[(a.comparisons.metric == "ndcg@5")].iloc[0]
+    assert row.n == 5 and row.n_left_out == 0 and row["diff"] == pytest.approx(-0.6)
+
+
+# --------------------------------------------------------------------------- issue 14: comparable verdicts
+def _reranked_two_of_five(tmp_path, monkeypatch):
+    """04 with max_queries=2: hybrid_rerank lists q1, q2 only (and improves them), the ledger says so."""
+    hybrid = _good(2)
+    rr = {q: _ranking(q, 1) for q in ("q1", "q2")}
+    dp = _dataset(tmp_path, monkeypatch, hybrid=hybrid, hybrid_rerank=rr)
+    rows = [{c: 0 for c in ledger.COLUMNS} | {"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": "ok",
+                                               "error": "", "cache_hit": False} for q in ("q1", "q2")]
+    ledger.write_ledger(rows, dp.ledger)
+    return dp
+
+
+def test_a_variant_run_on_fewer_queries_is_compared_on_the_common_ones(tmp_path, monkeypatch):
+    """Today: the three queries never reranked score 0 and the verdict says reranking lowered nDCG@5."""
+    dp = _reranked_two_of_five(tmp_path, monkeypatch)
+    with pytest.warns(analyse.AnalysisWarning):
+        a = analyse.run_analysis(dp, FAST)
+    assert a.answered["hybrid_rerank"] == {"q1", "q2"} and a.summary.missing == {"hybrid": 0, "hybrid_rerank": 3}
+    row = a.comparisons[a.comparisons.metric == "ndcg@5"].iloc[0]
+    assert (row.a, row.b, row.n, row.n_left_out) == ("hybrid", "hybrid_rerank", 2, 3)
+    assert row["diff"] < 0  # hybrid_rerank is better on the queries it answered
+    text = " ".join(a.verdict)
+    assert "lowered" not in text
+    assert "raised nDCG@5" in text and "on the 2 queries both answered (3 queries" in text
+    assert "hybrid_rerank lacks 3 of 5" in text
+    assert a.verdict[0].startswith("hybrid is the only variant that answered every query")
+    # the report page says the same
+    analyse.write_analysis(dp, a)
+    page = report.write_index(dp, []).read_text(encoding="utf-8")
+    assert "on the 2 queries both answered" in page and "lowered" not in page
+
+
+# --------------------------------------------------------------------------- stage records: pool_k
+def test_pool_k_comes_from_what_the_stages_recorded(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, pool_k=7, hybrid=_good(1), vector=_good(2))
+    a = analyse.run_analysis(dp, FAST | {"pool_k": 0})
+    assert a.pool_k == 7 and "recall@7" in a.columns
+    with pytest.warns(analyse.AnalysisWarning, match="pool_k = 9 here, but the stages recorded"):
+        assert analyse.run_analysis(dp, FAST | {"pool_k": 9}).pool_k == 9
+    atomic_write_json(dp.stage_dir("retrieve") / "vector.json", {"pool_k": 6, "queries": 5, "seconds": 1})
+    with pytest.raises(ValueError, match="recorded different pool_k"):
+        analyse.run_analysis(dp, FAST | {"pool_k": None})
+    # a record of a variant left out of the analysis does not count
+    assert analyse.run_analysis(dp, FAST | {"eval_variants": ["hybrid"]}).pool_k == 7
+
+
+def test_a_ledger_with_larger_pools_than_pool_k_is_warned_about():
+    led = pd.DataFrame({"qid": ["q1", "q2"], "n_pool": [8, 3]})
+    assert analyse.ledger_pool_warnings(led, 8) == [] and analyse.ledger_pool_warnings(None, 5) == []
+    assert "pools of up to 8 candidates, but pool_k = 5" in analyse.ledger_pool_warnings(led, 5)[0]
+
+
+def test_no_record_and_no_pool_k_is_a_clear_error(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, pool_k=None, hybrid=_good(1))
+    with pytest.raises(ValueError, match="no stage recorded pool_k.*pass pool_k"):
+        analyse.run_analysis(dp, FAST)
+
+
+def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1), vector=_good(3))
+    a = analyse.run_analysis(dp, FAST)
+    written = analyse.write_analysis(dp, a)
+    assert set(written) == {"metrics", "per_query", "summary", "comparisons", "manifest"}
+    back = analyse.read_summary(dp)
+    assert back == a.summary and back.pool_k == 5 and back.variants == ["vector", "hybrid"]
+    assert json.loads(dp.manifest.read_text())["analysis"]["verdict"] == a.verdict
+    assert list(pd.read_csv(dp.per_query_csv).columns) == ["variant", "qid", "metric", "value"]
+
+
+# --------------------------------------------------------------------------- issue 9: external run files
+EXTERNAL = """\
+q1 Q0 d3 1 2.5 other
+q1 Q0 d1 2 2.5 other
+q1 Q0 d2 3 9.0 other
+q2 Q0 d2 7 1 other
+q2 Q0 d6 1 1 other
+q2 Q0 d4 2 1 other
+q9 Q0 d1 1 5.0 other
+q3 Q0 d3 1 3.0 other
+q3 Q0 d5 2 1e-3 other
+"""
+
+
+def test_external_run_is_read_the_trec_eval_way(tmp_path, monkeypatch):
+    import pytrec_eval
+
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
+    dp.run_file("pyserini").write_text(EXTERNAL)
+    with pytest.warns(analyse.AnalysisWarning):
+        a = analyse.run_analysis(dp, FAST | {"verify_with": ["ranx", "pytrec_eval"]})
+    note = a.external[0]
+    assert note.variant == "pyserini" and note.unknown_queries == ["q9"] and note.n_queries == 3
+    assert note.n_ties == 1 + 2 and note.resorted == 2  # q1: one tie; q2: three lines, one score
+    assert list(a.runs["pyserini"]["q1"]) == ["d2", "d3", "d1"]  # score desc, ties by docid desc
+    assert list(a.runs["pyserini"]["q2"]) == ["d6", "d4", "d2"]
+    assert "re-sorted" in a.summary.external[0] and "q9" in a.summary.external[0]
+    analyse.write_analysis(dp, a)
+    page = report.write_index(dp, []).read_text(encoding="utf-8")
+    assert "pyserini is a run file from another system" in page and "2 of 3 queries were re-sorted" in page
+    assert "3 lines had tied scores" in page
+    # every metric equals pytrec_eval (trec_eval's code) on the raw file
+    qrels = runs.read_qrels(dp.qrels)
+    raw: dict[str, dict[str, float]] = {}
+    for line in EXTERNAL.splitlines():
+        q, _, d, _, s, _ = line.split()
+        raw.setdefault(q, {})[d] = float(s)
+    ev = pytrec_eval.RelevanceEvaluator({q: qrels[q] for q in ("q1", "q2", "q3")}, {"ndcg_cut.5", "P.1", "map"})
+    ref = ev.evaluate({q: raw[q] for q in ("q1", "q2", "q3")})
+    mine = a.per_query[a.per_query.variant == "pyserini"].set_index(["qid", "metric"]).value
+    for q in ("q1", "q2", "q3"):
+        assert mine[(q, "ndcg@5")] == pytest.approx(ref[q]["ndcg_cut_5"], abs=1e-9)
+        assert mine[(q, "precision@1")] == pytest.approx(ref[q]["P_1"], abs=1e-9)
+        assert mine[(q, "map")] == pytest.approx(ref[q]["map"], abs=1e-9)
+
+
+@pytest.mark.parametrize("line, what", [
+    ("q1 Q0 d1 1 2.5", "expected 6 columns"),
+    ("q1 Q0 d1 1 high other", "must be an integer and score 'high' a number"),
+    ("q1 Q0 d1 1 nan other", "is not finite"),
+])
+def test_a_broken_external_line_names_file_and_line(tmp_path, monkeypatch, line, what):
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
+    dp.run_file("pyserini").write_text(EXTERNAL + line + "\n")
+    with pytest.raises(ValueError, match=f"pyserini.trec:10: .*{what}"):
+        analyse.run_analysis(dp, FAST)
+
+
+def test_a_chain_variant_is_still_held_to_the_run_contract(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
+    dp.run_file("bm25").write_text(EXTERNAL)
+    with pytest.raises(runs.RunContractError, match="bm25"):
+        analyse.run_analysis(dp, FAST)
