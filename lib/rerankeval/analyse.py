@@ -38,9 +38,6 @@ FUSED = "hybrid"  # variant names: to be replaced by rerankeval.variants at merg
 RERANKED = "hybrid_rerank"
 CROSS_ENCODER = "cross_encoder"
 RERANKERS = (RERANKED, CROSS_ENCODER)
-STAGE = "analyse"
-SUMMARY_NAME = "summary.json"
-COMPARISONS_NAME = "comparisons.csv"
 
 
 class AnalysisWarning(UserWarning):
@@ -366,10 +363,6 @@ def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.Dat
 
 
 # --------------------------------------------------------------------------- the one writer
-def analyse_dir(dp: DatasetPaths) -> Path:
-    return dp.stage_dir(STAGE)
-
-
 def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     """Write ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv`` and
     the manifest; returns ``name -> path``."""
@@ -387,15 +380,15 @@ def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
 
 def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None) -> dict[str, Path]:
     """The part of :func:`write_analysis` the report reads: ``analyse/summary.json`` and the comparisons."""
-    out = {"summary": atomic_write_json(analyse_dir(dp) / SUMMARY_NAME, json.loads(json.dumps(summary.to_dict())))}
+    out = {"summary": atomic_write_json(dp.analyse_summary, json.loads(json.dumps(summary.to_dict())))}
     if comparisons is not None:
-        out["comparisons"] = atomic_write_text(analyse_dir(dp) / COMPARISONS_NAME, comparisons.to_csv(index=False))
+        out["comparisons"] = atomic_write_text(dp.analyse_comparisons, comparisons.to_csv(index=False))
     return out
 
 
 def read_summary(dp: DatasetPaths) -> Summary | None:
     """What :func:`write_analysis` saved for the report, or None when the analysis has not run."""
-    p = analyse_dir(dp) / SUMMARY_NAME
+    p = dp.analyse_summary
     try:
         return Summary.from_dict(json.loads(p.read_text(encoding="utf-8"))) if p.exists() else None
     except (ValueError, TypeError):
@@ -403,7 +396,7 @@ def read_summary(dp: DatasetPaths) -> Summary | None:
 
 
 def read_comparisons(dp: DatasetPaths) -> pd.DataFrame | None:
-    p = analyse_dir(dp) / COMPARISONS_NAME
+    p = dp.analyse_comparisons
     try:
         return pd.read_csv(p) if p.exists() else None
     except (ValueError, OSError):
