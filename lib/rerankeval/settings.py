@@ -41,6 +41,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 ROOT = Path(__file__).resolve().parents[2]  # the repository (as rerankeval.paths.ROOT; no import cycle)
 ENV_FILE = ROOT / ".env"
 REDACTED = "[REDACTED]"
+DEFAULT_LLAMA_THREADS = 2  # the 2-core reference machine; see rerankeval.llm_server
 _MIN_SECRET_LEN = 4  # shorter "keys" (e.g. "x") are placeholders; replacing them would mangle text
 
 # field -> environment variable
@@ -82,7 +83,7 @@ class Settings(BaseSettings):
     max_retries: int = _var("max_retries", 3, ge=0)
     qdrant_url: str | None = _var("qdrant_url")
     qdrant_api_key: str | None = _var("qdrant_api_key", repr=False)
-    llama_threads: int = _var("llama_threads", 2, ge=1)
+    llama_threads: int = _var("llama_threads", DEFAULT_LLAMA_THREADS, ge=1)
     cross_encoder: str | None = _var("cross_encoder")
     cache: Path | None = _var("cache")
     results: Path | None = _var("results")
