@@ -265,6 +265,8 @@ def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | 
         return None
     import openai
 
+    from .rerank.client import UNREACHABLE_HINT
+
     url = scrub_url(settings.base_url or "")
     try:
         with openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "sk-no-key", max_retries=0,
@@ -274,9 +276,8 @@ def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | 
         return redact(f"The LLM endpoint {url} refused the key (HTTP {exc.status_code}). Fix OPENAI_API_KEY in "
                       ".env or the environment.", [settings.api_key])
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-        return redact(f"The LLM endpoint {url} cannot be reached ({type(exc).__name__}: {exc}). Start that server, "
-                      "or fix OPENAI_BASE_URL in .env or the environment, or leave it empty to use the local "
-                      "llama-server.", [settings.api_key])
+        return redact(f"The LLM endpoint {url} cannot be reached ({type(exc).__name__}: {exc}). {UNREACHABLE_HINT}",
+                      [settings.api_key])
     except openai.APIStatusError:
         pass  # it answered: reachable
     return None
