@@ -6,7 +6,12 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-builtin-rules --warn-undefined-variables
 
-CACHE ?= $(HOME)/.cache/rerankeval
+# the cache root: CACHE=..., else RERANKEVAL_CACHE from the environment, else from .env (as rerankeval.settings)
+ENV_FILE_CACHE := $(shell sed -nE 's/^[[:space:]]*(export[[:space:]]+)?RERANKEVAL_CACHE[[:space:]]*=[[:space:]]*//p' .env \
+  2>/dev/null | tail -1 | tr -d "\"'" | sed "s|^~|$$HOME|")
+ifeq ($(origin CACHE),undefined)
+CACHE := $(or $(if $(filter environment%,$(origin RERANKEVAL_CACHE)),$(RERANKEVAL_CACHE)),$(ENV_FILE_CACHE),$(HOME)/.cache/rerankeval)
+endif
 export RERANKEVAL_CACHE := $(CACHE)
 PYTHON ?= python3
 REQ_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
