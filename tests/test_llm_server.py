@@ -150,7 +150,7 @@ def _server_pid(server) -> int:
 def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
     """Issue 13: QDRANT_URL, OPENAI_API_KEY and the llama threads set in .env only (not the environment)."""
     _, _, args_file = fake_setup
-    for k in settings.ENV_KEYS:
+    for k in (*settings.LLM_ENV_KEYS, "QDRANT_URL", "QDRANT_API_KEY", "RERANKEVAL_LLAMA_THREADS"):
         monkeypatch.delenv(k, raising=False)
     port = llm_server.free_port()  # nothing listens there
     env_file = tmp_path / ".env"
