@@ -100,10 +100,7 @@ def test_stops_on_sigterm(fake_setup, tmp_path):
         textwrap.dedent(f"""
         import time, sys
         from pathlib import Path
-        from fakellm import FakeLLM
-from rerankeval import llm_server, qdrant_store, settings
-from rerankeval.paths import resolve_dataset
-from rerankeval.rerank.client import LLMClient
+        from rerankeval import llm_server, settings
         llm_server.setup_paths = lambda timeout=0: (Path({str(server)!r}), Path({str(model)!r}))
         with llm_server.ensure_endpoint({{}}) as env:
             print("READY", flush=True)
