@@ -22,6 +22,13 @@ MODEL_PARTS=6
 
 log() { echo "[llama_setup] $*" >&2; }
 
+# one build at a time per cache, whoever asks (make, rerankeval.llm_server, a test): the others wait, then
+# find the result cached
+lock() {
+  mkdir -p "$CACHE"
+  if command -v flock >/dev/null; then exec 9>"$CACHE/.$1.lock"; flock 9; fi
+}
+
 build_server() {
   if [ -x "$SERVER_BIN" ]; then echo "$SERVER_BIN"; return; fi
   log "building llama-server (once, about 5 minutes on 2 cores) into $SERVER_DIR"
@@ -80,9 +87,9 @@ sys.exit(m.version("llama-cpp-python") != sys.argv[1])' "$LLAMA_CPP_PY_VERSION" 
 }
 
 case "${1:-all}" in
-  server) build_server ;;
-  model) fetch_model ;;
-  all) build_server; fetch_model ;;
-  pyserver) install_pyserver ;;
+  server) lock llama_setup; build_server ;;
+  model) lock llama_setup; fetch_model ;;
+  all) lock llama_setup; build_server; fetch_model ;;
+  pyserver) lock pyserver; install_pyserver ;;
   *) echo "usage: $0 [server|model|all|pyserver]" >&2; exit 2 ;;
 esac

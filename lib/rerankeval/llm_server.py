@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import fcntl
 import os
 import re
 import signal
@@ -57,25 +56,12 @@ class EndpointError(RuntimeError):
 def setup_paths(timeout: float = 3600) -> tuple[Path, Path]:
     """(llama-server binary, GGUF model) from ``scripts/llama_setup.sh all``; builds/fetches once.
 
-    A file lock in the cache keeps two of our processes from building at the same time.
+    The script holds a file lock in the cache, so two processes (or make and a test) never build at once.
     """
-    lock_path = cache_dir() / ".llama_setup.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir())}
     env.setdefault("PYTHON", sys.executable)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            proc = subprocess.run(
-                ["bash", str(SETUP_SCRIPT), "all"],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=env,
-                cwd=ROOT,
-            )
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT), "all"], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=ROOT)
     if proc.returncode != 0:
         raise EndpointError(f"{SETUP_SCRIPT} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
