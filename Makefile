@@ -6,7 +6,12 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-builtin-rules --warn-undefined-variables
 
-CACHE ?= $(HOME)/.cache/rerankeval
+# the cache root: CACHE=..., else RERANKEVAL_CACHE from the environment, else from .env (as rerankeval.settings)
+ENV_FILE_CACHE := $(shell sed -nE 's/^[[:space:]]*(export[[:space:]]+)?RERANKEVAL_CACHE[[:space:]]*=[[:space:]]*//p' .env \
+  2>/dev/null | tail -1 | tr -d "\"'" | sed "s|^~|$$HOME|")
+ifeq ($(origin CACHE),undefined)
+CACHE := $(or $(if $(filter environment%,$(origin RERANKEVAL_CACHE)),$(RERANKEVAL_CACHE)),$(ENV_FILE_CACHE),$(HOME)/.cache/rerankeval)
+endif
 export RERANKEVAL_CACHE := $(CACHE)
 PYTHON ?= python3
 REQ_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
@@ -28,7 +33,7 @@ export PYTHONHASHSEED := 0
 # whichever clone last did the editable install, in this process and in every notebook kernel it starts
 export PYTHONPATH := $(CURDIR)/lib
 
-.PHONY: help setup report test lab lint clean llama system-deps
+.PHONY: help setup report test lab lint clean llama llama-if-local pyserver system-deps
 
 help: ## show this help
 	@echo "ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents?"
@@ -57,6 +62,17 @@ setup: $(EDITABLE_STAMP) ## create the venv and install everything (idempotent)
 llama: setup ## build llama-server and assemble the local GGUF model (once, cached)
 	PYTHON=$(PY) bash scripts/llama_setup.sh all >/dev/null
 
+# the local llama-server only when no endpoint is configured (OPENAI_BASE_URL in the environment or .env,
+# read by rerankeval.settings exactly as the chain reads it)
+llama-if-local: setup
+	@if $(PY) -c 'import sys; from rerankeval.settings import load_settings; sys.exit(not load_settings().configured)' \
+	  2>/dev/null; then echo "[setup] LLM endpoint configured (OPENAI_BASE_URL): no local llama-server needed"; \
+	else $(MAKE) --no-print-directory llama; fi
+
+pyserver: setup ## (tests) llama-cpp-python's own OpenAI-compatible server, same llama.cpp (once, cached)
+	@PYTHON=$(PY) bash scripts/llama_setup.sh pyserver >/dev/null \
+	  || echo "[setup] llama-cpp-python[server] could not be built: its endpoint test will be skipped"
+
 system-deps: ## install Debian packages the report check needs (chromium), when root and missing
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -66,13 +82,13 @@ system-deps: ## install Debian packages the report check needs (chromium), when 
 	  else echo "[setup] chromium missing and not root: the screenshot test will be skipped"; fi; \
 	fi
 
-report: setup llama ## run every notebook on DATASET and render results/<dataset>/report/index.html
+report: setup llama-if-local ## run every notebook on DATASET and render results/<dataset>/report/index.html
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(foreach p,$(P),--set "$(p)")
 
-test: setup llama system-deps ## run the unit tests and a smoke run of the whole notebook chain
+test: setup llama pyserver system-deps ## run the unit tests and a smoke run of the whole notebook chain
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lab: setup llama ## JupyterLab with the project kernel (and a local LLM server if none is configured)
+lab: setup llama-if-local ## JupyterLab with the project kernel (and a local LLM server if none is configured)
 	$(PY) -m rerankeval.llm_server --run -- $(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
 lint: setup ## ruff over the package, tests and benchmarks

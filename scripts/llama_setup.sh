@@ -2,7 +2,9 @@
 # Build llama.cpp's llama-server from the sdist of llama-cpp-python and assemble the local GGUF model.
 # Everything lands in $RERANKEVAL_CACHE (default ~/.cache/rerankeval) and is done once:
 # a second call finds the binary and the verified model and returns at once.
-# Usage: scripts/llama_setup.sh [server|model|all]   (prints the path(s) it provides)
+# Usage: scripts/llama_setup.sh [server|model|all|pyserver]   (prints the path(s) it provides)
+# pyserver: pip-installs llama-cpp-python[server] (same version, same llama.cpp) into $PYTHON's environment,
+# a second OpenAI-compatible server for the endpoint tests; pip caches the built wheel, so it compiles once.
 set -euo pipefail
 
 CACHE="${RERANKEVAL_CACHE:-$HOME/.cache/rerankeval}"
@@ -19,6 +21,13 @@ MODEL_PKG_VERSION="0.9.0"
 MODEL_PARTS=6
 
 log() { echo "[llama_setup] $*" >&2; }
+
+# one build at a time per cache, whoever asks (make, rerankeval.llm_server, a test): the others wait, then
+# find the result cached
+lock() {
+  mkdir -p "$CACHE"
+  if command -v flock >/dev/null; then exec 9>"$CACHE/.$1.lock"; flock 9; fi
+}
 
 build_server() {
   if [ -x "$SERVER_BIN" ]; then echo "$SERVER_BIN"; return; fi
@@ -65,9 +74,22 @@ shutil.copyfileobj(z.open(name), sys.stdout.buffer)' "$whl" "data/part0${i}.bin"
   echo "$MODEL_FILE"
 }
 
+install_pyserver() {
+  if "$PY" -c 'import sys, importlib.metadata as m, llama_cpp.server
+sys.exit(m.version("llama-cpp-python") != sys.argv[1])' "$LLAMA_CPP_PY_VERSION" 2>/dev/null; then
+    "$PY" -c 'import llama_cpp, os; print(os.path.dirname(llama_cpp.__file__))'; return
+  fi
+  log "building llama-cpp-python[server]==$LLAMA_CPP_PY_VERSION (once, 5-10 minutes on 2 cores; the wheel is cached by pip)"
+  CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON" \
+    "$PY" -m pip install --quiet "llama-cpp-python[server]==$LLAMA_CPP_PY_VERSION" >&2 \
+    || { log "could not build llama-cpp-python[server]==$LLAMA_CPP_PY_VERSION (needs cmake and a C++ compiler)"; exit 1; }
+  "$PY" -c 'import llama_cpp, os; print(os.path.dirname(llama_cpp.__file__))'
+}
+
 case "${1:-all}" in
-  server) build_server ;;
-  model) fetch_model ;;
-  all) build_server; fetch_model ;;
-  *) echo "usage: $0 [server|model|all]" >&2; exit 2 ;;
+  server) lock llama_setup; build_server ;;
+  model) lock llama_setup; fetch_model ;;
+  all) lock llama_setup; build_server; fetch_model ;;
+  pyserver) lock pyserver; install_pyserver ;;
+  *) echo "usage: $0 [server|model|all|pyserver]" >&2; exit 2 ;;
 esac

@@ -13,7 +13,10 @@ each request ``n`` (0-based) once the script is used up. An action is a dict:
 - ``{"ranking": [...]}`` / ``{"scores": [...]}``: answer 200 with this JSON;
 - ``{"no_logprobs": True}``: behave, but without logprobs.
 
-Every request is recorded in ``requests`` (time, path, parsed body) under a lock.
+:func:`no_json_schema` is a rule for an endpoint without structured outputs (by default llama-cpp-python's
+server: HTTP 500 with the pydantic message). ``key="..."``: every request without ``Authorization: Bearer
+<key>`` is answered 401. Every request is recorded in ``requests`` (time, path, parsed body) under a lock,
+its Authorization header in ``auth``.
 """
 
 from __future__ import annotations
@@ -86,8 +89,11 @@ class FakeLLM:
         script: list[Action] | None = None,
         rule: Callable[[int, dict[str, Any]], Action] | None = None,
         model: str = "fake-reranker",
+        key: str | None = None,
     ):
         self.script = list(script or [])
+        self.key = key
+        self.auth: list[str | None] = []
         self.rule = rule
         self.model = model
         self.requests: list[tuple[float, str, Any]] = []
@@ -112,7 +118,19 @@ class FakeLLM:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def _authorized(self) -> bool:
+                got = self.headers.get("Authorization")
+                with fake._lock:
+                    fake.auth.append(got)
+                if fake.key is None or got == f"Bearer {fake.key}":
+                    return True
+                self._json(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                           "code": "invalid_api_key"}})
+                return False
+
             def do_GET(self) -> None:
+                if self.path != "/health" and not self._authorized():
+                    return
                 if self.path.rstrip("/").endswith("/models"):
                     self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
                 elif self.path == "/health":
@@ -128,6 +146,8 @@ class FakeLLM:
                 except json.JSONDecodeError:
                     body = None
                 n = fake._record(self.path, body)
+                if not self._authorized():
+                    return
                 if not self.path.endswith("/chat/completions") or not isinstance(body, dict):
                     self._json(404, {"error": {"message": "not found"}})
                     return
@@ -235,6 +255,24 @@ class FakeLLM:
                 },
             },
         )
+
+
+# what llama-cpp-python's server (0.3.36) answers a json_schema response_format with: HTTP 500 and this message
+LLAMA_CPP_PY_NO_SCHEMA = (
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or "
+    "'json_object' [type=literal_error, input_value='json_schema', input_type=str]"
+)
+
+
+def no_json_schema(status: int = 500, message: str = LLAMA_CPP_PY_NO_SCHEMA) -> Callable[[int, dict[str, Any]], Action]:
+    """A rule: requests asking for a json_schema response_format get ``status`` with ``message``."""
+
+    def rule(n: int, body: dict[str, Any]) -> Action:
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return {"status": status, "message": message}
+        return None
+
+    return rule
 
 
 def make_inputs(n_queries: int = 3, n_docs: int = 30, gold: tuple[int, ...] = (4, 11)):

@@ -12,7 +12,10 @@ import urllib.request
 
 import pytest
 
-from rerankeval import llm_server, settings
+from fakellm import FakeLLM
+from rerankeval import llm_server, qdrant_store, settings
+from rerankeval.paths import resolve_dataset
+from rerankeval.rerank.client import LLMClient
 
 FAKE_SERVER = textwrap.dedent("""\
     #!{python}
@@ -138,3 +141,36 @@ def _server_pid(server) -> int:
     out = subprocess.run(["pgrep", "-f", str(server)], capture_output=True, text=True).stdout.split()
     assert len(out) == 1, out
     return int(out[0])
+
+
+@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
+def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
+    """Issue 13: QDRANT_URL, OPENAI_API_KEY and the llama threads set in .env only (not the environment)."""
+    _, _, args_file = fake_setup
+    for k in (*settings.LLM_ENV_KEYS, "QDRANT_URL", "QDRANT_API_KEY", "RERANKEVAL_LLAMA_THREADS"):
+        monkeypatch.delenv(k, raising=False)
+    port = llm_server.free_port()  # nothing listens there
+    env_file = tmp_path / ".env"
+    monkeypatch.setattr(settings, "ENV_FILE", env_file)
+    env_file.write_text(f"QDRANT_URL=http://qd-user:qd-pass-0002@127.0.0.1:{port}\nQDRANT_API_KEY=qd-key-0003\n"
+                        "RERANKEVAL_LLAMA_THREADS=1\nOPENAI_API_KEY=sk-dotenv-key-0001\n", encoding="utf-8")
+    # the llama threads: the local server's command line
+    with llm_server.ensure_endpoint():
+        args = args_file.read_text().split()
+    assert args[args.index("--threads") + 1] == "1"
+    # QDRANT_URL and QDRANT_API_KEY: where the store lives, and the server the client tries (password hidden)
+    (tmp_path / "ds").mkdir()
+    loc = qdrant_store.location(resolve_dataset(str(tmp_path / "ds")))
+    assert (loc.url, loc.api_key) == (f"http://qd-user:qd-pass-0002@127.0.0.1:{port}", "qd-key-0003")
+    assert loc.describe() == f"server http://127.0.0.1:{port}" and "qd-" not in repr(loc)
+    with pytest.raises(qdrant_store.QdrantUnavailable) as err:
+        with qdrant_store.open_client(path=tmp_path / "unused", timeout=1):
+            pass
+    assert f"http://127.0.0.1:{port}" in str(err.value) and "qd-pass" not in str(err.value)
+    # OPENAI_API_KEY: sent as the Bearer token to the configured endpoint (the fake answers 401 otherwise)
+    with FakeLLM(key="sk-dotenv-key-0001") as fake:
+        with env_file.open("a", encoding="utf-8") as fh:
+            fh.write(f"OPENAI_BASE_URL={fake.base_url}\nRERANK_MODEL=fake-reranker\n")
+        with LLMClient(settings.load_settings()) as client:
+            reply = client.chat([{"role": "user", "content": "Passage: x\n\n"}], response_format=None, max_tokens=1)
+        assert reply.content and fake.auth[-1] == "Bearer sk-dotenv-key-0001"

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from fakellm import FakeLLM, make_inputs
-from rerankeval import rerank
+from fakellm import FakeLLM, make_inputs, no_json_schema
+from rerankeval import llm_server, rerank
+from rerankeval.rerank.client import LLMCallError, LLMClient
 from rerankeval.settings import Settings
 
 POOL = 5
@@ -121,6 +122,40 @@ def test_400_unsupported_response_format_downgrades(tmp_path):
         kinds = [(b.get("response_format") or {}).get("type") for _, p, b in f.requests if p.endswith("completions")]
     assert kinds == ["json_schema", "json_object"]
     assert row["status"] == "ok" and row["response_format"] == "json_object" and order == BEHAVED
+
+
+@pytest.mark.parametrize("status", [500, 422, 400])
+def test_unsupported_response_format_downgrades_once_whatever_the_status(tmp_path, status):
+    # llama-cpp-python's server answers 500 "Input should be 'text' or 'json_object'": recognised by the
+    # message, not retried, and the client stays on json_object for the later calls (one downgrade per run)
+    with FakeLLM(rule=no_json_schema(status)) as f:
+        res, _, order = run_one(tmp_path, f, n_queries=3, max_retries=2)
+        kinds = [(b.get("response_format") or {}).get("type") for _, p, b in f.requests if p.endswith("completions")]
+    assert kinds == ["json_schema", "json_object", "json_object", "json_object"]
+    assert list(res.ledger["status"]) == ["ok"] * 3 and set(res.ledger["response_format"]) == {"json_object"}
+    assert order == BEHAVED
+
+
+def test_unreachable_endpoint_error_names_url_and_fix():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = settings_for(f"http://user:pw-SECRET-456@127.0.0.1:{port}/v1", max_retries=0)
+    with LLMClient(settings) as client, pytest.raises(LLMCallError) as err:
+        client.chat([{"role": "user", "content": "hi"}], response_format=None, max_tokens=1)
+    msg = str(err.value)
+    assert err.value.error_class == "APIConnectionError" and f"http://127.0.0.1:{port}/v1" in msg
+    assert "OPENAI_BASE_URL" in msg and "SECRET" not in msg
+    problem = llm_server.check_endpoint(settings)
+    assert f"http://127.0.0.1:{port}/v1" in problem and "OPENAI_BASE_URL" in problem and "SECRET" not in problem
+
+
+def test_check_endpoint(tmp_path):
+    assert llm_server.check_endpoint(Settings()) is None  # nothing configured: the local server starts on demand
+    with FakeLLM(key="sk-right-key-0001") as f:
+        assert llm_server.check_endpoint(settings_for(f.base_url, api_key="sk-right-key-0001")) is None
+        problem = llm_server.check_endpoint(settings_for(f.base_url, api_key="sk-wrong-key-0002"))
+    assert "OPENAI_API_KEY" in problem and "401" in problem and "wrong-key" not in problem
 
 
 def test_400_always(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rerankeval import settings as st
@@ -49,3 +51,59 @@ def test_redact(monkeypatch):
     assert st.redact("token xyz-secret-9", ["xyz-secret-9"]) == f"token {st.REDACTED}"
     assert st.redact("a b", ["a"]) == "a b"  # too short to be a key: left alone
     assert st.redact(ValueError("plain")) == "plain"
+
+
+def test_every_variable_from_env_file_and_environment_wins(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "QDRANT_URL=http://qd.test:6333\nQDRANT_API_KEY=qd-key-0001\nRERANKEVAL_LLAMA_THREADS=1\n"
+        "RERANKEVAL_CROSS_ENCODER=/models/ce\nRERANKEVAL_CACHE=/c\nRERANKEVAL_RESULTS=/r\n"
+        "RERANKEVAL_QDRANT_PATH=/q\nRERANK_ENDPOINT_ID=\nAPI_KEY=not-ours\nopenai_api_key=lower-case-is-not-ours\n",
+        encoding="utf-8",
+    )
+    s = st.load_settings(environ={"QDRANT_URL": "http://env.test:6333", "RERANKEVAL_LLAMA_THREADS": " "},
+                         env_file=env_file)
+    assert (s.qdrant_url, s.qdrant_api_key, s.llama_threads, s.cross_encoder) == (
+        "http://env.test:6333", "qd-key-0001", 1, "/models/ce")
+    assert s.roots() == {"results": Path("/r"), "cache": Path("/c"), "qdrant": Path("/q")}
+    assert s.api_key is None and s.endpoint_id is None  # only our variable names, case-sensitive
+    with pytest.raises(ValueError, match="RERANKEVAL_LLAMA_THREADS"):
+        st.load_settings(environ={"RERANKEVAL_LLAMA_THREADS": "0"}, env_file=env_file)
+
+
+def test_settings_in_code_read_nothing_else(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-environment-0001")
+    monkeypatch.setenv("RERANK_ENDPOINT_ID", "from-env")
+    s = st.Settings(base_url="http://h/v1")
+    assert s.api_key is None and s.endpoint_id is None and s.cache_endpoint == "http://h/v1"
+
+
+def test_repr_hides_every_secret():
+    s = st.Settings(base_url="http://u:pw-0001@h/v1?api_key=qk-0002", api_key="sk-code-0003",
+                    qdrant_url="http://admin:pw-0004@qd:6333", qdrant_api_key="qd-0005")
+    text = repr(s) + str(s)
+    assert not any(x in text for x in ("pw-0001", "qk-0002", "sk-code-0003", "pw-0004", "qd-0005"))
+    assert "qd:6333" in text and "h/v1" in text
+
+
+@pytest.mark.parametrize(
+    "text, hidden, kept",
+    [
+        ("server http://user:password1@host:6333 down", "password1", "http://host:6333"),
+        ("GET https://h.test/v1/models?api_key=abc12345&x=1", "abc12345", "x=1"),
+        ("see https://h.test/x?token=tok-98765", "tok-98765", "https://h.test/x?token="),
+        ("git https://ghp_abcdefghijklmnopqrstuvwxyz@github.com/x", "ghp_abc", "github.com/x"),
+        ("Authorization: Bearer abcdefghij123", "abcdefghij123", "Authorization:"),
+    ],
+)
+def test_redact_urls_and_tokens(text, hidden, kept):
+    out = st.redact(text)
+    assert hidden not in out and kept in out
+
+
+def test_redact_knows_the_secrets_of_settings_built_in_code():
+    st.Settings(api_key="sentinel-in-code-0001", qdrant_url="http://u:sentinel-pw-0002@q:6333",
+                qdrant_api_key="sentinel-qd-0003")
+    out = st.redact("echo sentinel-in-code-0001 sentinel-pw-0002 sentinel-qd-0003")
+    assert "sentinel" not in out and out.count(st.REDACTED) == 3
+    assert st.redact("http://h.test/a?b=1#c") == "http://h.test/a?b=1#c"  # URLs without secrets are untouched

@@ -1,8 +1,8 @@
 """Optional ``cross_encoder`` variant: rerank a candidate pool with a sentence-transformers CrossEncoder.
 
-Weights are only ever read from local files (``local_files_only=True``, ``HF_HUB_OFFLINE=1``): give a
-local model folder, or a model name already in the local Hugging Face cache, or set the environment
-variable ``RERANKEVAL_CROSS_ENCODER`` to one. :func:`find_cross_encoder` returns None when nothing local
+Weights are only ever read from local files (``local_files_only=True``): give a local model folder, or a
+model name already in the local Hugging Face cache, or set ``RERANKEVAL_CROSS_ENCODER`` to one (in the
+environment or ``.env``, see :mod:`rerankeval.settings`). :func:`find_cross_encoder` returns None when nothing local
 exists, so a notebook can skip the variant with a plain message instead of downloading.
 """
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from . import paths
 from .runs import Run
+from .settings import load_settings
 
 DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 ENV_VAR = "RERANKEVAL_CROSS_ENCODER"
@@ -26,7 +27,7 @@ class CrossEncoderUnavailable(RuntimeError):
 
 
 def _candidates(name_or_path: str | os.PathLike[str] | None) -> list[Path | str]:
-    spec = name_or_path or os.environ.get(ENV_VAR) or DEFAULT_CROSS_ENCODER
+    spec = name_or_path or load_settings().cross_encoder or DEFAULT_CROSS_ENCODER
     p = Path(spec).expanduser()
     out: list[Path | str] = []
     if p.is_absolute() or p.exists():
@@ -67,7 +68,6 @@ def load_cross_encoder(name_or_path: str | os.PathLike[str] | None = None, *, de
             f"no cross-encoder weights on this machine (looked for: {tried}); nothing is downloaded. Put a "
             f"sentence-transformers CrossEncoder folder there or set {ENV_VAR} to one."
         )
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import CrossEncoder
 
     return CrossEncoder(str(found), device=device, local_files_only=True, max_length=max_length)

@@ -66,7 +66,6 @@ def _model_fingerprint(path: Path) -> dict:
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(src: str, device: str = "cpu"):
     """Load a SentenceTransformer from local files only; memoised, so a process loads a model once."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(src, device=device, local_files_only=True)

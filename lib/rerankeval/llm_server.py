@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import fcntl
 import os
 import re
 import signal
@@ -38,15 +37,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from .paths import ROOT, cache_dir
-from .settings import load_settings, redact
+from .settings import DEFAULT_LLAMA_THREADS, Settings, load_settings, redact, scrub_url
 
 SETUP_SCRIPT = ROOT / "scripts" / "llama_setup.sh"
 LOCAL_API_KEY = "sk-local-llama-server"  # llama-server is started without --api-key; any value works
 DEFAULT_CTX = 8192
 DEFAULT_PARALLEL = 1  # field notes: 2 slots on 2 cores are no faster, and 1 slot keeps replies deterministic
-DEFAULT_THREADS = int(os.environ.get("RERANKEVAL_LLAMA_THREADS", "2") or 2)
-# 2 threads on the 2-core reference machine; when other processes load the CPU, 1 thread was 2.4x faster
-# here (1.3 vs 3.1 s per yes/no call): llama.cpp's threads wait on each other when one is descheduled.
+CHECK_TIMEOUT = 10.0  # seconds check_endpoint waits for a configured endpoint to answer
+# threads: Settings.llama_threads (RERANKEVAL_LLAMA_THREADS, default 2 on the 2-core reference machine); when
+# other processes load the CPU, 1 thread was 2.4x faster here (1.3 vs 3.1 s per yes/no call): llama.cpp's
+# threads wait on each other when one is descheduled.
 
 
 class EndpointError(RuntimeError):
@@ -56,25 +56,12 @@ class EndpointError(RuntimeError):
 def setup_paths(timeout: float = 3600) -> tuple[Path, Path]:
     """(llama-server binary, GGUF model) from ``scripts/llama_setup.sh all``; builds/fetches once.
 
-    A file lock in the cache keeps two of our processes from building at the same time.
+    The script holds a file lock in the cache, so two processes (or make and a test) never build at once.
     """
-    lock_path = cache_dir() / ".llama_setup.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir())}
     env.setdefault("PYTHON", sys.executable)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            proc = subprocess.run(
-                ["bash", str(SETUP_SCRIPT), "all"],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=env,
-                cwd=ROOT,
-            )
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT), "all"], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=ROOT)
     if proc.returncode != 0:
         raise EndpointError(f"{SETUP_SCRIPT} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
@@ -128,7 +115,7 @@ class LocalServer:
         *,
         ctx: int = DEFAULT_CTX,
         parallel: int = DEFAULT_PARALLEL,
-        threads: int = DEFAULT_THREADS,
+        threads: int = DEFAULT_LLAMA_THREADS,
         port: int | None = None,
         log_path: Path | None = None,
     ):
@@ -221,15 +208,20 @@ def ensure_endpoint(
     *,
     ctx: int = DEFAULT_CTX,
     parallel: int = DEFAULT_PARALLEL,
-    threads: int = DEFAULT_THREADS,
+    threads: int | None = None,
     wait: float = 180.0,
+    settings: Settings | None = None,
 ) -> Iterator[dict[str, str]]:
-    """Yield the environment variables of a working endpoint, starting the local server if none is set."""
-    settings = load_settings(environ)
+    """Yield the environment variables of a working endpoint, starting the local server if none is set.
+
+    ``settings`` default: ``load_settings(environ)``; ``threads`` default: ``settings.llama_threads``.
+    """
+    settings = settings if settings is not None else load_settings(environ)
     if settings.configured:
         yield settings.env()
         return
     server_bin, model = setup_paths()
+    threads = settings.llama_threads if threads is None else threads
     srv = LocalServer(server_bin, model, ctx=ctx, parallel=parallel, threads=threads)
     atexit.register(srv.stop)
     try:
@@ -248,21 +240,49 @@ def ensure_endpoint(
         atexit.unregister(srv.stop)
 
 
+def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | None:
+    """None when the configured endpoint answers (or none is configured: the local server is started on
+    demand); else a message naming the endpoint (credentials redacted), what went wrong and how to fix it.
+
+    Asks ``GET /models`` once, without retries: refused, timed out, or the key refused (401/403) is a problem;
+    any other answer (even 404: not every server lists models) means the endpoint is there.
+    """
+    if not settings.configured:
+        return None
+    import openai
+
+    from .rerank.client import UNREACHABLE_HINT
+
+    url = scrub_url(settings.base_url or "")
+    try:
+        with openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "sk-no-key", max_retries=0,
+                           timeout=timeout) as client:
+            client.models.list()
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        return redact(f"The LLM endpoint {url} refused the key (HTTP {exc.status_code}). Fix OPENAI_API_KEY in "
+                      ".env or the environment.", [settings.api_key])
+    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        return redact(f"The LLM endpoint {url} cannot be reached ({type(exc).__name__}: {exc}). {UNREACHABLE_HINT}",
+                      [settings.api_key])
+    except openai.APIStatusError:
+        pass  # it answered: reachable
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rerankeval.llm_server", description=__doc__.split("\n")[0])
     ap.add_argument("--run", action="store_true", help="run the command after -- with the endpoint's environment")
     ap.add_argument("--ctx", type=int, default=DEFAULT_CTX)
     ap.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL)
-    ap.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    ap.add_argument("--threads", type=int, default=None, help="default: RERANKEVAL_LLAMA_THREADS, else 2")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if args.run and not cmd:
         ap.error("--run needs a command after --")
     with ensure_endpoint(ctx=args.ctx, parallel=args.parallel, threads=args.threads) as env:
-        shown = {k: (redact(v, [v]) if k == "OPENAI_API_KEY" else v) for k, v in env.items()}
-        for k, v in shown.items():
-            print(f"{k}={v}", file=sys.stderr)
+        for k, v in env.items():
+            print(f"{k}={redact(v, [v] if k == 'OPENAI_API_KEY' else None)}", file=sys.stderr)
         if args.run:
             child = subprocess.Popen(cmd, env={**os.environ, **env})
             try:

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .ioutil import atomic_write_json, sha256_file
 from .paths import ROOT, DatasetPaths, cache_dir, qdrant_dir, results_dir
+from .settings import REDACTED, Settings, load_settings, looks_secret, scrub_url, secrets_of
+from .settings import redact as redact_text
 
-REDACTED = "[REDACTED]"
 SMALL_JSON = 64 * 1024  # JSON files up to this size are copied into the manifest
 LIBRARIES = (
     "rerankeval",
@@ -47,90 +45,19 @@ LIBRARIES = (
     "papermill",
 )
 
-# words that make a key secret on their own, and qualifiers that make "key"/"token" secret
-_SECRET_WORDS = {
-    "secret",
-    "secrets",
-    "password",
-    "passwd",
-    "pwd",
-    "passphrase",
-    "auth",
-    "authorization",
-    "credential",
-    "credentials",
-    "bearer",
-    "cookie",
-    "apikey",
-    "signature",
-}
-_KEY_QUALIFIERS = {"api", "access", "secret", "private", "auth", "signing", "encryption", "client", "session"}
-_SECRET_VALUE = re.compile(
-    r"(?:\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-[A-Za-z0-9\-]{10,}"
-    r"|\bAKIA[0-9A-Z]{16}\b|(?i:bearer)\s+[A-Za-z0-9._\-+/=]{8,})"
-)
-
-
-def _words(key: str) -> list[str]:
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(key))
-    return [w for w in re.split(r"[^a-z0-9]+", s.lower()) if w]
-
-
-def looks_secret(key: str) -> bool:
-    """True for keys naming a key/token/secret/password (``api_key``, ``OPENAI_API_KEY``, ``hfToken``).
-
-    ``key`` counts only when qualified (``api_key``, ``private_key``; a bare ``key`` too); ``token`` when
-    it is the last word (``hf_token``, ``access_token``). Counts and settings such as ``prompt_tokens``,
-    ``max_tokens``, ``token_pattern``, ``tokenizer``, ``model_key`` or ``cache_key`` are not secrets.
-    """
-    ws = _words(key)
-    if not ws:
-        return False
-    if any(w in _SECRET_WORDS for w in ws) or "".join(ws) in {
-        "apikey",
-        "accesskey",
-        "secretkey",
-        "privatekey",
-    }:
-        return True
-    if "key" in ws and (ws == ["key"] or any(w in _KEY_QUALIFIERS for w in ws)):
-        return True
-    return ws[-1] == "token"
-
-
-def scrub_url(url: str) -> str:
-    """A URL without user:password and without secret-looking query parameters."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if not parts.scheme or not parts.netloc:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = urlencode(
-        [(k, REDACTED if looks_secret(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _scrub_text(s: str) -> str:
-    s = _SECRET_VALUE.sub(REDACTED, s)
-    if "://" in s:
-        s = re.sub(r"[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>]+", lambda m: scrub_url(m.group(0)), s)
-    return s
-
-
-def redact(obj: Any) -> Any:
-    """A copy of ``obj`` with secret-keyed values replaced and secrets scrubbed from strings."""
+def redact(obj: Any, settings: Settings | None = None) -> Any:
+    """A copy of ``obj`` with secret-keyed values replaced and every string passed through
+    :func:`rerankeval.settings.redact` (with the secrets of ``settings`` as well)."""
+    extra = sorted(secrets_of(settings)) if settings is not None else None
     if isinstance(obj, Mapping):
         return {
-            str(k): (REDACTED if looks_secret(str(k)) and v not in (None, "") else redact(v))
+            str(k): (REDACTED if looks_secret(str(k)) and v not in (None, "") else redact(v, settings))
             for k, v in obj.items()
         }
     if isinstance(obj, (list, tuple)):
-        return [redact(v) for v in obj]
+        return [redact(v, settings) for v in obj]
     if isinstance(obj, str):
-        return _scrub_text(obj)
+        return redact_text(obj, extra)
     return obj
 
 
@@ -217,13 +144,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return out if isinstance(out, dict) else {}
 
 
-def _llm() -> dict[str, Any]:
-    try:
-        from .settings import load_settings
-
-        s = load_settings()
-    except Exception as exc:  # settings are optional for the manifest
-        return {"error": f"could not read LLM settings: {type(exc).__name__}"}
+def _llm(s: Settings) -> dict[str, Any]:
     return {
         "endpoint": scrub_url(s.base_url) if s.base_url else "local llama-server (OPENAI_BASE_URL unset)",
         "model": s.model,
@@ -233,105 +154,98 @@ def _llm() -> dict[str, Any]:
     }
 
 
+def _stats(dp: DatasetPaths) -> dict[str, Any]:
+    if not dp.corpus_stats.exists():
+        return {}
+    try:
+        return json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
+    except ValueError:
+        return {"error": "stats.json unreadable"}
+
+
+def _dataset(dp: DatasetPaths, stats: Mapping[str, Any]) -> dict[str, Any]:
+    hashes = {name: sha256_file(p) for name, p in (("chunks", dp.chunks), ("queries", dp.queries), ("qrels", dp.qrels))
+              if p.exists()}
+    return {"name": dp.name, "source": str(dp.source), "results": str(dp.root), "relevance_unit": stats.get("unit"),
+            "corpus_hash": stats.get("corpus_hash"), "file_sha256": hashes}
+
+
+def _chunking(stats: Mapping[str, Any]) -> Any:
+    if stats.get("chunking"):
+        return stats["chunking"]
+    if isinstance(stats.get("params"), dict):
+        return {"kind": stats.get("kind"), **stats["params"], "chunk_chars": stats.get("chunk_chars")}
+    return "not recorded in stats.json"
+
+
+def _runs(dp: DatasetPaths, variants: Sequence[str] | None) -> dict[str, Any]:
+    if not dp.runs_dir.is_dir():
+        return {}
+    return {p.stem: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in sorted(dp.runs_dir.glob("*.trec"))
+            if variants is None or p.stem in variants}
+
+
+def _rrf(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    from . import fusion
+
+    found = _find(recorded, {"rrf_k", "rrf", "fusion", "k_rrf"})
+    return {"recorded": dict(found) or "not recorded by the stages",
+            "formula": "score = sum over legs of w / (k + rank), rank 1-based (Cormack et al. 2009)",
+            "library_default_k": fusion.RRF_K, "qdrant_equivalent_k": fusion.qdrant_k(fusion.RRF_K)}
+
+
+def _bm25(index_man: Mapping[str, Any], index_files: Mapping[str, Any]) -> Any:
+    if index_man.get("bm25_params"):
+        return {"params": index_man["bm25_params"], "analyzer": index_man.get("analyzer"),
+                "vocab_size": index_man.get("vocab_size"), "dir": index_man.get("bm25_dir")}
+    return dict(_find(index_files, {"k1", "b", "epsilon", "analyzer"})) or "not recorded in index/"
+
+
+def _embedding(index_man: Mapping[str, Any], index_files: Mapping[str, Any]) -> Any:
+    return ({k: index_man.get(k) for k in ("model_id", "model", "model_key", "dim") if k in index_man}
+            or _first(index_files, ["embedding_model", "model_id", "model_name", "model"]) or "not recorded in index/")
+
+
+def _qdrant(dp: DatasetPaths, settings: Settings, index_man: Mapping[str, Any], recorded: Any) -> dict[str, Any]:
+    url = settings.qdrant_url
+    return {"mode": "server" if url else "embedded (qdrant-client local mode)",
+            "url": scrub_url(url) if url else None, "path": None if url else str(dp.qdrant_path),
+            "recorded_by_index": index_man.get("qdrant"), "collection": index_man.get("collection"),
+            "client_version": library_versions(["qdrant-client"])["qdrant-client"],
+            "server_version": _first(recorded, ["qdrant_version", "server_version"])}
+
+
 def build_manifest(
     dp: DatasetPaths,
     variants: Sequence[str] | None = None,
     extra: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """Everything needed to reproduce the evaluation of ``dp``, already redacted."""
-    stats: dict[str, Any] = {}
-    if dp.corpus_stats.exists():
-        try:
-            stats = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
-        except ValueError:
-            stats = {"error": "stats.json unreadable"}
+    """Everything needed to reproduce the evaluation of ``dp``, already redacted.
+
+    ``settings``: the settings in use (default: :func:`rerankeval.settings.load_settings`).
+    """
+    settings = settings if settings is not None else load_settings()
+    stats = _stats(dp)
     index_files = _small_jsons(dp.index_dir, dp.root)
-    stage_files = {}
+    stage_files: dict[str, Any] = {}
     for stage in ("retrieve", "rerank", "analyse"):
         stage_files.update(_small_jsons(dp.stage_dir(stage), dp.root))
     recorded = {"index": index_files, "stages": stage_files}
-
-    run_files = {}
-    if dp.runs_dir.is_dir():
-        for p in sorted(dp.runs_dir.glob("*.trec")):
-            if variants is None or p.stem in variants:
-                run_files[p.stem] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
-    data_hashes = {
-        name: sha256_file(p)
-        for name, p in (("chunks", dp.chunks), ("queries", dp.queries), ("qrels", dp.qrels))
-        if p.exists()
-    }
-
-    try:
-        from . import fusion
-
-        rrf_default = {
-            "formula": "score = sum over legs of w / (k + rank), rank 1-based (Cormack et al. 2009)",
-            "library_default_k": fusion.RRF_K,
-            "qdrant_equivalent_k": fusion.qdrant_k(fusion.RRF_K),
-        }
-    except Exception:  # pragma: no cover - fusion module missing
-        rrf_default = {"formula": "not available"}
-    rrf_recorded = _find(recorded, {"rrf_k", "rrf", "fusion", "k_rrf"})
-
-    qdrant_url = os.environ.get("QDRANT_URL")
-    index_man = _read_json(dp.index_dir / "manifest.json")  # stage 02 (rerankeval.index.IndexInfo)
-    rerank_sum = _read_json(dp.stage_dir("rerank") / "summary.json")  # stage 04
-    if index_man.get("bm25_params"):
-        bm25: Any = {
-            "params": index_man["bm25_params"],
-            "analyzer": index_man.get("analyzer"),
-            "vocab_size": index_man.get("vocab_size"),
-            "dir": index_man.get("bm25_dir"),
-        }
-    else:
-        bm25 = {
-            p: v for p, v in _find(index_files, {"k1", "b", "epsilon", "analyzer"})
-        } or "not recorded in index/"
-    embedding = {
-        k: index_man.get(k) for k in ("model_id", "model", "model_key", "dim") if k in index_man
-    } or (
-        _first(index_files, ["embedding_model", "model_id", "model_name", "model"])
-        or "not recorded in index/"
-    )
+    index_man = _read_json(dp.index_manifest)  # stage 02 (rerankeval.index.IndexInfo)
+    rerank_sum = _read_json(dp.rerank_summary)  # stage 04
     manifest: dict[str, Any] = {
         "created_utc": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
-        "dataset": {
-            "name": dp.name,
-            "source": str(dp.source),
-            "results": str(dp.root),
-            "relevance_unit": stats.get("unit"),
-            "corpus_hash": stats.get("corpus_hash"),
-            "file_sha256": data_hashes,
-        },
+        "dataset": _dataset(dp, stats),
         "corpus_stats": stats,
-        "chunking": stats.get("chunking")
-        or (
-            {"kind": stats.get("kind"), **stats["params"], "chunk_chars": stats.get("chunk_chars")}
-            if isinstance(stats.get("params"), dict)
-            else None
-        )
-        or "not recorded in stats.json",
-        "bm25": bm25,
-        "embedding_model": embedding,
-        "qdrant": {
-            "mode": "server" if qdrant_url else "embedded (qdrant-client local mode)",
-            "url": scrub_url(qdrant_url) if qdrant_url else None,
-            "path": None if qdrant_url else str(dp.qdrant_path),
-            "recorded_by_index": index_man.get("qdrant"),
-            "collection": index_man.get("collection"),
-            "client_version": library_versions(["qdrant-client"])["qdrant-client"],
-            "server_version": _first(recorded, ["qdrant_version", "server_version"]),
-        },
-        "rrf": {"recorded": {p: v for p, v in rrf_recorded} or "not recorded by the stages", **rrf_default},
-        "llm": {
-            **_llm(),
-            "recorded_by_rerank": {
-                k: rerank_sum.get(k) for k in ("model", "endpoint", "config") if k in rerank_sum
-            }
-            or "no rerank summary",
-        },
-        "runs": run_files,
+        "chunking": _chunking(stats),
+        "bm25": _bm25(index_man, index_files),
+        "embedding_model": _embedding(index_man, index_files),
+        "qdrant": _qdrant(dp, settings, index_man, recorded),
+        "rrf": _rrf(recorded),
+        "llm": {**_llm(settings), "recorded_by_rerank": {k: rerank_sum.get(k) for k in ("model", "endpoint", "config")
+                                                          if k in rerank_sum} or "no rerank summary"},
+        "runs": _runs(dp, variants),
         "recorded_by_stages": recorded,
         "libraries": library_versions(),
         "git": _git(),
@@ -339,43 +253,12 @@ def build_manifest(
     }
     if extra:
         manifest["analysis"] = dict(extra)
-    return _final_scrub(redact(_json_safe(manifest)))
+    return redact(_json_safe(manifest), settings)
 
 
-def _configured_secrets() -> list[str]:
-    keys = [os.environ.get("OPENAI_API_KEY")]
-    try:
-        from .settings import load_settings
-
-        keys.append(load_settings().api_key)
-    except Exception:  # a malformed .env must not stop redaction
-        pass
-    return sorted({k for k in keys if k and len(k) >= 4}, key=len, reverse=True)
-
-
-def _final_scrub(obj: Any) -> Any:
-    """Belt and braces: remove the literal configured API key from every string."""
-    secrets = _configured_secrets()
-    if not secrets:
-        return obj
-
-    def walk(o: Any) -> Any:
-        if isinstance(o, dict):
-            return {k: walk(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [walk(v) for v in o]
-        if isinstance(o, str):
-            for sec in secrets:
-                o = o.replace(sec, REDACTED)
-            return o
-        return o
-
-    return walk(obj)
-
-
-def write_manifest(dp: DatasetPaths, manifest: Mapping[str, Any]) -> Path:
+def write_manifest(dp: DatasetPaths, manifest: Mapping[str, Any], settings: Settings | None = None) -> Path:
     """Write the (re-redacted) manifest to ``dp.manifest`` atomically."""
-    return atomic_write_json(dp.manifest, _final_scrub(redact(_json_safe(dict(manifest)))))
+    return atomic_write_json(dp.manifest, redact(_json_safe(dict(manifest)), settings))
 
 
 def read_manifest(dp: DatasetPaths) -> dict[str, Any] | None:

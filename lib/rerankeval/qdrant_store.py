@@ -1,9 +1,9 @@
 """The Qdrant store: one collection per (dataset, model, corpus content, analyser) with a dense and a
 sparse (BM25) named vector per chunk.
 
-Where: embedded local mode in ``dp.qdrant_path`` by default; when the environment variable
-``QDRANT_URL`` is set (plus ``QDRANT_API_KEY`` if the server needs one) the same code talks to that
-server instead. An unreachable server fails at :func:`open_client` with a message naming the URL.
+Where: embedded local mode in ``dp.qdrant_path`` by default; when ``QDRANT_URL`` is set in the environment
+or ``.env`` (plus ``QDRANT_API_KEY`` if the server needs one; see :mod:`rerankeval.settings`) the same code
+talks to that server instead. An unreachable server fails at :func:`open_client` with a message naming the URL.
 
 Collection: name ``<dataset>-<hash>`` where the hash covers the model identity, the corpus content,
 the BM25 analyser and parameters (:func:`collection_name`), so any change builds a new collection (and
@@ -28,7 +28,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ from .fusion import RRF_K, qdrant_k
 from .ioutil import sha256_json
 from .paths import DatasetPaths
 from .runs import Run
+from .settings import Settings, load_settings, redact, scrub_url
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -57,22 +58,27 @@ def point_id(chunk_id: str) -> str:
 
 @dataclass(frozen=True)
 class Location:
-    """Where the store lives: an embedded folder or a server URL."""
+    """Where the store lives: an embedded folder or a server URL (repr and describe() hide credentials)."""
 
     path: Path | None
-    url: str | None
-    api_key: str | None = None
+    url: str | None = field(default=None, repr=False)
+    api_key: str | None = field(default=None, repr=False)
 
     def describe(self) -> str:
-        return f"server {self.url}" if self.url else f"embedded store {self.path}"
+        return f"server {scrub_url(self.url)}" if self.url else f"embedded store {self.path}"
+
+    def __repr__(self) -> str:
+        return f"Location({self.describe()})"
 
 
 def location(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] | None = None,
-             url: str | None = None) -> Location:
-    """``url`` or env ``QDRANT_URL`` (server), else ``path`` or ``dp.qdrant_path`` (embedded)."""
-    url = url if url is not None else (os.environ.get("QDRANT_URL") or None)
+             url: str | None = None, settings: Settings | None = None) -> Location:
+    """``url`` or ``settings.qdrant_url`` (``QDRANT_URL``; server, key ``QDRANT_API_KEY``), else ``path`` or
+    ``dp.qdrant_path`` (embedded). ``settings`` default: :func:`rerankeval.settings.load_settings`."""
+    settings = settings if settings is not None else load_settings()
+    url = url if url is not None else settings.qdrant_url
     if url:
-        return Location(None, url, os.environ.get("QDRANT_API_KEY") or None)
+        return Location(None, url, settings.qdrant_api_key)
     if path is None:
         if dp is None:
             raise ValueError("give a DatasetPaths or a path for the embedded Qdrant store")
@@ -82,23 +88,23 @@ def location(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] | N
 
 @contextmanager
 def open_client(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] | None = None,
-                url: str | None = None, timeout: int = 10) -> Iterator:
+                url: str | None = None, timeout: int = 10, settings: Settings | None = None) -> Iterator:
     """A connected ``QdrantClient`` (closed on exit). See :func:`location` for where it points."""
     from qdrant_client import QdrantClient
 
-    loc = location(dp, path=path, url=url)
+    loc = location(dp, path=path, url=url, settings=settings)
     if loc.url:
         client = QdrantClient(url=loc.url, api_key=loc.api_key, timeout=timeout, check_compatibility=False)
         try:
             client.get_collections()
         except Exception as exc:  # noqa: BLE001 - any transport error means "unreachable"
             client.close()
-            raise QdrantUnavailable(
-                f"Cannot reach the Qdrant server at QDRANT_URL={loc.url} ({type(exc).__name__}: {exc}). "
+            raise QdrantUnavailable(redact(
+                f"Cannot reach the Qdrant server at QDRANT_URL={scrub_url(loc.url)} ({type(exc).__name__}: {exc}). "
                 "Start the server (e.g. `docker run -p 6333:6333 qdrant/qdrant`), fix QDRANT_URL / "
                 "QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store under "
-                "RERANKEVAL_QDRANT_PATH (default data/.qdrant)."
-            ) from exc
+                "RERANKEVAL_QDRANT_PATH (default data/.qdrant).", [loc.api_key]
+            )) from exc
     else:
         loc.path.mkdir(parents=True, exist_ok=True)
         try:

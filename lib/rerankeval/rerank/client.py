@@ -6,13 +6,18 @@ itself (``max_retries``): exponential backoff from 0.5 s to 8 s with jitter, and
 We count the attempts per call with an httpx request hook, so the ledger's ``retries`` is exact even when
 the call finally fails.
 
-A 400 that names ``response_format`` (an endpoint without structured outputs) downgrades the client
-once from ``json_schema`` to ``json_object`` to a plain prompt, and the call is repeated; the format used
-is reported with each reply.
+An endpoint without structured outputs is recognised by what it says, whatever the status code: an error
+naming ``response_format`` / ``json_schema`` / ``json_object`` / structured output (llama-cpp-python's
+server answers HTTP 500 "Input should be 'text' or 'json_object'", others 400 "response_format ... not
+supported") to a request that carried a ``response_format``. Such a 5xx is not retried (the response hook
+marks it ``x-should-retry: false``); the client downgrades once, for all later calls too, from
+``json_schema`` to ``json_object`` to a plain prompt, and repeats the call; the format used is reported
+with each reply.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -21,7 +26,7 @@ from typing import Any
 import httpx2
 import openai
 
-from ..settings import Settings, redact
+from ..settings import Settings, redact, scrub_url
 
 FORMATS = ("json_schema", "json_object", "none")
 
@@ -67,9 +72,24 @@ class LLMCallError(Exception):
         self.retries = retries
 
 
-def _is_format_error(exc: openai.BadRequestError) -> bool:
-    text = str(exc).lower()
-    return any(w in text for w in ("response_format", "json_schema", "structured output", "json_object"))
+_FORMAT_ERROR = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
+UNREACHABLE_HINT = ("Start that server, or fix OPENAI_BASE_URL in .env or the environment, or leave it empty to use "
+                    "the local llama-server.")
+
+
+def _is_format_error(exc: openai.APIStatusError) -> bool:
+    """True when the endpoint's error says the requested response_format is not supported."""
+    return bool(_FORMAT_ERROR.search(str(exc)))
+
+
+def _no_retry_on_format_error(response: httpx2.Response) -> None:
+    """httpx response hook: a 5xx that rejects the request's response_format will not get better by
+    retrying; tell the openai client not to (it honours ``x-should-retry``)."""
+    if response.status_code < 500 or b"response_format" not in (response.request.content or b""):
+        return
+    response.read()
+    if _FORMAT_ERROR.search(response.text):
+        response.headers["x-should-retry"] = "false"
 
 
 class LLMClient:
@@ -93,7 +113,7 @@ class LLMClient:
         self._lock = threading.Lock()
         self._format_level = 0
         self._http = openai.DefaultHttpxClient(
-            event_hooks={"request": [self._count_attempt]},
+            event_hooks={"request": [self._count_attempt], "response": [_no_retry_on_format_error]},
             limits=_limits(max_connections),
         )
         self._client = openai.OpenAI(
@@ -130,10 +150,6 @@ class LLMClient:
             raise LLMCallError("NoModel", "RERANK_MODEL is not set and the endpoint lists no model")
         return first.id
 
-    @property
-    def response_format_in_use(self) -> str:
-        return FORMATS[self._format_level]
-
     def _downgrade(self, level_seen: int) -> bool:
         with self._lock:
             if self._format_level == level_seen and self._format_level < len(FORMATS) - 1:
@@ -155,32 +171,15 @@ class LLMClient:
         t0 = time.perf_counter()
         while True:
             level = self._format_level if response_format is not None else len(FORMATS) - 1
-            kwargs: dict[str, Any] = {
-                "model": self.model,
-                "messages": messages,
-                "temperature": 0,
-                "max_tokens": max_tokens,
-            }
-            if seed is not None:
-                kwargs["seed"] = seed
-            if top_logprobs:
-                kwargs["logprobs"] = True
-                kwargs["top_logprobs"] = top_logprobs
-            if level == 0:
-                kwargs["response_format"] = response_format
-            elif level == 1:
-                kwargs["response_format"] = {"type": "json_object"}
+            kwargs = self._request(messages, response_format, level, max_tokens, seed, top_logprobs)
             try:
-                raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-                completion = raw.parse()
-            except openai.BadRequestError as exc:
-                if response_format is not None and level < len(FORMATS) - 1 and _is_format_error(exc):
+                completion = self._client.chat.completions.with_raw_response.create(**kwargs).parse()
+            except openai.APIStatusError as exc:
+                if level < len(FORMATS) - 1 and _is_format_error(exc):
                     self._downgrade(level)
                     continue
                 raise self._error(exc) from None
-            except openai.OpenAIError as exc:
-                raise self._error(exc) from None
-            except Exception as exc:  # a malformed body the SDK could not parse, etc.
+            except Exception as exc:  # transport errors, a malformed body the SDK could not parse, etc.
                 raise self._error(exc) from None
             break
         latency = time.perf_counter() - t0
@@ -199,6 +198,21 @@ class LLMClient:
             latency_s=latency,
         )
 
+    def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None, level: int,
+                 max_tokens: int, seed: int | None, top_logprobs: int) -> dict[str, Any]:
+        """The create() arguments at temperature 0, with the response format of ``level``."""
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": max_tokens}
+        if seed is not None:
+            kwargs["seed"] = seed
+        if top_logprobs:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = top_logprobs
+        if level == 0:
+            kwargs["response_format"] = response_format
+        elif level == 1:
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
     def _retries(self) -> int:
         return max(0, getattr(self._local, "attempts", 1) - 1)
 
@@ -206,7 +220,10 @@ class LLMClient:
         msg = str(exc)
         if isinstance(exc, openai.APIStatusError):
             msg = f"HTTP {exc.status_code}: {msg}"
-        return LLMCallError(type(exc).__name__, msg[:500], self._retries())
+        elif isinstance(exc, openai.APIConnectionError):  # APITimeoutError too
+            url = scrub_url(self.settings.base_url or "")
+            msg = f"the LLM endpoint {url} did not answer ({msg}). {UNREACHABLE_HINT}"
+        return LLMCallError(type(exc).__name__, redact(msg, [self.settings.api_key])[:500], self._retries())
 
 
 def _limits(max_connections: int) -> httpx2.Limits:
