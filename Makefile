@@ -89,7 +89,7 @@ test: setup llama pyserver system-deps ## run the unit tests and a smoke run of 
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lab: setup llama-if-local ## JupyterLab with the project kernel (and a local LLM server if none is configured)
-	$(PY) -m rerankeval.llm_server --run -- $(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(PY) -m rerankeval.lab
 
 lint: setup ## ruff over the package, tests and benchmarks
 	$(VENV)/bin/ruff check lib tests bench

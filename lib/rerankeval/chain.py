@@ -27,14 +27,10 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import re
 import signal
 import sys
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -161,34 +157,6 @@ def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, 
         raise PreflightError(str(exc)) from None
 
 
-def _safe(text: str) -> str:
-    """``settings.redact`` plus any password written into a URL (``scheme://user:password@host``)."""
-    from .settings import REDACTED, redact
-
-    return re.sub(r"(://[^/:@\s]*:)[^/@\s]+@", rf"\g<1>{REDACTED}@", redact(text))
-
-
-def probe_endpoint(base_url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT) -> str | None:
-    """None when ``GET <base_url>/models`` gets an answer, else what went wrong (secrets redacted).
-
-    Any HTTP answer but 401/403 counts as reachable (some servers have no ``/models``); 401/403 means the
-    key is refused, which would make every call fail too.
-    """
-    parts = urllib.parse.urlsplit(base_url.rstrip("/") + "/models")
-    url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # user:password@ is not for urllib
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout):
-            return None
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            return _safe(f"the LLM endpoint {base_url} refused the API key (HTTP {exc.code} on GET {url})")
-        return None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return _safe(f"the LLM endpoint {base_url} is not reachable (GET {url}: {reason})")
-
-
 def _endpoint_fix(configured: bool) -> str:
     where = ("start the server, or fix OPENAI_BASE_URL / OPENAI_API_KEY in .env or the environment "
              "(unset OPENAI_BASE_URL to use the local llama-server)" if configured else
@@ -199,20 +167,20 @@ def _endpoint_fix(configured: bool) -> str:
 
 def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[str, str]:
     """The LLM settings for the kernels (starting the local server when none is configured), checked."""
-    from .llm_server import EndpointError, ensure_endpoint
-    from .settings import load_settings
+    from .llm_server import EndpointError, check_endpoint, ensure_endpoint
+    from .settings import load_settings, redact
 
     configured = load_settings().configured
     env: dict[str, str] = {}
     try:
         env = stack.enter_context(ensure_endpoint())
-        problem = probe_endpoint(env.get("OPENAI_BASE_URL", ""), env.get("OPENAI_API_KEY"))
+        problem = check_endpoint(load_settings(environ={**os.environ, **env}), timeout=PROBE_TIMEOUT)
     except EndpointError as exc:
-        problem = _safe(f"the local LLM server could not be started: {exc}")
+        problem = redact(f"the local LLM server could not be started: {exc}")
     if problem is None:
         return env
     if not allow_fallback:
-        raise PreflightError(f"{problem}.\n{_endpoint_fix(configured)}")
+        raise PreflightError(f"{problem.rstrip('.')}.\n{_endpoint_fix(configured)}")
     print(f"[chain] WARNING: {problem}; continuing because {ALLOW_FALLBACK} is set: every rerank call will "
           "fall back to the fused order, and the report will say so.", file=sys.stderr, flush=True)
     return env
@@ -220,9 +188,9 @@ def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[st
 
 def llm_fell_back(dp: paths.DatasetPaths) -> str | None:
     """What went wrong when the rerank ledger shows that every reranked query fell back (else None)."""
-    from .funnel import is_fallback, load_ledger
+    from .rerank.ledger import is_fallback, read_ledger
 
-    ledger = load_ledger(dp.ledger)
+    ledger = read_ledger(dp.ledger, missing_ok=True)
     if ledger is None or "status" not in ledger:
         return None
     main = ledger[ledger["pass"] == "main"] if "pass" in ledger else ledger

@@ -1,6 +1,7 @@
 """The one paths module: every file location the workbench reads or writes is derived here.
 
-Nothing depends on the working directory. Three roots can be moved by environment variables:
+Nothing depends on the working directory. Three roots can be moved in the environment or `.env` (read by
+:class:`rerankeval.settings.Settings`):
 
 - ``RERANKEVAL_RESULTS``: where per-dataset outputs go (default ``<repo>/results``);
 - ``RERANKEVAL_CACHE``: expensive, content-addressed caches shared by every clone (embeddings, LLM
@@ -29,16 +30,22 @@ SHARED_DATA_DIR = ROOT.parent / "shared" / "data"
 DEFAULT_DATASET = "debian-manuals"
 
 
+def _roots() -> dict[str, Path]:
+    from .settings import load_settings  # environment and .env alike (RERANKEVAL_RESULTS, _CACHE, _QDRANT_PATH)
+
+    return load_settings().roots()
+
+
 def results_dir() -> Path:
-    return Path(os.environ.get("RERANKEVAL_RESULTS", ROOT / "results")).resolve()
+    return _roots()["results"]
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("RERANKEVAL_CACHE", Path.home() / ".cache" / "rerankeval")).resolve()
+    return _roots()["cache"]
 
 
 def qdrant_dir() -> Path:
-    return Path(os.environ.get("RERANKEVAL_QDRANT_PATH", DATA_DIR / ".qdrant")).resolve()
+    return _roots()["qdrant"]
 
 
 class DatasetNotFound(FileNotFoundError):
