@@ -31,12 +31,11 @@ import pandas as pd
 
 from . import conformance, corpus, costs, funnel, metrics, runs, stats, verdict
 from .ioutil import atomic_write_json, atomic_write_text
+from .names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from .paths import DatasetPaths
 from .rerank import ledger as ledger_mod
 
-FUSED = "hybrid"  # variant names: to be replaced by rerankeval.variants at merge
-RERANKED = "hybrid_rerank"
-CROSS_ENCODER = "cross_encoder"
+FUSED, RERANKED = HYBRID, HYBRID_RERANK
 RERANKERS = (RERANKED, CROSS_ENCODER)
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-LEGS = ("vector", "bm25")  # variant names: to be replaced by rerankeval.variants at merge
-FUSED = "hybrid"
-RERANKED = "hybrid_rerank"
-CROSS_ENCODER = "cross_encoder"
+from .names import CROSS_ENCODER, HYBRID, HYBRID_RERANK, LEGS
+
+FUSED, RERANKED = HYBRID, HYBRID_RERANK
 
 
 def retrieval_seconds(retrieve_dir: str | Path, variants: Iterable[str]) -> dict[str, float]:

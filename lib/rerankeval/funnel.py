@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from .names import HYBRID, HYBRID_RERANK, LEGS
 from .runs import Qrels, Run, ranked
 
 HIT = "hit"
@@ -36,9 +37,7 @@ LOST_RERANK = "lost in rerank"
 NOT_LIFTED = "not lifted by rerank"
 CLASSES = (HIT, NOT_RETRIEVED, LOST_FUSION, CUT_POOL, BELOW_CUTOFF, FALLBACK, LOST_RERANK, NOT_LIFTED)
 
-LEGS = ("vector", "bm25")
-FUSED = "hybrid"
-RERANKED = "hybrid_rerank"
+FUSED, RERANKED = HYBRID, HYBRID_RERANK
 
 
 def best_gold_rank(run: Run, qrels: Qrels, rel: int = 1) -> dict[str, int | None]:

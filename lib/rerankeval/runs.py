@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .ioutil import atomic_write_text
+from .names import REPORT_ORDER
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -33,7 +34,7 @@ Qrels = dict[str, dict[str, int]]
 TIE_REL = 2.0**-19  # ~1.9e-6 relative: 32 float32 ulps
 # the variants the chain writes, in pipeline order (to be replaced by rerankeval.variants at merge); a run
 # file with another name is a run from another system, read the way trec_eval reads it
-VARIANT_ORDER = ("bm25", "vector", "hybrid", "qdrant_hybrid", "cross_encoder", "hybrid_rerank")
+VARIANT_ORDER = REPORT_ORDER
 
 
 def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:

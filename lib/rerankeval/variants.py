@@ -33,19 +33,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from .fusion import RRF_K, rrf
+from .names import BM25, CROSS_ENCODER, HYBRID, HYBRID_RERANK, QDRANT_HYBRID, VECTOR
 from .runs import Run, best_chunks, to_units
 
 if TYPE_CHECKING:
     from .retrieve import Retriever
 
-VECTOR = "vector"
-BM25 = "bm25"
-HYBRID = "hybrid"
-QDRANT_HYBRID = "qdrant_hybrid"
-CROSS_ENCODER = "cross_encoder"
-HYBRID_RERANK = "hybrid_rerank"
-LEGS = (VECTOR, BM25)  # the single legs every hybrid fuses
-REPORT_ORDER = (BM25, VECTOR, HYBRID, QDRANT_HYBRID, CROSS_ENCODER, HYBRID_RERANK)  # tables and plots
 
 RETRIEVE = "retrieve"  # stage 03 (notebook 03-retrieve)
 RERANK = "rerank"  # stage 04 (notebook 04-rerank)

@@ -16,10 +16,9 @@ from typing import Any
 import pandas as pd
 
 from .metrics import label, parse_column
+from .names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 
-FUSED = "hybrid"  # variant names: to be replaced by rerankeval.variants at merge
-RERANKED = "hybrid_rerank"
-CROSS_ENCODER = "cross_encoder"
+FUSED, RERANKED = HYBRID, HYBRID_RERANK
 HEADLINE = "ndcg@10"
 NO_METRICS = "No metrics yet: the analysis notebook has not written metrics.csv."
 

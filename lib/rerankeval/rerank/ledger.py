@@ -29,8 +29,9 @@ from typing import Any
 import pandas as pd
 
 from ..ioutil import atomic_write_text
+from ..names import HYBRID_RERANK
 
-VARIANT = "hybrid_rerank"  # the main pass's variant (to be replaced by rerankeval.variants at merge)
+VARIANT = HYBRID_RERANK  # the main pass's variant
 # statuses meaning the reranker's order was not used for (part of) the query
 FALLBACK_WORDS = ("fallback", "error", "fail", "unusable", "timeout")
 
