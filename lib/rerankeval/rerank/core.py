@@ -401,9 +401,10 @@ class Reranker:
         stats.retries += reply.retries
         stats.prompt_tokens += reply.prompt_tokens
         stats.completion_tokens += reply.completion_tokens
-        stats.llm_seconds += reply.latency_s
-        stats.fresh_seconds += reply.latency_s
-        self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
+        seconds = round(reply.latency_s, 4)  # as stored: a cached re-run adds up the same figures
+        stats.llm_seconds += seconds
+        stats.fresh_seconds += seconds
+        self.cache.put(key, material, {**reply.to_cache(), "latency_s": seconds})
         return reply
 
     # -- the modes: each returns LLM scores by presented index (None = not scored) and repair counts --
