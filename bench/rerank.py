@@ -126,7 +126,7 @@ def one_run(args, inputs, settings, base, name: str, pool: int, conc: int, cache
         "server_generation_s": round(d["tokens_predicted_seconds_total"], 2),
         "generated_tokens": int(d["tokens_predicted_total"]),
         "fallback_rate": s["fallback_rate"],
-        "plan": res.plan,
+        "plan": getattr(res, "plan", None),  # None with the pre-issue-12 package (before/after runs)
     }
 
 
@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pools", default="10,20")
     ap.add_argument("--concurrency", default="1", help="comma list, e.g. 1,2 (the local server has one slot)")
     ap.add_argument("--max-passage-chars", type=int, default=rerank.RerankConfig().max_passage_chars)
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "rerank.json")
     args = ap.parse_args(argv)
 
     dp = resolve_dataset(args.dataset)
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "floor_s": round(floor_s, 2),
         "floor_ratio": round(default["cold"]["wall_s"] / floor_s, 2) if floor_s else None,
     }
-    path = atomic_write_json(ROOT / "results" / "bench" / "rerank.json", out)
+    path = atomic_write_json(args.out, out)
     print(f"server alone: {tps:.0f} prompt tokens/s; second yes/no call of a query: {reuse['calls'][1]}")
     print(f"wrote {path}")
     print(f"floor_ratio={out['floor_ratio']}")
