@@ -570,9 +570,10 @@ class Reranker:
         local = (self.settings.endpoint_id or "").startswith("llama-server")
         s_per_token, source = budget.measured_rate(self.cache.read_rates, self.endpoint, self.model, local)
         per_task = []
+        planned: set[str] = set()  # keys an earlier task sends: cached by the time a later one asks
         for qid, pass_name, pool in tasks:
             texts = [prompts.clip(c.text, cfg.max_passage_chars) for c in pool]
-            per_task.append((qid, pass_name, self._estimate_calls(queries[qid], pool, texts)))
+            per_task.append((qid, pass_name, self._estimate_calls(queries[qid], pool, texts, planned)))
         return budget.plan(
             per_task,
             price=cfg.price_per_mtok,
@@ -582,7 +583,9 @@ class Reranker:
             rate_source=source,
         )
 
-    def _estimate_calls(self, query: str, pool: list[Candidate], texts: list[str]) -> list[budget.CallEstimate]:
+    def _estimate_calls(
+        self, query: str, pool: list[Candidate], texts: list[str], planned: set[str]
+    ) -> list[budget.CallEstimate]:
         out: list[budget.CallEstimate] = []
         previous = ""
         first_hit = None
@@ -591,7 +594,9 @@ class Reranker:
             if later_window:  # its contents depend on the first window's reply: cached together or not at all
                 hit = bool(first_hit)
             else:
-                hit = self.cache.get(self.cache.key(self._material(spec, query))) is not None
+                key = self.cache.key(self._material(spec, query))
+                hit = key in planned or self.cache.get(key) is not None
+                planned.add(key)
             first_hit = hit if first_hit is None else first_hit
             prompt = spec.prompt
             new_chars = len(prompt) - budget.shared_prefix(previous, prompt)
