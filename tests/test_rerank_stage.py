@@ -88,7 +88,7 @@ def test_stage_end_to_end(tmp_path):
     # reversed pass asks the same yes/no questions, served by the cache
     assert summary["plan"]["calls"] == 12 and summary["plan"]["fresh_calls"] == 6
     assert summary["main"]["llm_seconds"] == summary["main"]["fresh_llm_seconds"] > 0
-    assert summary["main"]["budget_skipped"] == 0
+    assert summary["main"]["budget_skipped"] == 0 and summary["pool_k"] == 3
     assert (dp.stage_dir("rerank") / "candidates.csv").exists()
 
 

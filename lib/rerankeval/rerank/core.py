@@ -685,6 +685,7 @@ class RerankResult:
     config: RerankConfig
     wall_s: float
     plan: dict[str, Any] | None = None  # budget.Plan.to_dict(): the estimate printed before the first call
+    pool_k: int | None = None  # candidates per query given to the LLM (the rest keep their fused order)
 
 
 def select_queries(fused: runs_mod.Run, queries: Mapping[str, str], max_queries: int = 0) -> list[str]:
@@ -752,6 +753,7 @@ def rerank_run(
         config=config,
         wall_s=time.perf_counter() - t0,
         plan=plan.to_dict(),
+        pool_k=pool_k,
     )
 
 

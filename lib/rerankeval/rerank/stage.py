@@ -73,6 +73,7 @@ def summary_dict(result: RerankResult, settings: Settings | None = None) -> dict
         "model": result.model,
         "endpoint": endpoint_kind(settings),
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(result.config).items()},
+        "pool_k": result.pool_k,  # checked against the analysis's pool_k (funnel.recorded_pool_k)
         "wall_s": round(result.wall_s, 2),
         "main": summarize(result.ledger, "main"),
         "plan": result.plan,
