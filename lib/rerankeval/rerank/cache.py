@@ -4,8 +4,8 @@ The key is the sha256 of everything the reply depends on (model, endpoint, promp
 hash, generation parameters, query text, candidate ids and text hashes, attempt number). One JSON file
 per key, written atomically; an unreadable or mismatching entry counts as a miss and is overwritten.
 An entry keeps the reply's original ``latency_s`` and token counts, so a run served from the cache still
-reports what the LLM stage costs. The file ``rates`` (JSON; no ``.json`` suffix, so it is never taken for
-an entry) keeps each endpoint's measured prompt rate (for the
+reports what the LLM stage costs. ``<root>.rates.json`` next to the root (outside it, so it is never
+taken for an entry) keeps each endpoint's measured prompt rate (for the
 estimate printed before a run, see :mod:`.budget`).
 """
 
@@ -57,7 +57,7 @@ class LLMCache:
 
     @property
     def rates_path(self) -> Path:
-        return self.root / "rates"
+        return self.root.with_name(f"{self.root.name}.rates.json")
 
     def read_rates(self) -> dict[str, Any] | None:
         """``"endpoint|model" -> {"s_per_token": ...}`` measured by earlier runs (None if none or disabled)."""
