@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -75,15 +76,15 @@ def chat(base: str, model: str, messages: list[dict[str, str]], max_tokens: int 
     return _http(base, "/v1/chat/completions", body)
 
 
-def server_alone(base: str, model: str, texts: list[str]) -> dict[str, Any]:
+def server_alone(base: str, model: str, texts: list[str], chars: int) -> dict[str, Any]:
     """Prompt tokens/s on long prompts (no cache hit: each prompt differs from the first token)."""
     runs = []
-    for i in range(3):
-        long = " ".join(texts[i * 40 : (i + 1) * 40])[:9000]
+    for i in range(2 if chars else 0):
+        long = " ".join(texts[i * 40 : (i + 1) * 40])[:chars]
         r = chat(base, model, [{"role": "user", "content": f"Run {i}. Summarise:\n{long}"}])
         t = r.get("timings", {})
         runs.append({"prompt_n": t.get("prompt_n"), "prompt_ms": t.get("prompt_ms"), "tps": t.get("prompt_per_second")})
-    best = max(runs, key=lambda x: x["tps"] or 0)
+    best = max(runs, key=lambda x: x["tps"] or 0, default={"tps": None})
     return {"long_prompts": runs, "prompt_tokens_per_s": best["tps"]}
 
 
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pools", default="10,20")
     ap.add_argument("--concurrency", default="1", help="comma list, e.g. 1,2 (the local server has one slot)")
     ap.add_argument("--max-passage-chars", type=int, default=rerank.RerankConfig().max_passage_chars)
+    ap.add_argument("--floor-chars", type=int, default=9000, help="length of the long prompts timed (0: skip)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "rerank.json")
     args = ap.parse_args(argv)
 
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     qids = rerank.select_queries(fused, queries, args.queries)
     server_bin, model = llm_server.setup_paths()
     srv = MetricsServer(server_bin, model)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below stops the server
     srv.start()
     try:
         env = {
@@ -180,14 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         settings = rerank.load_settings(env)
         name = llm_server.model_name(model)
         all_texts = [t for q in qids for t in texts[q].values()]
-        alone = server_alone(srv.base, name, all_texts)
+        alone = server_alone(srv.base, name, all_texts, args.floor_chars)
         reuse = prefix_reuse(srv.base, name, queries[qids[0]], list(texts[qids[0]].values()))
         rows = bench(args, inputs, settings, srv.base)
     finally:
         srv.stop()
     tps = alone["prompt_tokens_per_s"]
     default = next((r for r in rows if (r["mode"], r["pool_k"], r["concurrency"]) == DEFAULT), rows[0])
-    floor_s = default["cold"]["processed_prompt_tokens"] / tps if tps else float("nan")
+    floor_s = default["cold"]["processed_prompt_tokens"] / tps if tps else 0.0
     out = {
         "dataset": dp.name,
         "queries": len(qids),
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         "floor_ratio": round(default["cold"]["wall_s"] / floor_s, 2) if floor_s else None,
     }
     path = atomic_write_json(args.out, out)
-    print(f"server alone: {tps:.0f} prompt tokens/s; second yes/no call of a query: {reuse['calls'][1]}")
+    print(f"server alone: {tps} prompt tokens/s; second yes/no call of a query: {reuse['calls'][1]}")
     print(f"wrote {path}")
     print(f"floor_ratio={out['floor_ratio']}")
     return 0
