@@ -13,7 +13,9 @@ how well the LLM score alone separates relevant from non-relevant candidates (me
 Needs results/<dataset>/runs/hybrid.trec (notebook 03). Uses the endpoint from .env / the environment, or
 starts the local llama-server. Outputs go to results/<dataset>/rerank/bench/pool<k>_q<n>/ (modes.csv, one
 TREC file per mode and alpha, ledgers); timings of runs that made their calls (not cache hits) are kept in
-results/<dataset>/rerank/bench/timing.json.
+results/<dataset>/rerank/bench/timing.json. The table also goes to ``results/bench/rerank_modes.json`` (with
+the machine's load average); the headline is ``best_ndcg10_delta``: the best (mode, alpha)'s nDCG@10 minus
+the hybrid run's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,7 +34,7 @@ from ir_measures import MRR, nDCG
 
 from rerankeval import corpus, llm_server, rerank, runs
 from rerankeval.ioutil import atomic_write_json, atomic_write_text
-from rerankeval.paths import resolve_dataset
+from rerankeval.paths import ROOT, resolve_dataset
 
 MODES = {
     "listwise": {"mode": "listwise"},
@@ -183,8 +186,29 @@ def main(argv: list[str] | None = None) -> int:
             df = pd.DataFrame(rows)
             save(out / "modes.csv", df)
             print(df[df["mode"] == name].to_string(index=False), flush=True)
-    print("\n" + pd.DataFrame(rows).to_string(index=False))
+    table = pd.DataFrame(rows)
+    print("\n" + table.to_string(index=False))
     print(f"\nwrote {out / 'modes.csv'}")
+    return headline(table, dp.name, args, len(qids))
+
+
+def headline(table: pd.DataFrame, dataset: str, args: argparse.Namespace, n_queries: int) -> int:
+    """Write results/bench/rerank_modes.json and print the best blend's nDCG@10 gain over hybrid last."""
+    ndcg = str(nDCG @ 10)
+    base = float(table[ndcg].iloc[0])
+    best = table.iloc[1:].sort_values(ndcg, ascending=False).head(1)
+    delta = float(best[ndcg].iloc[0]) - base if len(best) else math.nan
+    out = {
+        "dataset": dataset,
+        "queries": n_queries,
+        "pool_k": args.pool_k,
+        "max_passage_chars": args.max_passage_chars,
+        "loadavg": list(os.getloadavg()),
+        "rows": json.loads(table.to_json(orient="records")),
+        "best": json.loads(best.to_json(orient="records")),
+    }
+    print(f"wrote {atomic_write_json(ROOT / 'results' / 'bench' / 'rerank_modes.json', out)}")
+    print(f"best_ndcg10_delta={delta:.4f}")
     return 0
 
 

@@ -84,6 +84,11 @@ def test_stage_end_to_end(tmp_path):
     summary = json.loads(out["summary"].read_text())
     assert summary["model"] == "fake-reranker" and summary["main"]["fallback_rate"] == 0.0
     assert summary["stability"]["kendall_tau_mean"] == 1.0
+    # the plan printed before the first call is kept: 2 queries x 3 candidates in the main pass; the
+    # reversed pass asks the same yes/no questions, served by the cache
+    assert summary["plan"]["calls"] == 12 and summary["plan"]["fresh_calls"] == 6
+    assert summary["main"]["llm_seconds"] == summary["main"]["fresh_llm_seconds"] > 0
+    assert summary["main"]["budget_skipped"] == 0 and summary["pool_k"] == 3
     assert (dp.stage_dir("rerank") / "candidates.csv").exists()
 
 

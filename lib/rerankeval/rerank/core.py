@@ -26,21 +26,20 @@ from __future__ import annotations
 
 import math
 import random
-import sys
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 from pydantic import BaseModel
 
+from .. import progress as progress_mod
 from .. import runs as runs_mod
 from ..ioutil import sha256_text
 from ..settings import Settings, load_settings, redact
-from . import prompts, schemas
+from . import budget, prompts, schemas
 from .cache import LLMCache
 from .client import FORMATS, LLMCallError, LLMClient, Reply
 from .ledger import to_frame
@@ -50,6 +49,11 @@ MODES = ("listwise", "pointwise", "yesno")
 STABILITY = ("none", "reversed", "shuffled")
 VARIANT = "hybrid_rerank"
 CACHE_VERSION = 1
+# ledger columns this module adds to ledger.COLUMNS: the LLM seconds of the query's calls as first made
+# (cached replies keep theirs, so a warm run still shows what the stage costs), the LLM seconds spent in
+# this run (0 when served from the cache), and whether the budget skipped the query (fused order kept)
+EXTRA_LEDGER_COLUMNS = ["llm_seconds", "fresh_seconds", "budget_skipped"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class RerankConfig:
     content_retries: int = 1  # re-asks after an unreadable reply (transport retries are the client's)
     concurrency: int = 1  # queries reranked in parallel
     price_per_mtok: tuple[float, float] = (0.0, 0.0)  # USD per 1M (prompt, completion) tokens
+    max_calls: int = 0  # budget: LLM requests this run may send (cache hits are free); 0 = no limit
+    max_cost: float = 0.0  # budget: USD this run may spend at price_per_mtok; 0 = no limit
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -76,6 +82,10 @@ class RerankConfig:
             raise ValueError(f"need window >= 2 and 1 <= step <= window, got {self.window}/{self.step}")
         if self.batch_size < 1 or self.concurrency < 1 or self.content_retries < 0:
             raise ValueError("batch_size and concurrency must be >= 1, content_retries >= 0")
+        if self.max_calls < 0 or self.max_cost < 0:
+            raise ValueError(
+                f"max_calls and max_cost must be >= 0 (0 = no limit), got {self.max_calls}/{self.max_cost}"
+            )
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,8 @@ class CallStats:
     completion_tokens: int = 0
     saved_prompt_tokens: int = 0
     saved_completion_tokens: int = 0
+    llm_seconds: float = 0.0  # of every call as first made (a cached reply keeps its original latency)
+    fresh_seconds: float = 0.0  # of the calls sent in this run
     errors: list[str] = field(default_factory=list)
     format_level: int = 0
 
@@ -184,6 +196,27 @@ BREAKER_THRESHOLD = 8  # consecutive unreachable-endpoint failures before the re
 UNREACHABLE = frozenset({"APIConnectionError", "APITimeoutError"})
 
 
+@dataclass
+class CallSpec:
+    """One LLM call: the prompt, the reply schema and the candidates it is about."""
+
+    kind: str  # prompt template (see prompts.TEMPLATES)
+    messages: list[dict[str, str]]
+    strict: type[BaseModel] | None
+    schema_name: str
+    cands: list[Candidate]
+    texts: list[str]
+    max_tokens: int
+    top_logprobs: int
+
+    @property
+    def prompt(self) -> str:
+        return "\n".join(m["content"] for m in self.messages)
+
+
+Task = tuple[str, str, list[Candidate]]  # (qid, pass, pool in the order the LLM sees it)
+
+
 class Reranker:
     """Reranks candidate pools with one endpoint; use as a context manager (closes the HTTP client)."""
 
@@ -201,6 +234,7 @@ class Reranker:
         self.client = client or LLMClient(self.settings, max_connections=max(2, config.concurrency))
         self.model = self.client.model
         self.endpoint = self.settings.cache_endpoint
+        self.budget = budget.Budget(config.max_calls, config.max_cost)
         # circuit breaker: after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest
         # fall back without calling (a dead endpoint would otherwise cost every call its full retries)
         self._consecutive_unreachable = 0
@@ -216,92 +250,162 @@ class Reranker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- one LLM call, cached, with re-asks after unreadable replies --
-    def _call(
-        self,
-        stats: CallStats,
-        *,
-        kind: str,
-        messages: list[dict[str, str]],
-        strict: type[BaseModel] | None,
-        schema_name: str,
-        query: str,
-        cands: list[Candidate],
-        texts: list[str],
-        max_tokens: int,
-        top_logprobs: int,
-        read: Callable[[Reply], Any],
-    ) -> Any | None:
+    # -- the calls each mode makes --
+    def _yesno_spec(self, query: str, cand: Candidate, text: str) -> CallSpec:
         cfg = self.config
-        stats.llm_calls += 1
-        rf = schemas.response_format(strict, schema_name) if strict is not None else None
-        base = {
+        return CallSpec(
+            kind="yesno" if cfg.yesno_json else "yesno-plain",
+            messages=prompts.yesno(query, text, cfg.yesno_json),
+            strict=schemas.YesNoStrict if cfg.yesno_json else None,
+            schema_name="relevance_answer",
+            cands=[cand],
+            texts=[text],
+            max_tokens=12 if cfg.yesno_json else 1,
+            top_logprobs=cfg.top_logprobs,
+        )
+
+    def _pointwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
+        m = len(cands)
+        return CallSpec(
+            kind="pointwise",
+            messages=prompts.pointwise(query, texts),
+            strict=schemas.pointwise_model(m),
+            schema_name="pointwise_grades",
+            cands=cands,
+            texts=texts,
+            max_tokens=12 if m == 1 else 14 * m + 24,
+            top_logprobs=0,
+        )
+
+    def _listwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
+        m = len(cands)
+        return CallSpec(
+            kind="listwise",
+            messages=prompts.listwise(query, texts),
+            strict=schemas.listwise_model(m),
+            schema_name="listwise_ranking",
+            cands=cands,
+            texts=texts,
+            max_tokens=5 * m + 24,
+            top_logprobs=0,
+        )
+
+    def specs(self, query: str, pool: list[Candidate], texts: list[str]) -> list[CallSpec]:
+        """Every call one pool needs, in order. Listwise windows after the first are shown on the input
+        order (their real contents depend on the earlier windows' replies): good for estimates only."""
+        cfg = self.config
+        if cfg.mode == "yesno":
+            return [self._yesno_spec(query, c, t) for c, t in zip(pool, texts, strict=True)]
+        if cfg.mode == "pointwise":
+            starts = range(0, len(pool), cfg.batch_size)
+            return [
+                self._pointwise_spec(query, pool[s : s + cfg.batch_size], texts[s : s + cfg.batch_size]) for s in starts
+            ]
+        return [
+            self._listwise_spec(query, pool[s:e], texts[s:e])
+            for s, e in sliding_windows(len(pool), cfg.window, cfg.step)
+        ]
+
+    # -- one LLM call, cached, with re-asks after unreadable replies --
+    def _material(self, spec: CallSpec, query: str) -> dict[str, Any]:
+        """Everything the reply depends on: its cache key."""
+        return {
             "v": CACHE_VERSION,
             "model": self.model,
             "endpoint": self.endpoint,
-            "template": prompts.template_hash(kind),
-            "schema": schemas.schema_hash(strict),
+            "template": prompts.template_hash(spec.kind),
+            "schema": schemas.schema_hash(spec.strict),
             "gen": {
                 "temperature": 0,
-                "seed": cfg.seed,
-                "max_tokens": max_tokens,
-                "top_logprobs": top_logprobs,
+                "seed": self.config.seed,
+                "max_tokens": spec.max_tokens,
+                "top_logprobs": spec.top_logprobs,
             },
             "query": query,
-            "candidates": [[c.docid, sha256_text(t)] for c, t in zip(cands, texts, strict=True)],
+            "candidates": [[c.docid, sha256_text(t)] for c, t in zip(spec.cands, spec.texts, strict=True)],
         }
-        for attempt in range(cfg.content_retries + 1):
+
+    def _call(self, stats: CallStats, spec: CallSpec, query: str, read: Callable[[Reply], Any]) -> Any | None:
+        stats.llm_calls += 1
+        base = self._material(spec, query)
+        for attempt in range(self.config.content_retries + 1):
             material = base if attempt == 0 else {**base, "attempt": attempt}
             key = self.cache.key(material)
-            cached = self.cache.get(key)
-            if cached is not None:
-                try:
-                    reply = Reply.from_cache(cached)
-                except (TypeError, KeyError):
-                    reply = None
-            else:
-                reply = None
-            if reply is not None:
-                stats.cache_hits += 1
-                stats.saved_prompt_tokens += reply.prompt_tokens
-                stats.saved_completion_tokens += reply.completion_tokens
-            elif self._unreachable_class and self._consecutive_unreachable >= BREAKER_THRESHOLD:
-                stats.failed += 1
-                stats.error(self._unreachable_class)
-                return None
-            else:
-                try:
-                    reply = self.client.chat(
-                        messages,
-                        response_format=rf,
-                        max_tokens=max_tokens,
-                        seed=cfg.seed,
-                        top_logprobs=top_logprobs,
-                    )
-                except LLMCallError as exc:
-                    if exc.error_class in UNREACHABLE:
-                        self._consecutive_unreachable += 1
-                        self._unreachable_class = exc.error_class
-                    stats.requests += 1 + exc.retries
-                    stats.retries += exc.retries
-                    stats.failed += 1
-                    stats.error(exc.error_class)
+            reply = self._lookup(key, stats)
+            if reply is None:
+                reply = self._fetch(stats, spec, key, material)
+                if reply is None:
                     return None
-                self._consecutive_unreachable = 0
-                stats.requests += 1 + reply.retries
-                stats.retries += reply.retries
-                stats.prompt_tokens += reply.prompt_tokens
-                stats.completion_tokens += reply.completion_tokens
-                self.cache.put(key, material, reply.to_cache())
             stats.format_level = max(stats.format_level, FORMATS.index(reply.response_format))
             try:
                 return read(reply)
             except Unusable as exc:
                 stats.error(exc.error_class)
-                if attempt < cfg.content_retries:
+                if attempt < self.config.content_retries:
                     stats.retries += 1
         stats.failed += 1
         return None
+
+    def _lookup(self, key: str, stats: CallStats) -> Reply | None:
+        """The cached reply (counted with its original tokens and seconds), or None."""
+        cached = self.cache.get(key)
+        if cached is None:
+            return None
+        try:
+            reply = Reply.from_cache(cached)
+        except (TypeError, KeyError):
+            return None
+        stats.cache_hits += 1
+        stats.saved_prompt_tokens += reply.prompt_tokens
+        stats.saved_completion_tokens += reply.completion_tokens
+        stats.llm_seconds += float(cached.get("latency_s") or 0.0)
+        return reply
+
+    def _cost(self, prompt_tokens: float, completion_tokens: float) -> float:
+        price = self.config.price_per_mtok
+        return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
+
+    def _fetch(self, stats: CallStats, spec: CallSpec, key: str, material: dict[str, Any]) -> Reply | None:
+        """Send the call (if the breaker and the budget allow), cache and count the reply; None on failure."""
+        if self._unreachable_class and self._consecutive_unreachable >= BREAKER_THRESHOLD:
+            stats.failed += 1
+            stats.error(self._unreachable_class)
+            return None
+        est = self._cost(len(spec.prompt) / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS, spec.max_tokens)
+        if not self.budget.reserve(est):
+            stats.failed += 1
+            stats.error("BudgetExceeded")
+            return None
+        rf = schemas.response_format(spec.strict, spec.schema_name) if spec.strict is not None else None
+        try:
+            reply = self.client.chat(
+                spec.messages,
+                response_format=rf,
+                max_tokens=spec.max_tokens,
+                seed=self.config.seed,
+                top_logprobs=spec.top_logprobs,
+            )
+        except LLMCallError as exc:
+            self.budget.settle(est, 0.0)
+            if exc.error_class in UNREACHABLE:
+                self._consecutive_unreachable += 1
+                self._unreachable_class = exc.error_class
+            stats.requests += 1 + exc.retries
+            stats.retries += exc.retries
+            stats.failed += 1
+            stats.error(exc.error_class)
+            return None
+        self._consecutive_unreachable = 0
+        self.budget.settle(est, self._cost(reply.prompt_tokens, reply.completion_tokens))
+        stats.requests += 1 + reply.retries
+        stats.retries += reply.retries
+        stats.prompt_tokens += reply.prompt_tokens
+        stats.completion_tokens += reply.completion_tokens
+        seconds = round(reply.latency_s, 4)  # as stored: a cached re-run adds up the same figures
+        stats.llm_seconds += seconds
+        stats.fresh_seconds += seconds
+        self.cache.put(key, material, {**reply.to_cache(), "latency_s": seconds})
+        return reply
 
     # -- the modes: each returns LLM scores by presented index (None = not scored) and repair counts --
     def _listwise(self, query: str, pool: list[Candidate], texts: list[str], stats: CallStats):
@@ -313,25 +417,13 @@ class Reranker:
         for s, e in sliding_windows(n, cfg.window, cfg.step):
             sub = cur[s:e]
             m = len(sub)
-            strict = schemas.listwise_model(m)
 
-            def read(reply: Reply, m: int = m):
+            def read(reply: Reply):
                 obj, _ = parse(reply.content, schemas.ListwiseReply, array_key="ranking")
                 return obj.ranking
 
-            got = self._call(
-                stats,
-                kind="listwise",
-                messages=prompts.listwise(query, [texts[i] for i in sub]),
-                strict=strict,
-                schema_name="listwise_ranking",
-                query=query,
-                cands=[pool[i] for i in sub],
-                texts=[texts[i] for i in sub],
-                max_tokens=5 * m + 24,
-                top_logprobs=0,
-                read=read,
-            )
+            spec = self._listwise_spec(query, [pool[i] for i in sub], [texts[i] for i in sub])
+            got = self._call(stats, spec, query, read)
             if got is None:
                 continue
             perm, c = repair_order(got, m)
@@ -365,19 +457,8 @@ class Reranker:
                 obj, _ = parse(reply.content, schemas.PointwiseBatchReply, array_key="scores")
                 return [(it.id, it.score) for it in obj.scores]
 
-            got = self._call(
-                stats,
-                kind="pointwise",
-                messages=prompts.pointwise(query, [texts[i] for i in idx]),
-                strict=schemas.pointwise_model(m),
-                schema_name="pointwise_grades",
-                query=query,
-                cands=[pool[i] for i in idx],
-                texts=[texts[i] for i in idx],
-                max_tokens=12 if m == 1 else 14 * m + 24,
-                top_logprobs=0,
-                read=read,
-            )
+            spec = self._pointwise_spec(query, [pool[i] for i in idx], [texts[i] for i in idx])
+            got = self._call(stats, spec, query, read)
             if got is None:
                 continue
             vals, c = repair_scores(got, m)
@@ -387,26 +468,12 @@ class Reranker:
         return scores, counts
 
     def _yesno(self, query: str, pool: list[Candidate], texts: list[str], stats: CallStats):
-        cfg = self.config
-        kind = "yesno" if cfg.yesno_json else "yesno-plain"
+        json_reply = self.config.yesno_json
         scores: list[float | None] = [None] * len(pool)
-        counts = Counts()
         for i, (c, t) in enumerate(zip(pool, texts, strict=True)):
-            got = self._call(
-                stats,
-                kind=kind,
-                messages=prompts.yesno(query, t, cfg.yesno_json),
-                strict=schemas.YesNoStrict if cfg.yesno_json else None,
-                schema_name="relevance_answer",
-                query=query,
-                cands=[c],
-                texts=[t],
-                max_tokens=12 if cfg.yesno_json else 1,
-                top_logprobs=cfg.top_logprobs,
-                read=lambda r: yes_prob(r, cfg.yesno_json),
-            )
-            scores[i] = got  # a failed call leaves None: the candidate keeps its fused place (n_failed)
-        return scores, counts
+            # a failed call leaves None: the candidate keeps its fused place (n_failed)
+            scores[i] = self._call(stats, self._yesno_spec(query, c, t), query, lambda r: yes_prob(r, json_reply))
+        return scores, Counts()
 
     # -- one query --
     def rerank_query(self, qid: str, query: str, pool: list[Candidate], pass_name: str = "main") -> QueryResult:
@@ -416,11 +483,10 @@ class Reranker:
         stats = CallStats()
         texts = [prompts.clip(c.text, cfg.max_passage_chars) for c in pool]
         fused = sorted(pool, key=lambda c: c.fused_rank)
-        n = len(pool)
         counts = Counts()
         scores: list[float | None] | None = None
         try:
-            if n:
+            if pool:
                 fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno}[cfg.mode]
                 scores, counts = fn(query, pool, texts, stats)
         except Exception as exc:  # a bug must not lose the run: fall back, and say so in the ledger
@@ -428,20 +494,37 @@ class Reranker:
             scores = None
         if scores is not None and all(s is None for s in scores):
             scores = None
-        by_doc = {c.docid: s for c, s in zip(pool, scores or [None] * n, strict=True)}
+        by_doc = {c.docid: s for c, s in zip(pool, scores or [None] * len(pool), strict=True)}
         if scores is None:
             status = "fallback"
             order = [c.docid for c in fused]
         else:
             status = "repaired" if (counts.repaired or stats.failed) else "ok"
             order = self._final_order(pool, scores, fused)
-        cost = (stats.prompt_tokens * cfg.price_per_mtok[0] + stats.completion_tokens * cfg.price_per_mtok[1]) / 1e6
-        row = {
+        row = self._row(qid, pass_name, status, len(pool), counts, stats, time.perf_counter() - t0)
+        return QueryResult(qid, pass_name, order, by_doc, [c.docid for c in pool], row)
+
+    def skipped_query(self, qid: str, pool: list[Candidate], pass_name: str, reason: str) -> QueryResult:
+        """A query the budget skipped: fused order, no call, marked in the ledger."""
+        stats = CallStats()
+        stats.error(f"BudgetSkipped({reason})")
+        fused = sorted(pool, key=lambda c: c.fused_rank)
+        row = self._row(qid, pass_name, "fallback", len(pool), Counts(), stats, 0.0)
+        row["budget_skipped"] = True
+        return QueryResult(
+            qid, pass_name, [c.docid for c in fused], {c.docid: None for c in pool}, [c.docid for c in pool], row
+        )
+
+    def _row(
+        self, qid: str, pass_name: str, status: str, n: int, counts: Counts, stats: CallStats, seconds: float
+    ) -> dict[str, Any]:
+        """The query's ledger row (see :mod:`.ledger` and ``EXTRA_LEDGER_COLUMNS``)."""
+        return {
             "qid": qid,
             "pass": pass_name,
             "variant": VARIANT if pass_name == "main" else f"{VARIANT}@{pass_name}",
-            "mode": cfg.mode,
-            "alpha": cfg.alpha,
+            "mode": self.config.mode,
+            "alpha": self.config.alpha,
             "model": self.model,
             "status": status,
             "n_pool": n,
@@ -455,15 +538,17 @@ class Reranker:
             "cache_hits": stats.cache_hits,
             "cache_hit": bool(stats.llm_calls) and stats.cache_hits == stats.llm_calls,
             "requests": stats.requests,
-            "latency_s": round(time.perf_counter() - t0, 4),
+            "latency_s": round(seconds, 4),
             "prompt_tokens": stats.prompt_tokens,
             "completion_tokens": stats.completion_tokens,
             "saved_prompt_tokens": stats.saved_prompt_tokens,
             "saved_completion_tokens": stats.saved_completion_tokens,
-            "cost": cost,
+            "cost": self._cost(stats.prompt_tokens, stats.completion_tokens),
             "response_format": FORMATS[stats.format_level] if stats.llm_calls else "",
+            "llm_seconds": round(stats.llm_seconds, 4),
+            "fresh_seconds": round(stats.fresh_seconds, 4),
+            "budget_skipped": False,
         }
-        return QueryResult(qid, pass_name, order, by_doc, [c.docid for c in pool], row)
 
     def _final_order(self, pool: list[Candidate], scores: list[float | None], fused: list[Candidate]) -> list[str]:
         """Blend with the fused score and order; unscored candidates keep their fused positions."""
@@ -478,50 +563,103 @@ class Reranker:
         blended: list[float | None] = [(a * llm[i] + (1 - a) * fz[i]) if i in llm else None for i in range(len(fused))]
         return [fused[i].docid for i in order_by_scores(blended)]
 
+    # -- the estimate before any call --
+    def estimate(self, queries: Mapping[str, str], tasks: list[Task]) -> budget.Plan:
+        """Calls, cache hits, tokens, time and cost of ``tasks``; the budget's skips (see :mod:`.budget`)."""
+        cfg = self.config
+        local = (self.settings.endpoint_id or "").startswith("llama-server")
+        s_per_token, source = budget.measured_rate(self.cache.read_rates, self.endpoint, self.model, local)
+        per_task = []
+        planned: set[str] = set()  # keys an earlier task sends: cached by the time a later one asks
+        for qid, pass_name, pool in tasks:
+            texts = [prompts.clip(c.text, cfg.max_passage_chars) for c in pool]
+            per_task.append((qid, pass_name, self._estimate_calls(queries[qid], pool, texts, planned)))
+        return budget.plan(
+            per_task,
+            price=cfg.price_per_mtok,
+            max_calls=cfg.max_calls,
+            max_cost=cfg.max_cost,
+            s_per_token=s_per_token,
+            rate_source=source,
+        )
+
+    def _estimate_calls(
+        self, query: str, pool: list[Candidate], texts: list[str], planned: set[str]
+    ) -> list[budget.CallEstimate]:
+        out: list[budget.CallEstimate] = []
+        previous = ""
+        first_hit = None
+        for i, spec in enumerate(self.specs(query, pool, texts)):
+            later_window = self.config.mode == "listwise" and i > 0
+            if later_window:  # its contents depend on the first window's reply: cached together or not at all
+                hit = bool(first_hit)
+            else:
+                key = self.cache.key(self._material(spec, query))
+                hit = key in planned or self.cache.get(key) is not None
+                planned.add(key)
+            first_hit = hit if first_hit is None else first_hit
+            prompt = spec.prompt
+            new_chars = len(prompt) - budget.shared_prefix(previous, prompt)
+            previous = prompt
+            out.append(
+                budget.CallEstimate(
+                    hit=hit,
+                    prompt_tokens=len(prompt) / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS,
+                    processed_tokens=new_chars / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS / 2,
+                    completion_tokens=spec.max_tokens,
+                )
+            )
+        return out
+
     # -- many queries --
+    def tasks(self, pools: Mapping[str, list[Candidate]], stability: str = "none") -> list[Task]:
+        """All queries (sorted qid), main pass then the optional stability pass."""
+        if stability not in STABILITY:
+            raise ValueError(f"stability must be one of {STABILITY}, got {stability!r}")
+        tasks: list[Task] = [(qid, "main", pools[qid]) for qid in sorted(pools)]
+        if stability != "none":
+            tasks += [(qid, stability, perturb(pools[qid], stability, self.config.seed, qid)) for qid in sorted(pools)]
+        return tasks
+
     def rerank_pools(
         self,
         queries: Mapping[str, str],
         pools: Mapping[str, list[Candidate]],
         stability: str = "none",
         progress: bool = True,
+        plan: budget.Plan | None = None,
     ) -> list[QueryResult]:
-        """All queries (sorted qid), main pass then the optional stability pass, ``concurrency`` at a time.
+        """All tasks (see :meth:`tasks`), ``concurrency`` at a time; the ``plan``'s skipped ones are not sent.
 
         Results do not depend on the concurrency: each query is independent and outputs are assembled
         in a fixed order.
         """
-        if stability not in STABILITY:
-            raise ValueError(f"stability must be one of {STABILITY}, got {stability!r}")
-        tasks: list[tuple[str, str, list[Candidate]]] = []
-        for qid in sorted(pools):
-            tasks.append((qid, "main", pools[qid]))
-        if stability != "none":
-            for qid in sorted(pools):
-                tasks.append((qid, stability, perturb(pools[qid], stability, self.config.seed, qid)))
-        results: dict[tuple[str, str], QueryResult] = {}
-        bar = _progress(len(tasks), progress, f"rerank {self.config.mode}")
-        lock = threading.Lock()
+        tasks = self.tasks(pools, stability)
+        skipped = {(q, p) for q, p in (plan.skipped if plan else [])}
+        reason = plan.skip_reason if plan else ""
 
-        def work(t: tuple[str, str, list[Candidate]]) -> QueryResult:
+        def work(t: Task) -> QueryResult:
+            if (t[0], t[1]) in skipped:
+                return self.skipped_query(t[0], t[2], t[1], reason)
             return self.rerank_query(t[0], queries[t[0]], t[2], t[1])
 
-        try:
-            if self.config.concurrency == 1:
-                for t in tasks:
-                    results[(t[0], t[1])] = work(t)
-                    bar.update(1)
-            else:
-                with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="rerank") as ex:
-                    futs = {ex.submit(work, t): (t[0], t[1]) for t in tasks}
-                    for f in as_completed(futs):
-                        res = f.result()
-                        with lock:
-                            results[futs[f]] = res
-                        bar.update(1)
-        finally:
-            bar.close()
+        desc = f"rerank {self.config.mode}"
+        if self.config.concurrency == 1:
+            return [work(t) for t in _track(tasks, progress, desc)]
+        results: dict[tuple[str, str], QueryResult] = {}
+        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="rerank") as ex:
+            futs = {ex.submit(work, t): (t[0], t[1]) for t in tasks}
+            for f in _track(as_completed(futs), progress, desc, total=len(futs)):
+                results[futs[f]] = f.result()
         return [results[(t[0], t[1])] for t in tasks]
+
+    def record_rate(self, results: list[QueryResult], plan: budget.Plan) -> None:
+        """Keep this run's seconds per processed prompt token for the next run's estimate."""
+        fresh_s = sum(r.row["fresh_seconds"] for r in results)
+        sent = sum(r.row["requests"] for r in results)
+        if fresh_s > 0 and sent and plan.fresh_calls and plan.processed_tokens:
+            per_call_tokens = plan.processed_tokens / plan.fresh_calls
+            self.cache.record_rate(self.endpoint, self.model, fresh_s / (per_call_tokens * sent))
 
 
 def perturb(pool: list[Candidate], how: str, seed: int, qid: str) -> list[Candidate]:
@@ -532,20 +670,8 @@ def perturb(pool: list[Candidate], how: str, seed: int, qid: str) -> list[Candid
     return out
 
 
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress(total: int, enabled: bool, desc: str):
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm  # not tqdm.auto: the report's kernels have no ipywidgets
-
-    return tqdm(total=total, desc=desc, unit="query", mininterval=2.0, file=sys.stderr)
+def _track(items: Iterable[T], enabled: bool, desc: str, total: int | None = None) -> Iterable[T]:
+    return progress_mod.track(items, total=total, desc=desc, unit="query") if enabled else items
 
 
 # -- from run files to results --
@@ -558,6 +684,8 @@ class RerankResult:
     model: str
     config: RerankConfig
     wall_s: float
+    plan: dict[str, Any] | None = None  # budget.Plan.to_dict(): the estimate printed before the first call
+    pool_k: int | None = None  # candidates per query given to the LLM (the rest keep their fused order)
 
 
 def select_queries(fused: runs_mod.Run, queries: Mapping[str, str], max_queries: int = 0) -> list[str]:
@@ -594,62 +722,72 @@ def rerank_run(
     client: LLMClient | None = None,
     progress: bool = True,
 ) -> RerankResult:
-    """Rerank the top ``pool_k`` of ``fused`` for the selected queries; see the module docstring."""
+    """Rerank the top ``pool_k`` of ``fused`` for the selected queries; see the module docstring.
+
+    Before the first call it prints the plan (calls, cache hits, tokens, expected time and cost; with
+    ``progress``) and skips what the budget (``max_calls`` / ``max_cost``) does not allow.
+    """
     if pool_k < 1:
         raise ValueError(f"pool_k must be >= 1, got {pool_k}")
     t0 = time.perf_counter()
     qids = select_queries(fused, queries, max_queries)
     pools = build_pools(fused, texts, qids, pool_k)
     with Reranker(config, settings=settings, cache=cache, client=client) as rr:
-        results = rr.rerank_pools(queries, pools, stability=stability, progress=progress)
+        plan = rr.estimate(queries, rr.tasks(pools, stability))
+        if progress:
+            print(plan.message(priced=any(config.price_per_mtok)), flush=True)
+        results = rr.rerank_pools(queries, pools, stability=stability, progress=progress, plan=plan)
+        rr.record_rate(results, plan)
         model = rr.model
-    run: runs_mod.Run = {}
     main = {r.qid: r for r in results if r.pass_name == "main"}
+    run: runs_mod.Run = {}
     for q in qids:
         rest = [d for d, _ in runs_mod.ranked(fused[q])[pool_k:]]
         run[q] = {d: 1.0 / (i + 1) for i, d in enumerate(main[q].order + rest)}
-    cand_rows = []
+    return RerankResult(
+        run=run,
+        ledger=ledger_frame([r.row for r in results]),
+        candidates=candidates_frame(results, pools),
+        stability=stability_frame(results, qids, stability),
+        model=model,
+        config=config,
+        wall_s=time.perf_counter() - t0,
+        plan=plan.to_dict(),
+        pool_k=pool_k,
+    )
+
+
+def ledger_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The ledger's columns (:mod:`.ledger`) followed by ``EXTRA_LEDGER_COLUMNS``."""
+    df = to_frame(rows)
+    for col in EXTRA_LEDGER_COLUMNS:
+        df[col] = [r.get(col) for r in rows]
+    return df
+
+
+CANDIDATE_COLUMNS = ["qid", "pass", "docid", "fused_rank", "presented_rank", "llm_score", "final_rank"]
+
+
+def candidates_frame(results: list[QueryResult], pools: Mapping[str, list[Candidate]]) -> pd.DataFrame:
+    rows = []
     for r in results:
         fused_rank = {c.docid: c.fused_rank for c in pools[r.qid]}
         final = {d: i for i, d in enumerate(r.order)}
         for i, d in enumerate(r.presented):
-            cand_rows.append(
-                {
-                    "qid": r.qid,
-                    "pass": r.pass_name,
-                    "docid": d,
-                    "fused_rank": fused_rank[d] + 1,
-                    "presented_rank": i + 1,
-                    "llm_score": r.llm_scores.get(d),
-                    "final_rank": final[d] + 1,
-                }
-            )
-    stab = None
-    if stability != "none":
-        other = {r.qid: r for r in results if r.pass_name == stability}
-        stab = pd.DataFrame(
-            [
-                {
-                    "qid": q,
-                    "kendall_tau": kendall_tau(main[q].order, other[q].order),
-                    "top1_agree": bool(main[q].order[:1] == other[q].order[:1]),
-                }
-                for q in qids
-            ],
-            columns=["qid", "kendall_tau", "top1_agree"],
-        )
-    return RerankResult(
-        run=run,
-        ledger=to_frame([r.row for r in results]),
-        candidates=pd.DataFrame(
-            cand_rows,
-            columns=["qid", "pass", "docid", "fused_rank", "presented_rank", "llm_score", "final_rank"],
-        ),
-        stability=stab,
-        model=model,
-        config=config,
-        wall_s=time.perf_counter() - t0,
-    )
+            rows.append([r.qid, r.pass_name, d, fused_rank[d] + 1, i + 1, r.llm_scores.get(d), final[d] + 1])
+    return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+
+
+def stability_frame(results: list[QueryResult], qids: list[str], stability: str) -> pd.DataFrame | None:
+    """Per query: Kendall tau and top-1 agreement of the main pass and the stability pass."""
+    if stability == "none":
+        return None
+    main = {r.qid: r for r in results if r.pass_name == "main"}
+    other = {r.qid: r for r in results if r.pass_name == stability}
+    rows = [
+        [q, kendall_tau(main[q].order, other[q].order), bool(main[q].order[:1] == other[q].order[:1])] for q in qids
+    ]
+    return pd.DataFrame(rows, columns=["qid", "kendall_tau", "top1_agree"])
 
 
 def with_alpha(config: RerankConfig, alpha: float) -> RerankConfig:

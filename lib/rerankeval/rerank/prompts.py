@@ -1,7 +1,9 @@
 """Prompt templates for the three modes. Their hash is part of every cache key.
 
-The query comes before the passages so a server with prompt caching (llama-server does) reuses the
-shared prefix across the per-candidate calls of one query.
+Layout for prompt caching: what a query's calls share comes first (system message, instructions, query),
+then the passage(s), then a short reminder. llama-server keeps the last prompt's KV cache in its slot
+(``cache_prompt``, on by default), so a query's second and later calls only process the passage and the
+reminder (checked by ``bench/rerank.py`` from the server's ``timings.cache_n``).
 """
 
 from __future__ import annotations
@@ -26,32 +28,36 @@ LISTWISE_USER = (
 
 POINTWISE_SYSTEM = "You are a careful search relevance assessor."
 POINTWISE_USER_ONE = (
+    "How relevant is the passage below to the query, from 0 (unrelated) to 10 (it directly answers the query "
+    "or gives the evidence asked for)? "
+    'Reply only with JSON: {{"score": <integer 0-10>}}.\n\n'
     "Query: {query}\n\n"
     "Passage: {passage}\n\n"
-    "How relevant is the passage to the query, from 0 (unrelated) to 10 (it directly answers the query "
-    "or gives the evidence asked for)? "
-    'Reply only with JSON: {{"score": <integer 0-10>}}.'
+    "Grade (0-10):"
 )
 POINTWISE_USER_BATCH = (
+    "For each of the passages below, how relevant is it to the query, from 0 (unrelated) to 10 (it "
+    "directly answers the query or gives the evidence asked for)? Grade every passage exactly once. "
+    'Reply only with JSON: {{"scores": [{{"id": <passage number>, "score": <integer 0-10>}}, ...]}}.\n\n'
     "Query: {query}\n\n"
     "{passages}\n\n"
-    "For each of the {n} passages above, how relevant is it to the query, from 0 (unrelated) to 10 (it "
-    "directly answers the query or gives the evidence asked for)? Grade every passage exactly once. "
-    'Reply only with JSON: {{"scores": [{{"id": <passage number>, "score": <integer 0-10>}}, ...]}}.'
+    "Grades for the {n} passages (0-10):"
 )
 
 YESNO_SYSTEM = "You are a careful search relevance assessor."
 YESNO_USER_JSON = (
+    "Is the passage relevant to the query: does it answer the query or give evidence about it? "
+    'Reply only with JSON: {{"relevant": "yes"}} or {{"relevant": "no"}}.\n\n'
     "Query: {query}\n\n"
     "Passage: {passage}\n\n"
-    "Is the passage relevant to the query: does it answer the query or give evidence about it? "
-    'Reply only with JSON: {{"relevant": "yes"}} or {{"relevant": "no"}}.'
+    "Relevant (yes or no)?"
 )
 YESNO_USER_PLAIN = (
+    "Is the passage relevant to the query: does it answer the query or give evidence about it? "
+    "Answer with one word, yes or no.\n\n"
     "Query: {query}\n\n"
     "Passage: {passage}\n\n"
-    "Is the passage relevant to the query: does it answer the query or give evidence about it? "
-    "Answer with one word, yes or no."
+    "Relevant (yes or no)?"
 )
 
 TEMPLATES = {

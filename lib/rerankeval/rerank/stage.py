@@ -4,7 +4,8 @@ Reads (stages 01 and 03): ``dp.run_file("hybrid")``, ``dp.chunk_run_file("hybrid
 chunk of each unit), ``dp.chunks``, ``dp.queries``.
 Writes: ``dp.run_file("hybrid_rerank")``, ``dp.ledger`` and, under ``dp.stage_dir("rerank")``,
 ``candidates.csv`` (LLM score and ranks per candidate), ``stability.csv`` (when a stability pass ran) and
-``summary.json`` (model, endpoint kind, mode, parameters, rates) for the analysis and the report.
+``summary.json`` (model, endpoint kind, mode, parameters, rates, the plan printed before the first call,
+original vs this run's LLM seconds) for the analysis and the report.
 """
 
 from __future__ import annotations
@@ -72,9 +73,17 @@ def summary_dict(result: RerankResult, settings: Settings | None = None) -> dict
         "model": result.model,
         "endpoint": endpoint_kind(settings),
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(result.config).items()},
+        "pool_k": result.pool_k,  # checked against the analysis's pool_k (funnel.recorded_pool_k)
         "wall_s": round(result.wall_s, 2),
         "main": summarize(result.ledger, "main"),
+        "plan": result.plan,
     }
+    main = result.ledger[result.ledger["pass"] == "main"] if len(result.ledger) else result.ledger
+    if "llm_seconds" in main:
+        # what the LLM stage costs (cached replies count their original seconds) vs what this run spent
+        s["main"]["llm_seconds"] = round(float(main["llm_seconds"].sum()), 2)
+        s["main"]["fresh_llm_seconds"] = round(float(main["fresh_seconds"].sum()), 2)
+        s["main"]["budget_skipped"] = int(main["budget_skipped"].astype(bool).sum())
     if result.stability is not None and len(result.stability):
         s["stability"] = {
             "kendall_tau_mean": float(result.stability["kendall_tau"].mean()),

@@ -1,0 +1,156 @@
+"""No cost surprises: what a rerank run will cost before it calls the LLM, and a budget that stops it.
+
+:func:`plan` walks every call the run needs, looks each up in the reply cache, and estimates for the
+misses the prompt tokens, the tokens the server must process (a prompt's head shared with the previous call
+of the same query is served from llama-server's prompt cache), the cost at the price table and the time
+at the endpoint's measured rate (recorded by the previous run, see :func:`measured_rate`). With
+``max_calls`` / ``max_cost`` set, the queries whose fresh calls would pass the budget are skipped before
+anything is sent: they keep their fused order and the ledger marks them (``budget_skipped``).
+:class:`Budget` also holds the limits while the run goes (a listwise run's later windows can miss the
+cache where the plan expected hits): a call past the budget is refused and counted as failed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CHARS_PER_TOKEN = 4.0  # rough BPE average for estimates before any reply is cached; the ledger has real counts
+TEMPLATE_TOKENS = 12  # chat-template tokens around the messages
+LOCAL_TOKENS_PER_S = 250.0  # assumed prompt rate of the local llama-server until a run measured it (bench/rerank.py)
+
+
+class Budget:
+    """Thread-safe counters of fresh calls and cost against ``max_calls`` / ``max_cost`` (0 = no limit)."""
+
+    def __init__(self, max_calls: int = 0, max_cost: float = 0.0):
+        self.max_calls, self.max_cost = int(max_calls), float(max_cost)
+        self.calls, self.cost = 0, 0.0
+        self._lock = threading.Lock()
+
+    def reserve(self, est_cost: float) -> bool:
+        """Reserve one call costing about ``est_cost``; False when it would pass a limit."""
+        with self._lock:
+            if self.max_calls and self.calls + 1 > self.max_calls:
+                return False
+            if self.max_cost and self.cost + est_cost > self.max_cost:
+                return False
+            self.calls += 1
+            self.cost += est_cost
+            return True
+
+    def settle(self, est_cost: float, cost: float) -> None:
+        """Replace a reserved call's estimate by its real cost."""
+        with self._lock:
+            self.cost += cost - est_cost
+
+
+@dataclass
+class CallEstimate:
+    """One call the run needs: cached or not, and for a miss its estimated tokens."""
+
+    hit: bool
+    prompt_tokens: float = 0.0
+    processed_tokens: float = 0.0  # prompt tokens the server must process after its prefix cache
+    completion_tokens: float = 0.0
+
+
+@dataclass
+class Plan:
+    """What the run will do, printed before the first call and kept in the stage summary."""
+
+    queries: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+    fresh_calls: int = 0
+    prompt_tokens: int = 0
+    processed_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    expected_s: float | None = None
+    rate_source: str = ""
+    skipped: list[list[str]] = field(default_factory=list)  # [qid, pass] of tasks the budget skips
+    skip_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def message(self, priced: bool) -> str:
+        hit = self.cache_hits / self.calls if self.calls else 0.0
+        eta = "unknown" if self.expected_s is None else f"~{self.expected_s:,.0f} s"
+        text = (
+            f"Plan: {self.queries} queries, {self.calls:,} LLM calls, {self.cache_hits:,} from the cache "
+            f"({hit:.0%}); {self.fresh_calls:,} to send, ~{self.prompt_tokens:,} prompt tokens "
+            f"(~{self.processed_tokens:,} to process after prefix caching); expected time {eta} ({self.rate_source})"
+        )
+        if priced:
+            text += f"; expected cost ${self.cost_usd:.4f}"
+        if self.skipped:
+            text += (
+                f". Budget: {len(self.skipped)} queries skipped ({self.skip_reason}); they keep the fused order "
+                "and are marked budget_skipped in the ledger"
+            )
+        return text + "."
+
+
+def shared_prefix(a: str, b: str) -> int:
+    """Length of the common head of two prompts (what a one-slot prompt cache re-uses)."""
+    return len(os.path.commonprefix([a, b]))
+
+
+def plan(
+    tasks: Sequence[tuple[str, str, list[CallEstimate]]],
+    *,
+    price: tuple[float, float],
+    max_calls: int,
+    max_cost: float,
+    s_per_token: float | None,
+    rate_source: str,
+) -> Plan:
+    """Totals over ``tasks`` ((qid, pass, call estimates) in run order), skipping what the budget forbids.
+
+    Tasks are admitted in order while their fresh calls and cost fit; the first one that does not, and
+    every later one, is skipped (a run stops, it does not cherry-pick cheap queries).
+    """
+    p = Plan(rate_source=rate_source)
+    calls_used, cost_used, stopped = 0, 0.0, False
+    processed = 0.0
+    for qid, pass_name, calls in tasks:
+        fresh = [c for c in calls if not c.hit]
+        cost = sum(c.prompt_tokens * price[0] + c.completion_tokens * price[1] for c in fresh) / 1e6
+        over_calls = bool(max_calls) and calls_used + len(fresh) > max_calls
+        over_cost = bool(max_cost) and cost_used + cost > max_cost
+        if fresh and (stopped or over_calls or over_cost):
+            stopped = True
+            p.skipped.append([qid, pass_name])
+            p.skip_reason = p.skip_reason or (f"max_calls={max_calls}" if over_calls else f"max_cost=${max_cost:g}")
+            continue
+        calls_used += len(fresh)
+        cost_used += cost
+        p.queries += 1
+        p.calls += len(calls)
+        p.cache_hits += len(calls) - len(fresh)
+        p.fresh_calls += len(fresh)
+        p.prompt_tokens += round(sum(c.prompt_tokens for c in fresh))
+        processed += sum(c.processed_tokens for c in fresh)
+        p.completion_tokens += round(sum(c.completion_tokens for c in fresh))
+    p.processed_tokens = round(processed)
+    p.cost_usd = cost_used
+    p.expected_s = processed * s_per_token if s_per_token is not None else None
+    return p
+
+
+def measured_rate(
+    read: Callable[[], dict[str, Any] | None], endpoint: str, model: str, local: bool
+) -> tuple[float | None, str]:
+    """(seconds per processed prompt token, where it comes from) for this endpoint and model."""
+    rec = (read() or {}).get(f"{endpoint}|{model}")
+    s = float(rec.get("s_per_token") or 0) if isinstance(rec, dict) else 0.0
+    if s > 0:
+        return s, f"rate measured by the last run: {1 / s:,.0f} processed tokens/s"
+    if local:
+        return 1 / LOCAL_TOKENS_PER_S, f"assumed {LOCAL_TOKENS_PER_S:.0f} tokens/s until a run measures it"
+    return None, "no rate measured yet for this endpoint"
