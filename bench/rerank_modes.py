@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                         "better": better,
                         "worse": worse,
                         "fallback_rate": s["fallback_rate"],
-                        "repair_rate": s["repair_rate"],
+                        "repaired_rate": s["repaired_rate"],
                         "calls_per_query": s["calls_per_query"],
                         "seconds_per_query": t.get("seconds_per_query"),
                         "llm_auc": signal,

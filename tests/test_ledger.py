@@ -149,7 +149,7 @@ def test_one_repaired_rate_for_both_summaries():
     led = L.to_frame(rows)
     stage = L.summarize(led, "main")
     table = L.ledger_summary(led).iloc[0]
-    assert stage["repaired_rate"] == table.repaired_rate == 0.5 and stage["repair_rate"] == 0.5
+    assert stage["repaired_rate"] == table.repaired_rate == 0.5
     assert stage["fallback_rate"] == table.fallback_rate == 0.25
 
 

@@ -16,7 +16,6 @@ from .budget import Budget, Plan
 from .cache import LLMCache
 from .client import LLMCallError, LLMClient, Reply
 from .core import (
-    EXTRA_LEDGER_COLUMNS,
     MODES,
     STABILITY,
     Candidate,
@@ -31,18 +30,15 @@ from .core import (
     sliding_windows,
     yes_prob,
 )
-from .ledger import COLUMNS as _LEDGER_BASE
+from .ledger import COLUMNS as LEDGER_COLUMNS
 from .ledger import read_ledger, summarize, write_ledger
 from .repair import Unusable, order_by_scores, parse, repair_order, repair_scores
 from .stage import VARIANT, endpoint_kind, load_inputs, summary_dict, write_outputs
-
-LEDGER_COLUMNS = [*_LEDGER_BASE, *EXTRA_LEDGER_COLUMNS]  # what write_outputs writes
 
 __all__ = [
     "LEDGER_COLUMNS",
     "MODES",
     "Budget",
-    "EXTRA_LEDGER_COLUMNS",
     "Plan",
     "STABILITY",
     "VARIANT",

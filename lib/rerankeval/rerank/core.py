@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -38,6 +38,7 @@ from pydantic import BaseModel
 from .. import progress as progress_mod
 from .. import runs as runs_mod
 from ..ioutil import sha256_text
+from ..names import HYBRID_RERANK
 from ..settings import Settings, load_settings, redact
 from . import budget, prompts, schemas
 from .cache import LLMCache
@@ -47,12 +48,8 @@ from .repair import Counts, Unusable, order_by_scores, parse, repair_order, repa
 
 MODES = ("listwise", "pointwise", "yesno")
 STABILITY = ("none", "reversed", "shuffled")
-VARIANT = "hybrid_rerank"
+VARIANT = HYBRID_RERANK
 CACHE_VERSION = 1
-# ledger columns this module adds to ledger.COLUMNS: the LLM seconds of the query's calls as first made
-# (cached replies keep theirs, so a warm run still shows what the stage costs), the LLM seconds spent in
-# this run (0 when served from the cache), and whether the budget skipped the query (fused order kept)
-EXTRA_LEDGER_COLUMNS = ["llm_seconds", "fresh_seconds", "budget_skipped"]
 T = TypeVar("T")
 
 
@@ -758,11 +755,8 @@ def rerank_run(
 
 
 def ledger_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The ledger's columns (:mod:`.ledger`) followed by ``EXTRA_LEDGER_COLUMNS``."""
-    df = to_frame(rows)
-    for col in EXTRA_LEDGER_COLUMNS:
-        df[col] = [r.get(col) for r in rows]
-    return df
+    """The ledger (:data:`.ledger.COLUMNS`) of these rows."""
+    return to_frame(rows)
 
 
 CANDIDATE_COLUMNS = ["qid", "pass", "docid", "fused_rank", "presented_rank", "llm_score", "final_rank"]
@@ -789,6 +783,3 @@ def stability_frame(results: list[QueryResult], qids: list[str], stability: str)
     ]
     return pd.DataFrame(rows, columns=["qid", "kendall_tau", "top1_agree"])
 
-
-def with_alpha(config: RerankConfig, alpha: float) -> RerankConfig:
-    return replace(config, alpha=alpha)

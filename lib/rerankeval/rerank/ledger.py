@@ -61,6 +61,12 @@ COLUMNS = [
     "saved_completion_tokens",
     "cost",
     "response_format",
+    # the LLM seconds of the query's calls as first made (cached replies keep theirs, so a warm run still shows
+    # what the stage costs), the LLM seconds spent in this run (0 when served from the cache), and whether the
+    # budget (max_calls / max_cost) skipped the query (its fused order kept)
+    "llm_seconds",
+    "fresh_seconds",
+    "budget_skipped",
 ]
 STATUSES = ("ok", "repaired", "fallback")
 
@@ -87,7 +93,6 @@ def summarize(df: pd.DataFrame, pass_name: str | None = "main") -> dict[str, Any
     """Rates and totals for one pass (or all rows with ``pass_name=None``).
 
     ``fallback_rate`` and ``repaired_rate`` are shares of the pass's queries, as in :func:`ledger_summary`;
-    ``repair_rate`` is the same number under its old name (notebook 04 and ``bench/rerank_modes.py`` read it).
     """
     d = df if pass_name is None else df[df["pass"] == pass_name]
     n = len(d)
@@ -100,7 +105,6 @@ def summarize(df: pd.DataFrame, pass_name: str | None = "main") -> dict[str, Any
         **counts,
         "fallback_rate": int(status.map(is_fallback).sum()) / n if n else 0.0,
         "repaired_rate": repaired / n if n else 0.0,
-        "repair_rate": repaired / n if n else 0.0,
         "llm_calls": calls,
         "cache_hits": int(d["cache_hits"].sum()) if n else 0,
         "requests": int(d["requests"].sum()) if n else 0,
@@ -178,7 +182,7 @@ def _numeric_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(
         _fresh=fresh,
         _tok=fresh + col("saved_prompt_tokens") + col("saved_completion_tokens"),
-        _lat=col("latency_s"),
+        _lat=col("llm_seconds") if "llm_seconds" in df else col("latency_s"),  # what the LLM calls cost
         _cost=col("cost"),
         _ret=col("retries"),
         _rep=col("n_invalid") + col("n_duplicate") + col("n_missing"),

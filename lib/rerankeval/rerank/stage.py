@@ -17,12 +17,13 @@ from typing import Any
 from .. import corpus, runs
 from ..corpus import StageMissing
 from ..ioutil import atomic_write_json, atomic_write_text
+from ..names import HYBRID
 from ..paths import DatasetPaths
 from ..settings import Settings
 from .core import VARIANT, RerankResult
 from .ledger import summarize, write_ledger
 
-SOURCE_VARIANT = "hybrid"
+SOURCE_VARIANT = HYBRID
 
 
 def load_inputs(
