@@ -3,7 +3,8 @@
 For each dataset: stage 01 (``extract.build_corpus``), stage 02 (``index.build_indexes``, cold/warm
 timing printed), stage 03 (every variant written to ``dp.run_file``/``dp.chunk_run_file``), then
 nDCG@10 and Recall@100 computed by ir_measures from the written unit-level run files. Targets on
-SciFact test (field notes): bm25 >= .680, vector .645 +- .005 with R@100 >= .92, hybrid >= .710.
+SciFact test (published figures, ../shared/data/README.md): bm25 >= .680, vector .645 +- .005 with
+R@100 >= .92, hybrid >= .710.
 Skips with a message when ../shared/data is absent.
 
     python bench/retrieval_quality.py [--datasets scifact cranfield] [--leg-k 100] [--pool-k 100]

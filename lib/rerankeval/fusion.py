@@ -1,4 +1,4 @@
-"""Client-side rank fusion: Reciprocal Rank Fusion.
+"""Client-side rank fusion: Reciprocal Rank Fusion (conventions: ``docs/CONVENTIONS.md#rrf``).
 
 RRF (Cormack, Clarke and Buettcher, "Reciprocal rank fusion outperforms Condorcet and individual rank
 learning methods", SIGIR 2009, pp. 758-759)::

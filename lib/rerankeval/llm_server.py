@@ -42,7 +42,7 @@ from .settings import DEFAULT_LLAMA_THREADS, Settings, load_settings, redact, sc
 SETUP_SCRIPT = ROOT / "scripts" / "llama_setup.sh"
 LOCAL_API_KEY = "sk-local-llama-server"  # llama-server is started without --api-key; any value works
 DEFAULT_CTX = 8192
-DEFAULT_PARALLEL = 1  # field notes: 2 slots on 2 cores are no faster, and 1 slot keeps replies deterministic
+DEFAULT_PARALLEL = 1  # docs/CONVENTIONS.md#local-llm: 2 slots on 2 cores are no faster; 1 keeps replies deterministic
 CHECK_TIMEOUT = 10.0  # seconds check_endpoint waits for a configured endpoint to answer
 # threads: Settings.llama_threads (RERANKEVAL_LLAMA_THREADS, default 2 on the 2-core reference machine); when
 # other processes load the CPU, 1 thread was 2.4x faster here (1.3 vs 3.1 s per yes/no call): llama.cpp's

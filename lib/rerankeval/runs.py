@@ -1,4 +1,4 @@
-"""The one run type and its TREC file format.
+"""The one run type and its TREC file format (conventions: ``docs/CONVENTIONS.md#ties``).
 
 A run is ``dict[qid, dict[docid, score]]`` (as in BEIR, ranx and ir_measures). Inside a query the
 dict's insertion order is the intended ranking; :func:`ranked` gives it back for any run.
