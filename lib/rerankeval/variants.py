@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from .fusion import RRF_K, rrf
 from .names import BM25, CROSS_ENCODER, HYBRID, HYBRID_RERANK, QDRANT_HYBRID, VECTOR
+from .names import LEGS as LEGS  # re-exported: the registry is where callers look for names
+from .names import REPORT_ORDER as REPORT_ORDER
 from .runs import Run, best_chunks, to_units
 
 if TYPE_CHECKING:
