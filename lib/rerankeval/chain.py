@@ -302,7 +302,6 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     if out.exists():
         _redact_file(out)
         report.render_notebook_html(out, html)
-    interrupt.in_notebook = False
     print(f"[chain] {nb.name} {status.upper() if status != 'ok' else 'ok'} in {seconds:.1f} s", flush=True)
     return {"name": nb.stem, "href": html.name, "status": status, "seconds": round(seconds, 1), "error": error,
             "rerun": True, "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
@@ -376,6 +375,7 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
             env = start_endpoint(stack, allow_fallback)
         for nb in nbs:
             pages.append(run_notebook(nb, dp, params, kernel, env, interrupt))
+            interrupt.in_notebook = False  # only now: a Ctrl-C while its page is rendered must not lose it
             if pages[-1]["status"] != "ok" or interrupt.hit:
                 break
             if _needs_llm(nb) and not allow_fallback:
