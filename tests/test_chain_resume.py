@@ -113,7 +113,10 @@ def test_ctrl_c_stops_with_130_updates_the_index_and_a_rerun_resumes(tmp_path, t
     assert len(msg) == 1 and "finished: 01-extract-corpus" in msg[0] and "index.html" in msg[0], stderr[-3000:]
     rows = index_rows(out / "report" / "index.html")
     assert " ok " in rows["01-extract-corpus.html"] and "earlier run" not in rows["01-extract-corpus.html"]
-    assert all(" ok " not in row for name, row in rows.items() if not name.startswith("01"))
+    # warm caches can finish 02 within the delay: then the Ctrl-C lands in 03; what is ok is what finished
+    finished = msg[0].split("finished: ")[1].split(";")[0].split(", ")
+    assert len(finished) < len(rows)
+    assert {name for name, row in rows.items() if " ok " in row} == {f"{n}.html" for n in finished}
 
     again = subprocess.run(chain_cmd(tiny_pdf, "--only", "01", "--only", "02"), env=env, capture_output=True,
                            text=True, timeout=900)
