@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # the analysis imports the reranker's package (openai): load 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:"
 CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
 HEADLINE = verdict.HEADLINE
-LEDGER_COLUMNS = ("fallback_rate", "tokens_per_query", "seconds_per_query")
 HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback changes what a row measures
 COST_COLUMNS = ("tokens_per_query", "fresh_tokens_per_query", "cost_per_query", "retrieval_seconds_per_query",
                 "llm_seconds_per_query", "seconds_per_query")
