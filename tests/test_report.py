@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -12,6 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from rerankeval import analyse, htmlsafe, report, verdict
 from rerankeval.ioutil import atomic_write_json
+from rerankeval.paths import ROOT as PROJECT
 from rerankeval.paths import resolve_dataset
 
 EVIL = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
@@ -289,3 +291,81 @@ def test_diff_view_escapes_everything():
     assert "<script>" not in html and "<img" not in html and "&lt;img src=x onerror" in html
     assert html.count('class="gold"') == 2 and "gold not in either top 5" in html
     assert "q&lt;1&gt;" in html and "u&lt;1&gt;" in html
+
+
+# --------------------------------------------------------------------------- issue 10 point 4: a shareable report
+def test_column_labels_are_for_people():
+    assert report.column_label("diff_ci_low") == "difference, 95% CI low"
+    assert report.column_label("ndcg@10_ci_high") == "nDCG@10, 95% CI high"
+    assert report.column_label("fresh_tokens_per_query") == "new (uncached) tokens per query"
+    assert report.column_label("recall@20") == "Recall@20"
+    assert report.column_label("some_new_column") == "some new column"
+    shown = report.labelled(_comparisons().set_index(["a", "b"]))
+    assert list(shown.index.names) == ["variant a", "variant b"]
+    assert "difference, 95% CI low" in shown.columns and "diff_ci_low" not in shown.columns
+
+
+def _index_with_figures(dp, metrics):
+    dp.root.mkdir(parents=True, exist_ok=True)
+    metrics.to_csv(dp.metrics_csv, index=False)
+    dp.figures_dir.mkdir(parents=True)
+    png = base64.b64decode(_png_b64())
+    for name in ("01-chunk-lengths", "02-bm25-lengths", "03-variants", "05-quality-cost", "05-funnel",
+                 "05-rank-heatmap", "05-metric-bars"):
+        (dp.figures_dir / f"{name}.png").write_bytes(png)
+    return report.write_index(dp, []).read_text()
+
+
+def test_index_leads_with_answers_and_labels_its_columns(dp):
+    m = _metrics().assign(fresh_tokens_per_query=[None, None, 300.0])
+    text = _index_with_figures(dp, m)
+    order = [text.index(f'alt="{n}"') for n in ("05-metric-bars", "05-rank-heatmap", "05-funnel", "05-quality-cost",
+                                                  "03-variants", "01-chunk-lengths", "02-bm25-lengths")]
+    assert order == sorted(order), "the figures that answer the question must come first, the corpus ones last"
+    assert text.index("Appendix") < text.index('alt="01-chunk-lengths"')
+    assert text.index("Appendix") > text.index('alt="03-variants"')
+    for raw in ("fresh_tokens_per_query", "tokens_per_query", "seconds_per_query", "fallback_rate", "_ci_low"):
+        assert raw not in text, f"raw column name {raw!r} shown on the index"
+    assert "new (uncached) tokens per query" in text and "fallback rate" in text
+    headline = re.search(r'<table class="headline">.*?</table>', text, re.S).group(0)
+    assert "1,200" not in headline and "5.0%" in headline  # tokens in the cost table, fallback in the headline
+    assert re.search(r"0\.740<br><span class=\"ci\">\[0\.690, 0\.790\]</span>", headline)
+
+
+def test_index_shows_no_absolute_path(dp, tmp_path):
+    atomic_write_json(dp.manifest, {"results": str(dp.root), "dataset": str(dp.source),
+                                    "cache": str(Path.home() / ".cache" / "x"), "root": str(PROJECT / "data" / "y")})
+    text = _index_with_figures(dp, _metrics())
+    no_data = re.sub(r"data:[^\"']+", "", text)
+    assert str(tmp_path) not in no_data and str(PROJECT) not in no_data and f"{Path.home()}/" not in no_data
+    assert "from results/ds" in text
+    assert '&#34;results&#34;: &#34;results/ds&#34;' in text and '&#34;dataset&#34;: &#34;ds&#34;' in text
+    assert "~/.cache/x" in text and "data/y" in text
+
+
+def test_relative_paths_closed_form(monkeypatch, tmp_path):
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "res"))
+    home = Path.home()
+    text = (f'a {PROJECT}/data/x "{PROJECT}" {tmp_path}/res/ds/m.csv {home}/.cache/r {PROJECT}2/z '
+            f'{tmp_path}/src/ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp')
+    assert report.relative_paths(text, [(tmp_path / "src" / "ds", "ds")]) == (
+        f'a data/x "." results/ds/m.csv ~/.cache/r {PROJECT}2/z ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp'
+    )
+
+
+def test_notebook_page_shows_no_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    src = tmp_path / "src" / "mine"
+    printed = f"wrote {tmp_path}/results/mine/metrics.csv; corpus {src}/a.pdf; venv {Path.home()}/v; {PROJECT}/x\n"
+    nb = new_notebook(
+        cells=[
+            new_code_cell(f'dataset = "{src}"', metadata={"tags": ["injected-parameters"]}),
+            new_code_cell("print()", outputs=[new_output("stream", name="stdout", text=printed)]),
+        ],
+        metadata={"papermill": {"parameters": {"dataset": str(src)}}},
+    )
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    text = report.render_notebook_html(tmp_path / "nb.ipynb", tmp_path / "nb.html").read_text()
+    assert str(tmp_path) not in text and str(PROJECT) not in text and f"{Path.home()}/" not in text
+    assert "wrote results/mine/metrics.csv; corpus mine/a.pdf; venv ~/v; x" in text
+    assert re.search(r'>(&quot;|")mine(&quot;|")<', text)  # the injected parameter names the dataset, not its folder

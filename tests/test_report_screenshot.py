@@ -2,7 +2,8 @@
 
 Fails on a blank or broken page (a screenshot that is mostly one colour, expected text missing from the
 DOM) and checks that ``<script>``/``<img onerror>`` strings planted in the data did not execute (they would
-set ``document.title`` to PWNED). Skips with a message when chromium is not installed.
+set ``document.title`` to PWNED). Issue 10 point 4: at 1280 px the index's headline table does not run off the
+page, and no page shows an absolute path of this machine. Skips with a message when chromium is not installed.
 
 ``make_fake_dataset`` is also the fixture the analysis notebook is developed on.
 """
@@ -342,6 +343,71 @@ def test_page_renders_and_scripts_do_not_run(rendered, which):
     png = _screenshot(exe, url, tmp / f"{which}.png", profile)
     share = _dominant_share(png)
     assert share < 0.97, f"{which} page looks blank: {share:.0%} of the screenshot is one colour"
+
+
+MEASURE = """<script>
+const t = document.querySelector("main table"), m = document.querySelector("main"), e = document.documentElement;
+const right = m.getBoundingClientRect().right - parseFloat(getComputedStyle(m).paddingRight);
+document.title = "MEASURE " + JSON.stringify({inner: innerWidth, page_client: e.clientWidth, page_scroll: e.scrollWidth,
+  table_right: t.getBoundingClientRect().right, content_right: right, table_scroll: t.scrollWidth,
+  table_client: t.clientWidth});
+</script>"""
+
+
+def _layout(exe: str, index: Path, tmp: Path) -> dict:
+    """Layout figures of the index at 1280 px. The page's policy forbids scripts, so a copy without the policy
+    gets a measuring script (the layout is the same) and reports through ``document.title``."""
+    import json
+
+    from rerankeval import report
+
+    probe = index.with_name("layout-probe.html")
+    text = index.read_text(encoding="utf-8").replace(report.CSP_META, "")
+    probe.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    try:
+        dom = _dump_dom(exe, probe.resolve().as_uri(), tmp / "profile-layout")
+    finally:
+        probe.unlink()
+    title = re.search(r"<title>MEASURE (\{.*?\})</title>", dom)
+    assert title, "the measuring script did not run"
+    return json.loads(title.group(1).replace("&quot;", '"'))
+
+
+@pytest.mark.slow
+def test_headline_table_fits_a_laptop_screen(rendered):
+    dp, index, page, tmp = rendered
+    m = _layout(_chromium(), index, tmp)
+    assert m["inner"] == 1280, f"the window is not 1280 px wide: {m}"
+    assert m["page_scroll"] <= m["page_client"], f"the index scrolls sideways at 1280 px: {m}"
+    assert m["table_scroll"] <= m["table_client"] + 1 and m["table_right"] <= m["content_right"] + 1, (
+        f"the headline table runs off the right edge at 1280 px: {m}"
+    )
+
+
+def _absolute_paths(text: str, roots: list[Path]) -> list[str]:
+    """Occurrences of any of ``roots`` (as a path, not inside a longer name) outside embedded data: URLs."""
+    text = re.sub(r"data:[^\"')\s]+", "", text)
+    found = []
+    for r in roots:
+        found += re.findall(r"(?<![\w.])" + re.escape(str(r)) + r"(?![\w.-])[^\s\"'<]*", text)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["index", "notebook"])
+def test_no_absolute_path_in_any_page(rendered, which):
+    from rerankeval.paths import ROOT
+
+    dp, index, page, tmp = rendered
+    path = index if which == "index" else page
+    text = path.read_text(encoding="utf-8")
+    found = _absolute_paths(text, [tmp, ROOT, Path.home()])
+    assert not found, f"the {which} page shows absolute paths of this machine: {sorted(set(found))[:10]}"
+    if which == "notebook":
+        import html
+
+        shown = html.unescape(re.sub(r"<[^>]+>", "", text))
+        assert 'dataset = "fake"' in shown, "the injected parameters cell should name the dataset, not its folder"
 
 
 @pytest.mark.slow
