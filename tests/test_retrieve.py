@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rerankeval import corpus, embed, metrics, paths, qdrant_store, variants
+from rerankeval import corpus, embed, metrics, paths, qdrant_edge, qdrant_store, variants
 from rerankeval.fusion import rrf
 from rerankeval.index import build_indexes, load_index_info
 from rerankeval.ioutil import atomic_write_jsonl
 from rerankeval.retrieve import VARIANTS, Retriever, overlap_at_k, retrieve, write_runs
 from rerankeval.runs import read_trec, to_units, write_qrels
+from rerankeval.settings import Settings, load_settings
 
 CHUNKS = [
     ("man.pdf#p1:0", "man.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
@@ -55,6 +56,7 @@ def _module_store(module_tmp, monkeypatch):
     for k, v in _env(module_tmp).items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("QDRANT_URL", raising=False)
+    monkeypatch.delenv("RERANKEVAL_QDRANT_BACKEND", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +223,107 @@ def test_a_registered_variant_plugs_into_search_and_write_runs(built, monkeypatc
     write_runs(dp, res)
     assert read_trec(dp.run_file("bm25_top1")) == top1
     assert (dp.stage_dir("retrieve") / "bm25_top1.json").exists()
+
+
+# -- the two Qdrant backends (RERANKEVAL_QDRANT_BACKEND): parity of the runs stage 03 writes --
+BASE = ("vector", "bm25", "hybrid", "qdrant_hybrid")
+
+
+def _backend_env(mp, tmp, backend: str, cache):
+    mp.delenv("QDRANT_URL", raising=False)
+    mp.setenv("RERANKEVAL_CACHE", str(cache))
+    mp.setenv("RERANKEVAL_RESULTS", str(tmp / "results"))
+    mp.setenv("RERANKEVAL_QDRANT_PATH", str(tmp / "qdrant"))
+    mp.setenv("RERANKEVAL_QDRANT_BACKEND", backend)
+
+
+def _tiny(tmp):
+    (tmp / "src" / "tiny").mkdir(parents=True, exist_ok=True)
+    dp = paths.resolve_dataset(tmp / "src" / "tiny")
+    _write_corpus(dp, CHUNKS)
+    return dp
+
+
+@pytest.fixture(scope="module")
+def by_backend(module_tmp, minilm):
+    """The tiny dataset indexed once per backend (own results and store, one embedding cache): per backend the
+    index info, the base variants' results (``leg_k=5`` of 7 chunks, so the leg cut matters) and the Qdrant legs."""
+    pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0): "
+                        "the edge backend's parity is not tested")
+    out = {}
+    for backend in ("client", "edge"):
+        with pytest.MonkeyPatch.context() as mp:
+            _backend_env(mp, module_tmp / f"parity-{backend}", backend, module_tmp / "cache")
+            dp = _tiny(module_tmp / f"parity-{backend}")
+            emb = embed.Embedder(model_obj=minilm, progress=False)
+            info = build_indexes(dp, embedder=emb, progress=False)
+            with Retriever(dp, embedder=emb, progress=False) as r:
+                res = {v: r.search(v, QUERIES, leg_k=5) for v in BASE}
+                legs = {"dense": r.dense_leg(QUERIES, 7), "sparse": r.sparse_leg(QUERIES, 7)}
+        out[backend] = info, res, legs
+    return out
+
+
+def test_the_backends_write_the_same_runs(by_backend):
+    """Compared: for every base variant and query, the unit run and the chunk run at full depth (the same ids in
+    the same order) and their scores. bm25 is not Qdrant's, so it must be equal to the bit; the Qdrant variants'
+    scores come from two engines' float32 arithmetic (cosine, IDF), so within rtol 1e-5 (RRF scores are sums of
+    1/(60 + rank), equal once the ranks are). The same order is required because the legs hold no tied scores
+    here (next test): with ties, the engines may order tied points differently inside a leg (the runs' own ties
+    are ordered by chunk id, but qdrant_hybrid fuses Qdrant's leg ranks), so a real corpus may differ there."""
+    (ci, c, _), (ei, e, _) = by_backend["client"], by_backend["edge"]
+    assert (ci.backend, ei.backend) == ("client", "edge") and ci.collection == ei.collection
+    assert ei.qdrant.startswith("edge shard ") and ei.qdrant.endswith(ei.collection)
+    assert c["bm25"].run == e["bm25"].run and c["bm25"].chunk_run == e["bm25"].chunk_run
+    for v in BASE:
+        for a, b in ((c[v].run, e[v].run), (c[v].chunk_run, e[v].chunk_run)):
+            assert set(a) == set(b) == set(QUERIES)
+            for q in QUERIES:
+                assert list(a[q]) == list(b[q]), (v, q)
+                assert list(a[q].values()) == pytest.approx(list(b[q].values()), rel=1e-5, abs=1e-7), (v, q)
+
+
+def test_the_parity_case_has_no_tied_leg_scores(by_backend):
+    """The precondition of an order-exact comparison: no two chunks share a score in a Qdrant leg."""
+    for leg in by_backend["client"][2].values():
+        for q, ranking in leg.items():
+            assert len(set(ranking.values())) == len(ranking), q
+
+
+def test_switching_backend_refills_the_store_and_03_follows_the_manifest(module_tmp, tmp_path, minilm):
+    pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0)")
+    emb = embed.Embedder(model_obj=minilm, progress=False)
+    with pytest.MonkeyPatch.context() as mp:
+        _backend_env(mp, tmp_path, "client", module_tmp / "cache")
+        dp = _tiny(tmp_path)
+        assert build_indexes(dp, embedder=emb, progress=False).backend == "client"
+        mp.setenv("RERANKEVAL_QDRANT_BACKEND", "edge")
+        with pytest.raises(corpus.StageMissing, match="built by the 'client' backend.*re-run the 02"):
+            Retriever(dp, embedder=emb, progress=False)
+        edge = build_indexes(dp, embedder=emb, progress=False)  # the manifest says client: fill the shard
+        assert edge.backend == "edge" and edge.actions["qdrant"] == "upserted"
+        assert qdrant_edge.shard_path(dp, edge.collection).is_dir()
+        assert build_indexes(dp, embedder=emb, progress=False).actions["qdrant"] == "reused"
+        with Retriever(dp, embedder=emb, progress=False) as r:
+            assert list(r.search("vector", QUERIES, leg_k=5).run["q2"])[0] == "man.pdf#p2"
+        mp.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
+        back = build_indexes(dp, embedder=emb, progress=False)
+        assert back.backend == "client" and back.actions["qdrant"] == "upserted"
+        assert load_index_info(dp).backend == "client"
+
+
+def test_edge_is_local_only_and_backends_are_checked(module_tmp, tmp_path, minilm):
+    with pytest.raises(ValueError, match="unset QDRANT_URL"):
+        qdrant_edge.backend(Settings(qdrant_backend="edge", qdrant_url="http://localhost:6333"))
+    assert qdrant_edge.backend(Settings(qdrant_url="http://localhost:6333")) == "client"
+    with pytest.raises(ValueError, match="RERANKEVAL_QDRANT_BACKEND='server'.*'client' or 'edge'"):
+        load_settings({"RERANKEVAL_QDRANT_BACKEND": "server"}, env_file=tmp_path / "no.env")
+    emb = embed.Embedder(model_obj=minilm, progress=False)
+    with pytest.MonkeyPatch.context() as mp:
+        _backend_env(mp, tmp_path, "edge", module_tmp / "cache")
+        dp = _tiny(tmp_path)
+        mp.setenv("QDRANT_URL", "http://localhost:1")
+        with pytest.raises(ValueError, match="RERANKEVAL_QDRANT_BACKEND=edge .* unset QDRANT_URL"):
+            build_indexes(dp, embedder=emb, progress=False)
+        with pytest.raises(ValueError, match="unknown Qdrant backend 'server'"):
+            build_indexes(dp, embedder=emb, progress=False, backend="server")

@@ -8,6 +8,10 @@ Everything is keyed by content (:func:`index_corpus_hash` of the chunk table, th
 analyser, the embedding model): a second call with the same inputs computes nothing, and stage 03
 (:mod:`rerankeval.retrieve`) refuses indexes built from another chunk table (:func:`load_index_info`).
 The manifest is written last, so it marks a complete build.
+
+The Qdrant side is filled by the backend ``RERANKEVAL_QDRANT_BACKEND`` names (:func:`rerankeval.qdrant_edge.backend`):
+``client`` (qdrant-client, the default) or ``edge`` (:mod:`rerankeval.qdrant_edge`); the manifest records it, and
+a collection counts as built only by the backend the manifest names.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from pathlib import Path
 import pandas as pd
 
 from . import bm25 as bm25mod
-from . import corpus, qdrant_store
+from . import corpus, qdrant_edge, qdrant_store
 from .corpus import StageMissing
 from .embed import Embedder
 from .ioutil import atomic_write_json, sha256_json
 from .paths import DatasetPaths
+from .settings import load_settings
 
 MANIFEST_VERSION = 2
 
@@ -57,6 +62,7 @@ class IndexInfo:
     bm25_params: dict
     analyzer: dict
     vocab_size: int
+    backend: str = qdrant_edge.CLIENT  # which engine holds the collection (rerankeval.qdrant_edge.backend)
     actions: dict = field(default_factory=dict)  # step -> what happened ("built", "loaded", ...)
     seconds: dict = field(default_factory=dict)  # step -> wall seconds
     version: int = MANIFEST_VERSION
@@ -90,6 +96,26 @@ class _Build:
         self.actions[name] = "reused"
 
 
+@dataclass
+class _Fill:
+    """What the Qdrant step fills a collection with (either backend)."""
+
+    name: str
+    emb: Embedder
+    ids: list[str]
+    texts: Mapping[str, str]
+    unit_of: Mapping[str, str]
+    index: bm25mod.BM25Index
+    old: dict | None  # the previous manifest
+    force: bool
+    progress: bool
+
+    def built_by(self, backend: str) -> bool:
+        """The previous manifest records this collection, built by ``backend``."""
+        return (self.old is not None and self.old.get("collection") == self.name
+                and self.old.get("backend", qdrant_edge.CLIENT) == backend)
+
+
 def _bm25_step(b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, params: bm25mod.BM25Params,
                force: bool) -> tuple[bm25mod.BM25Index, str, bm25mod.Analyzer]:
     """Build or load the BM25 index; delete the indexes of older corpora or parameters."""
@@ -105,24 +131,78 @@ def _bm25_step(b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, 
     return index, key, analyzer
 
 
-def _qdrant_step(b: _Build, client, name: str, emb: Embedder, ids: list[str], texts: Mapping[str, str],
-                 unit_of: Mapping[str, str], index: bm25mod.BM25Index, progress: bool) -> int:
-    """Encode (from the cache where possible) and upsert every chunk; return the vector dimension."""
+def _encode(b: _Build, f: _Fill):
+    """The chunk vectors, from the embedding cache where possible."""
     t = time.perf_counter()
-    vectors = emb.encode([texts[i] for i in ids], desc=f"embedding {b.dp.name}")
-    st = emb.stats
+    vectors = f.emb.encode([f.texts[i] for i in f.ids], desc=f"embedding {b.dp.name}")
+    st = f.emb.stats
     b.step("embeddings", t, "cached" if st.encoded == 0 else f"encoded {st.encoded}, cached {st.cached}")
+    return vectors
+
+
+def _check_count(n: int, f: _Fill) -> None:
+    if n != len(f.ids):
+        raise RuntimeError(f"Qdrant collection {f.name} holds {n} points after upserting {len(f.ids)}: "
+                           "re-run the 02-build-indexes stage with force_rebuild=True.")
+
+
+def _qdrant_step(b: _Build, client, f: _Fill) -> int:
+    """Encode (from the cache where possible) and upsert every chunk; return the vector dimension."""
+    vectors = _encode(b, f)
     dim = int(vectors.shape[1])
     t = time.perf_counter()
-    qdrant_store.ensure_collection(client, name, dim)
-    qdrant_store.upsert_chunks(client, name, ids, [unit_of[i] for i in ids], vectors,
-                               index.sparse_doc_vectors(), progress=progress)
-    n = qdrant_store.point_count(client, name)
-    if n != len(ids):
-        raise RuntimeError(f"Qdrant collection {name} holds {n} points after upserting {len(ids)}: "
-                           "re-run the 02-build-indexes stage with force_rebuild=True.")
+    qdrant_store.ensure_collection(client, f.name, dim)
+    qdrant_store.upsert_chunks(client, f.name, f.ids, [f.unit_of[i] for i in f.ids], vectors,
+                               f.index.sparse_doc_vectors(), progress=f.progress)
+    _check_count(qdrant_store.point_count(client, f.name), f)
     b.step("qdrant", t, "upserted")
     return dim
+
+
+def _client_store(b: _Build, f: _Fill) -> tuple[int, str]:
+    """Fill (or find complete) the qdrant-client collection; return (dim, where it lives)."""
+    with qdrant_store.open_client(b.dp) as client:
+        loc = qdrant_store.location(b.dp)
+        complete = qdrant_store.point_count(client, f.name) == len(f.ids) and f.built_by(qdrant_edge.CLIENT)
+        if complete and not f.force:
+            b.reused("embeddings")
+            b.reused("qdrant")
+            dim = int(f.old["dim"])
+        else:
+            dim = _qdrant_step(b, client, f)
+        stale = qdrant_store.drop_stale(client, b.dp.name, keep=f.name)
+    if stale:
+        b.actions["dropped stale collections"] = ", ".join(stale)
+    return dim, loc.describe()
+
+
+def _edge_complete(path: Path, f: _Fill) -> bool:
+    if f.force or not f.built_by(qdrant_edge.EDGE) or not path.is_dir():
+        return False
+    with qdrant_edge.open_shard(path, int(f.old["dim"])) as shard:
+        return qdrant_edge.point_count(shard) == len(f.ids)
+
+
+def _edge_store(b: _Build, f: _Fill) -> tuple[int, str]:
+    """Fill (or find complete) the qdrant-edge shard; return (dim, where it lives)."""
+    path = qdrant_edge.shard_path(b.dp, f.name)
+    if _edge_complete(path, f):
+        b.reused("embeddings")
+        b.reused("qdrant")
+        dim = int(f.old["dim"])
+    else:
+        vectors = _encode(b, f)
+        dim = int(vectors.shape[1])
+        t = time.perf_counter()
+        with qdrant_edge.open_shard(path, dim) as shard:
+            qdrant_edge.upsert_chunks(shard, f.ids, [f.unit_of[i] for i in f.ids], vectors,
+                                      f.index.sparse_doc_vectors())
+            _check_count(qdrant_edge.point_count(shard), f)
+        b.step("qdrant", t, "upserted")
+    stale = qdrant_edge.drop_stale(b.dp, keep=f.name)
+    if stale:
+        b.actions["dropped stale collections"] = ", ".join(stale)
+    return dim, f"edge shard {path}"
 
 
 def build_indexes(
@@ -134,11 +214,14 @@ def build_indexes(
     force: bool = False,
     embedder: Embedder | None = None,
     progress: bool = True,
+    backend: str | None = None,
 ) -> IndexInfo:
     """Build (or find up to date) the BM25 index, the embeddings and the Qdrant collection of ``dp``.
 
     Everything is keyed by content: a second call with the same corpus and parameters computes nothing
     (``force=True`` rebuilds BM25 and re-upserts every point; embeddings still come from the cache).
+    ``backend``: ``"client"`` or ``"edge"``, default ``RERANKEVAL_QDRANT_BACKEND``
+    (:func:`rerankeval.qdrant_edge.backend`).
     """
     t_all = t = time.perf_counter()
     st = _Build(dp)
@@ -153,31 +236,29 @@ def build_indexes(
 
     emb = embedder or Embedder(model, progress=progress)
     name = qdrant_store.collection_name(dp.name, model_key=emb.key, corpus_hash=chash, bm25_key=bm25_key)
-    old = _read_manifest(dp)
-    with qdrant_store.open_client(dp) as client:
-        loc = qdrant_store.location(dp)
-        complete = (qdrant_store.point_count(client, name) == len(ids) and old is not None
-                    and old.get("collection") == name)
-        if complete and not force:
-            st.reused("embeddings")
-            st.reused("qdrant")
-            dim = int(old["dim"])
-        else:
-            dim = _qdrant_step(st, client, name, emb, ids, texts, unit_of, index, progress)
-        stale = qdrant_store.drop_stale(client, dp.name, keep=name)
-        if stale:
-            st.actions["dropped stale collections"] = ", ".join(stale)
+    backend = _backend(backend)
+    fill = _Fill(name, emb, ids, texts, unit_of, index, _read_manifest(dp), force, progress)
+    dim, where = (_edge_store if backend == qdrant_edge.EDGE else _client_store)(st, fill)
     st.seconds["total"] = time.perf_counter() - t_all
     info = IndexInfo(
-        dataset=dp.name, collection=name, qdrant=loc.describe(),
+        dataset=dp.name, collection=name, qdrant=where,
         model_source=None if model is None else str(model), model_id=emb.model_id, model_key=emb.key,
         dim=dim, corpus_hash=chash, n_chunks=len(ids),
         bm25_dir=str((dp.index_dir / "bm25" / bm25_key).relative_to(dp.root)),
         bm25_params=asdict(params), analyzer=analyzer.spec(), vocab_size=len(index.vocab),
-        actions=st.actions, seconds=st.seconds,
+        backend=backend, actions=st.actions, seconds=st.seconds,
     )
     atomic_write_json(manifest_path(dp), asdict(info))
     return info
+
+
+def _backend(backend: str | None) -> str:
+    """``backend`` checked, or the configured one (edge with QDRANT_URL is an error)."""
+    if backend is None:
+        return qdrant_edge.backend()
+    if backend not in (qdrant_edge.CLIENT, qdrant_edge.EDGE):
+        raise ValueError(f"unknown Qdrant backend {backend!r}: use 'client' or 'edge'")
+    return qdrant_edge.backend(load_settings().model_copy(update={"qdrant_backend": backend}))
 
 
 def _read_manifest(dp: DatasetPaths) -> dict | None:

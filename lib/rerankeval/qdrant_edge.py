@@ -14,11 +14,16 @@ an exhaustive search), and the sparse leg uses an inverted index instead of a sc
     with open_shard(folder, dim=384) as shard:
         upsert_chunks(shard, ids, unit_ids, vectors, sparse)
         run = search_dense(shard, qids, qvecs, 100, id_to_chunk)
+
+Stages 02 and 03 use it when ``RERANKEVAL_QDRANT_BACKEND=edge`` (:func:`backend`): the shard of collection
+``name`` lives in :func:`shard_path` (``<qdrant_path>/edge/<name>``), the index manifest records the backend.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,10 +31,45 @@ from pathlib import Path
 import numpy as np
 
 from .fusion import RRF_K, qdrant_k
-from .qdrant_store import DENSE, QUERY_BATCH, SPARSE, UPSERT_BATCH, point_id
+from .paths import DatasetPaths
+from .qdrant_store import DENSE, QUERY_BATCH, SPARSE, UPSERT_BATCH, collection_prefix, point_id
 from .runs import Run
+from .settings import Settings, load_settings, scrub_url
 
 Sparse = tuple[list[int], list[float]]
+CLIENT = "client"  # qdrant-client: its local mode, or the server at QDRANT_URL
+EDGE = "edge"  # this module: Qdrant's engine in-process (local only)
+
+
+def backend(settings: Settings | None = None) -> str:
+    """The configured backend, ``RERANKEVAL_QDRANT_BACKEND`` (:data:`CLIENT` or :data:`EDGE`).
+
+    ``settings`` default: :func:`rerankeval.settings.load_settings`. Edge with ``QDRANT_URL`` is an error."""
+    settings = settings if settings is not None else load_settings()
+    if settings.qdrant_backend == EDGE and settings.qdrant_url:
+        raise ValueError(
+            f"RERANKEVAL_QDRANT_BACKEND=edge runs Qdrant in-process and cannot use the server at "
+            f"QDRANT_URL={scrub_url(settings.qdrant_url)}: unset QDRANT_URL to use the edge store, or set "
+            "RERANKEVAL_QDRANT_BACKEND=client (the default) to use the server.")
+    return settings.qdrant_backend
+
+
+def shard_path(dp: DatasetPaths, name: str) -> Path:
+    """The folder of collection ``name``'s shard: ``<dp.qdrant_path>/edge/<name>``."""
+    return dp.qdrant_path / EDGE / name
+
+
+def drop_stale(dp: DatasetPaths, keep: str) -> list[str]:
+    """Delete this dataset's shards other than ``keep`` (as :func:`rerankeval.qdrant_store.drop_stale`)."""
+    prefix = collection_prefix(dp.name)
+    root = dp.qdrant_path / EDGE
+    gone = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        ours = d.name.startswith(prefix) and re.fullmatch(r"[0-9a-f]{16}", d.name[len(prefix) :])
+        if ours and d.name != keep and d.is_dir():
+            shutil.rmtree(d)
+            gone.append(d.name)
+    return gone
 
 
 def _edge():

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import bm25 as bm25mod
-from . import corpus, qdrant_store, variants
+from . import corpus, qdrant_edge, qdrant_store, variants
+from .corpus import StageMissing
 from .embed import Embedder
 from .fusion import RRF_K
 from .index import load_index_info
@@ -70,6 +71,9 @@ class Retriever:
     for every variant registered in :mod:`rerankeval.variants`; the variants search through the legs below.
     Legs are memoised per (leg, leg_k, queries), so hybrids reuse the single legs. A closed retriever
     reopens Qdrant on its next search (local mode then reloads the stored vectors from disk).
+    The Qdrant legs search the backend the index manifest records (``client`` or ``edge``); it must be the
+    configured one (``RERANKEVAL_QDRANT_BACKEND``). Dense search is exact on a server and on edge (local
+    mode is always exact), so the backends return the same runs.
     """
 
     def __init__(self, dp: DatasetPaths, *, embedder: Embedder | None = None, progress: bool = True):
@@ -86,7 +90,9 @@ class Retriever:
             )
         self.progress = progress
         self._id_to_chunk = {qdrant_store.point_id(c): c for c in self.texts}
-        self._exact = bool(qdrant_store.location(dp).url)  # servers: exact dense search, not HNSW
+        self._edge = _check_backend(self.info.backend) == qdrant_edge.EDGE
+        # servers and edge: exact dense search, not HNSW
+        self._exact = self._edge or bool(qdrant_store.location(dp).url)
         self._client = None
         self._client_cm = None
         self._memo: dict = {}
@@ -94,10 +100,21 @@ class Retriever:
     # -- resources --
     @property
     def client(self):
+        """The open store: a ``QdrantClient`` (backend ``client``) or an ``EdgeShard`` (backend ``edge``)."""
         if self._client is None:
-            self._client_cm = qdrant_store.open_client(self.dp)
+            if self._edge:
+                path = qdrant_edge.shard_path(self.dp, self.info.collection)
+                self._client_cm = qdrant_edge.open_shard(path, self.info.dim)
+            else:
+                self._client_cm = qdrant_store.open_client(self.dp)
             self._client = self._client_cm.__enter__()
         return self._client
+
+    def _store(self):
+        """The backend's module and the leading arguments of its search functions."""
+        if self._edge:
+            return qdrant_edge, (self.client,)
+        return qdrant_store, (self.client, self.info.collection)
 
     def close(self) -> None:
         if self._client_cm is not None:
@@ -123,9 +140,9 @@ class Retriever:
     def dense_leg(self, queries: Mapping[str, str], k: int) -> Run:
         key = ("dense", k, self._key(queries))
         if key not in self._memo:
-            self._memo[key] = qdrant_store.search_dense(self.client, self.info.collection, list(queries),
-                                                        self._qvecs(queries), k, self._id_to_chunk,
-                                                        exact=self._exact)
+            mod, head = self._store()
+            self._memo[key] = mod.search_dense(*head, list(queries), self._qvecs(queries), k, self._id_to_chunk,
+                                               exact=self._exact)
         return self._memo[key]
 
     def bm25_leg(self, queries: Mapping[str, str], k: int) -> Run:
@@ -139,16 +156,17 @@ class Retriever:
         key = ("sparse", k, self._key(queries))
         if key not in self._memo:
             sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
-            self._memo[key] = qdrant_store.search_sparse(self.client, self.info.collection, list(queries),
-                                                         sparse, k, self._id_to_chunk)
+            mod, head = self._store()
+            self._memo[key] = mod.search_sparse(*head, list(queries), sparse, k, self._id_to_chunk)
         return self._memo[key]
 
     def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int = RRF_K,
                      weights: Sequence[float] | None = None) -> Run:
         """Qdrant's own RRF of its dense and native sparse legs (``leg_k`` each), top ``limit`` chunks."""
         sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
-        return qdrant_store.search_hybrid(
-            self.client, self.info.collection, list(queries), self._qvecs(queries), sparse, leg_k=leg_k,
+        mod, head = self._store()
+        return mod.search_hybrid(
+            *head, list(queries), self._qvecs(queries), sparse, leg_k=leg_k,
             limit=limit, id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact)
 
     # -- the one entry point --
@@ -181,6 +199,17 @@ class Retriever:
         found = variants.create(variant, self, params, cross_encoder=cross_encoder).search_runs(queries)
         run, chunk_run = variants.complete(found, queries)
         return Retrieval(variant, run, chunk_run, time.perf_counter() - t0, params.record())
+
+
+def _check_backend(built: str) -> str:
+    """``built`` (the manifest's backend) if it is the configured one, else an error saying to re-run 02."""
+    configured = qdrant_edge.backend()
+    if configured != built:
+        raise StageMissing(
+            f"the Qdrant collection was built by the {built!r} backend but RERANKEVAL_QDRANT_BACKEND is "
+            f"{configured!r}: re-run the 02-build-indexes stage (it fills the {configured!r} store), or set "
+            f"RERANKEVAL_QDRANT_BACKEND={built}.")
+    return built
 
 
 def write_runs(dp: DatasetPaths, res: Retrieval) -> tuple[Path, Path]:

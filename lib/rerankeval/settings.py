@@ -15,6 +15,8 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
 - ``RERANKEVAL_CROSS_ENCODER``: folder or cached model name of the cross-encoder.
 - ``RERANKEVAL_CACHE``, ``RERANKEVAL_RESULTS``, ``RERANKEVAL_QDRANT_PATH``: where caches, results and the
   embedded Qdrant store live (:func:`Settings.roots` gives them with their defaults).
+- ``RERANKEVAL_QDRANT_BACKEND``: the embedded store's engine, ``client`` (qdrant-client's local mode, the
+  default) or ``edge`` (qdrant-edge-py, Qdrant's own engine in-process; local only, not with ``QDRANT_URL``).
 
 Code builds a :class:`Settings` with :func:`load_settings` (environment + ``.env``) or directly
 (``Settings(base_url=..., api_key=...)`` reads nothing else) and passes it to what needs it.
@@ -32,7 +34,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
@@ -59,6 +61,7 @@ FIELDS_ENV = {
     "cache": "RERANKEVAL_CACHE",
     "results": "RERANKEVAL_RESULTS",
     "qdrant_path": "RERANKEVAL_QDRANT_PATH",
+    "qdrant_backend": "RERANKEVAL_QDRANT_BACKEND",
 }
 ENV_KEYS = tuple(FIELDS_ENV.values())
 LLM_ENV_KEYS = ENV_KEYS[:6]  # what Settings.env() hands to notebook kernels and subprocesses
@@ -88,6 +91,7 @@ class Settings(BaseSettings):
     cache: Path | None = _var("cache")
     results: Path | None = _var("results")
     qdrant_path: Path | None = _var("qdrant_path")
+    qdrant_backend: Literal["client", "edge"] = _var("qdrant_backend", "client")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
