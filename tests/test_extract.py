@@ -1,6 +1,7 @@
 """Stage 01: extraction, chunk ids, judgments, and every bad input ending in a clear message."""
 
 import json
+import threading
 
 import pytest
 
@@ -37,6 +38,27 @@ def test_reextraction_is_byte_identical_and_reused(tiny_pdf):
     assert {p.name: p.read_bytes() for p in dp.corpus_dir.iterdir()} == before
     dp, warm = build(tiny_pdf)
     assert warm.reused and not first.reused
+
+
+@pytest.mark.parametrize("kernel_like", [False, True], ids=["fork", "spawn-with-threads"])
+def test_parallel_extraction_equals_serial(tiny_pdf, kernel_like):
+    stop = threading.Event()
+    if kernel_like:  # a Jupyter kernel runs threads: the workers are spawned, not forked
+        threading.Thread(target=stop.wait, daemon=True).start()
+    assert extract._mp_context().get_start_method() == ("spawn" if kernel_like else "fork")
+    (tiny_pdf / "cut.pdf").write_bytes((tiny_pdf / "gamma-notes.pdf").read_bytes()[:400])  # skipped in both
+    sources = extract.pdf_sources(tiny_pdf)
+    runs = []
+    for workers in (1, 2):
+        skipped, pages = [], []
+        chunks, units = extract._pdf_chunks(sources, 120, 30, 1.5, skipped, pages, workers=workers)
+        runs.append((chunks, units, skipped, pages))
+    stop.set()
+    assert runs[0] == runs[1] and runs[0][2][0]["file"] == "cut.pdf" and len(runs[0][0]) > 6
+
+
+def test_small_folders_are_extracted_in_one_process(tiny_pdf):
+    assert extract.extract_workers(extract.pdf_sources(tiny_pdf)) == 1
 
 
 def test_changing_a_parameter_rebuilds(tiny_pdf):

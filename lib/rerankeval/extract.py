@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import os
+import threading
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -28,7 +32,16 @@ from .textnorm import chunk_text
 log = logging.getLogger(__name__)
 
 STAGE_VERSION = 1  # bump when the extraction logic changes output for the same input
+PARALLEL_MIN_BYTES = 1_000_000  # PDF bytes from which extraction runs in one process per core
 UNITS = {"pdf": "page", "beir": "document"}  # the relevance unit of each dataset kind
+
+
+class FileExtract(NamedTuple):
+    """What one PDF yields: its page rows and chunks, or (``skipped``) why it was left out."""
+
+    pages: list[dict[str, Any]]
+    chunks: list[dict[str, Any]]
+    skipped: str | None
 
 
 @dataclass
@@ -211,27 +224,68 @@ def _name_warnings(source: Path, sources: dict[str, Path]) -> list[dict[str, str
     ]
 
 
-def _pdf_chunks(sources: dict[str, Path], size, overlap, x_tolerance, skipped, page_rows):
+def extract_workers(sources: dict[str, Path]) -> int:
+    """Processes that extract PDFs in parallel: one per usable core, never more than the files, and one
+    for small folders (below :data:`PARALLEL_MIN_BYTES`, starting the processes costs more than it saves)."""
+    if sum(p.stat().st_size for p in sources.values()) < PARALLEL_MIN_BYTES:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, len(sources)))
+
+
+def _extract_file(rel: str, path: Path, size: int, overlap: int, x_tolerance: float) -> FileExtract:
+    """One PDF's page rows and chunks, or the reason it was skipped (a worker's unit of work)."""
+    pages: list[dict[str, Any]] = []
+    chunks: list[dict[str, Any]] = []
+    try:
+        for pg in iter_pages(path, rel, x_tolerance=x_tolerance):
+            uid = page_id(rel, pg.page)
+            pages.append({"file": rel, "page": pg.page, "unit_id": uid, "chars": len(pg.text)})
+            for span in chunk_text(pg.text, size, overlap):
+                chunks.append(
+                    {"chunk_id": f"{uid}#c{span.start}", "unit_id": uid, "source": rel, "page": pg.page,
+                     "start": span.start, "title": "", "text": span.text}
+                )
+    except PdfSkipped as exc:
+        return FileExtract([], [], exc.reason)  # a file that breaks mid-way is skipped whole
+    return FileExtract(pages, chunks, None)
+
+
+def _extract_all(sources: dict[str, Path], size, overlap, x_tolerance, workers: int) -> dict[str, FileExtract]:
+    """Every PDF extracted, in ``workers`` processes when more than one (largest files first, so the
+    slowest file starts at once); the result does not depend on ``workers``."""
+    args = {rel: (rel, path, size, overlap, x_tolerance) for rel, path in sources.items()}
+    if workers <= 1:
+        return {rel: _extract_file(*a) for rel, a in args.items()}
+    order = sorted(sources, key=lambda rel: sources[rel].stat().st_size, reverse=True)
+    with ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool:
+        futures = {rel: pool.submit(_extract_file, *args[rel]) for rel in order}
+        return {rel: futures[rel].result() for rel in sources}
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    """fork in a single-threaded process (a plain script needs no ``__main__`` guard); spawn when other
+    threads run (a Jupyter kernel), since forking a threaded process can deadlock in the child."""
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def _pdf_chunks(sources: dict[str, Path], size, overlap, x_tolerance, skipped, page_rows, workers: int = 0):
     chunks: list[dict[str, Any]] = []
     units: set[str] = set()
-    for rel, path in sources.items():
-        pages: list[dict[str, Any]] = []
-        file_chunks: list[dict[str, Any]] = []
-        try:
-            for pg in iter_pages(path, rel, x_tolerance=x_tolerance):
-                uid = page_id(rel, pg.page)
-                pages.append({"file": rel, "page": pg.page, "unit_id": uid, "chars": len(pg.text)})
-                for span in chunk_text(pg.text, size, overlap):
-                    file_chunks.append(
-                        {"chunk_id": f"{uid}#c{span.start}", "unit_id": uid, "source": rel, "page": pg.page,
-                         "start": span.start, "title": "", "text": span.text}
-                    )
-        except PdfSkipped as exc:
-            skipped.append({"file": rel, "reason": exc.reason})
-            continue  # a file that breaks mid-way is skipped whole: no partial document in the corpus
-        page_rows.extend(pages)
-        units.update(p["unit_id"] for p in pages)
-        chunks.extend(file_chunks)
+    found = _extract_all(sources, size, overlap, x_tolerance, workers or extract_workers(sources))
+    for rel in sources:
+        got = found[rel]
+        if got.skipped is not None:
+            skipped.append({"file": rel, "reason": got.skipped})
+            continue
+        page_rows.extend(got.pages)
+        units.update(p["unit_id"] for p in got.pages)
+        chunks.extend(got.chunks)
     chunks.sort(key=lambda c: (c["source"], c["page"], c["start"]))
     return chunks, units
 
