@@ -161,13 +161,14 @@ class Retriever:
         return self._memo[key]
 
     def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int = RRF_K,
-                     weights: Sequence[float] | None = None) -> Run:
-        """Qdrant's own RRF of its dense and native sparse legs (``leg_k`` each), top ``limit`` chunks."""
+                     weights: Sequence[float] | None = None, fusion: str = "rrf") -> Run:
+        """Qdrant's own fusion (``rrf`` or ``dbsf``) of its dense and native sparse legs (``leg_k`` each),
+        top ``limit`` chunks."""
         sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
         mod, head = self._store()
         return mod.search_hybrid(
-            *head, list(queries), self._qvecs(queries), sparse, leg_k=leg_k,
-            limit=limit, id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact)
+            *head, list(queries), self._qvecs(queries), sparse, leg_k=leg_k, limit=limit,
+            id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact, fusion=fusion)
 
     # -- the one entry point --
     def search(
