@@ -21,6 +21,9 @@ Variants (all chunk-level first, then mapped to relevance units with :func:`rera
 - ``qdrant_hybrid``: the same fusion done by Qdrant's Query API (prefetch dense + native sparse BM25
   with Qdrant's IDF, ``RrfQuery`` with ``k = rrf_k + 1``); Qdrant fuses chunks, so units are mapped after
   fusing (identical to ``hybrid``'s mapping when chunk = unit, as in BEIR);
+- ``hybrid_combsum``, ``hybrid_combmnz``, ``hybrid_dbsf`` (fusion alternatives, not run by default): ``hybrid``'s
+  legs and unit mapping fused by min-max CombSUM/CombMNZ or DBSF (:func:`rerankeval.fusion.fuse`);
+  ``qdrant_dbsf``: ``qdrant_hybrid`` with Qdrant's own DBSF (``docs/CONVENTIONS.md#fusion``);
 - ``cross_encoder`` (optional): the top ``pool_k`` units of the ``hybrid`` run reordered by a
   sentence-transformers CrossEncoder scoring (query, the unit's best chunk); the rest keep their fused
   order (the same pool contract as the LLM reranker of stage 04).
