@@ -132,3 +132,16 @@ def test_fusion_variants_run_in_stage_03_and_keep_the_run_contract(tmp_path, mon
     assert all(c.ok for c in checks)
     record = json.loads((dp.stage_dir("retrieve") / "hybrid_dbsf.json").read_text())
     assert record["fusion"] == "dbsf" and record["leg_k"] == 5 and record["rrf_formula"] is None
+
+
+def test_qdrant_fuses_only_rrf_and_unweighted_dbsf():
+    from rerankeval.qdrant_store import check_fusion
+
+    check_fusion("rrf", (1, 2))
+    check_fusion("dbsf", None)
+    with pytest.raises(ValueError, match="Qdrant fuses with rrf or dbsf, not 'combsum_minmax'"):
+        check_fusion("combsum_minmax", None)
+    with pytest.raises(ValueError, match="Qdrant's DBSF takes no weights"):
+        check_fusion("dbsf", (1, 1))
+    with pytest.raises(ValueError, match=r"weights must be \(dense, sparse\)"):
+        check_fusion("rrf", (1, 2, 3))
