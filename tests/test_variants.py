@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from rerankeval import retrieve, variants
+from rerankeval import corpus, embed, paths, retrieve, variants
+from rerankeval.fusion import fuse
+from rerankeval.index import build_indexes
+from rerankeval.ioutil import atomic_write_jsonl
+from rerankeval.runs import assert_run_contract, read_run_checked, to_units, write_qrels
 
 
 def test_every_variant_name_is_registered_once_with_its_stage():
-    assert variants.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "cross_encoder", "hybrid_rerank")
-    assert variants.names(variants.RETRIEVE) == retrieve.VARIANTS == variants.names()[:5]
+    assert variants.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_combsum", "hybrid_combmnz",
+                                "hybrid_dbsf", "qdrant_dbsf", "cross_encoder", "hybrid_rerank")
+    assert variants.names(variants.RETRIEVE) == retrieve.VARIANTS == variants.names()[:-1]
+    assert variants.FUSION_VARIANTS == variants.names()[4:8] and variants.REPORT_ORDER[4:8] == variants.FUSION_VARIANTS
     assert variants.get(variants.HYBRID_RERANK).stage == variants.RERANK
     assert set(variants.REPORT_ORDER) == set(variants.names()) and set(variants.LEGS) < set(retrieve.BASE_VARIANTS)
     assert all(variants.describe().values())
@@ -49,9 +57,91 @@ def test_params_record_and_the_rrf_facts_written_with_them():
     assert p.record() == {"leg_k": 7, "pool_k": 3, "rrf_k": 60, "weights": [0.5, 2]}
     assert variants.get("qdrant_hybrid").record(p.record())["qdrant_rrf_k"] == 61
     assert variants.get("hybrid").record(p.record())["qdrant_rrf_k"] is None
+    assert "fusion" not in variants.get("hybrid").record(p.record())  # today's hybrid.json is unchanged
+    assert variants.get("hybrid_combsum").record(p.record()) == {"rrf_formula": None, "qdrant_rrf_k": None,
+                                                                 "fusion": "combsum_minmax"}
+    assert {variants.get(v).fusion for v in ("hybrid", "hybrid_combmnz", "hybrid_dbsf")} == {
+        "rrf", "combmnz_minmax", "dbsf"}
+    assert variants.get("qdrant_dbsf").record(p.record())["fusion"] == "dbsf"
 
 
 def test_complete_and_rank_scores():
     runs = variants.Runs({"b": {"u": 1.0}}, {"b": {"c": 1.0}})
     assert variants.complete(runs, {"a": "x", "b": "y"}) == ({"a": {}, "b": {"u": 1.0}}, {"a": {}, "b": {"c": 1.0}})
     assert variants.rank_scores(["x", "y", "z"]) == {"x": 3.0, "y": 2.0, "z": 1.0}
+
+
+# --------------------------------------------------------------------------- the fusion variants, end to end
+# several chunks per page (unit = page), so the unit mapping matters; no two chunks share a text
+CHUNKS = [
+    ("m.pdf#p1:0", "m.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
+    ("m.pdf#p1:300", "m.pdf#p1", "apt-get resolves package dependencies before it installs a package."),
+    ("m.pdf#p2:0", "m.pdf#p2", "Configure the network interfaces in the file /etc/network/interfaces."),
+    ("m.pdf#p2:300", "m.pdf#p2", "Network configuration with ifupdown: static addresses and DHCP."),
+    ("m.pdf#p3:0", "m.pdf#p3", "The kernel is started by the bootloader, GRUB, at boot time."),
+    ("m.pdf#p4:0", "m.pdf#p4", "Debian policy requires a copyright file in every binary package."),
+    ("m.pdf#p5:0", "m.pdf#p5", "Mail transfer agents such as exim deliver local mail to users."),
+]
+QUERIES = {"q1": "install a package with apt", "q2": "network configuration file", "q3": "grub boot loader"}
+
+
+def _tiny_index(tmp, monkeypatch, backend):
+    for k, sub in (("RERANKEVAL_RESULTS", "results"), ("RERANKEVAL_QDRANT_PATH", "qdrant"),
+                   ("RERANKEVAL_CACHE", "cache")):
+        monkeypatch.setenv(k, str(tmp / sub))
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", backend)
+    (tmp / "src" / "tiny").mkdir(parents=True)
+    dp = paths.resolve_dataset(tmp / "src" / "tiny")
+    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0,
+                                    "title": "", "text": t} for c, u, t in CHUNKS])
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
+    write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
+    emb = embed.Embedder(str(embed.bundled_model_path()), progress=False)
+    build_indexes(dp, embedder=emb, progress=False)
+    return dp, emb
+
+
+@pytest.mark.parametrize("backend", ["client", "edge"])
+def test_fusion_variants_run_in_stage_03_and_keep_the_run_contract(tmp_path, monkeypatch, backend):
+    """Each fusion variant is searched and written by stage 03 like any other: its unit run is ``fuse`` of the
+    hybrid's unit-mapped legs, qdrant_dbsf is Qdrant's DBSF of its own legs, and the files pass the contract."""
+    if backend == "edge":
+        pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0)")
+    dp, emb = _tiny_index(tmp_path, monkeypatch, backend)
+    names = (variants.HYBRID, *variants.FUSION_VARIANTS)
+    with retrieve.Retriever(dp, embedder=emb, progress=False) as r:
+        res = {v: retrieve.retrieve(dp, v, QUERIES, leg_k=5, retriever=r) for v in names}
+        dense, lex, sparse = r.dense_leg(QUERIES, 5), r.bm25_leg(QUERIES, 5), r.sparse_leg(QUERIES, 5)
+        with pytest.raises(ValueError, match="Qdrant's DBSF takes no weights"):
+            r.search(variants.QDRANT_DBSF, QUERIES, leg_k=5, weights=(1, 2))
+    unit_of = corpus.unit_of(dp)
+    legs = [to_units(dense, unit_of), to_units(lex, unit_of)]
+    for v in names[:-1]:
+        method = variants.get(v).fusion
+        assert res[v].run == fuse(legs, method) and res[v].chunk_run == fuse([dense, lex], method)
+    assert res[variants.HYBRID_COMBSUM].run != res[variants.HYBRID].run  # scores, not 1/(60 + rank)
+    # Qdrant's DBSF (local mode: qdrant-client's Python; edge: Qdrant's Rust) of its dense and sparse legs
+    qdbsf = res[variants.QDRANT_DBSF].chunk_run
+    ours = fuse([dense, sparse], "dbsf")
+    for q in QUERIES:
+        assert qdbsf[q] == pytest.approx(ours[q], rel=1e-5, abs=1e-6)
+    assert res[variants.QDRANT_DBSF].run == to_units(qdbsf, unit_of)
+    checks = [read_run_checked(dp.run_file(v), v)[1] for v in names]
+    assert_run_contract(checks)
+    assert all(c.ok for c in checks)
+    record = json.loads((dp.stage_dir("retrieve") / "hybrid_dbsf.json").read_text())
+    assert record["fusion"] == "dbsf" and record["leg_k"] == 5 and record["rrf_formula"] is None
+
+
+def test_qdrant_fuses_only_rrf_and_unweighted_dbsf():
+    from rerankeval.qdrant_store import check_fusion
+
+    check_fusion("rrf", (1, 2))
+    check_fusion("dbsf", None)
+    with pytest.raises(ValueError, match="Qdrant fuses with rrf or dbsf, not 'combsum_minmax'"):
+        check_fusion("combsum_minmax", None)
+    with pytest.raises(ValueError, match="Qdrant's DBSF takes no weights"):
+        check_fusion("dbsf", (1, 1))
+    with pytest.raises(ValueError, match=r"weights must be \(dense, sparse\)"):
+        check_fusion("rrf", (1, 2, 3))

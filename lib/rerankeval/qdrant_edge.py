@@ -32,7 +32,7 @@ import numpy as np
 
 from .fusion import RRF_K, qdrant_k
 from .paths import DatasetPaths
-from .qdrant_store import DENSE, QUERY_BATCH, SPARSE, UPSERT_BATCH, collection_prefix, point_id
+from .qdrant_store import DENSE, QUERY_BATCH, SPARSE, UPSERT_BATCH, check_fusion, collection_prefix, point_id
 from .runs import Run
 from .settings import Settings, load_settings, scrub_url
 
@@ -187,12 +187,11 @@ def search_sparse(shard, qids: Sequence[str], sparse: Sequence[Sparse], limit: i
 
 def search_hybrid(shard, qids: Sequence[str], vectors: np.ndarray, sparse: Sequence[Sparse], *, leg_k: int,
                   limit: int, id_to_chunk: Mapping[str, str], rrf_k: int = RRF_K,
-                  weights: Sequence[float] | None = None, exact: bool = False) -> Run:
-    """Prefetch dense and sparse (``leg_k`` each), fuse with RRF (``k = rrf_k + 1``, Qdrant's convention),
-    as :func:`rerankeval.qdrant_store.search_hybrid` does."""
+                  weights: Sequence[float] | None = None, exact: bool = False, fusion: str = "rrf") -> Run:
+    """Prefetch dense and sparse (``leg_k`` each), fuse with RRF (``k = rrf_k + 1``, Qdrant's convention)
+    or DBSF (``fusion="dbsf"``), as :func:`rerankeval.qdrant_store.search_hybrid` does."""
     qe = _edge()
-    if weights is not None and len(weights) != 2:
-        raise ValueError(f"weights must be (dense, sparse), got {weights!r}")
+    check_fusion(fusion, weights)
     reqs = []
     for v, s in zip(vectors, sparse, strict=True):
         pre = [qe.Prefetch(limit=leg_k, query=_dense_query(v), params=_params(exact))]
@@ -200,6 +199,6 @@ def search_hybrid(shard, qids: Sequence[str], vectors: np.ndarray, sparse: Seque
         if s[0]:  # a query with no known term has no sparse leg
             pre.append(qe.Prefetch(limit=leg_k, query=_sparse_query(s)))
             w = [float(x) for x in weights] if weights is not None else None
-        fusion = qe.Fusion.Rrf(k=qdrant_k(rrf_k), weights=w)
-        reqs.append(qe.QueryRequest(limit=limit, prefetches=pre, query=fusion, with_payload=False))
+        query = qe.Fusion.Dbsf() if fusion == "dbsf" else qe.Fusion.Rrf(k=qdrant_k(rrf_k), weights=w)
+        reqs.append(qe.QueryRequest(limit=limit, prefetches=pre, query=query, with_payload=False))
     return _batched(shard, qids, reqs, id_to_chunk)

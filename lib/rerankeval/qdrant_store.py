@@ -310,8 +310,10 @@ def search_hybrid(
     rrf_k: int = RRF_K,
     weights: Sequence[float] | None = None,
     exact: bool = False,
+    fusion: str = "rrf",
 ) -> Run:
-    """Qdrant Query API: prefetch dense and sparse (``leg_k`` each), fuse with ``RrfQuery``.
+    """Qdrant Query API: prefetch dense and sparse (``leg_k`` each), fuse with ``RrfQuery`` (``fusion="rrf"``)
+    or Qdrant's distribution-based score fusion ``FusionQuery(Fusion.DBSF)`` (``fusion="dbsf"``, unweighted).
 
     ``rrf_k`` is the paper's constant (score ``1/(rrf_k + rank)``); Qdrant is sent ``rrf_k + 1`` because
     it scores ``1/(rank + k - 1)`` (see :mod:`rerankeval.fusion`). ``weights`` = (dense, sparse), in
@@ -321,8 +323,7 @@ def search_hybrid(
     """
     from qdrant_client import models
 
-    if weights is not None and len(weights) != 2:
-        raise ValueError(f"weights must be (dense, sparse), got {weights!r}")
+    check_fusion(fusion, weights)
     reqs = []
     for v, s in zip(vectors, sparse, strict=True):
         params = models.SearchParams(exact=True) if exact else None
@@ -331,6 +332,22 @@ def search_hybrid(
         if s[0]:  # a query with no known term has no sparse leg
             pre.append(models.Prefetch(query=_sparse(s), using=SPARSE, limit=leg_k))
             w = [float(x) for x in weights] if weights is not None else None
-        rrf = models.RrfQuery(rrf=models.Rrf(k=qdrant_k(rrf_k), weights=w))
-        reqs.append(models.QueryRequest(prefetch=pre, query=rrf, limit=limit, with_payload=False))
+        query = (models.FusionQuery(fusion=models.Fusion.DBSF) if fusion == "dbsf"
+                 else models.RrfQuery(rrf=models.Rrf(k=qdrant_k(rrf_k), weights=w)))
+        reqs.append(models.QueryRequest(prefetch=pre, query=query, limit=limit, with_payload=False))
     return _batched(client, name, qids, reqs, id_to_chunk)
+
+
+QDRANT_FUSIONS = ("rrf", "dbsf")  # the fusions Qdrant's Query API runs server-side
+
+
+def check_fusion(fusion: str, weights: Sequence[float] | None) -> None:
+    """Refuse a fusion Qdrant does not run, weights for DBSF, and weights that are not (dense, sparse)."""
+    if fusion not in QDRANT_FUSIONS:
+        raise ValueError(f"Qdrant fuses with {' or '.join(QDRANT_FUSIONS)}, not {fusion!r}; use "
+                         "rerankeval.fusion.fuse for the other methods")
+    if weights is not None and fusion == "dbsf":
+        raise ValueError("Qdrant's DBSF takes no weights: pass weights=None (or fuse client-side with "
+                         "rerankeval.fusion.fuse(..., 'dbsf', weights=...))")
+    if weights is not None and len(weights) != 2:
+        raise ValueError(f"weights must be (dense, sparse), got {weights!r}")

@@ -21,6 +21,9 @@ Variants (all chunk-level first, then mapped to relevance units with :func:`rera
 - ``qdrant_hybrid``: the same fusion done by Qdrant's Query API (prefetch dense + native sparse BM25
   with Qdrant's IDF, ``RrfQuery`` with ``k = rrf_k + 1``); Qdrant fuses chunks, so units are mapped after
   fusing (identical to ``hybrid``'s mapping when chunk = unit, as in BEIR);
+- ``hybrid_combsum``, ``hybrid_combmnz``, ``hybrid_dbsf`` (fusion alternatives, not run by default): ``hybrid``'s
+  legs and unit mapping fused by min-max CombSUM/CombMNZ or DBSF (:func:`rerankeval.fusion.fuse`);
+  ``qdrant_dbsf``: ``qdrant_hybrid`` with Qdrant's own DBSF (``docs/CONVENTIONS.md#fusion``);
 - ``cross_encoder`` (optional): the top ``pool_k`` units of the ``hybrid`` run reordered by a
   sentence-transformers CrossEncoder scoring (query, the unit's best chunk); the rest keep their fused
   order (the same pool contract as the LLM reranker of stage 04).
@@ -161,13 +164,14 @@ class Retriever:
         return self._memo[key]
 
     def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int = RRF_K,
-                     weights: Sequence[float] | None = None) -> Run:
-        """Qdrant's own RRF of its dense and native sparse legs (``leg_k`` each), top ``limit`` chunks."""
+                     weights: Sequence[float] | None = None, fusion: str = "rrf") -> Run:
+        """Qdrant's own fusion (``rrf`` or ``dbsf``) of its dense and native sparse legs (``leg_k`` each),
+        top ``limit`` chunks."""
         sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
         mod, head = self._store()
         return mod.search_hybrid(
-            *head, list(queries), self._qvecs(queries), sparse, leg_k=leg_k,
-            limit=limit, id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact)
+            *head, list(queries), self._qvecs(queries), sparse, leg_k=leg_k, limit=limit,
+            id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact, fusion=fusion)
 
     # -- the one entry point --
     def search(

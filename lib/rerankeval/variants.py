@@ -18,9 +18,12 @@ builds a variant by name from this registry with the shared budget :class:`Param
     with Retriever(dp) as r:
         write_runs(dp, r.search("my_fusion", queries))
 
-Built in (see :mod:`rerankeval.retrieve` for the budgets and :mod:`rerankeval.fusion` for RRF):
-``vector``, ``bm25``, ``hybrid``, ``qdrant_hybrid``, ``cross_encoder`` (stage 03) and ``hybrid_rerank``
-(the LLM reranker's run, written by stage 04; registered here for its name and description only).
+Built in (see :mod:`rerankeval.retrieve` for the budgets and :mod:`rerankeval.fusion` for the fusions):
+``vector``, ``bm25``, ``hybrid``, ``qdrant_hybrid``, the fusion alternatives ``hybrid_combsum``,
+``hybrid_combmnz``, ``hybrid_dbsf`` (``hybrid``'s legs and unit mapping, another :func:`~rerankeval.fusion.fuse`
+method) and ``qdrant_dbsf`` (``qdrant_hybrid`` with Qdrant's DBSF), ``cross_encoder`` (stage 03) and
+``hybrid_rerank`` (the LLM reranker's run, written by stage 04; registered here for its name and
+description only).
 Other modules use the name constants below, never string literals.
 """
 
@@ -32,8 +35,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-from .fusion import RRF_K, rrf
-from .names import BM25, CROSS_ENCODER, HYBRID, HYBRID_RERANK, QDRANT_HYBRID, VECTOR
+from .fusion import RRF_K, fuse
+from .names import (
+    BM25,
+    CROSS_ENCODER,
+    HYBRID,
+    HYBRID_COMBMNZ,
+    HYBRID_COMBSUM,
+    HYBRID_DBSF,
+    HYBRID_RERANK,
+    QDRANT_DBSF,
+    QDRANT_HYBRID,
+    VECTOR,
+)
+from .names import FUSION_VARIANTS as FUSION_VARIANTS
 from .names import LEGS as LEGS  # re-exported: the registry is where callers look for names
 from .names import REPORT_ORDER as REPORT_ORDER
 from .runs import Run, best_chunks, to_units
@@ -171,12 +186,14 @@ class Bm25Leg(Variant):
 class Hybrid(Variant):
     name = HYBRID
     description = "client-side RRF of the vector and bm25 legs, each leg mapped to units before fusing"
+    fusion: ClassVar[str] = "rrf"  # the rerankeval.fusion.fuse method
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         p, s = self.params, self.source
         dense, lex = s.dense_leg(queries, p.leg_k), s.bm25_leg(queries, p.leg_k)
-        chunk_run = rrf([dense, lex], k=p.rrf_k, weights=p.weights)
-        run = rrf([to_units(dense, s.unit_of), to_units(lex, s.unit_of)], k=p.rrf_k, weights=p.weights)
+        chunk_run = fuse([dense, lex], self.fusion, k=p.rrf_k, weights=p.weights)
+        run = fuse([to_units(dense, s.unit_of), to_units(lex, s.unit_of)], self.fusion, k=p.rrf_k,
+                   weights=p.weights)
         return Runs(run, chunk_run)
 
 
@@ -194,6 +211,52 @@ class QdrantHybrid(Variant):
     @classmethod
     def record(cls, params: Mapping) -> dict:
         return {"rrf_formula": RRF_FORMULA, "qdrant_rrf_k": params["rrf_k"] + 1}  # fusion.qdrant_k
+
+
+class ScoreFusedHybrid(Hybrid):
+    """``hybrid`` with a score-based fusion of its two legs (min-max, z-score or DBSF normalised per query
+    and leg, then summed; ``weights`` multiply the normalised scores; ``rrf_k`` is unused)."""
+
+    @classmethod
+    def record(cls, params: Mapping) -> dict:
+        return {"rrf_formula": None, "qdrant_rrf_k": None, "fusion": cls.fusion}
+
+
+@register
+class HybridCombSum(ScoreFusedHybrid):
+    name = HYBRID_COMBSUM
+    description = "CombSUM of the vector and bm25 legs' min-max normalised scores (units, as hybrid)"
+    fusion = "combsum_minmax"
+
+
+@register
+class HybridCombMnz(ScoreFusedHybrid):
+    name = HYBRID_COMBMNZ
+    description = "CombMNZ (CombSUM x legs that found it) of the legs' min-max normalised scores (as hybrid)"
+    fusion = "combmnz_minmax"
+
+
+@register
+class HybridDbsf(ScoreFusedHybrid):
+    name = HYBRID_DBSF
+    description = "client-side distribution-based score fusion (Qdrant's DBSF) of the vector and bm25 legs"
+    fusion = "dbsf"
+
+
+@register
+class QdrantDbsf(QdrantHybrid):
+    name = QDRANT_DBSF
+    description = "Qdrant's Query API: dense + native sparse BM25 prefetch fused by FusionQuery(Fusion.DBSF)"
+
+    def search_runs(self, queries: Mapping[str, str]) -> Runs:
+        p = self.params
+        chunk_run = self.source.qdrant_fused(queries, leg_k=p.leg_k, limit=2 * p.leg_k, weights=p.weights,
+                                             fusion="dbsf")
+        return Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
+
+    @classmethod
+    def record(cls, params: Mapping) -> dict:
+        return {"rrf_formula": None, "qdrant_rrf_k": None, "fusion": "dbsf"}
 
 
 @register
