@@ -137,10 +137,43 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
                                                "k": 3}, progress_bar=False)
         assert f.count > calls  # the free-text query went through the reranker (the pool of 3 is new)
     cells = json.loads(out.read_text())["cells"]
-    shown = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cells[4]["outputs"])
+
+    def html_of(marker: str) -> str:
+        cell = next(c for c in cells if c["cell_type"] == "code" and marker in "".join(c["source"]))
+        return "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
+
+    shown = html_of("explore.show(dp, query, k)")
     assert "live search over the saved indexes" in shown
     for v in ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_rerank"):
         assert f"<h4>{v} " in shown, v
     assert "unavailable" not in shown and "hybrid_rerank ledger: status" in shown
-    examples = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cells[6]["outputs"])
+    examples = html_of("ex.examples(n_examples)")
     assert examples.count('class="rre-x"') == 3  # the diff view's largest changes, from the saved runs
+
+
+def test_the_widget_shows_a_picked_query_and_records_a_grade(tmp_path, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    monkeypatch.delenv("RERANKEVAL_STAGE", raising=False)
+    dp = _dataset(tmp_path)
+    ui = explore.widget(dp, k=3)
+    text, pick, _, _, row, status = ui.children
+    unit, grade, record = row.children
+    pick.value = "q3"  # a query with no judgments yet
+    assert not record.disabled and set(unit.options) == set(UNITS)
+    unit.value, grade.value = UNITS[3], 2
+    record.click()
+    assert "recorded: q3 / m.pdf#p4 = 2" in status.value
+    assert judgments.read_judgments(dp.judgments("test")) == [("q3", UNITS[3], 2, 2)]
+    pick.value = "q1"
+    unit.value, grade.value = UNITS[0], 0  # judged 2 in the qrels: refused, shown, nothing written
+    record.click()
+    assert "refused" in status.value and len(judgments.read_judgments(dp.judgments("test"))) == 1
+
+
+def test_without_ipywidgets_the_widget_says_how_to_call_the_explorer(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **kw: (_ for _ in ()).throw(ImportError(name))
+                        if name == "ipywidgets" else real(name, *a, **kw))
+    assert "explore.show(dp, query, k)" in explore.widget(_dataset(tmp_path))

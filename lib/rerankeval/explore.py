@@ -384,7 +384,8 @@ def widget(dp: DatasetPaths, k: int = 10) -> Any:
         return "Interactive explorer: open this notebook in JupyterLab (make lab)."
     ex = explorer(dp)
     picks = [(f"{q}: {ex.table[q][:70]}", q) for q in dict.fromkeys(ex.examples(5) + list(ex.table))]
-    text = w.Text(placeholder="type a question, or a query id, and press Enter", layout=w.Layout(width="60%"))
+    text = w.Text(placeholder="type a question, or a query id, and press Enter", layout=w.Layout(width="60%"),
+                  continuous_update=False)
     pick = w.Dropdown(options=[("(pick a query)", "")] + picks, layout=w.Layout(width="60%"))
     depth = w.BoundedIntText(value=k, min=1, max=100, description="k")
     out, status = w.Output(), w.HTML()
@@ -408,15 +409,16 @@ def widget(dp: DatasetPaths, k: int = 10) -> Any:
         status.value = "" if x.qid else "free text: add the query to queries.jsonl to judge its units"
 
     def on_record(_: Any) -> None:
-        x = state.get("x")
+        x = state["x"]
         try:
-            status.value = esc(f"{ex.judge(x.qid, unit.value, int(grade.value))}: {x.qid} / {unit.value} = "
-                               f"{grade.value} (merged into the qrels by the next make report)")
+            done = esc(f"{ex.judge(x.qid, unit.value, int(grade.value))}: {x.qid} / {unit.value} = {grade.value} "
+                       "(merged into the qrels by the next make report)")
         except ValueError as exc:  # JudgmentConflict included: shown, nothing overwritten
-            status.value = f'<span style="color:#a33">{esc(exc)}</span>'
+            done = f'<span style="color:#a33">{esc(exc)}</span>'
         run(x.qid)
+        status.value = done
 
-    text.on_submit(lambda t: run(t.value))
+    text.observe(lambda ch: ch["new"].strip() and run(ch["new"]), names="value")
     pick.observe(lambda ch: ch["new"] and run(ch["new"]), names="value")
     record.on_click(on_record)
     return w.VBox([text, pick, depth, out, w.HBox([unit, grade, record]), status])
