@@ -67,7 +67,7 @@ class Column:
     unavailable: str = ""  # why the column is empty (no index, no LLM endpoint ...)
 
 
-@dataclass
+@dataclass(repr=False)
 class Exploration:
     """One query across every variant; ``_repr_html_`` renders it (escaped), :meth:`frame` as a table."""
 
@@ -91,6 +91,10 @@ class Exploration:
 
     def _repr_html_(self) -> str:
         return render_html(self)
+
+    def __repr__(self) -> str:
+        return (f"<Exploration of {self.qid or 'free text'} in {self.dataset}: {len(self.columns)} variants, "
+                f"top {self.k}>")
 
 
 # --------------------------------------------------------------------------- snippets and highlighting
