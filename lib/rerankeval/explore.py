@@ -197,7 +197,7 @@ class Explorer:
         text = self.table[qid] if qid else str(query).strip()
         terms = self.texts.terms(text)
         if qid is not None:
-            found = {v: (run.get(qid, {}), self.best.get(v, {}).get(qid, {}), "") for v, run in self.runs.items()}
+            found = {v: (run.get(qid, {}), self._best(v).get(qid, {}), "") for v, run in self.runs.items()}
             ledger = _ledger_row(self.ledger, qid)
         else:
             found, ledger = self.live().search(text, list(self.runs))
@@ -206,6 +206,11 @@ class Explorer:
         columns = [self._column(v, *found[v], terms, k, gold, hybrid) for v in self.runs if v in found]
         return Exploration(self.dp.name, text, qid, qid is None, k, columns, gold, ledger, terms,
                            time.perf_counter() - t0, lambda s: self.texts.marked(s, terms))
+
+    def _best(self, v: str) -> dict[str, dict[str, str]]:
+        """qid -> unit -> the chunk that brought it in: the variant's chunk run, else (a reranker without one)
+        the hybrid run's, whose best chunk is the passage the reranker saw."""
+        return self.best.get(v) or (self.best.get(HYBRID, {}) if v in RERANKED else {})
 
     def _column(self, v: str, run: Mapping[str, float], best: Mapping[str, str], why: str, terms: frozenset[str],
                 k: int, gold: Mapping[str, int], hybrid: Mapping[str, float]) -> Column:
@@ -317,7 +322,7 @@ STYLE = """<style>
  background:#fff!important}
 .rre-x th{background:#eef1f4!important}
 .rre-x .rk{width:2.2em!important;text-align:right!important}
-.rre-x .g{width:3.2em!important}
+.rre-x .g{width:3.8em!important}
 .rre-x tr.gold td{background:#e3f4e1!important}
 .rre-x tr.gold td.g{font-weight:bold;color:#1b6e1b}
 .rre-x .unit{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
