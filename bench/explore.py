@@ -32,6 +32,14 @@ def timed(ex: explore.Explorer, query: str, k: int) -> tuple[float, explore.Expl
     return time.perf_counter() - t0, x
 
 
+def reranker_state(x: explore.Exploration) -> str:
+    """How the hybrid_rerank column was made: its ledger (status, fresh calls / calls), or why it is missing."""
+    col = next((c for c in x.columns if c.variant == "hybrid_rerank"), None)
+    if col is None or col.unavailable or not x.ledger:
+        return f"unavailable: {col.unavailable[:80] if col else 'no hybrid_rerank run'}"
+    return f"{x.ledger['status']}, {x.ledger['requests']} requests for {x.ledger['llm_calls']} calls"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=paths.DEFAULT_DATASET)
@@ -45,12 +53,11 @@ def main() -> None:
     qids = [q for q in ex.table if q in ex.qrels][: args.n + 1]
     out["judged_s"] = [round(timed(ex, q, args.k)[0], 4) for q in qids[1:]]
     texts = [f"{ex.table[q]} please" for q in qids]
-    cold, x = timed(ex, texts[0], args.k)
-    out["free_text_cold_s"] = round(cold, 3)
-    out["free_text_s"] = [round(timed(ex, t, args.k)[0], 3) for t in texts[1:]]
-    out["free_text_cached_s"] = [round(timed(ex, t, args.k)[0], 3) for t in texts[1:]]
-    out["reranked_column"] = next((c.unavailable or "available" for c in x.columns if c.variant == "hybrid_rerank"),
-                                  "no hybrid_rerank run")
+    out["free_text_cold_s"] = round(timed(ex, texts[0], args.k)[0], 3)
+    for key in ("free_text", "free_text_cached"):  # new texts (fresh LLM calls), then the same again (cached)
+        got = [timed(ex, t, args.k) for t in texts[1:]]
+        out[f"{key}_s"] = [round(s, 3) for s, _ in got]
+        out[f"{key}_reranker"] = [reranker_state(x) for _, x in got]
     ex.close()
     for key in ("judged_s", "free_text_s", "free_text_cached_s"):
         out[key.replace("_s", "_median_s")] = round(statistics.median(out[key]), 4) if out[key] else None

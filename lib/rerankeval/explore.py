@@ -274,9 +274,12 @@ def example_queries(dp: DatasetPaths, n: int = 3, pair: Sequence[str] = (HYBRID,
 _EXPLORERS: dict[str, Explorer] = {}
 
 
-def explorer(dp: DatasetPaths) -> Explorer:
-    """The dataset's explorer, created on first use and kept (warm) for the session."""
+def explorer(dp: DatasetPaths, reload: bool = False) -> Explorer:
+    """The dataset's explorer, created on first use and kept (warm) for the session; ``reload`` re-reads the
+    saved runs (after the chain ran again)."""
     key = str(dp.root)
+    if reload and key in _EXPLORERS:
+        _EXPLORERS.pop(key).close()
     if key not in _EXPLORERS:
         _EXPLORERS[key] = Explorer(dp)
     return _EXPLORERS[key]
@@ -513,6 +516,7 @@ class LiveSearch:
         if problem:
             return {}, problem, None
         cfg = {k: (tuple(v) if isinstance(v, list) else v) for k, v in summary["config"].items()}
+        cfg.update(max_calls=0, max_cost=0.0)  # 04's run budget is not the explorer's (not in the cache key)
         pool_k = int(summary.get("pool_k") or len(hybrid))
         items = ranked(hybrid)
         pool = [Candidate(d, self.retriever.texts[best[d]], float(s), i) for i, (d, s) in enumerate(items[:pool_k])]
