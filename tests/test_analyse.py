@@ -140,7 +140,7 @@ def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1), vector=_good(3))
     a = analyse.run_analysis(dp, FAST)
     written = analyse.write_analysis(dp, a)
-    assert set(written) == {"metrics", "per_query", "summary", "comparisons", "manifest"}
+    assert set(written) == {"metrics", "per_query", "summary", "comparisons", "manifest", "review"}
     back = analyse.read_summary(dp)
     assert back == a.summary and back.pool_k == 5 and back.variants == ["vector", "hybrid"]
     assert json.loads(dp.manifest.read_text())["analysis"]["verdict"] == a.verdict

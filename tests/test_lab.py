@@ -96,3 +96,11 @@ def test_the_command_allows_root_and_opens_no_browser_without_a_display(tmp_path
     assert "--ServerApp.port=8890" in cmd and "--IdentityProvider.token=tok" in cmd
     monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
     assert "--allow-root" not in lab.lab_command(8890, "tok", tmp_path, "127.0.0.1", browser=False)
+
+
+def test_lab_opens_the_explorer_first(tmp_path, capsys):
+    assert (lab.paths.NOTEBOOKS_DIR / lab.FIRST_NOTEBOOK).is_file()  # 00-explore ships with the project
+    lab._announce("http://127.0.0.1:8890", "tok", lab.paths.NOTEBOOKS_DIR, {})
+    assert "http://127.0.0.1:8890/lab/tree/00-explore.ipynb?token=tok" in capsys.readouterr().out
+    lab._announce("http://127.0.0.1:8890", "tok", tmp_path, {})  # a folder without it: the plain /lab
+    assert "http://127.0.0.1:8890/lab?token=tok" in capsys.readouterr().out

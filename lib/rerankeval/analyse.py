@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import conformance, corpus, costs, funnel, metrics, runs, stats, verdict
+from . import conformance, corpus, costs, funnel, judgments, metrics, runs, stats, verdict
 from .ioutil import atomic_write_json, atomic_write_text
 from .names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from .paths import DatasetPaths
@@ -97,6 +97,7 @@ class Summary:
     verdict: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     external: list[str] = field(default_factory=list)  # one note per run file from another system
+    judging: dict[str, Any] = field(default_factory=dict)  # Judged@k, unjudged pool, merged judgments (judgments.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -309,7 +310,7 @@ def run_analysis(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -
     """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
     p = AnalysisParams.of(params)
     stats_ = corpus.load_stats(dp)
-    qrels = corpus.load_qrels(dp)
+    qrels, merge = judgments.merged_qrels(dp, corpus.load_qrels(dp))
     table_q = corpus.load_query_table(dp)
     queries = {q.qid: q.text for q in table_q}
     run_files, loaded, checks, external = _load_runs(dp, p, list(queries))
@@ -338,7 +339,8 @@ def run_analysis(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -
         max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}", test=p.test,
         n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
         verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing),
-        external=[n.describe() for n in external])
+        external=[n.describe() for n in external],
+        judging=judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k))
     fallback_qids = ledger_mod.fallback_queries(ledger, variant=reranked)
     att, by_k = _funnel(loaded, qrels, qs.qids, p, pool_k, cutoffs, fallback_qids, reranked)
     for w in warn:
@@ -371,6 +373,7 @@ def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         "metrics": atomic_write_text(dp.metrics_csv, a.table.to_csv(index=False)),
         "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),
         **write_summary(dp, a.summary, a.comparisons),
+        "review": judgments.write_review(dp, a.runs, a.qrels, a.query_set.qids, a.params.final_k, a.chunk_runs),
     }
     man = manifest.build_manifest(dp, variants=list(a.runs), extra=a.summary.to_dict())
     out["manifest"] = manifest.write_manifest(dp, man)

@@ -4,7 +4,8 @@
 is what ``make report`` calls. Parameters come from ``params/default.yaml``, then ``params/<dataset>.yaml``,
 then ``--set``; each notebook receives only the parameters its ``parameters`` cell declares. Executed
 notebooks go to ``results/<dataset>/executed/``, HTML to ``results/<dataset>/report/``; the index links
-every notebook that has a rendered page, this run's or an earlier one's (marked "earlier run").
+every notebook that has a rendered page, this run's or an earlier one's (marked "earlier run"). The explorer
+``00-explore`` (what ``make lab`` opens first) reads what 01-05 saved, so the chain runs it after 05 and before 06+.
 
 Before any notebook runs the chain checks what it can: parameters that must agree (``pool_k >= final_k``),
 the dataset's files, and, when the LLM notebook is in the run, that the LLM endpoint answers (the local
@@ -50,9 +51,20 @@ class PreflightError(Exception):
     """A problem found before any notebook runs; the message says what is wrong and how to fix it."""
 
 
+EXPLORER_AFTER = "05"  # 00-explore reads the indexes and runs 01-05 saved: the chain runs it right after 05
+
+
+def _chain_order(nb: Path) -> tuple[str, str]:
+    """By number, except ``00-*`` (the explorer ``make lab`` opens first), which runs after ``EXPLORER_AFTER``
+    and before any later notebook (06, 07 ...)."""
+    number = nb.name[:2]
+    return (EXPLORER_AFTER + "+" if number == "00" else number, nb.name)
+
+
 def notebooks(only: list[str] | None = None) -> list[Path]:
-    """The numbered notebooks (``NN-name.ipynb``) in order, optionally filtered by number or name."""
-    found = sorted(p for p in paths.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
+    """The numbered notebooks (``NN-name.ipynb``) in chain order (see :func:`_chain_order`), optionally
+    filtered by number or name."""
+    found = sorted(paths.NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"), key=_chain_order)
     if only:
         found = [p for p in found if any(p.name.startswith(o) or p.stem == o for o in only)]
     return found

@@ -253,6 +253,8 @@ def build_manifest(
     }
     if extra:
         manifest["analysis"] = dict(extra)
+        if (extra.get("judging") or {}).get("judgments"):  # grades recorded while exploring, merged by 05
+            manifest["judgments"] = extra["judging"]["judgments"]
     return redact(_json_safe(manifest), settings)
 
 

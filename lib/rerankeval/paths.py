@@ -84,6 +84,14 @@ class DatasetPaths:
     def source_qrels(self, split: str = "test") -> Path:
         return self.source / "qrels" / f"{split}.tsv"
 
+    def judgments(self, split: str = "test") -> Path:
+        """TSV ``query-id corpus-id score``: grades recorded while exploring (:mod:`rerankeval.judgments`).
+
+        Kept in the dataset folder beside ``qrels/<split>.tsv`` (it is the user's work, and survives deleting
+        ``results/``); stage 05 merges it into the qrels it evaluates with.
+        """
+        return self.source / "qrels" / f"judgments-{split}.tsv"
+
     @property
     def source_record(self) -> Path:
         """JSON ``{"source": <folder>}``: which dataset folder owns ``root`` (see :func:`check_results_owner`)."""
@@ -212,6 +220,15 @@ class DatasetPaths:
     @property
     def per_query_csv(self) -> Path:
         return self.root / "per_query.csv"
+
+    @property
+    def review_dir(self) -> Path:
+        return self.stage_dir("review")
+
+    @property
+    def unjudged_review(self) -> Path:
+        """TSV: the unjudged units of every variant's top k (the judging pool), written by stage 05."""
+        return self.review_dir / "unjudged.tsv"
 
     @property
     def manifest(self) -> Path:

@@ -166,7 +166,7 @@ def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
 
 def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
-                facts=[], verdict=[], pages=[], figures=[], appendix=[], manifest=None)
+                facts=[], verdict=[], judged=None, pages=[], figures=[], appendix=[], manifest=None)
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -208,6 +208,14 @@ def _facts(summary: Summary | None) -> list[str]:
     return facts + list(summary.external) + [f"warning: {w}" for w in summary.warnings]
 
 
+def _judged(summary: Summary | None) -> dict[str, Any] | None:
+    """The Judged@k column (share of each variant's top k with a judgment), or None before stage 05 wrote it."""
+    j = (summary.judging if summary else None) or {}
+    if not j.get("judged_at_k"):
+        return None
+    return {"k": j["k"], "values": {v: verdict.fmt(x) for v, x in j["judged_at_k"].items()}}
+
+
 def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     """Template values of the headline section, from what the analysis wrote."""
     metrics = _load_metrics(dp)
@@ -227,7 +235,7 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     lines = verdict.verdict_lines(metrics, analyse.read_comparisons(dp), headline, pool_k,
                                   missing=summary.missing if summary else None)
     return {"headline": headline_table(metrics, headline, pool_k), "costs": cost_table(metrics),
-            "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines}
+            "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary)}
 
 
 def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:

@@ -1,0 +1,179 @@
+"""Issue 10 point 1: the explorer (``rerankeval.explore``, notebook ``00-explore``).
+
+Fast tests on a hand-built dataset (saved runs, ledger, no indexes): a judged query read from the saved runs with
+grades, the reranker's ledger row and hybrid ranks before reranking; a query with no judged units; free text
+without indexes (an error naming the fix); escaping. One slow test executes the notebook with papermill on the tiny
+PDF dataset with a free-text query: live search over the saved indexes and the fake LLM as the reranker.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fakellm import FakeLLM
+from rerankeval import chain, explore, judgments, rerank, runs
+from rerankeval.corpus import StageMissing
+from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.paths import NOTEBOOKS_DIR, resolve_dataset
+
+UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
+TEXTS = ["The alpha configuration file lives in /etc/alpha.", "Beta upgrades <script>alert(1)</script> run nightly.",
+         "Gamma threads are configured by GAMMA_WORKERS.", "Delta logs rotate weekly.", "Epsilon is unrelated."]
+
+
+def _dataset(tmp_path):
+    """Five one-chunk pages, three queries (q3 unjudged), hybrid/bm25 runs, a hybrid_rerank run and its ledger."""
+    (tmp_path / "src" / "ex" / "qrels").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "ex"))
+    atomic_write_jsonl(dp.chunks, [
+        {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "", "text": t}
+        for i, (u, t) in enumerate(zip(UNITS, TEXTS, strict=True))])
+    atomic_write_jsonl(dp.queries, [{"_id": "q1", "text": "alpha configuration", "slices": {}},
+                                    {"_id": "q2", "text": "how do beta upgrades run", "slices": {}},
+                                    {"_id": "q3", "text": "what rotates weekly", "slices": {}}])
+    runs.write_qrels({"q1": {UNITS[0]: 2, UNITS[2]: 0}, "q2": {UNITS[1]: 1}}, dp.qrels)
+    atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
+    unit_of = {f"{u}#c0": u for u in UNITS}
+    chunk_run = {q: {f"{UNITS[(i + j) % 5]}#c0": 1.0 / (j + 1) for j in range(5)} for i, q in enumerate(("q1", "q2",
+                                                                                                          "q3"))}
+    for v in ("bm25", "hybrid"):
+        runs.write_trec(chunk_run, dp.chunk_run_file(v), v)
+        runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file(v), v)
+    hybrid = runs.read_trec(dp.run_file("hybrid"))
+    reranked = {q: dict(reversed(list(d.items()))) for q, d in hybrid.items()}  # the pool reversed
+    runs.write_trec({q: {d: 1.0 / (i + 1) for i, d in enumerate(d)} for q, d in reranked.items()},
+                    dp.run_file("hybrid_rerank"), "hybrid_rerank")
+    rows = [{"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": "repaired" if q == "q1" else "ok",
+             "n_invalid": 1, "n_duplicate": 0, "n_missing": 1, "n_failed": 0, "retries": 2, "error": "",
+             "llm_calls": 5, "cache_hits": 5, "latency_s": 1.25, "model": "fake-reranker"} for q in hybrid]
+    rerank.write_ledger(rows, dp.ledger)
+    return dp
+
+
+def test_a_judged_query_shows_every_saved_variant_with_grades_ledger_and_ranks_before(tmp_path):
+    dp = _dataset(tmp_path)
+    x = explore.Explorer(dp).show("q1", k=3)
+    assert [c.variant for c in x.columns] == ["bm25", "hybrid", "hybrid_rerank"] and not x.live
+    hybrid, rr = x.columns[1].hits, x.columns[2].hits
+    assert [(h.rank, h.unit_id, h.grade) for h in hybrid] == [(1, UNITS[0], 2), (2, UNITS[1], None),
+                                                              (3, UNITS[2], 0)]
+    assert [(h.unit_id, h.before) for h in rr] == [(UNITS[4], 5), (UNITS[3], 4), (UNITS[2], 3)]
+    assert hybrid[0].where == "m.pdf \u00b7 p.1" and "alpha" in hybrid[0].snippet
+    html = x._repr_html_()
+    assert "status <b" in html and "repaired" in html and "repairs 2" in html and "retries 2" in html
+    assert "latency 1.25 s" in html and "hybrid #5" in html and "gold 2" in html
+    assert "<mark>alpha</mark> <mark>configuration</mark>" in html  # query terms highlighted (stems match)
+    assert len(x.frame()) == 9 and set(x.frame().variant) == {"bm25", "hybrid", "hybrid_rerank"}
+    # the same query typed as text is recognised as q1
+    assert explore.Explorer(dp).show("  Alpha   configuration ", k=3).qid == "q1"
+
+
+def test_a_query_with_no_judged_units_is_shown_without_grades(tmp_path):
+    dp = _dataset(tmp_path)
+    x = explore.show(dp, "q3", k=5)
+    assert x.qid == "q3" and x.gold == {}
+    assert all(len(c.hits) == 5 and all(h.grade is None for h in c.hits) for c in x.columns)
+    html = x._repr_html_()
+    assert "no judgments for this query" in html and "gold" not in html.split("</style>")[1]
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_free_text_without_indexes_says_to_run_stage_02(tmp_path):
+    dp = _dataset(tmp_path)
+    with pytest.raises(StageMissing, match=r"never builds indexes.*|--only 02"):
+        explore.Explorer(dp).show("something nobody asked", k=3)
+
+
+def test_a_grade_recorded_in_the_explorer_shows_at_once_and_a_conflict_is_refused(tmp_path):
+    dp = _dataset(tmp_path)
+    ex = explore.explorer(dp)
+    assert ex.show("q3", k=2).columns[1].hits[0].grade is None
+    assert explore.judge(dp, "q3", UNITS[2], 1) == "recorded"
+    assert ex.show("q3", k=2).columns[1].hits[0].grade == 1
+    with pytest.raises(judgments.JudgmentConflict, match="already judged 2"):
+        explore.judge(dp, "q1", UNITS[0], 1)
+
+
+def test_examples_are_the_diff_views_largest_changes(tmp_path):
+    dp = _dataset(tmp_path)
+    dp.per_query_csv.write_text("variant,qid,metric,value\n" + "".join(
+        f"{v},{q},ndcg@10,{val}\n" for v, q, val in [("hybrid", "q1", 1.0), ("hybrid_rerank", "q1", 0.2),
+                                                      ("hybrid", "q2", 0.5), ("hybrid_rerank", "q2", 0.6)]))
+    assert explore.example_queries(dp, 1) == ["q1"] and explore.Explorer(dp).examples(2) == ["q1", "q2"]
+
+
+def test_the_chain_runs_the_explorer_after_the_stages_it_reads():
+    names = [p.stem for p in chain.notebooks()]
+    assert names.index("00-explore") == names.index("05-analyse") + 1
+    assert [p.stem for p in chain.notebooks(["00"])] == ["00-explore"]
+
+
+@pytest.mark.slow
+def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_pdf, monkeypatch):
+    papermill = pytest.importorskip("papermill")
+    from rerankeval import analyse, extract, index, retrieve
+
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
+    dp = resolve_dataset(str(tiny_pdf))
+    extract.build_corpus(dp)
+    index.build_indexes(dp, progress=False)
+    with retrieve.Retriever(dp, progress=False) as r:
+        for v in retrieve.BASE_VARIANTS:
+            retrieve.retrieve(dp, v, leg_k=10, pool_k=3, retriever=r)
+    with FakeLLM() as f:
+        for k, v in {"OPENAI_BASE_URL": f.base_url, "OPENAI_API_KEY": "sk-fake", "RERANK_MODEL": "fake"}.items():
+            monkeypatch.setenv(k, v)
+        fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
+        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(), pool_k=3, progress=False,
+                                settings=rerank.load_settings())
+        rerank.write_outputs(dp, res, rerank.load_settings())
+        analyse.write_analysis(dp, analyse.run_analysis(dp, {"ks": [1, 3], "final_k": 3, "n_boot": 50, "n_perm": 50}))
+        calls = f.count
+        out = tmp_path / "00.ipynb"
+        papermill.execute_notebook(str(NOTEBOOKS_DIR / "00-explore.ipynb"), str(out), kernel_name="python3",
+                                   parameters={"dataset": str(tiny_pdf), "query": "where do I wipe the alpha cache",
+                                               "k": 3}, progress_bar=False)
+        assert f.count > calls  # the free-text query went through the reranker (the pool of 3 is new)
+    cells = json.loads(out.read_text())["cells"]
+
+    def html_of(marker: str) -> str:
+        cell = next(c for c in cells if c["cell_type"] == "code" and marker in "".join(c["source"]))
+        return "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
+
+    shown = html_of("explore.show(dp, query, k)")
+    assert "live search over the saved indexes" in shown
+    for v in ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_rerank"):
+        assert f"<h4>{v} " in shown, v
+    assert "unavailable" not in shown and "hybrid_rerank ledger: status" in shown
+    examples = html_of("ex.examples(n_examples)")
+    assert examples.count('class="rre-x"') == 3  # the diff view's largest changes, from the saved runs
+
+
+def test_the_widget_shows_a_picked_query_and_records_a_grade(tmp_path, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    monkeypatch.delenv("RERANKEVAL_STAGE", raising=False)
+    dp = _dataset(tmp_path)
+    ui = explore.widget(dp, k=3)
+    text, pick, _, _, row, status = ui.children
+    unit, grade, record = row.children
+    pick.value = "q3"  # a query with no judgments yet
+    assert not record.disabled and set(unit.options) == set(UNITS)
+    unit.value, grade.value = UNITS[3], 2
+    record.click()
+    assert "recorded: q3 / m.pdf#p4 = 2" in status.value
+    assert judgments.read_judgments(dp.judgments("test")) == [("q3", UNITS[3], 2, 2)]
+    pick.value = "q1"
+    unit.value, grade.value = UNITS[0], 0  # judged 2 in the qrels: refused, shown, nothing written
+    record.click()
+    assert "refused" in status.value and len(judgments.read_judgments(dp.judgments("test"))) == 1
+
+
+def test_without_ipywidgets_the_widget_says_how_to_call_the_explorer(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **kw: (_ for _ in ()).throw(ImportError(name))
+                        if name == "ipywidgets" else real(name, *a, **kw))
+    assert "explore.show(dp, query, k)" in explore.widget(_dataset(tmp_path))
