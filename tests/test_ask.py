@@ -164,3 +164,34 @@ def test_notebook_07_answers_judged_and_free_questions(tmp_path, tiny_pdf):
     assert (summary["variant"], summary["model"], summary["judged"]) == ("hybrid", "fake-reranker", 1)
     html = (out / "report" / "07-ask.html").read_text()
     assert "citations (checked)" in html and "fake-reranker" in html
+
+
+def fake_corpus(dp: paths.DatasetPaths) -> None:
+    """Stage 01/03/04 outputs by hand: two pages (page 1 in two chunks), queries t1..t3, runs."""
+    from rerankeval import runs
+    from rerankeval.ioutil import atomic_write_jsonl
+
+    chunks = [("a#0", "a.pdf#p1", 1, 0, "first chunk of page one"), ("a#1", "a.pdf#p1", 1, 500, "second chunk"),
+              ("a#2", "a.pdf#p2", 2, 0, "page two text")]
+    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "a.pdf", "page": p, "start": s,
+                                    "title": "", "text": t} for c, u, p, s, t in chunks])
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("t1", "t2", "t3")])
+    runs.write_qrels({"t1": {"a.pdf#p1": 1}, "t2": {"a.pdf#p2": 2}, "t3": {"a.pdf#p2": 0}}, dp.qrels)
+    both = {"a.pdf#p2": 2.0, "a.pdf#p1": 1.0}
+    runs.write_trec({"t1": both, "t2": both}, dp.run_file("hybrid"), tag="hybrid")
+    runs.write_trec({q: {"a#2": 3.0, "a#1": 2.0, "a#0": 1.0} for q in ("t1", "t2")}, dp.chunk_run_file("hybrid"),
+                    tag="hybrid")
+    runs.write_trec({"t1": {"a.pdf#p1": 1.0, "a.pdf#p2": 0.5}}, dp.run_file("hybrid_rerank"), tag="hybrid_rerank")
+
+
+def test_passages_come_from_the_saved_run_with_page_labels_and_best_chunks(tiny_pdf):
+    dp = paths.resolve_dataset(tiny_pdf)
+    fake_corpus(dp)
+    src = ask.PassageSource(dp, "hybrid_rerank", k=2)
+    assert src.judged("t1") == [ask.Passage("a.pdf p.1", "a.pdf#p1", "second chunk"),
+                                ask.Passage("a.pdf p.2", "a.pdf#p2", "page two text")]
+    assert [p.unit for p in src.judged("t2")] == ["a.pdf#p2", "a.pdf#p1"]  # not reranked: hybrid's run
+    assert src.notes == ["query t2 is not in the hybrid_rerank run: its passages come from hybrid"]
+    assert [(q.qid, q.text) for q in ask.default_questions(dp, 5)] == [("t1", "question t1"), ("t2", "question t2")]
+    assert ask.to_questions(dp, ["t2", "QUESTION  t1", "anything else"]) == [
+        ask.Question("question t2", "t2"), ask.Question("question t1", "t1"), ask.Question("anything else")]

@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
@@ -142,7 +142,8 @@ def default_questions(dp: DatasetPaths, n: int = DEFAULT_N) -> list[Question]:
     judged = sorted(q for q in queries if any(g > 0 for g in qrels.get(q, {}).values()))
     if n <= 0 or not judged:
         return []
-    picks = sorted({round(i * (len(judged) - 1) / max(1, n - 1)) for i in range(min(n, len(judged)))})
+    m = min(n, len(judged))  # steps of (len - 1) / (m - 1) >= 1: distinct picks, first and last included
+    picks = [round(i * (len(judged) - 1) / max(1, m - 1)) for i in range(m)]
     return [Question(queries[judged[i]], judged[i]) for i in picks]
 
 
@@ -181,7 +182,7 @@ class PassageSource:
         self.first_chunk = dict(zip(first.unit_id, first.chunk_id, strict=True))
         self.labels = {u: unit_label(u, s, p) for u, s, p in zip(first.unit_id, first.source, first.page, strict=True)}
         self.notes: list[str] = []
-        self._saved: tuple[runs.Run, dict[str, dict[str, str]]] | None = None
+        self._saved: dict[str, tuple[runs.Run, dict[str, dict[str, str]]]] = {}
 
     def _passages(self, run: Mapping[str, float], best: Mapping[str, str]) -> list[Passage]:
         out = []
@@ -191,21 +192,25 @@ class PassageSource:
             out.append(Passage(self.labels.get(unit, unit), unit, text))
         return out
 
-    def saved(self) -> tuple[runs.Run, dict[str, dict[str, str]]]:
-        """The variant's saved unit run and each query's best chunk per unit (from its chunk run, or hybrid's)."""
-        if self._saved is None:
-            path = self.dp.run_file(self.variant)
+    def _read(self, variant: str) -> tuple[runs.Run, dict[str, dict[str, str]]]:
+        """A saved unit run and each query's best chunk per unit (from its chunk run, or hybrid's)."""
+        if variant not in self._saved:
+            path = self.dp.run_file(variant)
             if not path.exists():
-                raise corpus.StageMissing(f"{path} is missing: run the stage that writes the {self.variant} run "
+                raise corpus.StageMissing(f"{path} is missing: run the stage that writes the {variant} run "
                                           "(03-retrieve, or 04-rerank for hybrid_rerank), or pick another variant.")
-            chunk_path = next((p for p in (self.dp.chunk_run_file(self.variant), self.dp.chunk_run_file(HYBRID))
+            chunk_path = next((p for p in (self.dp.chunk_run_file(variant), self.dp.chunk_run_file(HYBRID))
                                if p.exists()), None)
             best = runs.best_chunks(runs.read_trec(chunk_path), self.unit_of) if chunk_path else {}
-            self._saved = (runs.read_trec(path), best)
-        return self._saved
+            self._saved[variant] = (runs.read_trec(path), best)
+        return self._saved[variant]
 
     def judged(self, qid: str) -> list[Passage]:
-        run, best = self.saved()
+        """From the saved run; a query the variant did not answer (e.g. 04's max_queries) uses hybrid's run."""
+        run, best = self._read(self.variant)
+        if qid not in run and self.variant != HYBRID:
+            self.notes.append(f"query {qid} is not in the {self.variant} run: its passages come from {HYBRID}")
+            run, best = self._read(HYBRID)
         return self._passages(run.get(qid, {}), best.get(qid, {}))
 
     def free(self, texts: Mapping[str, str]) -> dict[str, list[Passage]]:
@@ -241,8 +246,7 @@ def template_hash() -> str:
 # -- reading a reply --
 def read_reply(content: str) -> AnswerReply:
     """The reply as :class:`AnswerReply`; raises :class:`Unusable` (caller re-asks, then salvages)."""
-    obj, _ = parse(content, AnswerReply)
-    assert isinstance(obj, AnswerReply)
+    obj = cast(AnswerReply, parse(content, AnswerReply)[0])
     if not obj.answer.strip() and not obj.citations and not obj.not_in_documents:
         raise Unusable("EmptyAnswer", "the reply has no answer, no citation and no not_in_documents flag")
     return obj
