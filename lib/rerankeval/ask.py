@@ -341,14 +341,15 @@ class Asker:
     """Asks one endpoint for cited answers through the reranker's client and reply cache (a context manager)."""
 
     def __init__(self, settings: Settings | None = None, cache: LLMCache | None = None,
-                 client: LLMClient | None = None, *, max_tokens: int = 256, seed: int = 0, content_retries: int = 1):
+                 client: LLMClient | None = None, *, max_tokens: int = 256, seed: int = 0, content_retries: int = 1,
+                 timeout: float | None = None):
         if max_tokens < 16 or content_retries < 0:
             raise ValueError(f"need max_answer_tokens >= 16 and content_retries >= 0, got {max_tokens}/"
                              f"{content_retries}")
         self.settings = settings or load_settings()
         self.cache = cache if cache is not None else LLMCache()
         self._own_client = client is None
-        self.client = client or LLMClient(self.settings, max_connections=2)
+        self.client = client or LLMClient(self.settings, timeout=timeout, max_connections=2)
         self.model, self.endpoint = self.client.model, self.settings.cache_endpoint
         self.max_tokens, self.seed, self.content_retries = max_tokens, seed, content_retries
         self.stats = Stats()
@@ -383,7 +384,12 @@ class Asker:
             self.stats.saved_tokens += reply.prompt_tokens + reply.completion_tokens
             return reply
         rf = schemas.response_format(AnswerStrict, "cited_answer")
-        reply = self.client.chat(msgs, response_format=rf, max_tokens=material["gen"]["max_tokens"], seed=self.seed)
+        try:
+            reply = self.client.chat(msgs, response_format=rf, max_tokens=material["gen"]["max_tokens"],
+                                     seed=self.seed)
+        except LLMCallError as exc:
+            self.stats.fresh_calls += 1 + exc.retries
+            raise
         self.stats.fresh_calls += 1 + reply.retries
         self.stats.prompt_tokens += reply.prompt_tokens
         self.stats.completion_tokens += reply.completion_tokens
@@ -467,9 +473,10 @@ class AskResult:
 def answer(dp: DatasetPaths, questions: Sequence[str] = (), variant: str = "", k: int = 5, *, n: int = DEFAULT_N,
            max_answer_tokens: int = 256, max_passage_chars: int = 600, settings: Settings | None = None,
            cache: LLMCache | None = None, client: LLMClient | None = None, seed: int = 0, content_retries: int = 1,
-           progress: bool = True) -> AskResult:
+           timeout: float | None = None, progress: bool = True) -> AskResult:
     """Answer ``questions`` (judged query ids or texts, or free text; empty: ``n`` judged queries) from the top
-    ``k`` passages of ``variant`` (empty: the analysis' winner), with citations checked (module docstring)."""
+    ``k`` passages of ``variant`` (empty: the analysis' winner), with citations checked (module docstring).
+    ``timeout``: seconds one answer may take (default: the settings' ``RERANK_TIMEOUT``)."""
     if k < 1:
         raise ValueError(f"k must be >= 1 (passages per question), got {k}")
     variant, note = resolve_variant(dp, variant)
@@ -478,8 +485,8 @@ def answer(dp: DatasetPaths, questions: Sequence[str] = (), variant: str = "", k
     passages = source.for_questions(qs)
     qrels = corpus.load_qrels(dp)
     settings = settings or load_settings()
-    with Asker(settings, cache, client, max_tokens=max_answer_tokens, seed=seed,
-               content_retries=content_retries) as asker:
+    with Asker(settings, cache, client, max_tokens=max_answer_tokens, seed=seed, content_retries=content_retries,
+               timeout=timeout) as asker:
         plan = asker.estimate(qs, passages)
         if progress:
             print(plan.message(priced=False), flush=True)
