@@ -94,6 +94,13 @@ def test_an_unusable_reply_is_reasked_with_more_tokens_then_salvaged(tmp_path):
     assert a.error == "InvalidJSON;InvalidJSON"
 
 
+def test_a_failed_reask_still_salvages_the_first_reply(tmp_path):
+    cut = '{"answer": "In /etc/alpha/alpha.conf", "citations": [{"label": "alpha-guide.pdf p.1", "quote": "alpha'
+    a, _, _ = run_one(tmp_path, [{"content": cut, "finish_reason": "length"}, {"status": 400, "message": "no"}])
+    assert (a.status, a.answer) == ("repaired", "In /etc/alpha/alpha.conf")
+    assert a.error.startswith("InvalidJSON;BadRequestError")
+
+
 def test_prose_with_bracketed_labels_is_salvaged_and_checked(tmp_path):
     prose = "The file is /etc/alpha/alpha.conf [alpha-guide.pdf p.1], see also [nowhere.pdf p.9]."
     a, _, _ = run_one(tmp_path, [{"content": prose}, {"content": prose}])

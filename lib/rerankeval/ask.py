@@ -398,7 +398,8 @@ class Asker:
         return reply
 
     def ask(self, q: Question, passages: list[Passage], qrels: Mapping[str, Mapping[str, int]]) -> Answer:
-        """One question: ask, re-ask after an unusable reply (twice the tokens after a cut-off one), salvage."""
+        """One question: ask, re-ask after an unusable reply (twice the tokens after a cut-off one), then
+        salvage the last unusable reply (also when a re-ask fails); a failed first call fails the answer."""
         ans = Answer(q.text, q.qid, passages)
         msgs, max_tokens, errors, reply = messages(q.text, passages), self.max_tokens, [], None
         try:
@@ -412,8 +413,7 @@ class Asker:
                     errors.append(exc.error_class)
                     max_tokens *= 2 if reply.finish_reason == "length" else 1
         except LLMCallError as exc:
-            ans.status, ans.error = "failed", f"{exc.error_class}: {exc}"
-            return ans
+            errors.append(f"{exc.error_class}: {exc}")
         got = salvage(reply.content) if reply is not None else None
         ans.status, ans.error = ("repaired" if got else "failed"), ";".join(errors)
         return checked(ans, got, qrels)
