@@ -489,7 +489,8 @@ def answer(dp: DatasetPaths, questions: Sequence[str] = (), variant: str = "", k
                timeout=timeout) as asker:
         plan = asker.estimate(qs, passages)
         if progress:
-            print(plan.message(priced=False), flush=True)
+            print(f"{plan.message(priced=False)[:-1]}; the time is prompt processing only: writing up to "
+                  f"{max_answer_tokens} tokens per answer comes on top.", flush=True)
         answers = [asker.ask(q, ps, qrels) for q, ps in zip(qs, passages, strict=True)]
         model, stats = asker.model, asker.stats
     return AskResult(answers, variant, k, [note, *source.notes], model, endpoint_kind(settings), plan.to_dict(),
