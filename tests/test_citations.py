@@ -45,6 +45,11 @@ def test_quotes_match_across_white_space_case_quote_marks_and_ellipses():
     assert check("guide.pdf p.2", "").status == c.OK  # no quote: nothing to check
 
 
+def test_quotes_match_across_pdf_ligatures_and_typographic_quotes():
+    texts = {**TEXTS, "notes.pdf#p7": "Gamma\u2019s \ufb01le is \u201cgamma.conf\u201d."}
+    assert c.check_citation("notes.pdf p.7", "Gamma's file is \"gamma.conf\"", LABELS, texts).status == c.OK
+
+
 def test_not_in_the_documents_is_recognised_by_flag_or_phrase():
     assert c.says_not_in_documents("", flag=True)
     assert c.says_not_in_documents("Not in the documents.")

@@ -3,8 +3,9 @@
 - every citation must name a passage the model was given, by its label (``debian-faq.en.pdf p.12`` for
   PDF datasets, the document id for BEIR; brackets, case and white space do not matter, and the unit id
   ``file#p12`` is accepted too): else it is **fabricated**;
-- a quoted span must occur in the cited passage after normalising white space and case (and ignoring
-  surrounding quote marks and a trailing ellipsis): else **quote not found**;
+- a quoted span must occur in the cited passage after normalising white space and case, Unicode
+  compatibility forms (PDF ligatures such as "\ufb01") and typographic quotes, and ignoring surrounding
+  quote marks and a leading or trailing ellipsis: else **quote not found**;
 - "not in the documents" is recognised from the reply's flag or the phrase in its text;
 - for judged questions: **citation precision** = relevant distinct citations / distinct citations (a
   fabricated citation counts as a citation that is not relevant), and whether any gold unit was cited.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,9 +41,13 @@ class Cited:
     unit: str | None
 
 
+_TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
 def norm_text(text: str | None) -> str:
-    """White space collapsed, case folded."""
-    return " ".join(str(text or "").split()).casefold()
+    """NFKC (ligatures apart), typographic quotes straightened, white space collapsed, case folded."""
+    s = unicodedata.normalize("NFKC", str(text or "")).translate(_TYPOGRAPHIC)
+    return " ".join(s.split()).casefold()
 
 
 def norm_label(label: str | None) -> str:
