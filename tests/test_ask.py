@@ -45,7 +45,7 @@ def test_a_good_answer_passes_its_checks_and_scores_precision(tmp_path):
     a, stats, fake = run_one(tmp_path, [good])
     assert (a.status, a.flagged, a.not_in_documents) == ("ok", False, False)
     assert [c.status for c in a.citations] == ["ok"]
-    assert (a.precision, a.gold_cited) == (1.0, True)
+    assert (a.precision, a.gold_cited, a.gold_given) == (1.0, True, True)
     body = fake.requests[-1][2]
     assert body["response_format"]["json_schema"]["name"] == "cited_answer"
     assert "[alpha-guide.pdf p.1] The alpha widget" in body["messages"][-1]["content"]
@@ -67,7 +67,9 @@ def test_a_quote_not_in_the_passage_is_flagged(tmp_path):
 def test_not_in_the_documents_is_recognised(tmp_path, answer, flag):
     a, _, _ = run_one(tmp_path, [reply(answer, [], nid=flag)])
     assert a.not_in_documents and a.status == "ok" and not a.flagged
-    assert math.isnan(a.precision) and a.gold_cited is False
+    assert math.isnan(a.precision) and a.gold_cited is False and a.gold_given  # the gold page was given
+    free, _, _ = run_one(tmp_path, [reply(answer, [], nid=flag)], question=ask.Question("free text"))
+    assert free.not_in_documents and (free.gold_cited, free.gold_given) == (None, None)
 
 
 def test_the_cache_makes_a_second_run_free(tmp_path):

@@ -301,6 +301,7 @@ class Answer:
     error: str = ""
     precision: float = math.nan  # citation precision against the qrels (judged questions)
     gold_cited: bool | None = None
+    gold_given: bool | None = None  # a relevant unit was among the passages (judged questions)
     cached: bool = False
 
     @property
@@ -311,6 +312,8 @@ class Answer:
 
 def checked(ans: Answer, reply: AnswerReply | None, qrels: Mapping[str, Mapping[str, int]]) -> Answer:
     """``ans`` with the reply's answer, its citations checked and, for a judged question, scored."""
+    if ans.qid is not None and ans.qid in qrels:
+        ans.gold_given = any(qrels[ans.qid].get(p.unit, 0) > 0 for p in ans.passages)
     if reply is None:
         return ans
     labels = {p.label: p.unit for p in ans.passages}
@@ -467,6 +470,7 @@ class AskResult:
                                 for s in (citations.OK, *citations.BAD)},
             "citation_precision": None if math.isnan(prec) else round(prec, 4), "precision_over": n,
             "gold_cited": sum(bool(a.gold_cited) for a in judged),
+            "gold_given": sum(bool(a.gold_given) for a in self.answers),
         }
 
 
@@ -506,10 +510,12 @@ def answers_frame(result: AskResult) -> pd.DataFrame:
     rows = [{
         "qid": a.qid or "", "question": a.question, "answer": a.answer, "not_in_documents": a.not_in_documents,
         "citations": _cites_text(a), "flagged": a.flagged, "citation_precision": a.precision,
-        "gold_cited": a.gold_cited, "status": a.status, "error": a.error, "cached": a.cached,
+        "gold_cited": a.gold_cited, "gold_given": a.gold_given, "status": a.status, "error": a.error,
+        "cached": a.cached,
     } for a in result.answers]
     return pd.DataFrame(rows, columns=["qid", "question", "answer", "not_in_documents", "citations", "flagged",
-                                       "citation_precision", "gold_cited", "status", "error", "cached"])
+                                       "citation_precision", "gold_cited", "gold_given", "status", "error",
+                                       "cached"])
 
 
 def write_answers(dp: DatasetPaths, result: AskResult) -> dict[str, Path]:
@@ -553,10 +559,11 @@ def _row_html(a: Answer) -> str:
     status = a.status if not a.error else f"{a.status}: {a.error}"
     cites = "".join(_cite_html(c) for c in a.citations) or '<span class="mv">no citation</span>'
     gold = "" if a.gold_cited is None else ("yes" if a.gold_cited else "no")
+    gold += "" if a.gold_given is None else f' <span class="mv">(gold {"" if a.gold_given else "not "}given)</span>'
     prec = "" if math.isnan(a.precision) else f"{a.precision:.2f}"
     qid = f'<div class="mv">{esc(a.qid)}</div>' if a.qid else '<div class="mv">free text</div>'
     return (f'<tr class="{"flag" if a.flagged else ""}"><td>{esc(a.question)}{qid}</td><td>{esc(a.answer)}{nid}</td>'
-            f'<td>{cites}</td><td class="n">{esc(prec)}</td><td class="n">{esc(gold)}</td>'
+            f'<td>{cites}</td><td class="n">{esc(prec)}</td><td class="n">{gold}</td>'
             f'<td class="n">{esc(status)}</td></tr>')
 
 
