@@ -9,5 +9,5 @@ CROSS_ENCODER = "cross_encoder"
 HYBRID_RERANK = "hybrid_rerank"
 LEGS = (VECTOR, BM25)  # the single legs every hybrid fuses
 REPORT_ORDER = (BM25, VECTOR, HYBRID, QDRANT_HYBRID, CROSS_ENCODER, HYBRID_RERANK)  # tables and plots
-HYBRID_REFORMULATE, HYBRID_RERANK_EXPAND = "hybrid_reformulate", "hybrid_rerank_expand"  # issue 11 (reformulate.py, expand.py)
+HYBRID_REFORMULATE, HYBRID_RERANK_EXPAND = "hybrid_reformulate", "hybrid_rerank_expand"  # issue 11
 REPORT_ORDER = (*REPORT_ORDER, HYBRID_REFORMULATE, HYBRID_RERANK_EXPAND)
