@@ -192,3 +192,24 @@ def read_shown(dp: DatasetPaths) -> pd.DataFrame | None:
     """The expanded texts the LLM was shown (``expanded.csv``), or None when 04 did not expand."""
     p = dp.stage_dir("rerank") / EXPANDED_CSV
     return pd.read_csv(p, dtype={"qid": str, "docid": str}, keep_default_na=False) if p.exists() else None
+
+
+def rerank_expanded(
+    dp: DatasetPaths, fused: runs.Run, queries: Mapping[str, str], config: RerankConfig, *, pool_k: int,
+    expand_n: int, expand_chars: int, max_queries: int = 0, **rerank_kw: Any,
+) -> tuple[RerankResult, pd.DataFrame]:
+    """Stage 04's second arm: the same pool, model and settings as ``hybrid_rerank``, each candidate expanded.
+
+    ``rerank_kw`` go to :func:`rerankeval.rerank.rerank_run` (``settings``, ``cache``, ``progress``, ...).
+    Returns the result and the table of texts shown; :func:`write_outputs` writes them."""
+    from .corpus import load_chunks
+    from .rerank.core import rerank_run, select_queries
+    from .rerank.stage import pool_chunks
+
+    _, _, chunk_ids = pool_chunks(dp, pool_k)
+    cfg = expanded_config(config, expand_chars)
+    qids = set(select_queries(fused, queries, max_queries))
+    texts, shown = expand_pools({q: c for q, c in chunk_ids.items() if q in qids}, Neighbours(load_chunks(dp)),
+                                expand_n, expand_chars, cfg.max_passage_chars)
+    result = rerank_run(fused, queries, texts, cfg, pool_k=pool_k, max_queries=max_queries, **rerank_kw)
+    return result, shown
