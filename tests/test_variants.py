@@ -8,9 +8,11 @@ from rerankeval import retrieve, variants
 
 
 def test_every_variant_name_is_registered_once_with_its_stage():
-    assert variants.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "cross_encoder", "hybrid_rerank")
-    assert variants.names(variants.RETRIEVE) == retrieve.VARIANTS == variants.names()[:5]
+    assert variants.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "cross_encoder", "hybrid_rerank",
+                                "hybrid_rerank_expand", "hybrid_reformulate")
+    assert variants.names(variants.RETRIEVE) == retrieve.VARIANTS == (*variants.names()[:5], "hybrid_reformulate")
     assert variants.get(variants.HYBRID_RERANK).stage == variants.RERANK
+    assert variants.get("hybrid_rerank_expand").stage == variants.RERANK
     assert set(variants.REPORT_ORDER) == set(variants.names()) and set(variants.LEGS) < set(retrieve.BASE_VARIANTS)
     assert all(variants.describe().values())
     with pytest.raises(ValueError, match="unknown variant 'nope'; choose from vector, bm25"):

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import runs
+from . import runs, variants
 from .ioutil import atomic_write_json, atomic_write_text
 from .names import HYBRID_RERANK_EXPAND
 from .paths import DatasetPaths
@@ -38,6 +38,18 @@ from .rerank.core import RerankConfig, RerankResult
 VARIANT = HYBRID_RERANK_EXPAND
 EXPANDED_CSV = "expanded.csv"
 EXPANDED_COLUMNS = ["qid", "docid", "chunk_id", "neighbours", "chars_added", "text"]
+
+
+@variants.register
+class HybridRerankExpand(variants.Variant):
+    name = VARIANT
+    description = ("hybrid_rerank with each candidate chunk expanded by its neighbours on the same page "
+                   "(stage 04, expand_n / expand_chars; rerankeval.expand)")
+    stage = variants.RERANK
+
+    def search_runs(self, queries: Mapping[str, str]) -> variants.Runs:
+        raise ValueError(f"{VARIANT!r} is written by stage 04, not searched in stage 03: run notebook 04-rerank "
+                         "with expand_compare = true and read dp.run_file('hybrid_rerank_expand').")
 
 
 @dataclass(frozen=True)
