@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakellm import FakeLLM
 
+from fakellm import FakeLLM
 from rerankeval import reformulate, variants
 from rerankeval.fusion import rrf
 from rerankeval.rerank import LLMCache
@@ -103,7 +103,7 @@ def test_an_unusable_rewrite_keeps_the_original(tmp_path, reply):
 
 
 def test_the_llm_down_falls_back_with_a_status(tmp_path):
-    (run, _), ledger, problem = run_with("http://127.0.0.1:9/v1", tmp_path)  # nothing listens on port 9
+    (run, _), ledger, _ = run_with("http://127.0.0.1:9/v1", tmp_path)  # nothing listens on port 9
     assert ledger.loc["q2", "status"] == reformulate.LLM_FAILED
     assert ledger.loc["q2", "error"] in ("APIConnectionError", "APITimeoutError")
     assert run == variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run

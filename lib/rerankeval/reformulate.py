@@ -264,3 +264,12 @@ def retrieve(dp: Any, retriever: Any, queries: Mapping[str, str], *, leg_k: int 
     write_runs(dp, res)
     write_ledger(dp, ledger)
     return res, ledger
+
+
+def describe(ledger: pd.DataFrame, threshold: float) -> str:
+    """One sentence: how many queries were weak, rewritten and kept, reverted, or fell back."""
+    n = ledger.status.value_counts()
+    weak = len(ledger) - int(n.get(NOT_REWRITTEN, 0))
+    return (f"{weak} of {len(ledger)} queries had a top hybrid score below {threshold}: {int(n.get(KEPT, 0))} "
+            f"rewrites kept, {int(n.get(REVERTED, 0))} reverted by the guard, {int(n.get(LLM_FAILED, 0))} without a "
+            "usable rewrite (original result kept).")
