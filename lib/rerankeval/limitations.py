@@ -137,3 +137,11 @@ def summary_lines(t: pd.DataFrame | None) -> list[str]:
             f"previous run.")
     return [line] + [f"{r.qid} {r.status}: {r.detail}" for r in t.itertuples() if r.status in (NOW_SUCCEEDS,
                                                                                               NOW_FAILS)]
+
+
+def report_values(dp: DatasetPaths) -> dict | None:
+    """The report index's section: ``{"lines", "head", "rows"}`` from ``known_limitations.csv``, or None."""
+    t = read(dp)
+    if t is None or not len(t):
+        return None
+    return {"lines": summary_lines(t), "head": list(t.columns), "rows": t.to_numpy(dtype=str).tolist()}
