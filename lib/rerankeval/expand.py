@@ -225,3 +225,26 @@ def rerank_expanded(
                                 expand_n, expand_chars, cfg.max_passage_chars)
     result = rerank_run(fused, queries, texts, cfg, pool_k=pool_k, max_queries=max_queries, **rerank_kw)
     return result, shown
+
+
+def run_stage(dp: DatasetPaths, fused: runs.Run, queries: Mapping[str, str], config: RerankConfig, *, pool_k: int,
+              expand_n: int, expand_chars: int, max_queries: int = 0, enabled: bool = True,
+              use_cache: bool = True) -> pd.DataFrame | None:
+    """Notebook 04's expansion arm: rerank (the LLM endpoint started if needed), write, print what was done;
+    the texts shown to the LLM (None when the arm is off)."""
+    if not enabled or expand_n <= 0:
+        print("No expansion arm (expand_compare is false or expand_n is 0).")
+        return None
+    from .llm_server import ensure_endpoint
+    from .rerank import LLMCache, load_settings
+
+    with ensure_endpoint() as env:
+        result, shown = rerank_expanded(dp, fused, queries, config, pool_k=pool_k, expand_n=expand_n,
+                                        expand_chars=expand_chars, max_queries=max_queries,
+                                        settings=load_settings(env), cache=LLMCache(enabled=use_cache))
+    written = write_outputs(dp, result, shown, expand_n, expand_chars)
+    print(f"{VARIANT}: {len(result.run)} queries, {len(shown)} candidates; {(shown.neighbours != '').mean():.0%} got "
+          f"a neighbour, {shown.chars_added.mean():.0f} characters added on average; {result.wall_s:.0f} s.")
+    for name, path in written.items():
+        print(f"wrote {name}: {path}")
+    return shown

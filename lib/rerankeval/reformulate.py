@@ -38,6 +38,7 @@ from .ioutil import atomic_write_text, sha256_json
 from .names import HYBRID_REFORMULATE
 from .runs import Run, ranked, to_units
 
+VARIANT = HYBRID_REFORMULATE
 NOT_REWRITTEN, KEPT, REVERTED, LLM_FAILED = "not_rewritten", "kept", "reverted", "llm_failed"
 STATUSES = (NOT_REWRITTEN, KEPT, REVERTED, LLM_FAILED)
 THRESHOLD = 0.032  # top fused score below which a query is rewritten (2/61 = 0.0328: both legs agree on the top)
@@ -273,3 +274,21 @@ def describe(ledger: pd.DataFrame, threshold: float) -> str:
     return (f"{weak} of {len(ledger)} queries had a top hybrid score below {threshold}: {int(n.get(KEPT, 0))} "
             f"rewrites kept, {int(n.get(REVERTED, 0))} reverted by the guard, {int(n.get(LLM_FAILED, 0))} without a "
             "usable rewrite (original result kept).")
+
+
+def threshold_figure(ledger: pd.DataFrame, threshold: float, title: str = "") -> Any:
+    """The top hybrid scores the threshold is picked from, with the threshold marked."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.hist(ledger.top_score.astype(float), bins=30)
+    ax.axvline(threshold, color="red", label=f"threshold {threshold} (below: rewritten)")
+    ax.set(xlabel="top hybrid (RRF) score", ylabel="queries", title=title)
+    ax.legend()
+    return fig
+
+
+def rewritten(ledger: pd.DataFrame) -> pd.DataFrame:
+    """The queries sent to the LLM: what it wrote and what the guard decided."""
+    cols = ["qid", "query", "status", "rewrite", "agreement", "rewrite_agreement", "top", "rewrite_top", "error"]
+    return ledger.loc[ledger.status != NOT_REWRITTEN, cols]
