@@ -82,3 +82,11 @@ def test_expanded_config_grows_the_clip_by_the_budget():
     assert expand.expanded_config(RerankConfig(max_passage_chars=400), 300).max_passage_chars == 700
     assert expand.expanded_config(RerankConfig(max_passage_chars=0), 300).max_passage_chars == 0
     assert expand.expanded_config(RerankConfig(alpha=0.3), 0) == RerankConfig(alpha=0.3)
+
+
+def test_expand_n_zero_gives_the_chunk_texts_unchanged(nb):
+    # with expand_n = 0 the LLM sees exactly what hybrid_rerank shows: same texts, same settings, same cache keys
+    pools = {"q1": {"a.pdf#p1": "a.pdf#p1#c24", "b.pdf#p1": "b.pdf#p1#c0"}}
+    texts, shown = expand.expand_pools(pools, nb, 0, 300)
+    assert texts == {"q1": {"a.pdf#p1": "w06 w07 w08 w09 w10", "b.pdf#p1": nb.unit("b.pdf#p1#c0")[0].text}}
+    assert list(shown.neighbours) == ["", ""] and list(shown.chars_added) == [0, 0]

@@ -16,7 +16,9 @@ next, second previous, second next, ...), within a budget of ``expand_chars`` ad
 
 Stage 04 reranks the same pool twice, without and with expansion (variants ``hybrid_rerank`` and
 ``hybrid_rerank_expand``, same model and settings); the expanded texts the LLM saw are written to
-``dp.stage_dir("rerank") / "expanded.csv"``. With ``expand_n = 0`` nothing changes.
+``dp.stage_dir("rerank") / "expanded.csv"``. With ``expand_n = 0`` nothing changes. (The variant's registry entry,
+a stage-04 stub like ``hybrid_rerank``'s, is in :mod:`rerankeval.reformulate`, which registers issue 11's variants
+in one place.)
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import runs, variants
+from . import runs
 from .ioutil import atomic_write_json, atomic_write_text
 from .names import HYBRID_RERANK_EXPAND
 from .paths import DatasetPaths
@@ -38,18 +40,6 @@ from .rerank.core import RerankConfig, RerankResult
 VARIANT = HYBRID_RERANK_EXPAND
 EXPANDED_CSV = "expanded.csv"
 EXPANDED_COLUMNS = ["qid", "docid", "chunk_id", "neighbours", "chars_added", "text"]
-
-
-@variants.register
-class HybridRerankExpand(variants.Variant):
-    name = VARIANT
-    description = ("hybrid_rerank with each candidate chunk expanded by its neighbours on the same page "
-                   "(stage 04, expand_n / expand_chars; rerankeval.expand)")
-    stage = variants.RERANK
-
-    def search_runs(self, queries: Mapping[str, str]) -> variants.Runs:
-        raise ValueError(f"{VARIANT!r} is written by stage 04, not searched in stage 03: run notebook 04-rerank "
-                         "with expand_compare = true and read dp.run_file('hybrid_rerank_expand').")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from . import variants
 from .fusion import rrf
 from .ioutil import atomic_write_text, sha256_json
-from .names import HYBRID_REFORMULATE
+from .names import HYBRID_REFORMULATE, HYBRID_RERANK_EXPAND
 from .runs import Run, ranked, to_units
 
 VARIANT = HYBRID_REFORMULATE
@@ -143,6 +143,20 @@ class Rewriter:
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER.format(query=query)}]
         return self.client.chat(messages, response_format=schemas.response_format(RewriteStrict, "query_rewrite"),
                                 max_tokens=MAX_TOKENS, seed=self.seed)
+
+
+@variants.register
+class HybridRerankExpand(variants.Variant):
+    """Registered here with ``hybrid_reformulate`` so that issue 11's variants register in one fixed order."""
+
+    name = HYBRID_RERANK_EXPAND
+    description = ("hybrid_rerank with each candidate chunk expanded by its neighbours on the same page "
+                   "(stage 04, expand_n / expand_chars; rerankeval.expand)")
+    stage = variants.RERANK
+
+    def search_runs(self, queries: Mapping[str, str]) -> variants.Runs:
+        raise ValueError(f"{HYBRID_RERANK_EXPAND!r} is written by stage 04, not searched in stage 03: run notebook "
+                         "04-rerank with expand_compare = true and read dp.run_file('hybrid_rerank_expand').")
 
 
 @variants.register

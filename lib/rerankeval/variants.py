@@ -237,4 +237,4 @@ class HybridRerank(Variant):
                          "04-rerank (rerankeval.rerank) and read dp.run_file('hybrid_rerank').")
 
 
-from . import expand, reformulate  # noqa: E402, F401  (registers hybrid_rerank_expand and hybrid_reformulate)
+from . import reformulate  # noqa: E402, F401  (registers hybrid_rerank_expand and hybrid_reformulate)
