@@ -109,3 +109,12 @@ def test_the_llm_down_falls_back_with_a_status(tmp_path):
     assert run == variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run
     with reformulate.open_rewriter(Settings(base_url=None), LLMCache(tmp_path)) as (rewriter, problem):
         assert rewriter is None and "no LLM endpoint configured" in problem
+
+
+def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():
+    from rerankeval import chain
+
+    nb03 = next(nb for nb in chain.notebooks() if nb.name.startswith("03"))
+    assert chain._wants_llm(nb03, {})  # listed by default
+    assert not chain._wants_llm(nb03, {"variants": ["vector", "bm25", "hybrid"]})
+    assert not chain._wants_llm(next(nb for nb in chain.notebooks() if nb.name.startswith("01")), {})
