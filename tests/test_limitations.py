@@ -79,7 +79,7 @@ def test_write_and_read_back(tmp_path):
     limitations.write(dp, t)
     back = limitations.read(dp)
     assert list(back.qid) == ["q2", "q3"] and list(back.hybrid_rerank) == ["2", "5"]
-    assert limitations.write(dp, None) == {}
+    assert limitations.write(dp, t.iloc[:0]) == {} and limitations.read(dp) is None  # none tagged: no stale file
 
 
 def test_the_report_index_has_the_section_escaped(tmp_path):

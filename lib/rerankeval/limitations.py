@@ -112,10 +112,12 @@ def analyse(dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, queries: Ma
 
 
 def write(dp: DatasetPaths, t: pd.DataFrame | None) -> dict:
-    """``dp.stage_dir("analyse") / "known_limitations.csv"`` (what the report's section shows); nothing for None."""
+    """``dp.stage_dir("analyse") / "known_limitations.csv"`` (what the report's section shows); without tagged
+    queries nothing is written and an earlier run's file is removed (no stale section)."""
     from .ioutil import atomic_write_text
 
-    if t is None:
+    if t is None or not len(t):
+        (dp.stage_dir("analyse") / CSV).unlink(missing_ok=True)
         return {}
     return {"known_limitations": atomic_write_text(dp.stage_dir("analyse") / CSV, t.to_csv(index=False))}
 
