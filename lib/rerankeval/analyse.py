@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import conformance, corpus, costs, funnel, judgments, metrics, runs, stats, verdict
+from . import conformance, corpus, costs, funnel, judgments, limitations, metrics, runs, stats, verdict
 from .ioutil import atomic_write_json, atomic_write_text
 from .names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from .paths import DatasetPaths
@@ -145,6 +145,7 @@ class Analysis:
     by_slice: pd.DataFrame
     summary: Summary
     warnings: list[str] = field(default_factory=list)
+    known_limitations: pd.DataFrame | None = None  # issue 11: rerankeval.limitations.table
 
     @property
     def verdict(self) -> list[str]:
@@ -355,7 +356,7 @@ def run_analysis(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -
         funnel_by_k=by_k, first_ranks=funnel.first_relevant_ranks(loaded, qrels, qs.qids),
         rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
-        summary=summary, warnings=warn)
+        summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries))
 
 
 def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.DataFrame:
@@ -374,6 +375,7 @@ def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),
         **write_summary(dp, a.summary, a.comparisons),
         "review": judgments.write_review(dp, a.runs, a.qrels, a.query_set.qids, a.params.final_k, a.chunk_runs),
+        **limitations.write(dp, a.known_limitations),
     }
     man = manifest.build_manifest(dp, variants=list(a.runs), extra=a.summary.to_dict())
     out["manifest"] = manifest.write_manifest(dp, man)

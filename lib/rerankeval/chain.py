@@ -123,6 +123,13 @@ def _needs_llm(nb: Path) -> bool:
     return "rerank" in nb.stem
 
 
+def _wants_llm(nb: Path, params: Mapping[str, Any]) -> bool:
+    """03 with ``hybrid_reformulate`` listed rewrites queries with the LLM (it falls back when the LLM is down)."""
+    from .names import HYBRID_REFORMULATE
+
+    return HYBRID_REFORMULATE in (effective_parameters(nb, params).get("variants") or [])
+
+
 def _redact_file(path: Path) -> None:
     """Remove any configured secret from an executed notebook before it is kept or rendered."""
     from .settings import redact
@@ -383,8 +390,9 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
     pages: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         env: dict[str, str] = {}
-        if any(_needs_llm(nb) for nb in nbs):
-            env = start_endpoint(stack, allow_fallback)
+        needs = any(_needs_llm(nb) for nb in nbs)
+        if needs or any(_wants_llm(nb, params) for nb in nbs):
+            env = start_endpoint(stack, allow_fallback or not needs)
         for nb in nbs:
             pages.append(run_notebook(nb, dp, params, kernel, env, interrupt))
             interrupt.in_notebook = False  # only now: a Ctrl-C while its page is rendered must not lose it

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
-from . import verdict
+from . import limitations, verdict
 from .ioutil import atomic_write_text
 from .metrics import label
 from .paths import DatasetPaths
@@ -260,6 +260,7 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         figures=[f for f in figures if not f["appendix"]],
         appendix=[f for f in figures if f["appendix"]],
         manifest=None if man is None else json.dumps(redact(man), indent=2, ensure_ascii=False),
+        limitations=limitations.report_values(dp),  # issue 11
     )
     text = _env().get_template("index.html.j2").render(**values)
     return atomic_write_text(dp.report_dir / "index.html", relative_paths(text, [(dp.source, dp.name)]))

@@ -298,3 +298,6 @@ class HybridRerank(Variant):
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         raise ValueError(f"{HYBRID_RERANK!r} is written by stage 04, not searched in stage 03: run notebook "
                          "04-rerank (rerankeval.rerank) and read dp.run_file('hybrid_rerank').")
+
+
+from . import reformulate  # noqa: E402, F401  (registers hybrid_rerank_expand and hybrid_reformulate)

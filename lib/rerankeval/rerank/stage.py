@@ -30,29 +30,37 @@ def load_inputs(
     dp: DatasetPaths, pool_k: int, variant: str = SOURCE_VARIANT
 ) -> tuple[runs.Run, dict[str, str], dict[str, dict[str, str]]]:
     """(fused unit-level run, qid -> query text, qid -> unit -> text of its best chunk, for the pool)."""
+    fused, queries, chunk_ids = pool_chunks(dp, pool_k, variant)
+    chunk_text = corpus.chunk_texts(dp)
+    return fused, queries, {q: {d: chunk_text[c] for d, c in units.items()} for q, units in chunk_ids.items()}
+
+
+def pool_chunks(
+    dp: DatasetPaths, pool_k: int, variant: str = SOURCE_VARIANT
+) -> tuple[runs.Run, dict[str, str], dict[str, dict[str, str]]]:
+    """(fused unit-level run, qid -> query text, qid -> unit -> id of its best chunk, for the pool)."""
     run_path = dp.run_file(variant)
     if not run_path.exists():
         raise StageMissing(f"{run_path} is missing: run the retrieval stage first (notebook 03-retrieve).")
     fused = runs.read_trec(run_path)
     queries = corpus.load_queries(dp)
-    chunk_text = corpus.chunk_texts(dp)
     unit_of = corpus.unit_of(dp)
     chunk_path = dp.chunk_run_file(variant)
     best: dict[str, dict[str, str]] = {}
     if chunk_path.exists():
         best = runs.best_chunks(runs.read_trec(chunk_path), unit_of)
-    texts: dict[str, dict[str, str]] = {}
+    chunk_ids: dict[str, dict[str, str]] = {}
     for q, docs in fused.items():
-        texts[q] = {}
+        chunk_ids[q] = {}
         for d, _ in runs.ranked(docs)[:pool_k]:
             cid = best.get(q, {}).get(d)
             if cid is None:
-                if d in chunk_text:  # BEIR: chunk == document
+                if d in unit_of:  # BEIR: chunk == document
                     cid = d
                 else:
                     raise KeyError(f"no chunk for unit {d!r} of query {q!r}: {chunk_path} is missing or lacks it")
-            texts[q][d] = chunk_text[cid]
-    return fused, queries, texts
+            chunk_ids[q][d] = cid
+    return fused, queries, chunk_ids
 
 
 def write_outputs(dp: DatasetPaths, result: RerankResult, settings: Settings | None = None) -> dict[str, Path]:

@@ -1,0 +1,120 @@
+"""hybrid_reformulate (issue 11): the threshold, the judgment-free revert guard, the ledger, the LLM down."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fakellm import FakeLLM
+from rerankeval import reformulate, variants
+from rerankeval.fusion import rrf
+from rerankeval.rerank import LLMCache
+from rerankeval.settings import Settings
+
+# what each leg returns for a query text (chunk ids are unit ids here): ranks only matter
+LEGS = {
+    "strong query": (["A", "B", "C"], ["A", "B", "C"]),  # both legs put A first: top score 2/61
+    "weak query": (["A", "B"], ["B", "D"]),  # top B = 1/62 + 1/61, agreement@2 = 1/2
+    "better words": (["C", "E"], ["C", "E"]),  # agreement@2 = 1: retrieves "better"
+    "worse words": (["X", "Y"], ["Z", "W"]),  # agreement@2 = 0: retrieves "worse"
+}
+QUERIES = {"q1": "strong query", "q2": "weak query"}
+THRESHOLD = 0.0327  # between 1/61 + 1/62 (0.03252) and 2/61 (0.03279): q2 is weak, q1 is not
+
+
+class FakeSource:
+    """The legs a variant searches through (a stand-in for rerankeval.retrieve.Retriever)."""
+
+    def __init__(self) -> None:
+        self.unit_of = {d: d for legs in LEGS.values() for leg in legs for d in leg}
+
+    def _leg(self, queries, i):
+        return {q: {d: 1.0 / (r + 1) for r, d in enumerate(LEGS[t][i])} for q, t in queries.items()}
+
+    def dense_leg(self, queries, k):
+        return self._leg(queries, 0)
+
+    def bm25_leg(self, queries, k):
+        return self._leg(queries, 1)
+
+
+def settings_for(url: str) -> Settings:
+    return Settings(base_url=url, api_key="sk-test", model="fake-reranker", timeout=2.0, max_retries=0)
+
+
+def run_with(fake_url: str, tmp_path, guard_k: int = 2):
+    with reformulate.open_rewriter(settings_for(fake_url), LLMCache(tmp_path)) as (rewriter, problem):
+        v = reformulate.HybridReformulate(FakeSource(), variants.Params(leg_k=10), threshold=THRESHOLD,
+                                          guard_k=guard_k, rewriter=rewriter)
+        return v.search_runs(QUERIES), v.ledger.set_index("qid"), problem
+
+
+def rewriting_to(text: str):
+    return lambda n, body: {"content": json.dumps({"query": text})}
+
+
+def test_guard_measure_closed_form():
+    m = reformulate.guard_measure({"A": 2.0, "B": 1.0}, {"B": 2.0, "D": 1.0}, k=2)
+    assert m == reformulate.Measure(0.5, 1 / 62 + 1 / 61)
+    assert reformulate.keep_rewrite(m, reformulate.Measure(1.0, 0.0))  # agreement first
+    assert not reformulate.keep_rewrite(m, m)  # a tie keeps the original
+    assert reformulate.keep_rewrite(m, reformulate.Measure(0.5, 0.04))  # then the top fused score
+
+
+def test_the_guard_keeps_a_rewrite_that_retrieves_better(tmp_path):
+    with FakeLLM(rule=rewriting_to("better words")) as f:
+        (run, chunk_run), ledger, problem = run_with(f.base_url, tmp_path)
+        assert f.count == 1  # only the weak query was sent, once
+    assert problem == ""
+    assert ledger.loc["q1", "status"] == reformulate.NOT_REWRITTEN and ledger.loc["q1", "rewrite"] in ("", None)
+    row = ledger.loc["q2"]
+    assert (row.status, row.rewrite, row.agreement, row.rewrite_agreement) == ("kept", "better words", 0.5, 1.0)
+    legs = [{"q": dict.fromkeys(ids, 1.0)} for t in ("weak query", "better words") for ids in LEGS[t]]
+    four = [{"q": {d: 1.0 / (r + 1) for r, d in enumerate(leg["q"])}} for leg in legs]
+    assert run["q2"] == rrf(four, k=60)["q"]  # the original and the rewrite, both legs each, fused
+    assert list(run["q2"])[0] == "C"
+    assert run["q1"] == rrf([{"q": {"A": 1, "B": .5, "C": .3}}] * 2, k=60)["q"]  # q1: exactly hybrid
+
+
+def test_the_guard_reverts_a_rewrite_that_retrieves_worse(tmp_path):
+    with FakeLLM(rule=rewriting_to("worse words")) as f:
+        (run, _), ledger, _ = run_with(f.base_url, tmp_path)
+    row = ledger.loc["q2"]
+    assert (row.status, row.rewrite, row.rewrite_agreement) == ("reverted", "worse words", 0.0)
+    hybrid = variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run
+    assert run == hybrid  # reverted: the original result, unchanged
+
+
+def test_rewrites_are_cached(tmp_path):
+    with FakeLLM(rule=rewriting_to("better words")) as f:
+        run_with(f.base_url, tmp_path)
+        _, ledger, _ = run_with(f.base_url, tmp_path)
+        assert f.count == 1
+    assert bool(ledger.loc["q2", "cache_hit"]) and ledger.loc["q2", "status"] == "kept"
+
+
+@pytest.mark.parametrize("reply", [{"content": "no idea"}, {"content": json.dumps({"query": "Weak  query"})}])
+def test_an_unusable_rewrite_keeps_the_original(tmp_path, reply):
+    with FakeLLM(rule=lambda n, b: reply) as f:
+        (run, _), ledger, _ = run_with(f.base_url, tmp_path)
+    assert ledger.loc["q2", "status"] == reformulate.LLM_FAILED and ledger.loc["q2", "error"]
+    assert run == variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run
+
+
+def test_the_llm_down_falls_back_with_a_status(tmp_path):
+    (run, _), ledger, _ = run_with("http://127.0.0.1:9/v1", tmp_path)  # nothing listens on port 9
+    assert ledger.loc["q2", "status"] == reformulate.LLM_FAILED
+    assert ledger.loc["q2", "error"] in ("APIConnectionError", "APITimeoutError")
+    assert run == variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run
+    with reformulate.open_rewriter(Settings(base_url=None), LLMCache(tmp_path)) as (rewriter, problem):
+        assert rewriter is None and "no LLM endpoint configured" in problem
+
+
+def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():
+    from rerankeval import chain
+
+    nb03 = next(nb for nb in chain.notebooks() if nb.name.startswith("03"))
+    assert chain._wants_llm(nb03, {})  # listed by default
+    assert not chain._wants_llm(nb03, {"variants": ["vector", "bm25", "hybrid"]})
+    assert not chain._wants_llm(next(nb for nb in chain.notebooks() if nb.name.startswith("01")), {})
