@@ -11,7 +11,7 @@ import pytest
 
 from rerankeval import bm25 as bm25mod
 from rerankeval import paths, splits, sweep
-from rerankeval.fusion import rrf
+from rerankeval.fusion import fuse, rrf
 from rerankeval.runs import read_trec, to_units, truncate
 
 # chunk-level legs over 3 queries; chunks c<unit>.<n> belong to unit d<unit>
@@ -46,15 +46,17 @@ class FakeSource:
 def test_legs_are_searched_once_and_cut_for_every_fusion_point():
     src = FakeSource()
     eng = sweep.Engine(src, QUERIES, max_leg_k=5)
-    grid = sweep.Grid(rrf_k=[1, 10, 60], weights=[[1, 1], [1, .5]], leg_k=[2, 3, 5], pool_k=[2, 3])
+    grid = sweep.Grid(method=["rrf", "combsum_minmax", "dbsf"], rrf_k=[1, 10, 60], weights=[[1, 1], [1, .5]],
+                      leg_k=[2, 3, 5], pool_k=[2, 3])
     points = grid.points(sweep.Point(leg_k=5))
-    assert points[0] == sweep.Point(leg_k=5) and len(points) == 1 + 3 * 2 * 3 - 1  # default is in the product
+    # rrf_k is crossed for rrf only; the default is in the product
+    assert points[0] == sweep.Point(leg_k=5) and len(points) == 1 + (3 + 1 + 1) * 2 * 3 - 1
     pq, secs = sweep.score_points(eng, points, list(QUERIES), QRELS, sweep.columns(3, grid.pool_k))
     assert src.calls == [("dense", 5), ("bm25", 5)]
     assert set(pq.point) == {p.name for p in points} and set(secs) == set(pq.point)
     for p in points:  # a cut of the deepest leg is the leg searched at that depth (closed form: stage 03's hybrid)
-        want = rrf([to_units(truncate(DENSE, p.leg_k), UNIT_OF), to_units(truncate(LEX, p.leg_k), UNIT_OF)],
-                   k=p.rrf_k, weights=p.weights)
+        want = fuse([to_units(truncate(DENSE, p.leg_k), UNIT_OF), to_units(truncate(LEX, p.leg_k), UNIT_OF)],
+                    p.method, k=p.rrf_k, weights=p.weights)
         got, _ = eng.run(p, list(QUERIES))
         assert {q: list(d) for q, d in got.items()} == {q: list(d) for q, d in want.items()}, p.name
 

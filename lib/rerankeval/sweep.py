@@ -31,27 +31,13 @@ import pandas as pd
 import yaml
 
 from . import bm25 as bm25mod
-from . import fusion, metrics
-from .fusion import RRF_K
+from . import metrics
+from .fusion import FUSION_METHODS, RRF_K, fuse
 from .paths import PARAMS_DIR, DatasetPaths
 from .runs import Qrels, Run, to_units, truncate
 
 GRID_FILE = PARAMS_DIR / "sweep.yaml"
 RRF_METHODS = ("rrf",)  # methods that use rrf_k (the others ignore it: one value is swept)
-
-
-def fusion_methods() -> tuple[str, ...]:
-    """The fusion methods :mod:`rerankeval.fusion` offers."""
-    return tuple(getattr(fusion, "FUSION_METHODS", ("rrf",)))
-
-
-def fuse(runs: Sequence[Run], method: str, *, k: float, weights: Sequence[float] | None) -> Run:
-    """``fusion.fuse`` when it exists, else RRF (the only method before it)."""
-    if hasattr(fusion, "fuse"):
-        return fusion.fuse(runs, method, k=k, weights=weights)
-    if method != "rrf":
-        raise ValueError(f"fusion method {method!r} is not available; choose from {fusion_methods()}")
-    return fusion.rrf(runs, k=k, weights=weights)
 
 
 # --------------------------------------------------------------------------- points and grids
@@ -138,9 +124,9 @@ def load_grid(name: str, path: Path = GRID_FILE) -> Grid:
         raise ValueError(f"grid {name!r} in {path}: unknown axes {sorted(unknown)}; "
                          f"the axes are {', '.join(Grid.__dataclass_fields__)}")
     grid = Grid(**spec)
-    bad = [m for m in grid.method if m not in fusion_methods()]
+    bad = [m for m in grid.method if m not in FUSION_METHODS]
     if bad:
-        raise ValueError(f"grid {name!r}: unknown fusion method(s) {bad}; choose from {fusion_methods()}")
+        raise ValueError(f"grid {name!r}: unknown fusion method(s) {bad}; choose from {', '.join(FUSION_METHODS)}")
     return grid
 
 
