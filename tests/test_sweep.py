@@ -236,3 +236,33 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
     assert set(tuned) <= set(split.queries)  # the tuned run answers only the queries that did not choose it
     record = json.loads(dp.variant_record(sweep.TUNED_VARIANT).read_text())
     assert "pool_k" not in record and record["setting"]["train"]["leg_k"] in (2, 4)
+
+
+def test_pareto_front_is_closed_form():
+    assert sweep.pareto_front([.5, .6, .55, .6], [1, 2, 3, 2.5]) == [True, True, False, False]
+    assert sweep.pareto_front([.5, .5], [1, 1]) == [True, True]  # equal points do not dominate each other
+
+
+def test_views_and_plots_of_a_kfold_table():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rerankeval import plots
+
+    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    points = _points()
+    t = splits.kfold(eng, points, splits.Split("test", dict(QUERIES), QRELS), sweep.columns(3, [2, 3]), "ndcg@3",
+                     k=3, seed=0, n_boot=100)
+    table = pd.concat([sweep.summarise(pq, points, secs, n, 3, [2, 3]) for n, pq, secs in t.scored])
+    view = sweep.overview(table, 3)
+    assert set(view.n_queries) == {3} and len(view) == 2 * len(points)  # folds pooled: every query once
+    one = sweep.one_at_a_time(view, points[0], "rrf_k", 2)
+    assert list(one.rrf_k) == [60, 1] and set(one.weights) == {"1/1"} and set(one.leg_k) == {5}
+    fig = plots.sweep_lines({"rrf_k": one, "leg_k": sweep.one_at_a_time(view, points[0], "leg_k", 2)},
+                            ["ndcg@3", "pool_ceiling"])
+    assert len(fig.axes) >= 2
+    at = view[view.pool_k == 2]
+    plots.sweep_pareto(at, "ndcg@3", sweep.pareto_front(at["ndcg@3"].tolist(), at.seconds_per_query.tolist()),
+                       {points[0].name: "default"})
+    plots.sweep_heatmap(at[at.method == "rrf"], "ndcg@3", "rrf_k", "weights")
+    assert "frontier" in sweep.frontier_sentence(at, "ndcg@3")
