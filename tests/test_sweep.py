@@ -266,3 +266,29 @@ def test_views_and_plots_of_a_kfold_table():
                        {points[0].name: "default"})
     plots.sweep_heatmap(at[at.method == "rrf"], "ndcg@3", "rrf_k", "weights")
     assert "frontier" in sweep.frontier_sentence(at, "ndcg@3")
+
+
+@pytest.mark.parametrize("alpha", [0.1, 1.0])
+def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
+    """The sweep reorders a pool from stage 04's recorded yes/no scores exactly as stage 04 did, never calling
+    the LLM again, and skips the queries whose pool was not (wholly) scored."""
+    from fakellm import FakeLLM
+    from rerankeval import rerank
+    from test_rerank_stage import make_dataset
+
+    _, dp = make_dataset(tmp_path)
+    fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
+    with FakeLLM() as f:
+        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno", alpha=alpha), pool_k=3,
+                                max_queries=2, settings=s, cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
+        rerank.write_outputs(dp, res, s)
+        calls = f.count
+        llm, why = sweep.recorded_llm(dp)
+        replayed = sweep.replay(fused, llm, 3)
+        assert f.count == calls and "no LLM call" in why
+    want = read_trec(dp.run_file("hybrid_rerank"))
+    assert sorted(replayed) == ["q1", "q2"]  # q3 was not reranked: skipped, never sent
+    assert {q: list(d) for q, d in replayed.items()} == {q: list(want[q]) for q in replayed}
+    assert sweep.replay(fused, llm, 4) == {}  # a deeper pool was never scored: nothing to replay
+    assert llm.tokens_per_candidate > 0

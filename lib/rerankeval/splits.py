@@ -131,7 +131,12 @@ def train_test(engine: Engine, points: Sequence[Point], train: Split, test: Spli
 def _as_variants(pq: pd.DataFrame, default: str, chosen: str) -> pd.DataFrame:
     """Per-query values of the default and the chosen point as variants ``default`` and ``tuned``."""
     out = [pq[pq.point == default].assign(variant=DEFAULT), pq[pq.point == chosen].assign(variant=TUNED)]
-    return pd.concat(out, ignore_index=True)[["variant", "qid", "metric", "value"]]
+    return _fused_only(pd.concat(out, ignore_index=True)[["variant", "qid", "metric", "value"]])
+
+
+def _fused_only(pq: pd.DataFrame) -> pd.DataFrame:
+    """Drop the replayed-rerank metrics (they cover only the queries stage 04 reranked)."""
+    return pq[~pq.metric.str.contains(" ", regex=False)].reset_index(drop=True)
 
 
 def kfold(engine: Engine, points: Sequence[Point], split: Split, cols: Sequence[str], objective: str, *,
@@ -154,7 +159,7 @@ def kfold(engine: Engine, points: Sequence[Point], split: Split, cols: Sequence[
         run.update(fold_run)
     per_query = pd.concat([pq[pq.point == default].assign(variant=DEFAULT),
                            pd.concat(oof).assign(variant=TUNED)], ignore_index=True)
-    per_query = per_query[["variant", "qid", "metric", "value"]]
+    per_query = _fused_only(per_query[["variant", "qid", "metric", "value"]])
     ci, cmp = _report(per_query, objective, n_boot, seed)
     mean_secs = float(np.mean([secs[chosen[f"fold {f}"]] for f in range(k)]))
     scored = [(f"fold {f}", pq[pq.qid.map(fold_of) == f], secs) for f in range(k)]

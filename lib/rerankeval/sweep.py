@@ -150,6 +150,7 @@ class Engine:
     def __init__(self, source, queries: Mapping[str, str], max_leg_k: int, chunk_sources=None) -> None:
         self.source, self.queries, self.max_leg_k = source, dict(queries), max_leg_k
         self.chunk_sources = chunk_sources
+        self.llm: RecordedLLM | None = None  # stage 04's recorded scores, to replay reranks (never the LLM)
         self._legs: dict[tuple, Leg] = {}
         self._units: dict[tuple, Run] = {}
         self._sources: dict[tuple[int, int], object] = {}
@@ -276,33 +277,131 @@ def evaluate_run(run: Run, qrels: Qrels, qids: Sequence[str], cols: Sequence[str
 def score_points(engine: Engine, points: Sequence[Point], qids: Sequence[str], qrels: Qrels,
                  cols: Sequence[str]) -> tuple[pd.DataFrame, dict[str, float]]:
     """Per-query metrics of every point on ``qids``: long ``point, qid, metric, value``; and the seconds
-    per query of each point. Only ``qrels[q]`` for ``q`` in ``qids`` is ever read."""
+    per query of each point. Only ``qrels[q]`` for ``q`` in ``qids`` is ever read.
+
+    With recorded LLM scores (``engine.llm``, :func:`recorded_llm`) each pool (``recall@k`` columns) is also
+    reranked from them, on the queries whose whole pool was scored: metrics ``reranked@<k> <cols[0]>`` and,
+    on the same queries, ``fused@<k> <cols[0]>``. Nothing calls the LLM."""
     frames, secs = [], {}
     qids = [q for q in qids if q in qrels]
+    pool_ks = [int(c.split("@")[1]) for c in cols if c.startswith("recall@")]
     for p in points:
         run, secs[p.name] = engine.run(p, qids)
         wide = evaluate_run(run, qrels, qids, cols)
         frames.append(wide.reset_index().melt(id_vars="qid", var_name="metric").assign(point=p.name))
+        for pk in pool_ks if engine.llm is not None else ():
+            frames.append(_reranked(engine.llm, run, wide, qrels, pk, cols[0]).assign(point=p.name))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["point", "qid", "metric", "value"])
     return out[["point", "qid", "metric", "value"]], secs
 
 
+def _reranked(llm: RecordedLLM, run: Run, wide: pd.DataFrame, qrels: Qrels, pool_k: int, col: str) -> pd.DataFrame:
+    """``col`` of the replayed rerank of the top ``pool_k`` and of the fused run, on the covered queries."""
+    rr = replay(run, llm, pool_k)
+    if not rr:
+        return pd.DataFrame(columns=["qid", "metric", "value"])
+    got = evaluate_run(rr, qrels, sorted(rr), [col])[col]
+    return pd.concat([pd.DataFrame({"qid": got.index, "metric": f"reranked@{pool_k} {col}", "value": got.values}),
+                      pd.DataFrame({"qid": got.index, "metric": f"fused@{pool_k} {col}",
+                                    "value": wide.loc[got.index, col].values})], ignore_index=True)
+
+
 def summarise(per_query: pd.DataFrame, points: Sequence[Point], secs: Mapping[str, float], split: str,
-              final_k: int, pool_ks: Sequence[int]) -> pd.DataFrame:
-    """``sweep.csv`` rows of one split: one per point and ``pool_k`` (the pool ceiling differs)."""
+              final_k: int, pool_ks: Sequence[int], llm: RecordedLLM | None = None) -> pd.DataFrame:
+    """``sweep.csv`` rows of one split: one per point and ``pool_k`` (the pool ceiling differs). With
+    recorded LLM scores, the replayed rerank's nDCG and the fused nDCG on the queries it covers, and costs."""
     means = per_query.groupby(["point", "metric"]).value.mean().unstack()
+    counts = per_query.groupby(["point", "metric"]).qid.nunique().unstack()
     n = per_query.groupby("point").qid.nunique()
     rows = []
     for p in points:
         if p.name not in means.index:
             continue
-        m = means.loc[p.name]
+        m, c = means.loc[p.name], counts.loc[p.name]
         for pk in pool_ks:
             rows.append({"point": p.name, **p.record(), "split": split, "n_queries": int(n[p.name]),
                          f"ndcg@{final_k}": m[f"ndcg@{final_k}"], f"mrr@{final_k}": m[f"mrr@{final_k}"],
                          "pool_k": pk, "pool_ceiling": m[f"recall@{pk}"],
-                         "seconds_per_query": secs.get(p.name, math.nan), "llm_tokens_per_query": 0.0})
+                         "seconds_per_query": secs.get(p.name, math.nan), "llm_tokens_per_query": 0.0,
+                         **_reranked_columns(m, c, pk, final_k, secs.get(p.name, math.nan), llm)})
     return pd.DataFrame(rows)
+
+
+def _reranked_columns(means: pd.Series, counts: pd.Series, pk: int, final_k: int, secs: float,
+                      llm: RecordedLLM | None) -> dict[str, float]:
+    rr, fz = f"reranked@{pk} ndcg@{final_k}", f"fused@{pk} ndcg@{final_k}"
+    covered = counts.get(rr, 0)
+    covered = int(covered) if pd.notna(covered) else 0
+    if not covered or llm is None:
+        return {"reranked_queries": covered, "reranked_ndcg": math.nan, "fused_ndcg_same_queries": math.nan,
+                "reranked_seconds_per_query": math.nan, "reranked_llm_tokens_per_query": math.nan}
+    return {"reranked_queries": covered, "reranked_ndcg": means[rr], "fused_ndcg_same_queries": means[fz],
+            "reranked_seconds_per_query": secs + pk * llm.seconds_per_candidate,
+            "reranked_llm_tokens_per_query": pk * llm.tokens_per_candidate}
+
+
+# --------------------------------------------------------------------------- the LLM's recorded scores
+REPLAYABLE = ("yesno",)  # modes whose score of a candidate does not depend on the other candidates
+
+
+@dataclass
+class RecordedLLM:
+    """Stage 04's LLM score per (query, unit), its blend weight ``alpha``, and the LLM cost per candidate
+    (tokens and seconds, cached replies at their original cost)."""
+
+    scores: dict[str, dict[str, float]]
+    alpha: float
+    tokens_per_candidate: float
+    seconds_per_candidate: float
+
+
+def recorded_llm(dp: DatasetPaths) -> tuple[RecordedLLM | None, str]:
+    """The LLM scores stage 04 recorded, when its mode scores each candidate on its own; else None, and why."""
+    import json
+
+    from .rerank.ledger import read_ledger
+
+    if not (dp.rerank_summary.is_file() and dp.rerank_candidates.is_file()):
+        return None, "no rerank stage output (run 04-rerank): reranked results are skipped"
+    cfg = json.loads(dp.rerank_summary.read_text(encoding="utf-8")).get("config", {})
+    if cfg.get("mode") not in REPLAYABLE:
+        return None, (f"the rerank mode {cfg.get('mode')!r} scores candidates jointly, so other pools cannot be "
+                      f"replayed from its replies (only {', '.join(REPLAYABLE)}): reranked results are skipped")
+    cands = pd.read_csv(dp.rerank_candidates, dtype={"qid": str, "docid": str})
+    cands = cands[(cands["pass"] == "main") & cands.llm_score.notna()]
+    ledger = read_ledger(dp.ledger, missing_ok=True)
+    main = ledger[ledger["pass"] == "main"] if ledger is not None and len(ledger) else None
+    n = max(1, len(cands))
+    tokens = 0.0 if main is None else float(main[["prompt_tokens", "completion_tokens", "saved_prompt_tokens",
+                                                  "saved_completion_tokens"]].to_numpy().sum()) / n
+    seconds = 0.0 if main is None else float(main["llm_seconds"].sum()) / n
+    scores: dict[str, dict[str, float]] = {}
+    for q, d, s in zip(cands.qid, cands.docid, cands.llm_score, strict=True):
+        scores.setdefault(q, {})[d] = float(s)
+    why = f"reranked from the {len(cands)} LLM scores stage 04 recorded ({len(scores)} queries); no LLM call"
+    return RecordedLLM(scores, float(cfg.get("alpha", 1.0)), tokens, seconds), why
+
+
+def replay(run: Run, llm: RecordedLLM, pool_k: int) -> Run:
+    """Stage 04's reorder of each query's top ``pool_k`` from the recorded scores (blend ``alpha`` of the
+    min-max LLM and fused scores, as :mod:`rerankeval.rerank.core`), for the queries whose whole pool was
+    scored; the rest of the list keeps its fused order."""
+    from .rerank.core import minmax
+    from .rerank.repair import order_by_scores
+    from .runs import ranked
+
+    out: Run = {}
+    for q, docs in run.items():
+        items = ranked(docs)
+        pool, rest = items[:pool_k], items[pool_k:]
+        got = llm.scores.get(q, {})
+        if not pool or any(d not in got for d, _ in pool):
+            continue
+        blend = [llm.alpha * a + (1 - llm.alpha) * b for a, b in zip(
+            minmax([got[d] for d, _ in pool]), minmax([s for _, s in pool]), strict=True)]
+        order = [pool[i][0] for i in order_by_scores(blend)] + [d for d, _ in rest]
+        out[q] = {d: float(len(order) - i) for i, d in enumerate(order)}
+    return out
 
 
 # --------------------------------------------------------------------------- one call: sweep, tune, write
@@ -319,6 +418,7 @@ class SweepResult:
     grid: Grid
     objective: str
     seconds: dict[str, float]  # legs (searched once), points (fusion + evaluation), total
+    llm_note: str = ""  # whether reranked results were replayed from stage 04's recorded scores, and why not
 
     @property
     def default(self) -> Point:
@@ -345,7 +445,9 @@ def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 
     cols, objective = columns(final_k, grid.pool_k), f"ndcg@{final_k}"
     queries = {**(train.queries if train else {}), **evaluated.queries}
     t0 = time.perf_counter()
+    llm, llm_note = recorded_llm(dp)
     with _engine(dp, queries, max(grid.max_leg_k, leg_k), engine) as eng:
+        eng.llm = llm
         for which in ("dense", "bm25"):
             eng.leg(which, points[0])
         t1 = time.perf_counter()
@@ -355,12 +457,12 @@ def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 
             k = min(folds, len(evaluated.qids))  # a tiny query set: leave-one-out
             tuning = splits.kfold(eng, points, evaluated, cols, objective, k=k, seed=seed, n_boot=n_boot)
     t2 = time.perf_counter()
-    table = pd.concat([summarise(pq, points, secs, name, final_k, grid.pool_k) for name, pq, secs in tuning.scored],
-                      ignore_index=True)
+    table = pd.concat([summarise(pq, points, secs, name, final_k, grid.pool_k, llm)
+                       for name, pq, secs in tuning.scored], ignore_index=True)
     table["chosen"] = table.point.isin(set(tuning.chosen.values()))
     table["is_default"] = table.point == points[0].name
     seconds = {"legs": t1 - t0, "points": t2 - t1, "total": t2 - t0}
-    return SweepResult(table, tuning, points, grid, objective, seconds)
+    return SweepResult(table, tuning, points, grid, objective, seconds, llm_note)
 
 
 @contextmanager
@@ -466,3 +568,12 @@ def describe(res: SweepResult) -> list[str]:
               f"difference {h['diff']:+.4f} [{h['diff_ci_low']:+.4f}, {h['diff_ci_high']:+.4f}], paired "
               f"randomisation p = {h['p']:.3g}: the tuned setting is {verdict} the default (95% CIs, bootstrap).")
     return [how, result]
+
+
+def reranked_table(table: pd.DataFrame, points: Sequence[str] | None = None) -> pd.DataFrame:
+    """The rows with a replayed rerank (of ``points`` only, if given): fused and reranked nDCG on the same
+    (covered) queries, and costs."""
+    cols = ["point", "split", "pool_k", "reranked_queries", "fused_ndcg_same_queries", "reranked_ndcg",
+            "reranked_seconds_per_query", "reranked_llm_tokens_per_query"]
+    keep = (table.reranked_queries > 0) & (table.point.isin(points) if points is not None else True)
+    return table[keep][cols].reset_index(drop=True)
