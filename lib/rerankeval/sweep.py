@@ -34,6 +34,7 @@ from . import bm25 as bm25mod
 from . import metrics
 from .fusion import FUSION_METHODS, RRF_K, fuse
 from .paths import PARAMS_DIR, DatasetPaths
+from .progress import track
 from .runs import Qrels, Run, to_units, truncate
 
 GRID_FILE = PARAMS_DIR / "sweep.yaml"
@@ -285,7 +286,7 @@ def score_points(engine: Engine, points: Sequence[Point], qids: Sequence[str], q
     frames, secs = [], {}
     qids = [q for q in qids if q in qrels]
     pool_ks = [int(c.split("@")[1]) for c in cols if c.startswith("recall@")]
-    for p in points:
+    for p in track(points, desc=f"sweep ({len(qids)} queries)", unit="point"):
         run, secs[p.name] = engine.run(p, qids)
         wide = evaluate_run(run, qrels, qids, cols)
         frames.append(wide.reset_index().melt(id_vars="qid", var_name="metric").assign(point=p.name))
