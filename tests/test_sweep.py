@@ -59,6 +59,10 @@ def test_legs_are_searched_once_and_cut_for_every_fusion_point():
                     p.method, k=p.rrf_k, weights=p.weights)
         got, _ = eng.run(p, list(QUERIES))
         assert {q: list(d) for q, d in got.items()} == {q: list(d) for q, d in want.items()}, p.name
+        # the sweep fuses only as deep as its deepest cutoff (3): the metrics are those of the full run
+        full = sweep.evaluate_run(want, QRELS, list(QUERIES), sweep.columns(3, grid.pool_k))
+        mine = pq[pq.point == p.name].pivot(index="qid", columns="metric", values="value")
+        pd.testing.assert_frame_equal(mine[full.columns], full, check_names=False)
 
 
 def test_default_point_matches_stage_03_exactly():

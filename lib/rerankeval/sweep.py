@@ -208,12 +208,13 @@ class Engine:
             out.append(self._units[key])
         return out[0], out[1]
 
-    def run(self, p: Point, qids: Sequence[str]) -> tuple[Run, float]:
-        """The fused unit-level run of ``p`` for ``qids`` and its seconds per query (legs + fusion)."""
+    def run(self, p: Point, qids: Sequence[str], depth: int | None = None) -> tuple[Run, float]:
+        """The fused unit-level run of ``p`` for ``qids`` (its best ``depth`` units, all if None) and its
+        seconds per query (legs + fusion)."""
         dense, lex = self.unit_legs(p)
         t0 = time.perf_counter()
         fused = fuse([{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}], p.method,
-                     k=p.rrf_k, weights=p.weights)
+                     k=p.rrf_k, weights=p.weights, depth=depth)
         per_q = (time.perf_counter() - t0) / max(1, len(qids))
         return fused, per_q + self.leg("dense", p).seconds_per_query + self.leg("bm25", p).seconds_per_query
 
@@ -286,8 +287,10 @@ def score_points(engine: Engine, points: Sequence[Point], qids: Sequence[str], q
     frames, secs = [], {}
     qids = [q for q in qids if q in qrels]
     pool_ks = [int(c.split("@")[1]) for c in cols if c.startswith("recall@")]
+    cutoffs = [metrics.parse_column(c)[1] for c in cols]
+    depth = None if None in cutoffs else max(cutoffs)  # every metric is cut at most here: fuse no deeper
     for p in track(points, desc=f"sweep ({len(qids)} queries)", unit="point"):
-        run, secs[p.name] = engine.run(p, qids)
+        run, secs[p.name] = engine.run(p, qids, depth)
         wide = evaluate_run(run, qrels, qids, cols)
         frames.append(wide.reset_index().melt(id_vars="qid", var_name="metric").assign(point=p.name))
         for pk in pool_ks if engine.llm is not None else ():
