@@ -261,7 +261,7 @@ def test_views_and_plots_of_a_kfold_table():
     view = sweep.overview(table, 3)
     assert set(view.n_queries) == {3} and len(view) == 2 * len(points)  # folds pooled: every query once
     one = sweep.one_at_a_time(view, points[0], "rrf_k", 2)
-    assert list(one.rrf_k) == [60, 1] and set(one.weights) == {"1/1"} and set(one.leg_k) == {5}
+    assert list(one.rrf_k) == [1, 60] and set(one.weights) == {"1/1"} and set(one.leg_k) == {5}
     fig = plots.sweep_lines({"rrf_k": one, "leg_k": sweep.one_at_a_time(view, points[0], "leg_k", 2)},
                             ["ndcg@3", "pool_ceiling"])
     assert len(fig.axes) >= 2

@@ -524,14 +524,16 @@ def overview(table: pd.DataFrame, final_k: int) -> pd.DataFrame:
 
 
 def one_at_a_time(view: pd.DataFrame, default: Point, axis: str, pool_k: int) -> pd.DataFrame:
-    """The points that differ from ``default`` in ``axis`` only (the default included), in grid order."""
+    """The points that differ from ``default`` in ``axis`` only (the default included): by value for a
+    numeric axis, else in grid order (the default first)."""
     d = {"method": default.method, "rrf_k": default.rrf_k, "weights": f"{default.w_dense:g}/{default.w_bm25:g}",
          "leg_k": default.leg_k, "bm25": f"{default.k1:g}/{default.b:g}", "chunking": "main", "pool_k": pool_k}
     keep = pd.Series(True, index=view.index)
     for a, v in d.items():
         if a != axis:
             keep &= view[a] == v
-    return view[keep].drop_duplicates(axis)
+    out = view[keep].drop_duplicates(axis)
+    return out.sort_values(axis, kind="stable") if pd.api.types.is_numeric_dtype(out[axis]) else out
 
 
 def pareto_front(quality: Sequence[float], cost: Sequence[float]) -> list[bool]:
