@@ -310,7 +310,9 @@ def sweep_heatmap(view: pd.DataFrame, metric: str, x: str, y: str, title: str = 
 def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked: dict[str, str],
                  cost_cols: Sequence[str] = ("seconds_per_query", "llm_tokens_per_query")) -> plt.Figure:
     """Quality against each cost, one dot per sweep point, the frontier (``front``) joined and ``marked``
-    points (name -> label, e.g. default, chosen) annotated."""
+    points (name -> label, e.g. default, chosen) annotated. A cost that is 0 for every point (LLM tokens, when
+    no point reranks) gets no panel."""
+    cost_cols = [c for c in cost_cols if view[c].fillna(0).abs().sum() > 0] or list(cost_cols[:1])
     fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.2 * len(cost_cols), 3.9), squeeze=False)
     on = view[list(front)]
     for ax, col in zip(axes[0], cost_cols, strict=True):
