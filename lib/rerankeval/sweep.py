@@ -548,10 +548,10 @@ def frontier_sentence(view: pd.DataFrame, metric: str, cost: str = "seconds_per_
     front = v[pareto_front(v[metric].tolist(), v[cost].tolist())].sort_values(cost)
     steps = "; ".join(f"{r.point} ({r[metric]:.4f} at {1000 * r[cost]:.2f} ms/query)" for _, r in front.iterrows())
     lo, hi = 1000 * v[cost].min(), 1000 * v[cost].max()
+    same = ("; within 10%: the legs dominate the cost, so quality decides" if hi <= 1.1 * lo else "")
     return (f"{len(front)} of {len(v)} points are on the {metric}-vs-{cost.replace('_', ' ')} frontier, cheapest "
-            f"first: {steps}. Costs span {lo:.2f}-{hi:.2f} ms/query: the legs, searched once at the deepest "
-            f"leg_k, dominate, so these settings cost about the same and quality decides. No sweep point calls "
-            f"the LLM (0 tokens per query).")
+            f"first: {steps}. Costs span {lo:.2f}-{hi:.2f} ms/query{same}. No sweep point calls the LLM "
+            f"(0 tokens per query).")
 
 
 def describe(res: SweepResult) -> list[str]:
