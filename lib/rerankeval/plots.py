@@ -294,6 +294,10 @@ def sweep_heatmap(view: pd.DataFrame, metric: str, x: str, y: str, title: str = 
     import seaborn as sns
 
     grid = view.pivot_table(index=y, columns=x, values=metric, aggfunc="mean", sort=False)
+    if pd.api.types.is_numeric_dtype(view[x]):
+        grid = grid.sort_index(axis=1)
+    if pd.api.types.is_numeric_dtype(view[y]):
+        grid = grid.sort_index(axis=0)
     fig, ax = plt.subplots(figsize=(1.0 + 0.75 * max(3, grid.shape[1]), 1.2 + 0.45 * max(2, grid.shape[0])))
     sns.heatmap(grid, annot=True, fmt=".3f", cmap="viridis", ax=ax, cbar_kws={"label": label(metric)},
                 annot_kws={"fontsize": 7})
