@@ -33,7 +33,7 @@ export PYTHONHASHSEED := 0
 # whichever clone last did the editable install, in this process and in every notebook kernel it starts
 export PYTHONPATH := $(CURDIR)/lib
 
-.PHONY: help setup report test lab lint clean llama llama-if-local pyserver system-deps
+.PHONY: help setup report sweep test lab lint clean llama llama-if-local pyserver system-deps
 
 help: ## show this help
 	@echo "ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents?"
@@ -84,6 +84,10 @@ system-deps: ## install Debian packages the report check needs (chromium), when 
 
 report: setup llama-if-local ## run every notebook on DATASET and render results/<dataset>/report/index.html
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(foreach p,$(P),--set "$(p)")
+
+sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-03 done) and write runs/hybrid_tuned.trec
+	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 06 --set grid=large --set write_tuned=true \
+	  $(foreach p,$(P),--set "$(p)")
 
 test: setup llama pyserver system-deps ## run the unit tests and a smoke run of the whole notebook chain
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -199,6 +199,17 @@ class DatasetPaths:
     def rerank_bench_dir(self) -> Path:
         return self.rerank_dir / "bench"
 
+    # -- 06: sweeps --
+    @property
+    def sweep_dir(self) -> Path:
+        """The sweep's own files (summary, folds) and its scratch datasets (``chunking/``)."""
+        return self.stage_dir("sweep")
+
+    @property
+    def sweep_csv(self) -> Path:
+        """CSV, one row per sweep point, split and pool_k: settings, quality, pool ceiling, costs."""
+        return self.root / "sweep.csv"
+
     # -- stage 05: evaluation and report --
     @property
     def analyse_dir(self) -> Path:

@@ -255,3 +255,87 @@ def quality_cost(
     fig.suptitle(f"{label(metric)} against cost", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+# --------------------------------------------------------------------------- sweeps (notebook 06)
+def _col_label(col: str) -> str:
+    """A metric's label (``nDCG@10``), or the column name in words (``pool ceiling``)."""
+    try:
+        return label(col)
+    except ValueError:
+        return col.replace("_", " ")
+
+
+def sweep_lines(slices: dict[str, pd.DataFrame], metrics: Sequence[str], title: str = "") -> plt.Figure:
+    """One panel per swept axis: ``metrics`` (e.g. nDCG@10, MRR@10) against the axis's values, every other
+    axis at its default. ``slices``: axis -> rows (:func:`rerankeval.sweep.one_at_a_time`)."""
+    axes_used = {a: d for a, d in slices.items() if len(d) > 1}
+    n = max(1, len(axes_used))
+    cols = min(3, n)
+    fig, axs = plt.subplots((n + cols - 1) // cols, cols, figsize=(4.6 * cols, 3.3 * ((n + cols - 1) // cols)),
+                            squeeze=False)
+    for ax, (axis, d) in zip(axs.flat, axes_used.items(), strict=False):
+        x = [str(v) for v in d[axis]]
+        for m in metrics:
+            ax.plot(x, d[m].to_numpy(dtype=float), marker="o", label=_col_label(m))
+        ax.set_xlabel(axis.replace("_", " "))
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axs.flat)[len(axes_used):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def sweep_heatmap(view: pd.DataFrame, metric: str, x: str, y: str, title: str = "") -> plt.Figure:
+    """``metric`` over two axes (``view`` filtered to the other axes' defaults), the best cell outlined."""
+    import seaborn as sns
+
+    grid = view.pivot_table(index=y, columns=x, values=metric, aggfunc="mean", sort=False)
+    if pd.api.types.is_numeric_dtype(view[x]):
+        grid = grid.sort_index(axis=1)
+    if pd.api.types.is_numeric_dtype(view[y]):
+        grid = grid.sort_index(axis=0)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * max(3, grid.shape[1]), 1.2 + 0.45 * max(2, grid.shape[0])))
+    sns.heatmap(grid, annot=True, fmt=".3f", cmap="viridis", ax=ax, cbar_kws={"label": label(metric)},
+                annot_kws={"fontsize": 7})
+    if grid.notna().any().any():
+        r, c = np.unravel_index(np.nanargmax(grid.to_numpy(dtype=float)), grid.shape)
+        ax.add_patch(plt.Rectangle((c, r), 1, 1, fill=False, edgecolor="red", lw=2))
+    ax.set_xlabel(x.replace("_", " "))
+    ax.set_ylabel(y.replace("_", " "))
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked: dict[str, str],
+                 cost_cols: Sequence[str] = ("seconds_per_query", "llm_tokens_per_query")) -> plt.Figure:
+    """Quality against each cost, one dot per sweep point, the frontier (``front``) joined and ``marked``
+    points (name -> label, e.g. default, chosen) annotated. A cost that is 0 for every point (LLM tokens, when
+    no point reranks) gets no panel."""
+    cost_cols = [c for c in cost_cols if view[c].fillna(0).abs().sum() > 0] or list(cost_cols[:1])
+    fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.2 * len(cost_cols), 3.9), squeeze=False)
+    on = view[list(front)]
+    for ax, col in zip(axes[0], cost_cols, strict=True):
+        scale = 1000.0 if col == "seconds_per_query" else 1.0
+        ax.scatter(view[col] * scale, view[metric], s=12, color="#999", alpha=0.6, label="sweep point")
+        f = on.sort_values(col)
+        ax.step(f[col] * scale, f[metric], where="post", color="#c44e52", lw=1.5, label="frontier")
+        ax.scatter(f[col] * scale, f[metric], s=22, color="#c44e52")
+        for name, text in marked.items():
+            r = view[view.point == name]
+            if len(r):
+                ax.scatter(r[col] * scale, r[metric], s=60, marker="*", color="#4c72b0", zorder=3)
+                ax.annotate(text, (float(r[col].iloc[0]) * scale, float(r[metric].iloc[0])), fontsize=8,
+                            textcoords="offset points", xytext=(5, 4))
+        ax.set_xlabel({"seconds_per_query": "milliseconds per query (legs + fusion)",
+                       "llm_tokens_per_query": "LLM tokens per query"}.get(col, col))
+        ax.set_ylabel(label(metric))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{label(metric)} against cost, every sweep point", fontsize=11)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,298 @@
+"""Sweeps (rerankeval.sweep) and honest tuning (rerankeval.splits): cache re-use, train/test separation,
+k-fold determinism, outputs. Closed-form cases on hand-built legs; one end-to-end run on a tiny BEIR set."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pandas as pd
+import pytest
+
+from rerankeval import bm25 as bm25mod
+from rerankeval import paths, splits, sweep
+from rerankeval.fusion import fuse, rrf
+from rerankeval.runs import read_trec, to_units, truncate
+
+# chunk-level legs over 3 queries; chunks c<unit>.<n> belong to unit d<unit>
+DENSE = {"q1": {"c1.0": .9, "c2.0": .8, "c3.0": .7, "c1.1": .6, "c4.0": .5},
+         "q2": {"c2.0": .9, "c4.0": .8, "c1.0": .7, "c3.0": .6, "c2.1": .5},
+         "q3": {"c3.0": .9, "c3.1": .8, "c4.0": .7, "c1.0": .6, "c2.0": .5}}
+LEX = {"q1": {"c2.0": 9., "c1.1": 8., "c4.0": 7., "c3.0": 6., "c1.0": 5.},
+       "q2": {"c4.0": 9., "c2.1": 8., "c3.0": 7., "c1.0": 6., "c2.0": 5.},
+       "q3": {"c1.0": 9., "c3.0": 8., "c2.0": 7., "c4.0": 6., "c3.1": 5.}}
+UNIT_OF = {c: "d" + c[1] for q in DENSE for c in [*DENSE[q], *LEX[q]]}
+QUERIES = {"q1": "one", "q2": "two", "q3": "three"}
+QRELS = {"q1": {"d2": 1}, "q2": {"d4": 1}, "q3": {"d1": 1, "d3": 1}}
+
+
+class FakeSource:
+    """Hand-built legs with call counters (a stand-in for a Retriever)."""
+
+    def __init__(self) -> None:
+        self.unit_of = UNIT_OF
+        self.bm25 = bm25mod.BM25Index.from_tokens(["x"], [["a"]])
+        self.calls: list[tuple[str, int]] = []
+
+    def dense_leg(self, queries: Mapping[str, str], k: int):
+        self.calls.append(("dense", k))
+        return truncate({q: DENSE[q] for q in queries}, k)
+
+    def bm25_leg(self, queries: Mapping[str, str], k: int):
+        self.calls.append(("bm25", k))
+        return truncate({q: LEX[q] for q in queries}, k)
+
+
+def test_legs_are_searched_once_and_cut_for_every_fusion_point():
+    src = FakeSource()
+    eng = sweep.Engine(src, QUERIES, max_leg_k=5)
+    grid = sweep.Grid(method=["rrf", "combsum_minmax", "dbsf"], rrf_k=[1, 10, 60], weights=[[1, 1], [1, .5]],
+                      leg_k=[2, 3, 5], pool_k=[2, 3])
+    points = grid.points(sweep.Point(leg_k=5))
+    # rrf_k is crossed for rrf only; the default is in the product
+    assert points[0] == sweep.Point(leg_k=5) and len(points) == 1 + (3 + 1 + 1) * 2 * 3 - 1
+    pq, secs = sweep.score_points(eng, points, list(QUERIES), QRELS, sweep.columns(3, grid.pool_k))
+    assert src.calls == [("dense", 5), ("bm25", 5)]
+    assert set(pq.point) == {p.name for p in points} and set(secs) == set(pq.point)
+    for p in points:  # a cut of the deepest leg is the leg searched at that depth (closed form: stage 03's hybrid)
+        want = fuse([to_units(truncate(DENSE, p.leg_k), UNIT_OF), to_units(truncate(LEX, p.leg_k), UNIT_OF)],
+                    p.method, k=p.rrf_k, weights=p.weights)
+        got, _ = eng.run(p, list(QUERIES))
+        assert {q: list(d) for q, d in got.items()} == {q: list(d) for q, d in want.items()}, p.name
+        # the sweep fuses only as deep as its deepest cutoff (3): the metrics are those of the full run
+        full = sweep.evaluate_run(want, QRELS, list(QUERIES), sweep.columns(3, grid.pool_k))
+        mine = pq[pq.point == p.name].pivot(index="qid", columns="metric", values="value")
+        pd.testing.assert_frame_equal(mine[full.columns], full, check_names=False)
+
+
+def test_default_point_matches_stage_03_exactly():
+    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    got, _ = eng.run(sweep.Point(leg_k=3), list(QUERIES))
+    want = rrf([to_units(truncate(DENSE, 3), UNIT_OF), to_units(truncate(LEX, 3), UNIT_OF)], k=60)
+    assert got == want  # same scores, same order: weights (1, 1) are sent as None
+
+
+def test_bm25_points_reweight_the_stored_counts():
+    docs = [["apt", "install", "apt"], ["network", "apt"], ["grub", "boot", "boot", "boot"]]
+    idx = bm25mod.BM25Index.from_tokens(["a", "b", "c"], docs)
+    again = sweep.reweighted(idx, 1.2, 0.75)
+    assert (again.scores_tokens(["apt"]) == idx.scores_tokens(["apt"])).all()
+    other = sweep.reweighted(idx, 2.0, 0.3)
+    ref = bm25mod.BM25Index.from_tokens(["a", "b", "c"], docs, params=bm25mod.BM25Params(k1=2.0, b=0.3))
+    assert other.tf is idx.tf and (other.scores_tokens(["apt", "boot"]) == ref.scores_tokens(["apt", "boot"])).all()
+
+
+def test_mean_metrics_are_closed_form():
+    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    p = sweep.Point(leg_k=1)  # q1: dense d1, lex d2 -> d1 (tie, rank 1 each: id order) then d2
+    run, _ = eng.run(p, list(QUERIES))
+    assert list(run["q1"]) == ["d1", "d2"]
+    pq, _ = sweep.score_points(eng, [p], ["q1"], QRELS, ["mrr@10", "recall@1"])
+    vals = pq.set_index("metric").value
+    assert vals["mrr@10"] == pytest.approx(0.5) and vals["recall@1"] == 0.0
+
+
+# --------------------------------------------------------------------------- honest tuning
+class GuardedQrels(dict):
+    """Train qrels that fail loudly if the code asks them about any query of ``forbidden``."""
+
+    def __init__(self, data: Mapping, forbidden: set[str]) -> None:
+        super().__init__(data)
+        self.forbidden = forbidden
+
+    def _check(self, q) -> None:
+        if q in self.forbidden:
+            raise AssertionError(f"the chooser looked up the held-out query {q!r}")
+
+    def __getitem__(self, q):
+        self._check(q)
+        return super().__getitem__(q)
+
+    def __contains__(self, q) -> bool:
+        self._check(q)
+        return super().__contains__(q)
+
+
+def _points():
+    return sweep.Grid(rrf_k=[1, 60], weights=[[1, 1], [.5, 1], [1, .5]], leg_k=[1, 3, 5]).points(sweep.Point(leg_k=5))
+
+
+def test_the_chooser_never_sees_test_qrels(monkeypatch):
+    seen: list[set[str]] = []
+    real = splits.choose
+    monkeypatch.setattr(splits, "choose", lambda pq, *a: seen.append(set(pq.qid)) or real(pq, *a))
+    train = splits.Split("train", {"q1": "one", "q2": "two"},
+                         GuardedQrels({q: QRELS[q] for q in ("q1", "q2")}, forbidden={"q3"}))
+    test = splits.Split("test", {"q3": "three"}, {"q3": QRELS["q3"]})
+    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    t = splits.train_test(eng, _points(), train, test, ["ndcg@3", "mrr@3"], "ndcg@3", n_boot=200)
+    assert seen == [{"q1", "q2"}]
+    assert set(t.per_query.qid) == {"q3"} and set(t.per_query.variant) == {splits.DEFAULT, splits.TUNED}
+    assert set(t.run) == {"q3"} and t.protocol == "train/test"
+    assert [name for name, *_ in t.scored] == ["train", "test"]
+
+
+def test_kfold_chooses_each_fold_without_its_queries(monkeypatch):
+    seen: list[set[str]] = []
+    real = splits.choose
+    monkeypatch.setattr(splits, "choose", lambda pq, *a: seen.append(set(pq.qid)) or real(pq, *a))
+    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    split = splits.Split("test", dict(QUERIES), QRELS)
+    t = splits.kfold(eng, _points(), split, ["ndcg@3"], "ndcg@3", k=3, seed=7, n_boot=200)
+    assert len(seen) == 3
+    for f, chooser_qids in enumerate(seen):
+        held = {q for q, i in t.folds.items() if i == f}
+        assert chooser_qids == set(QUERIES) - held  # everything but the fold it answers
+    # the out-of-fold tuned values are the chosen point's values on the held-out queries
+    tuned = t.per_query[(t.per_query.variant == splits.TUNED)].set_index("qid").value
+    assert set(tuned.index) == set(QUERIES) and set(t.run) == set(QUERIES)
+
+
+def test_kfold_is_deterministic_and_seeded():
+    qids = [f"q{i}" for i in range(23)]
+    a, b = splits.folds(qids, 5, seed=3), splits.folds(list(reversed(qids)), 5, seed=3)
+    assert a == b and sorted(pd.Series(a).value_counts()) == [4, 4, 5, 5, 5]
+    assert splits.folds(qids, 5, seed=4) != a
+    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    split = splits.Split("test", dict(QUERIES), QRELS)
+    one, two = (splits.kfold(eng, _points(), split, ["ndcg@3"], "ndcg@3", k=3, seed=1, n_boot=100) for _ in "ab")
+    assert one.chosen == two.chosen and one.folds == two.folds
+    pd.testing.assert_frame_equal(one.per_query, two.per_query)
+    with pytest.raises(ValueError, match="k-fold needs"):
+        splits.folds(qids[:2], 3, 0)
+
+
+def test_ties_go_to_the_default_then_grid_order():
+    pq = pd.DataFrame({"point": ["b", "a", "c"], "qid": "q", "metric": "m", "value": [.5, .5, .4]})
+    assert splits.choose(pq, "m", ["a", "b", "c"]) == "a"
+    assert splits.choose(pq, "m", ["b", "a", "c"]) == "b"
+
+
+def test_grid_file_and_errors(tmp_path):
+    for name in ("small", "large"):
+        g = sweep.load_grid(name)
+        assert g.points()[0] == sweep.Point() and len(g.points()) > 1
+    bad = tmp_path / "g.yaml"
+    bad.write_text("x:\n  rrf: [1]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown axes"):
+        sweep.load_grid("x", bad)
+    with pytest.raises(ValueError, match="no grid 'y'"):
+        sweep.load_grid("y", bad)
+    bad.write_text("x:\n  method: [nope]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown fusion method"):
+        sweep.load_grid("x", bad)
+
+
+def test_chunking_points_use_a_scratch_dataset(tmp_path):
+    dp = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs")
+    s = sweep.scratch_dataset(dp, 500, 100)
+    assert s.root.is_relative_to(dp.sweep_dir) and s.name != dp.name and s.qdrant_path != dp.qdrant_path
+    assert s.source == dp.source
+    pdf_points = sweep.Grid(chunking=[[500, 100]]).points(pdf=True)
+    assert pdf_points[-1].chunking == (500, 100) and len(sweep.Grid(chunking=[[500, 100]]).points()) == 1
+
+
+# --------------------------------------------------------------------------- end to end on a tiny BEIR dataset
+@pytest.fixture
+def tiny_built(tiny_beir):
+    from rerankeval import embed, extract, index
+
+    (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td4\t1\n", encoding="utf-8")
+    dp = paths.resolve_dataset(tiny_beir)
+    extract.build_corpus(dp)
+    model = embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
+    index.build_indexes(dp, embedder=embed.Embedder(model_obj=model, progress=False), progress=False)
+    return dp, model
+
+
+def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_built, monkeypatch):
+    from fakellm import FakeLLM
+    from rerankeval import embed
+    from rerankeval.retrieve import Retriever
+
+    dp, model = tiny_built
+    encoded: list[int] = []
+    real = embed.Embedder.encode
+    monkeypatch.setattr(embed.Embedder, "encode", lambda self, texts, **kw: encoded.append(len(texts)) or real(
+        self, texts, **kw))
+    grid = sweep.Grid(rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[2, 4], pool_k=[2, 3], bm25=[[2.0, .3]])
+    with FakeLLM() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        split = splits.eval_split(dp)
+        train = splits.train_split(dp)
+        assert train is not None and set(train.queries) == {"q3"} and set(split.queries) == {"q1", "q2"}
+        with Retriever(dp, embedder=embed.Embedder(model_obj=model, progress=False), progress=False) as r:
+            eng = sweep.Engine(r, {**train.queries, **split.queries}, max_leg_k=4)
+            res = sweep.run_sweep(dp, grid, leg_k=4, final_k=2, n_boot=200, engine=eng)
+            after_legs = list(encoded)
+            more = sweep.Grid(rrf_k=[5, 20, 80], weights=[[.25, 1]], leg_k=[1, 3]).points(sweep.Point(leg_k=4))
+            sweep.score_points(eng, more, split.qids, split.qrels, sweep.columns(2, [2]))
+        assert llm.count == 0, "a sweep must never call the LLM"
+    assert after_legs == [3] and encoded == after_legs  # the 3 queries, once; fusion points encode nothing
+    assert res.tuning.protocol == "train/test"
+    assert set(res.table.split) == {"train", "test"}
+    assert set(res.table[res.table.split == "test"].point) == {res.default.name, *res.tuning.chosen.values()}
+    assert {"seconds_per_query", "llm_tokens_per_query", "pool_ceiling", "pool_k"} <= set(res.table.columns)
+    assert (res.table.llm_tokens_per_query == 0).all()
+    out = sweep.write_sweep(dp, res, write_tuned=True)
+    assert pd.read_csv(out["sweep_csv"]).shape[0] == len(res.table)
+    tuned = read_trec(dp.run_file(sweep.TUNED_VARIANT))
+    assert set(tuned) <= set(split.queries)  # the tuned run answers only the queries that did not choose it
+    record = json.loads(dp.variant_record(sweep.TUNED_VARIANT).read_text())
+    assert "pool_k" not in record and record["setting"]["train"]["leg_k"] in (2, 4)
+
+
+def test_pareto_front_is_closed_form():
+    assert sweep.pareto_front([.5, .6, .55, .6], [1, 2, 3, 2.5]) == [True, True, False, False]
+    assert sweep.pareto_front([.5, .5], [1, 1]) == [True, True]  # equal points do not dominate each other
+
+
+def test_views_and_plots_of_a_kfold_table():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rerankeval import plots
+
+    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    points = _points()
+    t = splits.kfold(eng, points, splits.Split("test", dict(QUERIES), QRELS), sweep.columns(3, [2, 3]), "ndcg@3",
+                     k=3, seed=0, n_boot=100)
+    table = pd.concat([sweep.summarise(pq, points, secs, n, 3, [2, 3]) for n, pq, secs in t.scored])
+    view = sweep.overview(table, 3)
+    assert set(view.n_queries) == {3} and len(view) == 2 * len(points)  # folds pooled: every query once
+    one = sweep.one_at_a_time(view, points[0], "rrf_k", 2)
+    assert list(one.rrf_k) == [1, 60] and set(one.weights) == {"1/1"} and set(one.leg_k) == {5}
+    fig = plots.sweep_lines({"rrf_k": one, "leg_k": sweep.one_at_a_time(view, points[0], "leg_k", 2)},
+                            ["ndcg@3", "pool_ceiling"])
+    assert len(fig.axes) >= 2
+    at = view[view.pool_k == 2]
+    plots.sweep_pareto(at, "ndcg@3", sweep.pareto_front(at["ndcg@3"].tolist(), at.seconds_per_query.tolist()),
+                       {points[0].name: "default"})
+    plots.sweep_heatmap(at[at.method == "rrf"], "ndcg@3", "rrf_k", "weights")
+    assert "frontier" in sweep.frontier_sentence(at, "ndcg@3")
+
+
+@pytest.mark.parametrize("alpha", [0.1, 1.0])
+def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
+    """The sweep reorders a pool from stage 04's recorded yes/no scores exactly as stage 04 did, never calling
+    the LLM again, and skips the queries whose pool was not (wholly) scored."""
+    from fakellm import FakeLLM
+    from rerankeval import rerank
+    from test_rerank_stage import make_dataset
+
+    _, dp = make_dataset(tmp_path)
+    fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
+    with FakeLLM() as f:
+        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno", alpha=alpha), pool_k=3,
+                                max_queries=2, settings=s, cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
+        rerank.write_outputs(dp, res, s)
+        calls = f.count
+        llm, why = sweep.recorded_llm(dp)
+        replayed = sweep.replay(fused, llm, 3)
+        assert f.count == calls and "no LLM call" in why
+    want = read_trec(dp.run_file("hybrid_rerank"))
+    assert sorted(replayed) == ["q1", "q2"]  # q3 was not reranked: skipped, never sent
+    assert {q: list(d) for q, d in replayed.items()} == {q: list(want[q]) for q in replayed}
+    assert sweep.replay(fused, llm, 4) == {}  # a deeper pool was never scored: nothing to replay
+    assert llm.tokens_per_candidate > 0
