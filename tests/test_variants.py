@@ -15,12 +15,13 @@ from rerankeval.runs import assert_run_contract, read_run_checked, to_units, wri
 
 def test_every_variant_name_is_registered_once_with_its_stage():
     assert variants.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_combsum", "hybrid_combmnz",
-                                "hybrid_dbsf", "qdrant_dbsf", "cross_encoder", "hybrid_rerank",
+                                "hybrid_dbsf", "qdrant_dbsf", "cross_encoder", "hybrid_rerank", "hybrid_tuned",
                                 "hybrid_rerank_expand", "hybrid_reformulate")
     assert variants.names(variants.RETRIEVE) == retrieve.VARIANTS == (*variants.names()[:9], "hybrid_reformulate")
     assert variants.FUSION_VARIANTS == variants.names()[4:8] and variants.REPORT_ORDER[4:8] == variants.FUSION_VARIANTS
     assert variants.get(variants.HYBRID_RERANK).stage == variants.RERANK
     assert variants.get("hybrid_rerank_expand").stage == variants.RERANK
+    assert variants.get("hybrid_tuned").stage == variants.SWEEP
     assert set(variants.REPORT_ORDER) == set(variants.names()) and set(variants.LEGS) < set(retrieve.BASE_VARIANTS)
     assert all(variants.describe().values())
     with pytest.raises(ValueError, match="unknown variant 'nope'; choose from vector, bm25"):

@@ -33,6 +33,7 @@ import yaml
 from . import bm25 as bm25mod
 from . import metrics
 from .fusion import FUSION_METHODS, RRF_K, fuse
+from .names import HYBRID_TUNED
 from .paths import PARAMS_DIR, DatasetPaths
 from .progress import track
 from .runs import Qrels, Run, to_units, truncate
@@ -409,7 +410,7 @@ def replay(run: Run, llm: RecordedLLM, pool_k: int) -> Run:
 
 
 # --------------------------------------------------------------------------- one call: sweep, tune, write
-TUNED_VARIANT = "hybrid_tuned"
+TUNED_VARIANT = HYBRID_TUNED
 
 
 @dataclass

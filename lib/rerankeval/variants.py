@@ -44,6 +44,7 @@ from .names import (
     HYBRID_COMBSUM,
     HYBRID_DBSF,
     HYBRID_RERANK,
+    HYBRID_TUNED,
     QDRANT_DBSF,
     QDRANT_HYBRID,
     VECTOR,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 
 RETRIEVE = "retrieve"  # stage 03 (notebook 03-retrieve)
 RERANK = "rerank"  # stage 04 (notebook 04-rerank)
+SWEEP = "sweep"  # stage 06 (notebook 06-sweep, make sweep)
 RRF_FORMULA = "sum w / (rrf_k + rank), rank 1-based"
 
 
@@ -298,6 +300,18 @@ class HybridRerank(Variant):
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         raise ValueError(f"{HYBRID_RERANK!r} is written by stage 04, not searched in stage 03: run notebook "
                          "04-rerank (rerankeval.rerank) and read dp.run_file('hybrid_rerank').")
+
+
+@register
+class HybridTuned(Variant):
+    name = HYBRID_TUNED
+    description = ("hybrid fused with the setting a sweep chose on other queries (train split or other folds); "
+                   "its run covers only the queries that did not choose it (stage 06, rerankeval.sweep)")
+    stage = SWEEP
+
+    def search_runs(self, queries: Mapping[str, str]) -> Runs:
+        raise ValueError(f"{HYBRID_TUNED!r} is written by a sweep, not searched in stage 03: run `make sweep` "
+                         "(rerankeval.sweep) and read dp.run_file('hybrid_tuned').")
 
 
 from . import reformulate  # noqa: E402, F401  (registers hybrid_rerank_expand and hybrid_reformulate)
