@@ -159,7 +159,8 @@ def test_notebook_07_answers_judged_and_free_questions(tmp_path, tiny_pdf):
     with FakeLLM(rule=cite_first) as fake:
         env.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="k")
         cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(tiny_pdf), "--kernel", "python3",
-               "--set", "leg_k=10", "--set", "questions=[t2, 'what does beta log']", "--set", "k=2"]
+               "--set", "leg_k=10", "--set", "questions=[t2, 'what does beta log']", "--set", "k=2",
+               "--set", "variants=[vector, bm25, hybrid]"]  # no hybrid_reformulate: every request here is 07's
         for only in ("01", "02", "03", "07"):
             cmd += ["--only", only]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)

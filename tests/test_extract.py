@@ -1,6 +1,7 @@
 """Stage 01: extraction, chunk ids, judgments, and every bad input ending in a clear message."""
 
 import json
+import multiprocessing
 import threading
 
 import pytest
@@ -40,12 +41,9 @@ def test_reextraction_is_byte_identical_and_reused(tiny_pdf):
     assert warm.reused and not first.reused
 
 
-@pytest.mark.parametrize("kernel_like", [False, True], ids=["fork", "spawn-with-threads"])
-def test_parallel_extraction_equals_serial(tiny_pdf, kernel_like):
-    stop = threading.Event()
-    if kernel_like:  # a Jupyter kernel runs threads: the workers are spawned, not forked
-        threading.Thread(target=stop.wait, daemon=True).start()
-    assert extract._mp_context().get_start_method() == ("spawn" if kernel_like else "fork")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_parallel_extraction_equals_serial(tiny_pdf, monkeypatch, method):
+    monkeypatch.setattr(extract, "_mp_context", lambda: multiprocessing.get_context(method))
     (tiny_pdf / "cut.pdf").write_bytes((tiny_pdf / "gamma-notes.pdf").read_bytes()[:400])  # skipped in both
     sources = extract.pdf_sources(tiny_pdf)
     runs = []
@@ -53,8 +51,13 @@ def test_parallel_extraction_equals_serial(tiny_pdf, kernel_like):
         skipped, pages = [], []
         chunks, units = extract._pdf_chunks(sources, 120, 30, 1.5, skipped, pages, workers=workers)
         runs.append((chunks, units, skipped, pages))
-    stop.set()
     assert runs[0] == runs[1] and runs[0][2][0]["file"] == "cut.pdf" and len(runs[0][0]) > 6
+
+
+@pytest.mark.parametrize("threads,method", [(1, "fork"), (3, "spawn")])
+def test_workers_are_spawned_beside_other_threads(monkeypatch, threads, method):
+    monkeypatch.setattr(threading, "active_count", lambda: threads)  # a Jupyter kernel runs threads
+    assert extract._mp_context().get_start_method() == method
 
 
 def test_small_folders_are_extracted_in_one_process(tiny_pdf):
