@@ -296,3 +296,18 @@ def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
     assert {q: list(d) for q, d in replayed.items()} == {q: list(want[q]) for q in replayed}
     assert sweep.replay(fused, llm, 4) == {}  # a deeper pool was never scored: nothing to replay
     assert llm.tokens_per_candidate > 0
+
+
+def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pdf):
+    from rerankeval import corpus, extract, index
+
+    dp = paths.resolve_dataset(tiny_pdf)
+    extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)
+    index.build_indexes(dp, progress=False)
+    main_chunks = dp.chunks.read_bytes()
+    res = sweep.run_sweep(dp, sweep.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50)
+    point = res.table[res.table.chunk_size == 60]
+    assert len(point) and point["ndcg@3"].between(0, 1).all()  # scored on the main dataset's qrels
+    assert dp.chunks.read_bytes() == main_chunks  # the main results are untouched
+    scratch = corpus.load_stats(sweep.scratch_dataset(dp, 60, 10))
+    assert scratch["params"]["chunk_size"] == 60 and scratch["chunks"] > corpus.load_stats(dp)["chunks"]
