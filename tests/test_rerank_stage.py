@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -90,6 +91,13 @@ def test_stage_end_to_end(tmp_path):
     assert summary["main"]["llm_seconds"] == summary["main"]["fresh_llm_seconds"] > 0
     assert summary["main"]["budget_skipped"] == 0 and summary["pool_k"] == 3
     assert (dp.stage_dir("rerank") / "candidates.csv").exists()
+    # 04's quick look: q1's gold page moves from rank 2 to 1; q2's gold page stays 5th (outside the pool of 3)
+    table, by_relevance = rerank.quick_check(dp, fused, res, ["q1", "q2"])
+    assert table.loc["hybrid", "mrr@10"] == pytest.approx((1 / 2 + 1 / 5) / 2)
+    assert table.loc["hybrid_rerank", "mrr@10"] == pytest.approx((1 + 1 / 5) / 2)
+    assert table.loc["hybrid_rerank", "ndcg@10"] == pytest.approx((1 + 1 / math.log2(6)) / 2)
+    assert by_relevance.loc[True, "count"] == 1 and by_relevance.loc[False, "count"] == 5
+    assert rerank.quick_check(dp, fused, res, ["q9"]) is None
 
 
 def test_missing_run_says_which_stage(tmp_path):

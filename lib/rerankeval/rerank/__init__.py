@@ -33,7 +33,7 @@ from .core import (
 from .ledger import COLUMNS as LEDGER_COLUMNS
 from .ledger import read_ledger, summarize, write_ledger
 from .repair import Unusable, order_by_scores, parse, repair_order, repair_scores
-from .stage import VARIANT, endpoint_kind, load_inputs, summary_dict, write_outputs
+from .stage import VARIANT, endpoint_kind, load_inputs, quick_check, summary_dict, write_outputs
 
 __all__ = [
     "LEDGER_COLUMNS",
@@ -57,6 +57,7 @@ __all__ = [
     "endpoint_kind",
     "kendall_tau",
     "load_inputs",
+    "quick_check",
     "load_settings",
     "order_by_scores",
     "parse",
