@@ -4,11 +4,13 @@ For each mode and pool size (and each concurrency) it reranks the first ``--quer
 hybrid run twice: cold (an empty temporary reply cache) and warm (the same cache again), and records LLM
 calls, HTTP requests, prompt tokens (as the server counts them), the tokens the server actually processed
 after its prompt cache (``llamacpp:prompt_tokens_total`` from ``/metrics``), seconds per query, and the
-server's own prompt and generation seconds. It also measures the server alone: prompt tokens/s on one long
-prompt (the server's ``timings``), and whether a query's second yes/no call re-uses the first one's prompt
-head (``timings.cache_n``). The headline is ``floor_ratio``: the default configuration's cold wall time
-over the time the server needs to process its prompt tokens at the long-prompt rate (1.0 = at the
-hardware floor).
+server's own prompt and generation seconds. Every configuration gets a freshly started server, so "cold"
+is cold at the server too (llama-server keeps recent prompts' KV cache in RAM, which would otherwise serve
+one configuration's prompts to the next). It also measures the server alone: prompt tokens/s on long
+prompts and on short, stage-sized ones (the server's ``timings``), and whether a query's second yes/no call
+re-uses the first one's prompt head (``timings.cache_n``). The headline is ``floor_ratio``: the default
+configuration's cold wall time over the time the server needs to process the prompt tokens it processed,
+at the fastest rate measured alone (1.0 = at the hardware floor).
 
     python bench/rerank.py                                   # 5 queries, default modes, pools 10 and 20
     python bench/rerank.py --queries 10 --modes yesno-plain --pools 10 --concurrency 1,2
@@ -77,15 +79,18 @@ def chat(base: str, model: str, messages: list[dict[str, str]], max_tokens: int 
 
 
 def server_alone(base: str, model: str, texts: list[str], chars: int) -> dict[str, Any]:
-    """Prompt tokens/s on long prompts (no cache hit: each prompt differs from the first token)."""
-    runs = []
-    for i in range(2 if chars else 0):
-        long = " ".join(texts[i * 40 : (i + 1) * 40])[:chars]
-        r = chat(base, model, [{"role": "user", "content": f"Run {i}. Summarise:\n{long}"}])
-        t = r.get("timings", {})
-        runs.append({"prompt_n": t.get("prompt_n"), "prompt_ms": t.get("prompt_ms"), "tps": t.get("prompt_per_second")})
-    best = max(runs, key=lambda x: x["tps"] or 0, default={"tps": None})
-    return {"long_prompts": runs, "prompt_tokens_per_s": best["tps"]}
+    """Prompt tokens/s on long prompts (``chars`` characters) and on short ones the size of a yes/no call
+    (no cache hit: each prompt differs from the first token). The floor is the fastest rate seen."""
+    found: dict[str, list[dict[str, Any]]] = {"long_prompts": [], "short_prompts": []}
+    sizes = [("long_prompts", chars, 40)] * (2 if chars else 0) + [("short_prompts", 400, 2)] * 5
+    for i, (kind, n_chars, n_texts) in enumerate(sizes):
+        text = " ".join(texts[i * n_texts : (i + 1) * n_texts])[:n_chars]
+        t = chat(base, model, [{"role": "user", "content": f"Run {i}. Summarise:\n{text}"}]).get("timings", {})
+        found[kind].append(
+            {"prompt_n": t.get("prompt_n"), "prompt_ms": t.get("prompt_ms"), "tps": t.get("prompt_per_second")}
+        )
+    best = max([*found["long_prompts"], *found["short_prompts"]], key=lambda x: x["tps"] or 0, default={"tps": None})
+    return {**found, "prompt_tokens_per_s": best["tps"]}
 
 
 def prefix_reuse(base: str, model: str, query: str, passages: list[str]) -> dict[str, Any]:
@@ -131,14 +136,31 @@ def one_run(args, inputs, settings, base, name: str, pool: int, conc: int, cache
     }
 
 
-def bench(args, inputs, settings, base: str) -> list[dict[str, Any]]:
+def started(server_bin: Path, model: Path) -> tuple[MetricsServer, Any]:
+    """A fresh local server (empty prompt cache) and the settings that point the reranker at it."""
+    srv = MetricsServer(server_bin, model)
+    srv.start()
+    env = {
+        "OPENAI_BASE_URL": f"{srv.base}/v1",
+        "OPENAI_API_KEY": llm_server.LOCAL_API_KEY,
+        "RERANK_MODEL": llm_server.model_name(model),
+        "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server_bin, model),
+    }
+    return srv, rerank.load_settings(env)
+
+
+def bench(args, inputs, server_bin: Path, model: Path) -> list[dict[str, Any]]:
     rows = []
     for name in args.modes.split(","):
         for pool in [int(p) for p in args.pools.split(",")]:
             for conc in [int(c) for c in args.concurrency.split(",")]:
-                with tempfile.TemporaryDirectory(prefix="bench-rerank-") as tmp:
-                    cold = one_run(args, inputs, settings, base, name, pool, conc, Path(tmp))
-                    warm = one_run(args, inputs, settings, base, name, pool, conc, Path(tmp))
+                srv, settings = started(server_bin, model)
+                try:
+                    with tempfile.TemporaryDirectory(prefix="bench-rerank-") as tmp:
+                        cold = one_run(args, inputs, settings, srv.base, name, pool, conc, Path(tmp))
+                        warm = one_run(args, inputs, settings, srv.base, name, pool, conc, Path(tmp))
+                finally:
+                    srv.stop()
                 row = {"mode": name, "pool_k": pool, "concurrency": conc, "cold": cold, "warm": warm}
                 print(
                     f"{name:16s} pool {pool:2d} conc {conc}: cold {cold['seconds_per_query']:.2f} s/query, "
@@ -170,25 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     fused, queries, texts = inputs
     qids = rerank.select_queries(fused, queries, args.queries)
     server_bin, model = llm_server.setup_paths()
-    srv = MetricsServer(server_bin, model)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below stops the server
-    srv.start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
+    srv, _ = started(server_bin, model)
     try:
-        env = {
-            "OPENAI_BASE_URL": f"{srv.base}/v1",
-            "OPENAI_API_KEY": llm_server.LOCAL_API_KEY,
-            "RERANK_MODEL": llm_server.model_name(model),
-            "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server_bin, model),
-        }
-        settings = rerank.load_settings(env)
         name = llm_server.model_name(model)
         all_texts = [t for q in qids for t in texts[q].values()]
         alone = server_alone(srv.base, name, all_texts, args.floor_chars)
-        probe = rerank.select_queries(fused, queries)[-1]  # the last query: its prompts do not warm the runs' cache
+        probe = rerank.select_queries(fused, queries)[-1]
         reuse = prefix_reuse(srv.base, name, queries[probe], list(texts[probe].values()))
-        rows = bench(args, inputs, settings, srv.base)
     finally:
         srv.stop()
+    rows = bench(args, inputs, server_bin, model)
     tps = alone["prompt_tokens_per_s"]
     default = next((r for r in rows if (r["mode"], r["pool_k"], r["concurrency"]) == DEFAULT), rows[0])
     floor_s = default["cold"]["processed_prompt_tokens"] / tps if tps else 0.0

@@ -38,6 +38,7 @@ def test_encode_normalised_ordered_and_cached(tmp_path, minilm):
     v2 = e2.encode(list(reversed(TEXTS)))
     assert e2.stats.encoded == 0 and e2.stats.cached == 3 and not e2.loaded
     np.testing.assert_array_equal(v2, v[::-1])
+    assert e2.all_cached(TEXTS) and not e2.all_cached([*TEXTS, "a text never encoded"]) and not e2.loaded
 
 
 def test_corrupt_cache_entry_is_recomputed(tmp_path, minilm):

@@ -190,6 +190,32 @@ def test_conformance_check_agrees_and_catches_differences(tmp_path):
         C.conformance_check(files, qrels, broken, qs, checkers=("pytrec_eval",))
 
 
+def test_conformance_cache_reuses_checker_values_only_for_identical_inputs(tmp_path, monkeypatch):
+    qrels, runs = _fixture_runs()
+    files = {v: R.write_trec(r, tmp_path / f"{v}.trec", v) for v, r in runs.items()}
+    loaded = {v: R.read_run_checked(p, v)[0] for v, p in files.items()}
+    qs = M.query_set(loaded, qrels)
+    per_query = M.evaluate(loaded, qrels, qs, M.metric_columns([1, 10]))
+    calls = []
+    real = C.CHECKERS["pytrec_eval"]
+    monkeypatch.setitem(C.CHECKERS, "pytrec_eval", lambda *a: calls.append(a[0].name) or real(*a))
+    check = lambda pq: C.conformance_check(files, qrels, pq, qs, checkers=("pytrec_eval",), cache=tmp_path / "c")  # noqa: E731
+    first = check(per_query)
+    assert sorted(calls) == sorted(p.name for p in files.values())
+    assert check(per_query).equals(first) and len(calls) == len(files)  # identical inputs: no recomputation
+    # a cached checker value still catches a disagreement of ir_measures' values
+    broken = per_query.copy()
+    broken.loc[(broken.variant == "hybrid") & (broken.metric == "ndcg@10") & (broken.qid == "q3"), "value"] += 1e-6
+    with pytest.raises(C.ConformanceError, match="hybrid ndcg@10"):
+        check(broken)
+    assert len(calls) == len(files)
+    # another run file (other bytes) or other judgments: computed again
+    R.write_trec({**runs["hybrid"], "q3": {"d": 0.3, "e": 0.2, "y": 0.1}}, files["hybrid"], "hybrid")
+    loaded["hybrid"] = R.read_run_checked(files["hybrid"], "hybrid")[0]
+    check(M.evaluate(loaded, qrels, qs, M.metric_columns([1, 10])))
+    assert calls[-1] == files["hybrid"].name and len(calls) == len(files) + 1
+
+
 @pytest.mark.slow
 def test_conformance_with_ranx(tmp_path):
     pytest.importorskip("ranx")

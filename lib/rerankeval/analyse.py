@@ -32,7 +32,7 @@ import pandas as pd
 from . import conformance, corpus, costs, funnel, judgments, limitations, metrics, runs, stats, verdict
 from .ioutil import atomic_write_json, atomic_write_text
 from .names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
-from .paths import DatasetPaths
+from .paths import DatasetPaths, cache_dir
 from .rerank import ledger as ledger_mod
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
@@ -287,7 +287,8 @@ def _evaluate(dp, p, qrels, queries, loaded, run_files, external, columns):
         files = dict(run_files)
         for note in external:  # the checkers read the run as re-sorted, not the raw file
             files[note.variant] = runs.write_trec(loaded[note.variant], Path(tmp) / f"{note.variant}.trec", "ext")
-        conf = conformance.conformance_check(files, qrels, per_query, qs, checkers=p.verify_with)
+        conf = conformance.conformance_check(files, qrels, per_query, qs, checkers=p.verify_with,
+                                             cache=cache_dir() / "conformance")
     return qs, per_query, conf
 
 

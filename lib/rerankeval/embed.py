@@ -200,6 +200,11 @@ class Embedder:
                 ) from exc
         return self._model
 
+    def all_cached(self, texts: Sequence[str]) -> bool:
+        """Whether :meth:`encode` would find every one of ``texts`` in the cache (and so not load the model)."""
+        want = {sha256_text(t) for t in texts}
+        return len(self.cache.lookup(want)) == len(want)
+
     def encode(self, texts: Sequence[str], *, desc: str = "embedding") -> np.ndarray:
         """float32 array (len(texts), dim) of L2-normalised embeddings, in the order given."""
         t0 = time.perf_counter()
