@@ -1,6 +1,6 @@
 """Wall time and peak memory per notebook of ``make report``, cold and warm, on one dataset.
 
-Cold: the dataset's results (runs, indexes), its Qdrant store and the embedding and LLM reply caches are
+Cold: the dataset's results (runs, indexes), its Qdrant store and the embedding, LLM reply and checker caches are
 moved aside to a temporary folder first (the venv, the llama.cpp build and the model stay: they are
 set-up) and put back afterwards, whatever happens (the cold run's files are discarded). Warm: ``make
 report`` again with everything cached; it must encode nothing and make no LLM call. Per notebook: the wall
@@ -36,7 +36,7 @@ import psutil
 from rerankeval.ioutil import atomic_write_json
 from rerankeval.paths import ROOT, cache_dir, resolve_dataset
 
-CACHES = ("embeddings", "llm")  # under the rerankeval cache; venv, llama.cpp and models are set-up
+CACHES = ("embeddings", "llm", "conformance")  # under the rerankeval cache; venv, llama.cpp and models are set-up
 NB_LINE = re.compile(r"^\[chain\] (\S+\.ipynb) (ok|FAILED) in ([0-9.]+) s")
 START_LINE = re.compile(r"^\[chain\] (\S+\.ipynb) \.\.\.$")
 
