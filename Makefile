@@ -48,6 +48,7 @@ $(STAMP): ## (internal) create the venv and install pinned requirements once
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -c 'from rerankeval.conformance import warm_up; warm_up()'  # ranx's numba kernels, compiled once
 	rm -f $(VENV)/.installed-*
 	touch $@
 

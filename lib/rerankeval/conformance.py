@@ -49,6 +49,23 @@ def _ranx_per_query(run_file: Path, qrels: Qrels, qids: list[str], columns: Sequ
     return {c: {q: float(sub_run.scores[ranx_metric(c)][q]) for q in present} for c in columns}
 
 
+def warm_up() -> None:
+    """Compile ranx's numba kernels for every metric family once, into numba's on-disk cache (``cache=True``).
+
+    ``make setup`` calls it after installing the requirements: in a new venv the first 05 would otherwise
+    spend about 40 s compiling them (what numba cannot cache, its typed containers, is still compiled per
+    process)."""
+    import tempfile
+
+    from .metrics import DEFAULT_KS, metric_columns
+    from .runs import write_trec
+
+    qrels: Qrels = {"q1": {"a": 1, "b": 2}, "q2": {"c": 1}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_trec({"q1": {"a": 2.0, "x": 1.0}, "q2": {"y": 2.0, "c": 1.0}}, Path(tmp) / "warm.trec", "warm")
+        _ranx_per_query(path, qrels, ["q1", "q2"], metric_columns(DEFAULT_KS))
+
+
 def _read_plain_trec(path: Path) -> Run:
     """A deliberately naive TREC reader (dict overwrite on duplicates), independent of ours."""
     out: Run = {}
