@@ -31,7 +31,7 @@ lock() {
 
 build_server() {
   if [ -x "$SERVER_BIN" ]; then echo "$SERVER_BIN"; return; fi
-  log "building llama-server (once, about 5 minutes on 2 cores) into $SERVER_DIR"
+  log "building llama-server (once, about 7 minutes on 2 cores) into $SERVER_DIR"
   local work; work=$(mktemp -d "$CACHE/.llama-build.XXXXXX")
   trap 'rm -rf "$work"' RETURN
   "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d "$work" \

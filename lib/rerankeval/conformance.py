@@ -56,12 +56,14 @@ def warm_up() -> None:
     spend about 40 s compiling them (what numba cannot cache, its typed containers, is still compiled per
     process)."""
     import tempfile
+    import warnings
 
     from .metrics import DEFAULT_KS, metric_columns
     from .runs import write_trec
 
     qrels: Qrels = {"q1": {"a": 1, "b": 2}, "q2": {"c": 1}}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numba's type-safety notes on ranx's kernels say nothing to a user
         path = write_trec({"q1": {"a": 2.0, "x": 1.0}, "q2": {"y": 2.0, "c": 1.0}}, Path(tmp) / "warm.trec", "warm")
         _ranx_per_query(path, qrels, ["q1", "q2"], metric_columns(DEFAULT_KS))
 
