@@ -6,11 +6,14 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-builtin-rules --warn-undefined-variables
 
-# the cache root: CACHE=..., else RERANKEVAL_CACHE from the environment, else from .env (as rerankeval.settings)
-ENV_FILE_CACHE := $(shell sed -nE 's/^[[:space:]]*(export[[:space:]]+)?RERANKEVAL_CACHE[[:space:]]*=[[:space:]]*//p' .env \
-  2>/dev/null | tail -1 | tr -d "\"'" | sed "s|^~|$$HOME|")
+# a setting as rerankeval.settings finds it: variable $(1) from the environment, else its last assignment in .env
+env_file = $(shell sed -nE 's/^[[:space:]]*(export[[:space:]]+)?$(1)[[:space:]]*=[[:space:]]*//p' .env 2>/dev/null \
+  | tail -1 | tr -d "\"'")
+setting = $(strip $(or $(if $(filter environment%,$(origin $(1))),$($(1))),$(call env_file,$(1))))
+
+# the cache root: CACHE=..., else RERANKEVAL_CACHE (environment, then .env), else ~/.cache/rerankeval
 ifeq ($(origin CACHE),undefined)
-CACHE := $(or $(if $(filter environment%,$(origin RERANKEVAL_CACHE)),$(RERANKEVAL_CACHE)),$(ENV_FILE_CACHE),$(HOME)/.cache/rerankeval)
+CACHE := $(or $(patsubst ~%,$(HOME)%,$(call setting,RERANKEVAL_CACHE)),$(HOME)/.cache/rerankeval)
 endif
 export RERANKEVAL_CACHE := $(CACHE)
 PYTHON ?= python3
@@ -67,11 +70,8 @@ llama: ## build llama-server and assemble the local GGUF model (once, cached)
 # the local llama-server only when no endpoint is configured: OPENAI_BASE_URL in the environment, else in .env.
 # This only decides what set-up builds; the chain reads the endpoint through rerankeval.settings and builds the
 # local server itself if it needs one that is missing.
-ENV_FILE_BASE_URL := $(shell sed -nE 's/^[[:space:]]*(export[[:space:]]+)?OPENAI_BASE_URL[[:space:]]*=[[:space:]]*//p' \
-  .env 2>/dev/null | tail -1 | tr -d "\"' ")
-LLM_ENDPOINT := $(or $(if $(filter environment%,$(origin OPENAI_BASE_URL)),$(OPENAI_BASE_URL)),$(ENV_FILE_BASE_URL))
 llama-if-local:
-ifneq ($(strip $(LLM_ENDPOINT)),)
+ifneq ($(call setting,OPENAI_BASE_URL),)
 	@echo "[setup] LLM endpoint configured (OPENAI_BASE_URL): no local llama-server needed"
 else
 	@$(MAKE) --no-print-directory llama

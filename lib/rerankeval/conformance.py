@@ -132,7 +132,7 @@ CHECKERS = {"ranx": _ranx_per_query, "pytrec_eval": _pytrec_per_query}
 
 
 def _checker_values(checker: str, run_file: Path, qrels: Qrels, qids: list[str], columns: list[str],
-                    cache: Path | None) -> dict[str, dict]:
+                    cache: str | os.PathLike[str] | None) -> dict[str, dict]:
     """``CHECKERS[checker]``'s per-query values, from ``cache`` when the same inputs were checked before."""
     fn = CHECKERS[checker]
     if cache is None:
@@ -184,8 +184,7 @@ def conformance_check(
     for checker in checkers:
         for v, path in run_files.items():
             mine = per_query[per_query.variant == v].set_index(["qid", "metric"])["value"]
-            theirs = _checker_values(checker, Path(path), qrels, qs.qids, columns,
-                                     Path(cache) if cache is not None else None)
+            theirs = _checker_values(checker, Path(path), qrels, qs.qids, columns, cache)
             for c in columns:
                 got = theirs.get(c, {})
                 diffs = []

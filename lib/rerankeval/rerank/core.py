@@ -60,7 +60,7 @@ class RerankConfig:
     window: int = 20  # listwise: passages per call
     step: int = 10  # listwise: window stride
     batch_size: int = 1  # pointwise: candidates per call
-    max_passage_chars: int = 200  # passage text is clipped to this many characters (0 = whole text); see bench/rerank.py
+    max_passage_chars: int = 200  # passage text is clipped to this many characters (0 = whole text); bench/rerank.py
     seed: int = 0
     top_logprobs: int = 10  # yesno
     yesno_json: bool = True  # yesno: constrain the reply to {"relevant": "yes"|"no"}
