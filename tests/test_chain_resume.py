@@ -87,6 +87,30 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> None:
         time.sleep(0.1)
 
 
+def test_a_ctrl_c_between_two_notebooks_keeps_what_finished(tmp_path, tiny_pdf, monkeypatch, capsys):
+    """The Ctrl-C that lands after 01 is done and before 02's kernel runs raises KeyboardInterrupt in the
+    chain itself (no notebook to stop); 01 must still be reported finished and ok in the index."""
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "res"))
+    monkeypatch.setenv("RERANKEVAL_QDRANT_PATH", str(tmp_path / "res" / "qdrant"))
+    calls: list[str] = []
+
+    def fake_run_notebook(nb, dp, params, kernel, env, interrupt):  # noqa: ARG001
+        calls.append(nb.stem)
+        if len(calls) == 2:  # as the real one starts 02: not yet inside a notebook
+            interrupt.handler(signal.SIGINT, None)
+        (dp.report_dir / f"{nb.stem}.html").write_text("<html>page</html>", encoding="utf-8")
+        return {"name": nb.stem, "href": f"{nb.stem}.html", "status": "ok", "seconds": 1.0, "error": None,
+                "rerun": True, "finished": "2026-12-01T06:00:00+00:00"}
+
+    monkeypatch.setattr(chain, "run_notebook", fake_run_notebook)
+    rc = chain.run_chain(str(tiny_pdf), SMALL, only=["01", "02"])
+    assert rc == chain.EXIT_INTERRUPTED and calls == ["01-extract-corpus", "02-build-indexes"]
+    msg = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[chain] interrupted")]
+    assert len(msg) == 1 and "finished: 01-extract-corpus;" in msg[0], msg
+    rows = index_rows(tmp_path / "res" / "tiny-pdf" / "report" / "index.html")
+    assert list(rows) == ["01-extract-corpus.html"] and " ok " in rows["01-extract-corpus.html"]
+
+
 @pytest.mark.parametrize("delay", [0.0, 6.0], ids=["while-02-starts", "while-02-runs"])
 def test_ctrl_c_stops_with_130_updates_the_index_and_a_rerun_resumes(tmp_path, tiny_pdf, delay):
     results = tmp_path / "res"

@@ -385,9 +385,12 @@ def _warn_unknown(params: Mapping[str, Any]) -> None:
 
 
 def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any], kernel: str,
-                 allow_fallback: bool, interrupt: Interrupt) -> list[dict[str, Any]]:
-    """Run ``nbs`` in order until one fails or is interrupted; their index entries."""
-    pages: list[dict[str, Any]] = []
+                 allow_fallback: bool, interrupt: Interrupt, pages: list[dict[str, Any]]) -> None:
+    """Run ``nbs`` in order until one fails or is interrupted, appending their index entries to ``pages``.
+
+    ``pages`` is the caller's list, so the entries of the notebooks that finished survive a Ctrl-C that raises
+    between two notebooks (:class:`Interrupt` raises there).
+    """
     with contextlib.ExitStack() as stack:
         env: dict[str, str] = {}
         needs = any(_needs_llm(nb) for nb in nbs)
@@ -400,7 +403,6 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
                 break
             if _needs_llm(nb) and not allow_fallback:
                 pages[-1]["llm_problem"] = llm_fell_back(dp)
-    return pages
 
 
 def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bool, t0: float) -> int:
@@ -450,7 +452,7 @@ def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] 
     pages: list[dict[str, Any]] = []
     with interrupt.installed():
         try:
-            pages = _execute_all(dp, nbs, params, kernel, allow_fallback, interrupt)
+            _execute_all(dp, nbs, params, kernel, allow_fallback, interrupt, pages)
         except KeyboardInterrupt:
             interrupt.hit = True
         return _finish(dp, pages, interrupt.hit, t0)
