@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", default="1", help="comma list, e.g. 1,2 (the local server has one slot)")
     ap.add_argument("--max-passage-chars", type=int, default=rerank.RerankConfig().max_passage_chars)
     ap.add_argument("--floor-chars", type=int, default=9000, help="length of the long prompts timed (0: skip)")
+    ap.add_argument("--server-bin", type=Path, help="another llama-server binary to time (default: the cached build)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "rerank.json")
     args = ap.parse_args(argv)
 
@@ -192,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     fused, queries, texts = inputs
     qids = rerank.select_queries(fused, queries, args.queries)
     server_bin, model = llm_server.setup_paths()
+    server_bin = args.server_bin or server_bin
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
     srv, _ = started(server_bin, model)
     try:
@@ -210,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": dp.name,
         "queries": len(qids),
         "max_passage_chars": args.max_passage_chars,
+        "server_bin": str(server_bin),
         "loadavg": list(os.getloadavg()),
         "server": {**alone, **reuse},
         "runs": rows,
