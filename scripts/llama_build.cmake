@@ -9,6 +9,8 @@ function(_rerankeval_server_side_fast)
   foreach(t llama-common server-context llama-server-impl llama-server mtmd cpp-httplib)
     if(TARGET ${t})
       target_compile_options(${t} PRIVATE -O1)  # after CMAKE_CXX_FLAGS_RELEASE's -O3 on the command line: wins
+    else()  # another llama.cpp version: still builds, only slower
+      message(WARNING "llama_build.cmake: no target ${t} in this llama.cpp; it keeps the Release flags")
     endif()
   endforeach()
   foreach(t llama-common server-context llama-server-impl)
