@@ -1,0 +1,69 @@
+"""scripts/llama_build.cmake: the server-side C++ is compiled at -O1 (in unity batches), the kernels as shipped.
+
+Configures (does not build) the pinned llama.cpp from the llama-cpp-python sdist with the same cmake options
+as ``scripts/llama_setup.sh`` and reads the compile commands cmake generates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from rerankeval.paths import ROOT
+
+SETUP = ROOT / "scripts" / "llama_setup.sh"
+
+
+@pytest.fixture(scope="module")
+def compile_commands(tmp_path_factory) -> dict[str, str]:
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed (scripts/llama_setup.sh needs it too)")
+    version = re.search(r'LLAMA_CPP_PY_VERSION:-([0-9.]+)', SETUP.read_text()).group(1)
+    work = tmp_path_factory.mktemp("llama-src")
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                        f"llama-cpp-python=={version}", "-d", str(work)], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.skip(f"could not download the llama-cpp-python {version} sdist from the package registry: "
+                    f"{r.stderr.strip()[-300:]}")
+    with tarfile.open(next(work.glob("llama_cpp_python-*.tar.gz"))) as tar:
+        tar.extractall(work, filter="data")
+    src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    build = work / "build"
+    r = subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF",
+                        "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF",
+                        "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+                        f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={ROOT / 'scripts' / 'llama_build.cmake'}"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "llama_build.cmake" not in r.stderr, r.stderr[-3000:]  # its warning: a target it names is missing
+    def name(file: str) -> str:  # relative to the source tree, or "build/..." for generated (unity) files
+        p = Path(file)
+        return str(p.relative_to(src)) if p.is_relative_to(src) else f"build/{p.relative_to(build)}"
+
+    return {name(e["file"]): e["command"] for e in json.loads((build / "compile_commands.json").read_text())}
+
+
+def last_opt(command: str) -> str:
+    return re.findall(r"(?<!\S)-O[0-3s]\b", command)[-1]  # gcc and clang take the last -O
+
+
+def test_kernels_and_the_llama_library_keep_the_release_flags(compile_commands):
+    kernels = [f for f in compile_commands if f.startswith("ggml/src/ggml-cpu/")]
+    assert kernels and all(last_opt(compile_commands[f]) == "-O3" for f in kernels)
+    library = [f for f in compile_commands if f.startswith(("src/", "build/src/CMakeFiles/llama.dir/"))]
+    assert library and all(last_opt(compile_commands[f]) == "-O3" for f in library)
+
+
+def test_server_side_code_is_built_at_o1_in_unity_batches(compile_commands):
+    for f in ("vendor/cpp-httplib/httplib.cpp", "common/json.cpp", "tools/mtmd/clip.cpp"):
+        assert last_opt(compile_commands[f]) == "-O1", f
+    unity = [f for f in compile_commands if "/Unity/" in f and f.startswith(("build/common/", "build/tools/server/"))]
+    assert len(unity) >= 3 and all(last_opt(compile_commands[f]) == "-O1" for f in unity)
+    assert "tools/server/server-context.cpp" not in compile_commands  # compiled inside a unity batch
