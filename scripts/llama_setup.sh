@@ -3,6 +3,7 @@
 # Everything lands in $RERANKEVAL_CACHE (default ~/.cache/rerankeval) and is done once:
 # a second call finds the binary and the verified model and returns at once.
 # Usage: scripts/llama_setup.sh [server|model|all|pyserver]   (prints the path(s) it provides)
+# source DIR / configure SRC BUILD [cmake args]: the steps of the server build alone (tests/test_llama_build.py)
 # pyserver: pip-installs llama-cpp-python[server] (same version, same llama.cpp) into $PYTHON's environment,
 # a second OpenAI-compatible server for the endpoint tests; pip caches the built wheel, so it compiles once.
 set -euo pipefail
@@ -30,22 +31,32 @@ lock() {
   if command -v flock >/dev/null; then exec 9>"$CACHE/.$1.lock"; flock 9; fi
 }
 
+# the llama.cpp source tree of the pinned sdist, unpacked into $1; prints its path
+fetch_source() {
+  "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d "$1" \
+    || { log "could not download the llama-cpp-python sdist from PyPI; check the package registry is reachable"; exit 1; }
+  tar -xzf "$1"/llama_cpp_python-*.tar.gz -C "$1"
+  echo "$1"/llama_cpp_python-*/vendor/llama.cpp
+}
+
+# configure the llama.cpp source $1 into the build folder $2 (further arguments go to cmake): server-side C++ at
+# -O1 and in unity batches, kernels as llama.cpp ships them (see llama_build.cmake); ninja schedules the two cores
+# better than make's recursion
+configure() {
+  local src=$1 build=$2; shift 2
+  local gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake "${gen[@]}" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=ON "-DCMAKE_PROJECT_llama.cpp_INCLUDE=$HERE/llama_build.cmake" "$@"
+}
+
 build_server() {
   if [ -x "$SERVER_BIN" ]; then echo "$SERVER_BIN"; return; fi
   log "building llama-server (once, about 4 minutes on 2 cores) into $SERVER_DIR"
-  local work; work=$(mktemp -d "$CACHE/.llama-build.XXXXXX")
-  trap 'rm -rf "$work"' RETURN
-  "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d "$work" \
-    || { log "could not download the llama-cpp-python sdist from PyPI; check the package registry is reachable"; exit 1; }
-  tar -xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
-  local src; src=$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)
-  # server-side C++ at -O1 and in unity batches, kernels as llama.cpp ships them (see llama_build.cmake); ninja
-  # schedules the two cores better than make's recursion
-  local gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake "${gen[@]}" -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_UI=OFF \
-    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
-    -DGGML_NATIVE=ON "-DCMAKE_PROJECT_llama.cpp_INCLUDE=$HERE/llama_build.cmake" >"$work/cmake.log" 2>&1 \
-    || { tail -30 "$work/cmake.log" >&2; exit 1; }
+  work=$(mktemp -d "$CACHE/.llama-build.XXXXXX")
+  trap 'rm -rf "${work:-}"' RETURN EXIT  # global: an error exit leaves the function first
+  local src; src=$(fetch_source "$work")
+  configure "$src" "$work/build" >"$work/cmake.log" 2>&1 || { tail -30 "$work/cmake.log" >&2; exit 1; }
   cmake --build "$work/build" --target llama-server -j "$(nproc)" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log" >&2; exit 1; }
   mkdir -p "$SERVER_DIR/bin.tmp"
@@ -58,8 +69,8 @@ fetch_model() {
   if [ -f "$MODEL_FILE" ]; then echo "$MODEL_FILE"; return; fi
   log "assembling the GGUF model from $MODEL_PARTS PyPI parts into $MODEL_FILE"
   mkdir -p "$MODEL_DIR"
-  local work; work=$(mktemp -d "$CACHE/.model.XXXXXX")
-  trap 'rm -rf "$work"' RETURN
+  work=$(mktemp -d "$CACHE/.model.XXXXXX")
+  trap 'rm -rf "${work:-}"' RETURN EXIT  # global: an error exit leaves the function first
   for i in $(seq 1 "$MODEL_PARTS"); do
     "$PY" -m pip download --quiet --no-deps "$MODEL_PKG$i==$MODEL_PKG_VERSION" -d "$work/whl" \
       || { log "could not download $MODEL_PKG$i==$MODEL_PKG_VERSION from PyPI"; exit 1; }
@@ -96,5 +107,7 @@ case "${1:-all}" in
   model) lock llama_setup; fetch_model ;;
   all) lock llama_setup; build_server; fetch_model ;;
   pyserver) lock pyserver; install_pyserver ;;
-  *) echo "usage: $0 [server|model|all|pyserver]" >&2; exit 2 ;;
+  source) fetch_source "${2:?usage: $0 source DIR}" ;;
+  configure) shift; configure "$@" ;;
+  *) echo "usage: $0 [server|model|all|pyserver|source DIR|configure SRC BUILD [cmake args]]" >&2; exit 2 ;;
 esac

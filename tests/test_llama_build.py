@@ -1,17 +1,17 @@
 """scripts/llama_build.cmake: the server-side C++ is compiled at -O1 (in unity batches), the kernels as shipped.
 
-Configures (does not build) the pinned llama.cpp from the llama-cpp-python sdist with the same cmake options
-as ``scripts/llama_setup.sh`` and reads the compile commands cmake generates.
+Configures (does not build) the pinned llama.cpp from the llama-cpp-python sdist through ``scripts/llama_setup.sh``'s
+own ``source`` and ``configure`` steps, and reads the compile commands cmake generates.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -25,24 +25,18 @@ SETUP = ROOT / "scripts" / "llama_setup.sh"
 def compile_commands(tmp_path_factory) -> dict[str, str]:
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not installed (scripts/llama_setup.sh needs it too)")
-    version = re.search(r'LLAMA_CPP_PY_VERSION:-([0-9.]+)', SETUP.read_text()).group(1)
     work = tmp_path_factory.mktemp("llama-src")
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                        f"llama-cpp-python=={version}", "-d", str(work)], capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "PYTHON": sys.executable}
+    r = subprocess.run(["bash", str(SETUP), "source", str(work)], env=env, capture_output=True, text=True,
+                       timeout=600)
     if r.returncode != 0:
-        pytest.skip(f"could not download the llama-cpp-python {version} sdist from the package registry: "
-                    f"{r.stderr.strip()[-300:]}")
-    with tarfile.open(next(work.glob("llama_cpp_python-*.tar.gz"))) as tar:
-        tar.extractall(work, filter="data")
-    src = next(work.glob("llama_cpp_python-*/vendor/llama.cpp"))
-    build = work / "build"
-    r = subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF",
-                        "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF",
-                        "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-                        f"-DCMAKE_PROJECT_llama.cpp_INCLUDE={ROOT / 'scripts' / 'llama_build.cmake'}"],
-                       capture_output=True, text=True, timeout=300)
+        pytest.skip(f"could not download the llama-cpp-python sdist from the package registry: {r.stderr[-300:]}")
+    src, build = Path(r.stdout.strip()), work / "build"
+    r = subprocess.run(["bash", str(SETUP), "configure", str(src), str(build), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
+                       env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "llama_build.cmake" not in r.stderr, r.stderr[-3000:]  # its warning: a target it names is missing
+
     def name(file: str) -> str:  # relative to the source tree, or "build/..." for generated (unity) files
         p = Path(file)
         return str(p.relative_to(src)) if p.is_relative_to(src) else f"build/{p.relative_to(build)}"
