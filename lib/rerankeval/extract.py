@@ -31,7 +31,7 @@ from .textnorm import chunk_text
 
 log = logging.getLogger(__name__)
 
-STAGE_VERSION = 1  # bump when the extraction logic changes output for the same input
+STAGE_VERSION = 2  # bump when the extraction logic changes output for the same input
 PARALLEL_MIN_BYTES = 1_000_000  # PDF bytes from which extraction runs in one process per core
 UNITS = {"pdf": "page", "beir": "document"}  # the relevance unit of each dataset kind
 
@@ -141,7 +141,8 @@ def build_corpus(
         why = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "no text could be extracted"
         raise InputError(f"the corpus of {dp.source} is empty ({why}). Provide readable PDFs or a non-empty corpus.")
 
-    qrels, query_rows, warnings = _validate_judgments(queries, raw_qrels, units)
+    no_text = {p["unit_id"]: p["note"] for p in page_rows if p["chars"] == 0}
+    qrels, query_rows, warnings = _validate_judgments(queries, raw_qrels, units, no_text)
     if not query_rows:
         raise InputError(
             f"no query in {dp.source_queries} has a judgment in qrels/{split}.tsv that names a known "
@@ -211,7 +212,8 @@ def _counts(kind, sources, skipped, page_rows, units, chunks, query_rows, qrels)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path, keep_default_na=False) if path.exists() else pd.DataFrame()
+    """A table of strings (file names and ids are never numbers, and ``NA`` or ``null`` is an id, not missing)."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False) if path.exists() else pd.DataFrame()
 
 
 def _name_warnings(source: Path, sources: dict[str, Path]) -> list[dict[str, str]]:
@@ -243,7 +245,7 @@ def _extract_file(rel: str, path: Path, size: int, overlap: int, x_tolerance: fl
     try:
         for pg in iter_pages(path, rel, x_tolerance=x_tolerance):
             uid = page_id(rel, pg.page)
-            pages.append({"file": rel, "page": pg.page, "unit_id": uid, "chars": len(pg.text)})
+            pages.append({"file": rel, "page": pg.page, "unit_id": uid, "chars": len(pg.text), "note": pg.note})
             for span in chunk_text(pg.text, size, overlap):
                 chunks.append(
                     {"chunk_id": f"{uid}#c{span.start}", "unit_id": uid, "source": rel, "page": pg.page,
@@ -300,7 +302,10 @@ def _beir_chunks(path: Path):
     return chunks, set(docs)
 
 
-def _validate_judgments(queries, raw_qrels, units):
+def _validate_judgments(queries, raw_qrels, units, no_text: dict[str, str] | None = None):
+    """The judgments of known queries and units, the evaluated query rows, and warning rows. ``no_text``
+    (page id -> why it has no text) names the judged pages no variant can retrieve: kept, with a warning."""
+    no_text = no_text or {}
     warnings: list[dict[str, str]] = []
     qrels: dict[str, dict[str, int]] = {}
     for qid, rels in sorted(raw_qrels.items()):
@@ -313,6 +318,9 @@ def _validate_judgments(queries, raw_qrels, units):
                 warnings.append({"kind": "qrels names an unknown unit", "query-id": qid, "corpus-id": uid,
                                  "detail": "dropped: no such page/document in the corpus (skipped file or typo?)"})
                 continue
+            if uid in no_text:
+                warnings.append({"kind": "qrels names a page without text", "query-id": qid, "corpus-id": uid,
+                                 "detail": f"kept (grade {grade}), but no variant can retrieve it: {no_text[uid]}"})
             qrels.setdefault(qid, {})[uid] = grade
     unjudged = sorted(set(queries) - set(qrels))
     if unjudged:
@@ -351,10 +359,20 @@ def summary_table(report: CorpusReport) -> pd.DataFrame:
     return pd.DataFrame([(k, "" if v is None else str(v)) for k, v in rows], columns=["figure", "value"])
 
 
+PAGE_COLUMNS = ["file", "page", "unit_id", "chars", "note"]
+
+
 def empty_pages(dp: DatasetPaths) -> pd.DataFrame:
-    """Pages with no extractable text (scanned images, blank pages), PDF datasets only."""
+    """Pages with no extractable text, PDF datasets only, each with why (``note``: form fields or annotations
+    only, images only, blank; see :func:`rerankeval.pdf.no_text_note`)."""
     path = dp.pages_csv
     if not path.exists():
-        return pd.DataFrame(columns=["file", "page", "unit_id", "chars"])
-    df = pd.read_csv(path)
+        return pd.DataFrame(columns=PAGE_COLUMNS)
+    df = pd.read_csv(path, dtype={"file": str, "unit_id": str, "note": str}, keep_default_na=False)
+    df = df.reindex(columns=PAGE_COLUMNS, fill_value="")  # pages.csv of an older run has no note
     return df[df.chars == 0].reset_index(drop=True)
+
+
+def no_text_lines(dp: DatasetPaths) -> list[str]:
+    """One line per page without text: ``x.pdf p3: no text layer (only form fields/annotations: ...)``."""
+    return [f"{r.file} p{r.page}: {r.note or 'no text layer'}" for r in empty_pages(dp).itertuples()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ class Page:
     source: str  # file name relative to the dataset folder (posix)
     page: int  # 1-based, as pdfplumber enumerates pages
     text: str  # normalised text ("" when the page has no extractable text)
+    note: str = ""  # why a page has no text (see :func:`no_text_note`); "" for a page with text
 
 
 class PdfSkipped(Exception):
@@ -61,6 +63,29 @@ def _classify(source: str, path: Path, exc: BaseException) -> PdfSkipped:
     return PdfSkipped(source, f"corrupt or truncated PDF ({name}: {msg[:160]}); re-export or re-download it")
 
 
+def _subtype(annot: dict) -> str:
+    sub = (annot.get("data") or {}).get("Subtype")
+    name = getattr(sub, "name", sub)  # pdfminer's PSLiteral, or bytes/str in odd files
+    return name.decode("latin-1") if isinstance(name, bytes) else str(name or "annotation")
+
+
+def no_text_note(page) -> str:
+    """Why a pdfplumber page has no text layer: form fields/annotations only (their text is not part of the
+    page's content, so it is not indexed), images only (a scan), or nothing at all (a blank page)."""
+    try:
+        annots, images = page.annots, page.images
+    except Exception:  # a broken annotation or image dictionary: the page is still just without text
+        return "no text layer"
+    if annots:
+        kinds = Counter("form field" if _subtype(a) == "Widget" else f"{_subtype(a)} annotation" for a in annots)
+        found = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(kinds.items()))
+        return (f"no text layer (only form fields/annotations: {found}); their text is not indexed: flatten the "
+                f"form or print the page to PDF to make it searchable")
+    if images:
+        return "no text layer (images only: a scan?); OCR it (e.g. ocrmypdf) to make it searchable"
+    return "no text layer (blank page)"
+
+
 def iter_pages(path: Path, source: str, *, x_tolerance: float = 1.5) -> Iterator[Page]:
     """Yield the pages of one PDF in order, releasing each page's objects after use (bounded memory).
 
@@ -81,13 +106,17 @@ def iter_pages(path: Path, source: str, *, x_tolerance: float = 1.5) -> Iterator
             n = len(pdf.pages)
         except Exception as exc:
             raise _classify(source, path, exc) from exc
+        if n == 0:
+            raise PdfSkipped(source, "no pages (a 0-page PDF): nothing to extract; re-export it with its pages "
+                                     "or remove it")
         for i in range(n):
             try:
                 page = pdf.pages[i]
-                raw = page.extract_text(x_tolerance=x_tolerance) or ""
+                text = normalise(page.extract_text(x_tolerance=x_tolerance) or "")
+                note = "" if text else no_text_note(page)
                 page.close()
             except Exception as exc:
                 raise _classify(source, path, exc) from exc
-            yield Page(source, i + 1, normalise(raw))
+            yield Page(source, i + 1, text, note)
     finally:
         pdf.close()
