@@ -5,12 +5,14 @@ Each test builds its own small input; the comment above each says what happened 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from builders import write_pdf
-from rerankeval import extract, paths
+from rerankeval import analyse, extract, limitations, paths, splits, sweep
 
 
 def build(folder: Path, **kw):
@@ -92,3 +94,128 @@ def test_reused_warnings_keep_query_ids_as_written(tiny_pdf, qid):
         return w[w.kind == "qrels query not in queries.jsonl"]["query-id"].tolist()
 
     assert named(again.warnings) == [qid] == named(first.warnings)
+
+
+# --------------------------------------------------------------------------- the sweep (stage 06)
+@pytest.fixture(scope="module")
+def model():
+    from rerankeval import embed
+
+    return embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
+
+
+def _built(folder: Path, qrels: str, model):
+    """The tiny BEIR dataset with ``qrels`` as its test judgments, through stages 01 and 02."""
+    from builders import tiny_beir_dataset
+    from rerankeval import embed, index
+
+    tiny_beir_dataset(folder)
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
+    dp = paths.resolve_dataset(folder)
+    extract.build_corpus(dp)  # 01 accepts each of these
+    index.build_indexes(dp, embedder=embed.Embedder(model_obj=model, progress=False), progress=False)
+    return dp
+
+
+# before: "k-fold needs 2 <= k <= 1" (one judged query), "nothing to choose from: no ndcg@10 values" (no
+# query with a relevant unit, or the only other query graded 0 throughout): 06 failed, `make report` exited
+# 1 and 07 never ran
+@pytest.mark.parametrize("qrels,n", [("q1\td0\t1\n", 1), ("q1\td0\t0\n", 0), ("q1\td0\t1\nq2\td2\t0\n", 1)],
+                         ids=["one-judged", "none-relevant", "other-graded-0"])
+def test_a_sweep_with_fewer_than_two_judged_queries_finishes_with_a_note(tmp_path, model, qrels, n):
+    dp = _built(tmp_path / "few", qrels, model)
+    for stale in (dp.sweep_dir / "folds.csv", dp.figures_dir / "06-lines.png"):  # an earlier sweep's files
+        stale.parent.mkdir(parents=True, exist_ok=True)
+        stale.write_text("old", encoding="utf-8")
+    res = sweep.run_sweep(dp, sweep.load_grid("small"), leg_k=4, final_k=3, n_boot=50)
+    assert res.tuning is None and res.chosen_points() == []
+    assert f"the sweep needs at least 2 judged queries (each with a relevant unit, grade >= 1) to choose a " \
+           f"setting on some and report it on others; this dataset has {n}: add judgments" in res.skipped
+    assert "qrels/test.tsv" in res.skipped and sweep.describe(res) == [res.skipped]
+    out = sweep.write_sweep(dp, res, write_tuned=True)
+    summary = json.loads(out["summary"].read_text(encoding="utf-8"))
+    assert summary["skipped"] == res.skipped and summary["chosen"] == {} and summary["protocol"] is None
+    table = pd.read_csv(out["sweep_csv"])
+    assert table.empty and list(table.columns) == sweep.table_columns(3)
+    assert not (dp.sweep_dir / "folds.csv").exists() and not (dp.figures_dir / "06-lines.png").exists()
+    assert not dp.run_file(sweep.TUNED_VARIANT).exists()
+
+
+def test_a_train_split_without_a_relevant_judgment_falls_back_to_kfold(tmp_path, model):
+    dp = _built(tmp_path / "kf", "q1\td0\t1\nq2\td2\t1\n", model)
+    (dp.source / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td4\t0\n", encoding="utf-8")
+    assert splits.train_split(dp) is None  # before: an empty train split, and "nothing to choose from"
+    res = sweep.run_sweep(dp, sweep.Grid(rrf_k=[1, 60]), leg_k=4, final_k=3, n_boot=50)
+    assert not res.skipped and res.tuning.protocol == "k-fold" and len(res.tuning.chosen) == 2
+
+
+# --------------------------------------------------------------------------- ids pandas reads as missing
+MISSING_LOOKING = ("NA", "null")  # with q3: pandas' default read turns the first two into NaN
+
+
+def _rerank_dataset(tmp_path: Path, qids: tuple[str, ...]):
+    """Stage 03's outputs for ``qids`` on the stage-04 test's hand-made chunks (tests/test_rerank_stage.py)."""
+    from rerankeval import runs
+    from rerankeval.ioutil import atomic_write_jsonl
+    from test_rerank_stage import CHUNKS
+
+    src = tmp_path / "ids"
+    src.mkdir()
+    dp = paths.resolve_dataset(str(src))
+    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": u.split("#")[0], "page": 1, "start": 0,
+                                    "title": "", "text": t} for c, u, t in CHUNKS])
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
+    gold = ["a.pdf#p1", "c.pdf#p1", "b.pdf#p1"]
+    runs.write_qrels({q: {gold[i % 3]: 1} for i, q in enumerate(qids)}, dp.qrels)
+    order = ["b.pdf#p1#0", "a.pdf#p1#1", "b.pdf#p2#0", "a.pdf#p1#0", "a.pdf#p2#0", "c.pdf#p1#0"]
+    chunk_run = {q: {c: 1.0 / (i + 1) for i, c in enumerate(order)} for q in qids}
+    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
+    runs.write_trec(runs.to_units(chunk_run, {c: u for c, u, _ in CHUNKS}), dp.run_file("hybrid"), "hybrid")
+    return dp
+
+
+# before: candidates.csv was read with pandas' default missing values: the LLM scores of the queries "NA"
+# and "null" were keyed by NaN, so the sweep silently replayed no rerank for them
+def test_query_ids_that_look_missing_survive_the_sweep_replay(tmp_path):
+    from fakellm import FakeLLM
+    from rerankeval import rerank
+
+    dp = _rerank_dataset(tmp_path, (*MISSING_LOOKING, "q3"))
+    fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
+    with FakeLLM() as f:
+        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno"), pool_k=3, settings=s,
+                                cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
+        rerank.write_outputs(dp, res, s)
+    llm, why = sweep.recorded_llm(dp)
+    assert set(llm.scores) == {"NA", "null", "q3"} and "3 queries" in why
+    assert sorted(sweep.replay(fused, llm, 3)) == ["NA", "null", "q3"]
+
+
+# before: the previous per_query.csv was read with "NA" / "null" as missing, so a known limitation with such
+# an id lost its previous result and was reported as "now succeeds" although it succeeded before too
+def test_query_ids_that_look_missing_keep_their_previous_run_in_known_limitations(tmp_path):
+    src = tmp_path / "ds"
+    src.mkdir()
+    (src / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": q, "text": f"hard {q}", "metadata": {"known_limitation": "vocabulary"}}) + "\n"
+        for q in MISSING_LOOKING), encoding="utf-8")
+    dp = paths.DatasetPaths("ds", src, tmp_path / "results" / "ds")
+    dp.root.mkdir(parents=True)
+    pd.DataFrame([{"variant": "hybrid", "qid": q, "metric": "success@3", "value": 1.0} for q in MISSING_LOOKING]
+                 ).to_csv(dp.per_query_csv, index=False)
+    runs = {"hybrid": {q: {"G": 2.0, "X": 1.0} for q in MISSING_LOOKING}}
+    t = limitations.analyse(dp, runs, {q: {"G": 1} for q in MISSING_LOOKING}, {q: f"hard {q}" for q in MISSING_LOOKING})
+    assert dict(zip(t.qid, t.status, strict=True)) == {q: limitations.SUCCEEDS for q in MISSING_LOOKING}
+    limitations.write(dp, t)
+    assert list(limitations.read(dp).qid) == list(MISSING_LOOKING)
+
+
+# before: comparisons.csv was read back with pandas' defaults: a variant (an external run file) named "None"
+# or "NA" came back as NaN and dropped out of the verdict
+def test_variant_names_that_look_missing_survive_the_comparisons_file(tmp_path):
+    dp = paths.DatasetPaths("ds", tmp_path / "src", tmp_path / "results" / "ds")
+    cmp = pd.DataFrame({"metric": ["ndcg@10"], "a": ["None"], "b": ["NA"], "n": [3], "p": [float("nan")]})
+    analyse.write_summary(dp, analyse.Summary(), cmp)
+    back = analyse.read_comparisons(dp)
+    assert (back.a[0], back.b[0]) == ("None", "NA") and back.p.isna().all() and back.n[0] == 3

@@ -403,6 +403,6 @@ def read_summary(dp: DatasetPaths) -> Summary | None:
 def read_comparisons(dp: DatasetPaths) -> pd.DataFrame | None:
     p = dp.analyse_comparisons
     try:
-        return pd.read_csv(p) if p.exists() else None
+        return corpus.read_table(p, ids=("metric", "a", "b")) if p.exists() else None
     except (ValueError, OSError):
         return None

@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -78,6 +80,15 @@ def load_query_table(dp: DatasetPaths) -> list[Query]:
 def load_qrels(dp: DatasetPaths) -> Qrels:
     _need(dp.qrels, "01-extract-corpus")
     return read_qrels(dp.qrels)
+
+
+def read_table(path: str | Path, ids: Sequence[str] = ("qid",)) -> pd.DataFrame:
+    """A CSV this project wrote, its ``ids`` columns as written: strings, and ``NA``, ``nan``, ``null``,
+    ``N/A`` or ``None`` an id like any other (pandas reads them as missing by default). In the other
+    columns only an empty field is missing (how ``DataFrame.to_csv`` writes NaN)."""
+    head = pd.read_csv(path, nrows=0).columns
+    return pd.read_csv(path, dtype={c: str for c in ids if c in head}, keep_default_na=False,
+                       na_values={c: [""] for c in head if c not in ids})
 
 
 def load_stats(dp: DatasetPaths) -> dict:

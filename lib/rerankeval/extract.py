@@ -23,6 +23,7 @@ import pandas as pd
 
 from . import beir
 from .beir import InputError
+from .corpus import read_table
 from .ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file, sha256_json
 from .paths import DATASET_LAYOUT, DatasetPaths, record_source
 from .pdf import PdfSkipped, iter_pages, page_id, source_name
@@ -368,7 +369,7 @@ def empty_pages(dp: DatasetPaths) -> pd.DataFrame:
     path = dp.pages_csv
     if not path.exists():
         return pd.DataFrame(columns=PAGE_COLUMNS)
-    df = pd.read_csv(path, dtype={"file": str, "unit_id": str, "note": str}, keep_default_na=False)
+    df = read_table(path, ids=("file", "unit_id", "note"))
     df = df.reindex(columns=PAGE_COLUMNS, fill_value="")  # pages.csv of an older run has no note
     return df[df.chars == 0].reset_index(drop=True)
 

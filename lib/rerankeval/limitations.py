@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from .corpus import read_table
 from .funnel import first_relevant_ranks
 from .ioutil import read_jsonl
 from .paths import DatasetPaths
@@ -52,7 +53,7 @@ def keep_previous(dp: DatasetPaths) -> pd.DataFrame | None:
     copy = dp.stage_dir("analyse") / PREVIOUS
     copy.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(dp.per_query_csv, copy)
-    return pd.read_csv(copy, dtype={"qid": str, "variant": str})
+    return read_table(copy, ids=("variant", "qid", "metric"))  # a query id "NA" or "null" is an id, not missing
 
 
 def previous_success(previous: pd.DataFrame | None, k: int = K) -> dict[str, set[str]] | None:

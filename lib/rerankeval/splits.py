@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import beir, corpus, stats
+from . import beir, corpus, metrics, stats
 from .paths import DatasetPaths
 from .runs import Qrels, Run
 from .sweep import Engine, Point, score_points
 
 DEFAULT, TUNED = "default", "tuned"
+MIN_QUERIES = 2  # judged queries k-fold needs: one to choose on, another to report on
 
 
 @dataclass
@@ -42,8 +43,9 @@ class Split:
 
 
 def train_split(dp: DatasetPaths) -> Split | None:
-    """The dataset's train queries and qrels (``qrels/train.tsv``), or None when it has none or the
-    evaluated split is train itself. Judgments are keyed by relevance unit, as stage 01 keys them."""
+    """The dataset's train queries and qrels (``qrels/train.tsv``), or None when it has none, none of its
+    queries has a relevant unit (outside the evaluated split), or the evaluated split is train itself.
+    Judgments are keyed by relevance unit, as stage 01 keys them."""
     main = str(corpus.load_stats(dp).get("split", "test"))
     path = dp.source_qrels("train")
     if main == "train" or not path.is_file():
@@ -55,13 +57,38 @@ def train_split(dp: DatasetPaths) -> Split | None:
     evaluated = set(corpus.load_queries(dp))
     keep = {q: texts[q]["text"] for q, d in qrels.items()
             if q in texts and q not in evaluated and any(g > 0 for g in d.values())}
-    return Split("train", keep, {q: qrels[q] for q in keep})
+    return Split("train", keep, {q: qrels[q] for q in keep}) if keep else None
 
 
 def eval_split(dp: DatasetPaths) -> Split:
     """The evaluated split (what stage 01 extracted; ``test`` by default)."""
     name = str(corpus.load_stats(dp).get("split", "test"))
     return Split(name, corpus.load_queries(dp), corpus.load_qrels(dp))
+
+
+def judged(split: Split) -> Split:
+    """``split`` without the queries no metric can score (no relevant unit: every judgment graded 0)."""
+    keep = {q: t for q, t in split.queries.items()
+            if q in split.qrels and any(g >= metrics.REL_LEVEL for g in split.qrels[q].values())}
+    return Split(split.name, keep, split.qrels)
+
+
+def too_few(evaluated: Split, train: Split | None) -> str:
+    """Why no setting can be chosen honestly on these (judged) splits, or "" when one can: k-fold needs
+    :data:`MIN_QUERIES` judged queries, train/test one judged query in the evaluated split."""
+    n, name = len(evaluated.qids), evaluated.name
+    skipped = ("The sweep and its tuning were skipped: no setting was chosen and no hybrid_tuned run was written; "
+               "the rest of the report is unaffected.")
+    if train is not None and n == 0:
+        return (f"the sweep needs at least 1 judged query in the evaluated split {name!r} to report the setting "
+                f"chosen on train; it has 0 (a judged query has a relevant unit, grade >= {metrics.REL_LEVEL}): "
+                f"add judgments to qrels/{name}.tsv and run 06 again. {skipped}")
+    if train is None and n < MIN_QUERIES:
+        return (f"the sweep needs at least {MIN_QUERIES} judged queries (each with a relevant unit, grade >= "
+                f"{metrics.REL_LEVEL}) to choose a setting on some and report it on others; this dataset has {n}: "
+                f"add judgments for more queries to qrels/{name}.tsv (or a qrels/train.tsv to choose on) and run "
+                f"06 again. {skipped}")
+    return ""
 
 
 def folds(qids: Sequence[str], k: int, seed: int) -> dict[str, int]:

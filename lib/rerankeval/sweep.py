@@ -39,6 +39,7 @@ from .progress import track
 from .runs import Qrels, Run, to_units, truncate
 
 GRID_FILE = PARAMS_DIR / "sweep.yaml"
+NOTEBOOK = "06"  # the prefix of the notebook's figures (plots.show(..., notebook="06"))
 RRF_METHODS = ("rrf",)  # methods that use rrf_k (the others ignore it: one value is swept)
 
 
@@ -373,7 +374,9 @@ def recorded_llm(dp: DatasetPaths) -> tuple[RecordedLLM | None, str]:
     if cfg.get("mode") not in REPLAYABLE:
         return None, (f"the rerank mode {cfg.get('mode')!r} scores candidates jointly, so other pools cannot be "
                       f"replayed from its replies (only {', '.join(REPLAYABLE)}): reranked results are skipped")
-    cands = pd.read_csv(dp.rerank_candidates, dtype={"qid": str, "docid": str})
+    from .corpus import read_table
+
+    cands = read_table(dp.rerank_candidates, ids=("qid", "docid"))  # "NA", "null" ... are ids, not missing
     cands = cands[(cands["pass"] == "main") & cands.llm_score.notna()]
     ledger = read_ledger(dp.ledger, missing_ok=True)
     main = ledger[ledger["pass"] == "main"] if ledger is not None and len(ledger) else None
@@ -418,20 +421,21 @@ TUNED_VARIANT = HYBRID_TUNED
 class SweepResult:
     """A sweep's table, its honest tuning (:class:`rerankeval.splits.Tuning`) and its timing."""
 
-    table: pd.DataFrame  # the rows of sweep.csv
-    tuning: object  # splits.Tuning
+    table: pd.DataFrame  # the rows of sweep.csv (none when ``skipped``)
+    tuning: object  # splits.Tuning (None when ``skipped``)
     points: list[Point]
     grid: Grid
     objective: str
     seconds: dict[str, float]  # legs (searched once), points (fusion + evaluation), total
     llm_note: str = ""  # whether reranked results were replayed from stage 04's recorded scores, and why not
+    skipped: str = ""  # why nothing was swept or tuned (too few judged queries, see splits.too_few), else ""
 
     @property
     def default(self) -> Point:
         return self.points[0]
 
     def chosen_points(self) -> list[Point]:
-        names = set(self.tuning.chosen.values())
+        names = set(self.tuning.chosen.values()) if self.tuning is not None else set()
         return [p for p in self.points if p.name in names]
 
     @property
@@ -443,12 +447,17 @@ class SweepResult:
 def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 10, folds: int = 5,
               seed: int = 0, n_boot: int = 10_000, engine: Engine | None = None) -> SweepResult:
     """Sweep ``grid`` around the default setting (``leg_k``, RRF k = 60) and tune it honestly: on the
-    train split when the dataset has one, else by ``folds``-fold cross-validation (seeded)."""
+    train split when the dataset has one, else by ``folds``-fold cross-validation (seeded), both over the
+    judged queries (a relevant unit each). With too few of them (:func:`rerankeval.splits.too_few`) nothing
+    is swept: the result says why in ``skipped`` and :func:`write_sweep` writes that."""
     from . import corpus, splits
 
-    evaluated, train = splits.eval_split(dp), splits.train_split(dp)
+    evaluated, train = splits.judged(splits.eval_split(dp)), splits.train_split(dp)
     points = grid.points(Point(leg_k=leg_k), pdf=corpus.load_stats(dp).get("kind") == "pdf")
     cols, objective = columns(final_k, grid.pool_k), f"ndcg@{final_k}"
+    if why := splits.too_few(evaluated, train):
+        return SweepResult(pd.DataFrame(columns=table_columns(final_k)), None, points, grid, objective,
+                           {"legs": 0.0, "points": 0.0, "total": 0.0}, skipped=why)
     queries = {**(train.queries if train else {}), **evaluated.queries}
     t0 = time.perf_counter()
     llm, llm_note = recorded_llm(dp)
@@ -480,14 +489,28 @@ def _engine(dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given:
         yield eng
 
 
+def table_columns(final_k: int) -> list[str]:
+    """The columns of ``sweep.csv`` (:func:`summarise`'s, then ``chosen`` and ``is_default``)."""
+    return ["point", *Point.__dataclass_fields__, "split", "n_queries", f"ndcg@{final_k}", f"mrr@{final_k}",
+            "pool_k", "pool_ceiling", "seconds_per_query", "llm_tokens_per_query", "reranked_queries",
+            "reranked_ndcg", "fused_ndcg_same_queries", "reranked_seconds_per_query",
+            "reranked_llm_tokens_per_query", "chosen", "is_default"]
+
+
 def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False) -> dict[str, Path]:
     """``sweep.csv``, the sweep's summary (and folds) and, when ``write_tuned``, the tuned run as the variant
-    ``hybrid_tuned`` (``runs/hybrid_tuned.trec`` over the reported queries only, with its stage record)."""
+    ``hybrid_tuned`` (``runs/hybrid_tuned.trec`` over the reported queries only, with its stage record).
+
+    A skipped sweep (``res.skipped``) writes ``sweep.csv`` with its header only and a summary saying why,
+    and removes what an earlier sweep left that would now be stale: ``folds.csv``, the notebook's figures
+    (the report index shows every figure it finds) and, when ``write_tuned``, the tuned run."""
     from . import splits
     from .ioutil import atomic_write_json, atomic_write_text
     from .runs import write_trec
 
     out = {"sweep_csv": atomic_write_text(dp.sweep_csv, res.table.to_csv(index=False, float_format="%.6g"))}
+    if res.skipped:
+        return {**out, **_write_skipped(dp, res, write_tuned)}
     t = res.tuning
     if t.folds:
         out["folds"] = atomic_write_text(dp.sweep_dir / "folds.csv", splits.fold_table(t).to_csv(index=False))
@@ -503,6 +526,20 @@ def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False
             "setting": {k: next(p.record() for p in res.points if p.name == v) for k, v in t.chosen.items()},
             "seconds": round(t.seconds_per_query * len(t.run), 3), "queries": len(t.run)})
     return out
+
+
+def _write_skipped(dp: DatasetPaths, res: SweepResult, write_tuned: bool) -> dict[str, Path]:
+    from .ioutil import atomic_write_json
+
+    stale = [dp.sweep_dir / "folds.csv", *dp.figures_dir.glob(f"{NOTEBOOK}-*.png")]
+    if write_tuned:
+        stale += [dp.run_file(TUNED_VARIANT), dp.variant_record(TUNED_VARIANT)]
+    for f in stale:
+        f.unlink(missing_ok=True)
+    summary = {"protocol": None, "skipped": res.skipped, "objective": res.objective, "chosen": {},
+               "default": res.default.name, "headline": None, "grid": res.grid.axes(), "points": len(res.points),
+               "seconds": res.seconds}
+    return {"summary": atomic_write_json(dp.sweep_dir / "summary.json", summary)}
 
 
 # --------------------------------------------------------------------------- views for the notebook
@@ -560,6 +597,8 @@ def describe(res: SweepResult) -> list[str]:
     """What the sweep did and found, in sentences (the protocol first: how the setting was chosen)."""
     from . import splits
 
+    if res.skipped:
+        return [res.skipped]
     t, m = res.tuning, res.objective
     h = splits.headline(t, m)
     if t.protocol == "train/test":
