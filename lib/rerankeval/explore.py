@@ -28,10 +28,12 @@ text box, a dropdown of judged and example queries, and a grade button), when ip
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import re
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -247,6 +249,18 @@ class Explorer:
             self._live = None
 
 
+_OPEN: weakref.WeakSet[LiveSearch] = weakref.WeakSet()  # live searches whose store is open
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every open live search (its embedded Qdrant store). Registered with :mod:`atexit`: a plain script
+    that called :func:`show` with free text would otherwise leave the store to ``QdrantClient.__del__`` at
+    interpreter shutdown, which prints an ``ImportError: sys.meta_path is None`` traceback."""
+    for live in list(_OPEN):
+        live.close()
+
+
 def _ledger_row(ledger: pd.DataFrame | None, qid: str) -> dict[str, Any] | None:
     if ledger is None or ledger.empty:
         return None
@@ -261,7 +275,10 @@ def example_queries(dp: DatasetPaths, n: int = 3, pair: Sequence[str] = (HYBRID,
     from .analyse import read_summary
 
     summary = read_summary(dp)
-    per_query = pd.read_csv(dp.per_query_csv, dtype={"qid": str})
+    # ids as written: a query id "NA", "nan", "null" or "None" is an id, not a missing value (only the scores
+    # may be missing)
+    per_query = pd.read_csv(dp.per_query_csv, dtype={"qid": str, "variant": str, "metric": str},
+                            keep_default_na=False, na_values={"value": ["", "nan", "NaN"]})
     headline = summary.headline_metric if summary else f"ndcg@{10}"
     w = metrics.wide(per_query, headline)
     if not set(pair) <= set(w.columns):
@@ -401,7 +418,8 @@ def widget(dp: DatasetPaths, k: int = 10) -> Any:
     pick = w.Dropdown(options=[("(pick a query)", "")] + picks, layout=w.Layout(width="60%"))
     depth = w.BoundedIntText(value=k, min=1, max=100, description="k")
     out, status = w.Output(), w.HTML()
-    unit, grade = w.Dropdown(description="unit", options=[]), w.Dropdown(description="grade", options=[0, 1, 2])
+    scale = list(range(judgments.grade_scale(corpus.load_qrels(dp)) + 1))  # the dataset's grades, 0 to its top
+    unit, grade = w.Dropdown(description="unit", options=[]), w.Dropdown(description="grade", options=scale)
     record = w.Button(description="Record grade", disabled=True)
     state: dict[str, Any] = {}
 
@@ -461,6 +479,7 @@ class LiveSearch:
                 f"--dataset {dp.name} --only 01 --only 02); the explorer never builds indexes. Query ids of "
                 "queries.jsonl still work: they read the saved runs.") from None
         self._ce: Any = None
+        _OPEN.add(self)
 
     def _params(self, v: str) -> dict[str, Any]:
         import json
@@ -527,3 +546,4 @@ class LiveSearch:
 
     def close(self) -> None:
         self.retriever.close()
+        _OPEN.discard(self)
