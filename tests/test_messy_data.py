@@ -81,6 +81,24 @@ def test_pages_with_only_form_fields_or_annotations_are_named(tiny_pdf):
     assert "no variant can retrieve it" in w[0]["detail"] and "form field" in w[0]["detail"]
 
 
+def test_a_scanned_page_is_named_as_images_only(tmp_path):
+    from fpdf import FPDF
+    from PIL import Image
+
+    folder = tmp_path / "scans"
+    write_pdf(folder / "text.pdf", ["some words about alpha"])
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.image(Image.new("RGB", (40, 40), "gray"), x=10, y=10, w=50)
+    pdf.output(str(folder / "scan.pdf"))
+    (folder / "queries.jsonl").write_text('{"_id": "q", "text": "alpha"}\n', encoding="utf-8")
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("q\ttext.pdf#p1\t2\n", encoding="utf-8")
+    dp, _ = build(folder)
+    assert extract.no_text_lines(dp) == ["scan.pdf p1: no text layer (images only: a scan?); OCR it (e.g. ocrmypdf) "
+                                         "to make it searchable"]
+
+
 # before: the warnings table was read back without dtype, so the query id "1" came back as the number 1
 # and "NA" / "null" as missing values
 @pytest.mark.parametrize("qid", ["NA", "null", "007"])

@@ -79,6 +79,9 @@ def no_text_note(page) -> str:
     if annots:
         kinds = Counter("form field" if _subtype(a) == "Widget" else f"{_subtype(a)} annotation" for a in annots)
         found = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(kinds.items()))
+        if images:
+            return (f"no text layer (images and form fields/annotations: {found}; a scanned form?); OCR and "
+                    f"flatten it to make it searchable")
         return (f"no text layer (only form fields/annotations: {found}); their text is not indexed: flatten the "
                 f"form or print the page to PDF to make it searchable")
     if images:
