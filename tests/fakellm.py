@@ -11,7 +11,12 @@ each request ``n`` (0-based) once the script is used up. An action is a dict:
 - ``{"drop": True}``: close the connection without an answer;
 - ``{"content": "..."}``: answer 200 with this message content (prose, broken JSON, wrong ids ...);
 - ``{"ranking": [...]}`` / ``{"scores": [...]}``: answer 200 with this JSON;
-- ``{"no_logprobs": True}``: behave, but without logprobs.
+- ``{"no_logprobs": True}``: behave, but without logprobs;
+- ``{"body": "<html>...", "content_type": "text/html"}``: answer 200 with this body as it is (an HTML page, an
+  SSE stream, ...; ``content_type`` defaults to ``text/html``);
+- ``{"json": {...}}``: answer 200 with this JSON as the whole body (not a chat completion: a wrong shape);
+- ``{"echo": "..."}``: behave, with this text added to the message content (after a JSON reply, inside it
+  as an extra ``"note"`` field, so the reply still reads), e.g. a key the model was shown.
 
 :func:`no_json_schema` is a rule for an endpoint without structured outputs (by default llama-cpp-python's
 server: HTTP 500 with the pydantic message). ``key="..."``: every request without ``Authorization: Bearer
@@ -154,9 +159,11 @@ class FakeLLM:
                 fake._answer(self, n, body)
 
             def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(obj).encode()
+                self._raw(status, json.dumps(obj).encode(), "application/json", headers)
+
+            def _raw(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
@@ -215,6 +222,10 @@ class FakeLLM:
             except OSError:
                 pass
             return
+        if "body" in act or "json" in act:
+            raw = act["body"] if "body" in act else json.dumps(act["json"])
+            h._raw(200, raw.encode(), act.get("content_type", "text/html" if "body" in act else "application/json"))
+            return
         if "status" in act:
             msg = act.get("message", f"injected HTTP {act['status']}")
             h._json(
@@ -232,6 +243,8 @@ class FakeLLM:
             ans = behave(body)
             if act.get("no_logprobs"):
                 ans["logprobs"] = None
+            if "echo" in act:
+                ans["content"] = _with_echo(ans["content"], act["echo"])
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": ans["content"]},
@@ -255,6 +268,17 @@ class FakeLLM:
                 },
             },
         )
+
+
+def _with_echo(content: str, text: str) -> str:
+    """``content`` with ``text`` added: as a ``"note"`` field of a JSON object reply, else after it."""
+    try:
+        obj = json.loads(content)
+    except json.JSONDecodeError:
+        obj = None
+    if isinstance(obj, dict):
+        return json.dumps({**obj, "note": text})
+    return f"{content} {text}"
 
 
 # what llama-cpp-python's server (0.3.36) answers a json_schema response_format with: HTTP 500 and this message

@@ -64,10 +64,16 @@ def test_corrupt_entry_is_recomputed(tmp_path):
     assert first.run == second.run
 
 
-def test_cache_disabled(tmp_path):
+def test_cache_disabled_serves_nothing_but_refreshes(tmp_path):
+    """use_cache=false (enabled=False) asks every call and stores the fresh replies; write=False stores nothing."""
     cache = rerank.LLMCache(tmp_path / "llm", enabled=False)
     with FakeLLM() as f:
         _run(f, cache)
         _run(f, cache)
         assert f.count == 12
-    assert not (tmp_path / "llm").exists()
+        assert len(list((tmp_path / "llm").rglob("*.json"))) == 6
+        warm = _run(f, rerank.LLMCache(tmp_path / "llm"))
+        assert f.count == 12 and rerank.summarize(warm.ledger)["cache_hits"] == 6
+        _run(f, rerank.LLMCache(tmp_path / "none", enabled=False, write=False))
+        assert f.count == 18
+    assert not (tmp_path / "none").exists()

@@ -187,7 +187,7 @@ def test_400_always(tmp_path):
             "",
             ["d03", "d00", "d01", "d02", "d04"],
         ),
-        ('{"ranking": []}', "fallback", (0, 0, 5), "EmptyRanking", FUSED),
+        ('{"ranking": []}', "fallback", (0, 0, 0), "EmptyRanking", FUSED),
         ('{"ranking": [5, 3]}', "repaired", (0, 0, 3), "", ["d00", "d01", "d04", "d03", "d02"]),
         ('```json\n{"ranking": [4, 1, 2, 3, 5]}\n```', "ok", (0, 0, 0), "", BEHAVED),
     ],
@@ -212,8 +212,8 @@ def test_bad_replies(tmp_path, content, status, counts, error, order):
     assert (row["n_invalid"], row["n_duplicate"], row["n_missing"]) == counts
     assert row["error"] == error
     assert got == order
-    # unreadable replies are asked again once (content_retries=1), readable ones are not
-    assert n_requests == (2 if error in ("InvalidJSON", "WrongShape") else 1)
+    # unusable replies (unreadable, or naming no passage) are asked again once (content_retries=1), others are not
+    assert n_requests == (2 if error in ("InvalidJSON", "WrongShape", "EmptyRanking") else 1)
 
 
 def test_partial_list_positions():
@@ -260,7 +260,9 @@ def test_yesno_logprobs_and_partial_failure(tmp_path):
     script = [None, {"status": 400, "message": "nope"}, None, None, None]
     with FakeLLM(script=script) as f:
         res, row, order = run_one(tmp_path, f, mode="yesno")
-    assert row["status"] == "repaired" and row["n_failed"] == 1 and row["error"] == "BadRequestError"
+    # one call failed: its candidate kept its fused place, a partial fallback (counted in the fallback rate)
+    assert row["status"] == "partial_fallback" and row["n_failed"] == 1 and row["error"] == "BadRequestError"
+    assert rerank.summarize(res.ledger)["fallback_rate"] == 1.0
     assert order[0] == "d03"
     scores = res.candidates.set_index("docid")["llm_score"]
     assert scores["d03"] == pytest.approx(0.9) and scores["d00"] == pytest.approx(0.2)

@@ -21,7 +21,10 @@ The LLM gets the passages through the reranker's client, settings and content-ad
 quote, ``not_in_documents``). An unreadable reply is re-asked ``content_retries`` times (the attempt is
 part of the cache key, as in the reranker), then salvaged where possible (a cut-off JSON's answer and
 complete citations; prose with ``[label]`` citations); otherwise the answer's status says why it failed.
-The checks are in :mod:`rerankeval.citations`; nothing is silent.
+Only a reply that reads is cached: an unusable one (even when salvaged) is asked again by the next run, and
+a cached entry that does not read is replaced by a fresh reply. The checks are in
+:mod:`rerankeval.citations`; nothing is silent. What is written (``ask/answers.jsonl``, ``ask/summary.json``)
+is redacted: a model that echoes a key it was shown does not put it on disk.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import citations, corpus, runs
+from . import progress as progress_mod
 from .analyse import read_summary
 from .htmlsafe import esc
 from .ioutil import atomic_write_json, atomic_write_jsonl, sha256_json, sha256_text
@@ -47,6 +51,7 @@ from .rerank import budget, prompts, schemas
 from .rerank.cache import LLMCache
 from .rerank.client import LLMCallError, LLMClient, Reply
 from .rerank.repair import Unusable, parse
+from .rerank.scrub import endpoint_identity, redact_tree
 from .rerank.stage import endpoint_kind
 from .settings import Settings, load_settings
 
@@ -353,9 +358,10 @@ class Asker:
         self.cache = cache if cache is not None else LLMCache()
         self._own_client = client is None
         self.client = client or LLMClient(self.settings, timeout=timeout, max_connections=2)
-        self.model, self.endpoint = self.client.model, self.settings.cache_endpoint
+        self.model, self.endpoint = self.client.model, endpoint_identity(self.settings)
         self.max_tokens, self.seed, self.content_retries = max_tokens, seed, content_retries
         self.stats = Stats()
+        self.heartbeat = progress_mod.QUIET
 
     def close(self) -> None:
         if self._own_client:
@@ -376,20 +382,20 @@ class Asker:
             "question": question, "passages": [[p.label, p.unit, sha256_text(p.text)] for p in passages],
         }
 
-    def _reply(self, msgs: list[dict[str, str]], material: dict[str, Any]) -> Reply:
-        """The cached reply, or a fresh one (cached); raises :class:`LLMCallError`."""
-        self.stats.calls += 1
-        key = self.cache.key(material)
+    def _cached(self, key: str) -> Reply | None:
         hit = self.cache.get(key)
-        if hit is not None:
-            self.stats.cache_hits += 1
-            reply = Reply.from_cache(hit)
-            self.stats.saved_tokens += reply.prompt_tokens + reply.completion_tokens
-            return reply
+        try:
+            return Reply.from_cache(hit) if hit is not None else None
+        except (TypeError, KeyError, ValueError):
+            return None
+
+    def _fresh(self, msgs: list[dict[str, str]], material: dict[str, Any], label: str) -> Reply:
+        """A fresh reply (not cached yet: see :meth:`ask`); raises :class:`LLMCallError`."""
         rf = schemas.response_format(AnswerStrict, "cited_answer")
         try:
-            reply = self.client.chat(msgs, response_format=rf, max_tokens=material["gen"]["max_tokens"],
-                                     seed=self.seed)
+            with self.heartbeat.waiting(label):
+                reply = self.client.chat(msgs, response_format=rf, max_tokens=material["gen"]["max_tokens"],
+                                         seed=self.seed)
         except LLMCallError as exc:
             self.stats.fresh_calls += 1 + exc.retries
             raise
@@ -397,24 +403,43 @@ class Asker:
         self.stats.prompt_tokens += reply.prompt_tokens
         self.stats.completion_tokens += reply.completion_tokens
         self.stats.fresh_seconds += reply.latency_s
-        self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
         return reply
 
     def ask(self, q: Question, passages: list[Passage], qrels: Mapping[str, Mapping[str, int]]) -> Answer:
         """One question: ask, re-ask after an unusable reply (twice the tokens after a cut-off one), then
-        salvage the last unusable reply (also when a re-ask fails); a failed first call fails the answer."""
+        salvage the last unusable reply (also when a re-ask fails); a failed first call fails the answer.
+        A cached reply is used only when it reads; a fresh one is cached only then."""
         ans = Answer(q.text, q.qid, passages)
         msgs, max_tokens, errors, reply = messages(q.text, passages), self.max_tokens, [], None
+        label = f"question {q.qid}" if q.qid else "a free-text question"
         try:
             for attempt in range(self.content_retries + 1):
                 base = self.material(q.text, passages, max_tokens)
-                reply = self._reply(msgs, base if attempt == 0 else {**base, "attempt": attempt})
-                ans.cached = reply.cached
+                material = base if attempt == 0 else {**base, "attempt": attempt}
+                key = self.cache.key(material)
+                self.stats.calls += 1
+                cached = self._cached(key)
+                if cached is not None:
+                    try:
+                        got = read_reply(cached.content)
+                    except Unusable:
+                        errors.append("CachedUnusable")  # never served as if good: asked again below
+                        reply = cached  # salvaged if the fresh call fails
+                    else:
+                        self.stats.cache_hits += 1
+                        self.stats.saved_tokens += cached.prompt_tokens + cached.completion_tokens
+                        ans.cached = True
+                        return checked(ans, got, qrels)
+                reply = self._fresh(msgs, material, label)
+                ans.cached = False
                 try:
-                    return checked(ans, read_reply(reply.content), qrels)
+                    got = read_reply(reply.content)
                 except Unusable as exc:
                     errors.append(exc.error_class)
                     max_tokens *= 2 if reply.finish_reason == "length" else 1
+                    continue
+                self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
+                return checked(ans, got, qrels)
         except LLMCallError as exc:
             errors.append(f"{exc.error_class}: {exc}")
         got = salvage(reply.content) if reply is not None else None
@@ -495,7 +520,10 @@ def answer(dp: DatasetPaths, questions: Sequence[str] = (), variant: str = "", k
         if progress:
             print(f"{plan.message(priced=False)[:-1]}; the time is prompt processing only: writing up to "
                   f"{max_answer_tokens} tokens per answer comes on top.", flush=True)
-        answers = [asker.ask(q, ps, qrels) for q, ps in zip(qs, passages, strict=True)]
+        beat = progress_mod.Heartbeat(total=len(qs), unit="answer") if progress else progress_mod.QUIET
+        asker.heartbeat = beat
+        with beat:
+            answers = [asker.ask(q, ps, qrels) for q, ps in zip(qs, passages, strict=True)]
         model, stats = asker.model, asker.stats
     return AskResult(answers, variant, k, [note, *source.notes], model, endpoint_kind(settings), plan.to_dict(),
                      stats)
@@ -519,13 +547,14 @@ def answers_frame(result: AskResult) -> pd.DataFrame:
 
 
 def write_answers(dp: DatasetPaths, result: AskResult) -> dict[str, Path]:
-    """``ask/answers.jsonl`` (one answer per line, with its passages and checks) and ``ask/summary.json``."""
+    """``ask/answers.jsonl`` (one answer per line, with its passages and checks) and ``ask/summary.json``, their
+    text redacted (an answer may echo a key the model was shown)."""
     stage = dp.stage_dir("ask")
     rows = [{**{k: v for k, v in asdict(a).items() if k != "cached"},
              "precision": None if math.isnan(a.precision) else a.precision, "flagged": a.flagged}
             for a in result.answers]
-    return {"answers": atomic_write_jsonl(stage / "answers.jsonl", rows),
-            "summary": atomic_write_json(stage / "summary.json", result.summary())}
+    return {"answers": atomic_write_jsonl(stage / "answers.jsonl", redact_tree(rows)),
+            "summary": atomic_write_json(stage / "summary.json", redact_tree(result.summary()))}
 
 
 # -- the table, escaped --

@@ -15,16 +15,25 @@ and stays out of the executed notebook. How it writes (``RERANKEVAL_PROGRESS``, 
 stream): ``bar`` on a terminal (a tqdm bar with items done, rate and ETA), ``plain`` in logs and CI (one
 line per 10% of the total, or at 1, 2, 4, 8 ... items when the total is unknown), ``off`` for nothing.
 The chain sets ``RERANKEVAL_STAGE`` (the notebook's name) for its kernels; lines are prefixed with it.
+
+A bar moves when an item finishes; one item can wait on a slow endpoint for a long time (a rerank query
+makes up to ``pool_k`` calls, each up to ``RERANK_TIMEOUT`` x (1 + ``RERANK_MAX_RETRIES``) seconds).
+:class:`Heartbeat` fills that silence: while a call is in flight it prints, every ``interval`` seconds
+(default :data:`HEARTBEAT_S`), what is awaited, e.g. ``waiting for the endpoint: 120 s on call 3 of 10
+(query q12)``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
+import itertools
 import os
 import sys
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
 from tqdm import tqdm
@@ -34,6 +43,7 @@ STAGE_ENV = "RERANKEVAL_STAGE"
 MODES = ("bar", "plain", "off")
 PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 PLAIN_FORMAT_NO_TOTAL = "{desc}: {n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
+HEARTBEAT_S = 60.0  # at most this long without a line while a call is in flight
 
 T = TypeVar("T")
 
@@ -145,3 +155,83 @@ def track(iterable: Iterable[T], *, total: int | None = None, desc: str, unit: s
         for item in iterable:
             yield item
             bar.update(1)
+
+
+class Heartbeat:
+    """Lines saying what is awaited while calls are in flight, one every ``interval`` seconds at most.
+
+    ``with hb.waiting("query q12"): client.chat(...)`` marks one call (thread-safe, numbered in the order they
+    start, ``total`` the calls expected). :meth:`beat` prints the line when it is due; as a context manager
+    a daemon thread calls it every few seconds. ``clock`` and a direct :meth:`beat` are for tests.
+    """
+
+    def __init__(self, *, total: int | None = None, what: str = "the endpoint", unit: str = "call",
+                 interval: float = HEARTBEAT_S, file: TextIO | None = None, mode: str | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.mode = mode or default_mode(file if file is not None else terminal())
+        self.file = file if file is not None or self.mode == "off" else terminal()
+        self.total, self.what, self.unit, self.interval, self.clock = total, what, unit, float(interval), clock
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
+        self._flight: dict[int, tuple[float, str]] = {}  # call number -> (start, label)
+        self._last: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def waiting(self, label: str = "") -> Iterator[int]:
+        """Mark one call as in flight for the duration of the block; yields its number."""
+        with self._lock:
+            n = next(self._numbers)
+            self._flight[n] = (self.clock(), label)
+        try:
+            yield n
+        finally:
+            with self._lock:
+                self._flight.pop(n, None)
+
+    def line(self, now: float | None = None) -> str | None:
+        """The line for the longest-waiting call when it is due (None otherwise); marks it printed."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            if not self._flight:
+                return None
+            n, (start, label) = min(self._flight.items(), key=lambda kv: kv[1][0])
+            if now - start < self.interval or (self._last is not None and now - self._last < self.interval):
+                return None
+            self._last = now
+            others = len(self._flight) - 1
+        of = f" of {self.total}" if self.total else ""
+        more = f", {others} more in flight" if others else ""
+        where = f" ({label}{more})" if label or more else ""
+        return _label(f"waiting for {self.what}: {now - start:.0f} s on {self.unit} {n}{of}{where}")
+
+    def beat(self, now: float | None = None) -> str | None:
+        """Print the line if it is due; returns it."""
+        text = self.line(now) if self.mode != "off" else None
+        if text is not None and self.file is not None:
+            if self.mode == "bar":
+                tqdm.write(text, file=self.file)
+            else:
+                print(text, file=self.file, flush=True)
+        return text
+
+    def _run(self) -> None:
+        poll = max(0.05, min(self.interval / 4, 5.0))
+        while not self._stop.wait(poll):
+            self.beat()
+
+    def __enter__(self) -> Heartbeat:
+        if self.mode != "off" and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+
+QUIET = Heartbeat(mode="off")  # the heartbeat of runs that show no progress

@@ -15,7 +15,8 @@ Per query, in stage 03:
    RRF of all four legs (original and rewrite, dense and BM25). Otherwise it is ``reverted``: the original
    result, unchanged.
 4. **LLM down.** A failed or unusable rewrite keeps the original result and says why (``llm_failed``); the
-   variant never fails the chain.
+   variant never fails the chain. An unusable reply is not cached (the next run asks again), and a cached
+   one that does not read is replaced by a fresh reply.
 
 The ledger ``dp.stage_dir("retrieve") / "hybrid_reformulate_ledger.csv"`` has one row per query:
 :data:`LEDGER_COLUMNS` (status, scores, the rewrite text, the error).
@@ -113,7 +114,7 @@ class Rewriter:
 
         After an unreachable endpoint the later calls are not sent (they fail at once, same error class)."""
         from .rerank.client import LLMCallError
-        from .rerank.core import UNREACHABLE
+        from .rerank.core import BREAKER
         from .rerank.repair import Unusable, parse
 
         if self.down:
@@ -121,25 +122,28 @@ class Rewriter:
         material = self.material(query)
         key = self.cache.key(material)
         cached = self.cache.get(key)
-        try:
-            reply = self._reply(query, cached)
-            text = " ".join(parse(reply.content, RewriteReply)[0].query.split())
-        except (LLMCallError, Unusable) as exc:
-            if exc.error_class in UNREACHABLE:
-                self.down = exc.error_class
-            return None, cached is not None, exc.error_class
+        text = None
+        if cached is not None:  # used only when it reads (an older version cached unusable replies)
+            try:
+                text = " ".join(parse(cached["content"], RewriteReply)[0].query.split())
+            except (Unusable, KeyError, TypeError):
+                cached = None
         if cached is None:
+            try:
+                reply = self._reply(query)
+                text = " ".join(parse(reply.content, RewriteReply)[0].query.split())
+            except (LLMCallError, Unusable) as exc:
+                if exc.error_class in BREAKER:
+                    self.down = exc.error_class
+                return None, False, exc.error_class
             self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
         if not text or text.casefold() == " ".join(query.split()).casefold():
             return None, cached is not None, "NoNewQuery"
         return text, cached is not None, ""
 
-    def _reply(self, query: str, cached: dict[str, Any] | None) -> Any:
+    def _reply(self, query: str) -> Any:
         from .rerank import schemas
-        from .rerank.client import Reply
 
-        if cached is not None:
-            return Reply.from_cache(cached)
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER.format(query=query)}]
         return self.client.chat(messages, response_format=schemas.response_format(RewriteStrict, "query_rewrite"),
                                 max_tokens=MAX_TOKENS, seed=self.seed)
@@ -228,8 +232,10 @@ def _fuse(q: str, legs: list[_Legs], rrf_k: int, unit_of: Mapping[str, str]) -> 
 
 
 def write_ledger(dp: Any, ledger: pd.DataFrame) -> Any:
-    """``dp.stage_dir("retrieve") / LEDGER``."""
-    return atomic_write_text(dp.stage_dir("retrieve") / LEDGER, ledger.to_csv(index=False))
+    """``dp.stage_dir("retrieve") / LEDGER``, its text redacted (a rewrite may echo a key the model was shown)."""
+    from .rerank.scrub import redact_frame
+
+    return atomic_write_text(dp.stage_dir("retrieve") / LEDGER, redact_frame(ledger).to_csv(index=False))
 
 
 def read_ledger(dp: Any) -> pd.DataFrame | None:
@@ -242,6 +248,7 @@ def open_rewriter(settings: Any = None, cache: Any = None) -> Iterator[tuple[Rew
     """(a :class:`Rewriter` on the configured endpoint, "") or (None, why not): never raises for a missing or
     dead endpoint. Settings come from the environment (the chain passes the endpoint it started to 03)."""
     from .rerank import LLMCache, LLMCallError, LLMClient, load_settings, redact
+    from .rerank.scrub import endpoint_identity
 
     stack = contextlib.ExitStack()
     rewriter, problem = None, ""
@@ -249,7 +256,7 @@ def open_rewriter(settings: Any = None, cache: Any = None) -> Iterator[tuple[Rew
         settings = settings or load_settings()
         client = LLMClient(settings, max_retries=1)
         stack.callback(client.close)
-        rewriter = Rewriter(client, cache if cache is not None else LLMCache(), settings.cache_endpoint)
+        rewriter = Rewriter(client, cache if cache is not None else LLMCache(), endpoint_identity(settings))
     except (LLMCallError, ValueError) as exc:
         stack.close()
         problem = redact(str(exc))[:300]

@@ -29,6 +29,7 @@ import openai
 from ..settings import Settings, redact, scrub_url
 
 FORMATS = ("json_schema", "json_object", "none")
+NOT_CHAT = "NotChatCompletion"  # error class of a 2xx reply that is not a chat completion (wrong URL, a proxy page)
 
 
 @dataclass
@@ -173,30 +174,55 @@ class LLMClient:
             level = self._format_level if response_format is not None else len(FORMATS) - 1
             kwargs = self._request(messages, response_format, level, max_tokens, seed, top_logprobs)
             try:
-                completion = self._client.chat.completions.with_raw_response.create(**kwargs).parse()
+                raw = self._client.chat.completions.with_raw_response.create(**kwargs)
             except openai.APIStatusError as exc:
                 if level < len(FORMATS) - 1 and _is_format_error(exc):
                     self._downgrade(level)
                     continue
                 raise self._error(exc) from None
-            except Exception as exc:  # transport errors, a malformed body the SDK could not parse, etc.
+            except Exception as exc:  # transport errors etc.
                 raise self._error(exc) from None
             break
         latency = time.perf_counter() - t0
-        if not completion.choices:
+        try:
+            completion = raw.parse()
+        except Exception:  # e.g. a JSON content type on a body that is not JSON
+            raise self._not_chat(raw) from None
+        choices = getattr(completion, "choices", None)
+        if isinstance(choices, list) and not choices:
             raise LLMCallError("EmptyChoices", "reply has no choices", self._retries())
-        choice = completion.choices[0]
-        usage = completion.usage
+        try:
+            choice = choices[0]  # type: ignore[index]
+            content = choice.message.content
+            if content is not None and not isinstance(content, str):
+                raise TypeError(type(content).__name__)
+            finish = choice.finish_reason
+            logprobs = _logprobs(choice)
+        except (AttributeError, TypeError, IndexError, KeyError):
+            raise self._not_chat(raw) from None
+        usage = getattr(completion, "usage", None)
         return Reply(
-            content=choice.message.content or "",
-            logprobs=_logprobs(choice),
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            finish_reason=choice.finish_reason,
+            content=content or "",
+            logprobs=logprobs,
+            prompt_tokens=_int(getattr(usage, "prompt_tokens", 0)),
+            completion_tokens=_int(getattr(usage, "completion_tokens", 0)),
+            finish_reason=finish if isinstance(finish, str) else None,
             response_format=FORMATS[level],
             retries=self._retries(),
             latency_s=latency,
         )
+
+    def _not_chat(self, raw: Any) -> LLMCallError:
+        """The error for an HTTP 2xx whose body is not a chat completion (an HTML page, an SSE stream, ...)."""
+        try:
+            body, status = raw.text, raw.status_code
+        except Exception:  # noqa: BLE001 - the body could not even be decoded
+            body, status = "", getattr(raw, "status_code", 200)
+        head = " ".join(str(body).split())[:60]
+        url = scrub_url(self.settings.base_url or "")
+        msg = (f"the endpoint at {url} answered HTTP {status} but not with an OpenAI chat completion (body starts "
+               f"{head!r}): is OPENAI_BASE_URL the /v1 root of an OpenAI-compatible server?")
+        return LLMCallError(NOT_CHAT, redact(msg, [self.settings.api_key]), self._retries())
 
     def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None, level: int,
                  max_tokens: int, seed: int | None, top_logprobs: int) -> dict[str, Any]:
@@ -229,6 +255,13 @@ class LLMClient:
 def _limits(max_connections: int) -> httpx2.Limits:
     n = max(1, int(max_connections))
     return httpx2.Limits(max_connections=n, max_keepalive_connections=n)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _logprobs(choice: Any) -> list[dict[str, Any]] | None:

@@ -19,7 +19,11 @@ Modes (``RerankConfig.mode``):
 (linear from 1 at the top to 0). ``alpha = 1`` ranks by the LLM alone (ties in fused order).
 
 Every reply goes through :mod:`.repair`; a query whose calls all fail keeps its fused order
-(``fallback``). Nothing is silent: the ledger has one row per query and pass.
+(``fallback``); one where some failed keeps the fused places of those candidates (``partial_fallback``;
+both count in the fallback rate). Only replies that could be used are cached (:mod:`.cache`): an unusable
+one is asked again next time, and a cached entry that does not read (written by an older version) is
+replaced by a fresh reply. Nothing is silent: the ledger has one row per query and pass, and the end of
+a run says why queries fell back (:func:`.ledger.fallback_cause`).
 """
 
 from __future__ import annotations
@@ -42,9 +46,10 @@ from ..names import HYBRID_RERANK
 from ..settings import Settings, load_settings, redact
 from . import budget, prompts, schemas
 from .cache import LLMCache
-from .client import FORMATS, LLMCallError, LLMClient, Reply
-from .ledger import to_frame
+from .client import FORMATS, NOT_CHAT, LLMCallError, LLMClient, Reply
+from .ledger import CACHED_UNUSABLE, fallback_cause, to_frame
 from .repair import Counts, Unusable, order_by_scores, parse, repair_order, repair_scores
+from .scrub import endpoint_identity
 
 MODES = ("listwise", "pointwise", "yesno")
 STABILITY = ("none", "reversed", "shuffled")
@@ -108,6 +113,7 @@ class CallStats:
     fresh_seconds: float = 0.0  # of the calls sent in this run
     errors: list[str] = field(default_factory=list)
     format_level: int = 0
+    label: str = ""  # what the heartbeat names while a call waits ("query q12")
 
     def error(self, cls: str) -> None:
         if cls not in self.errors:
@@ -191,6 +197,7 @@ def yes_prob(reply: Reply, json_reply: bool) -> float:
 
 BREAKER_THRESHOLD = 8  # consecutive unreachable-endpoint failures before the remaining calls are skipped
 UNREACHABLE = frozenset({"APIConnectionError", "APITimeoutError"})
+BREAKER = UNREACHABLE | {NOT_CHAT}  # failures that trip the breaker: no later call would fare better
 
 
 @dataclass
@@ -230,8 +237,10 @@ class Reranker:
         self._own_client = client is None
         self.client = client or LLMClient(self.settings, max_connections=max(2, config.concurrency))
         self.model = self.client.model
-        self.endpoint = self.settings.cache_endpoint
+        self.endpoint = endpoint_identity(self.settings)  # never a credential: it is part of stored keys
         self.budget = budget.Budget(config.max_calls, config.max_cost)
+        self.heartbeat = progress_mod.QUIET
+        self.messages: dict[str, str] = {}  # error class -> the first message of that class (for the summary)
         # circuit breaker: after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest
         # fall back without calling (a dead endpoint would otherwise cost every call its full retries)
         self._consecutive_unreachable = 0
@@ -323,47 +332,64 @@ class Reranker:
         }
 
     def _call(self, stats: CallStats, spec: CallSpec, query: str, read: Callable[[Reply], Any]) -> Any | None:
+        """``read(reply)`` of a cached or fresh reply; a fresh one is cached only once it read. None on failure."""
         stats.llm_calls += 1
         base = self._material(spec, query)
         for attempt in range(self.config.content_retries + 1):
             material = base if attempt == 0 else {**base, "attempt": attempt}
             key = self.cache.key(material)
-            reply = self._lookup(key, stats)
+            cached = self._lookup(key)
+            if cached is not None:
+                try:
+                    value = read(cached[0])
+                except Unusable:
+                    stats.error(CACHED_UNUSABLE)  # never served as if good: ask the endpoint instead
+                else:
+                    self._count_hit(stats, *cached)
+                    return value
+            reply = self._fetch(stats, spec)
             if reply is None:
-                reply = self._fetch(stats, spec, key, material)
-                if reply is None:
-                    return None
+                return None
             stats.format_level = max(stats.format_level, FORMATS.index(reply.response_format))
             try:
-                return read(reply)
+                value = read(reply)
             except Unusable as exc:
                 stats.error(exc.error_class)
+                self.messages.setdefault(exc.error_class, redact(exc)[:300])  # it may quote the reply
                 if attempt < self.config.content_retries:
                     stats.retries += 1
+                continue
+            self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
+            return value
         stats.failed += 1
         return None
 
-    def _lookup(self, key: str, stats: CallStats) -> Reply | None:
-        """The cached reply (counted with its original tokens and seconds), or None."""
+    def _lookup(self, key: str) -> tuple[Reply, float] | None:
+        """The cached reply and its original seconds, or None."""
         cached = self.cache.get(key)
         if cached is None:
             return None
         try:
-            reply = Reply.from_cache(cached)
-        except (TypeError, KeyError):
+            return Reply.from_cache(cached), float(cached.get("latency_s") or 0.0)
+        except (TypeError, KeyError, ValueError):
             return None
+
+    @staticmethod
+    def _count_hit(stats: CallStats, reply: Reply, seconds: float) -> None:
+        """A cached reply that was used: counted with its original tokens and seconds."""
         stats.cache_hits += 1
         stats.saved_prompt_tokens += reply.prompt_tokens
         stats.saved_completion_tokens += reply.completion_tokens
-        stats.llm_seconds += float(cached.get("latency_s") or 0.0)
-        return reply
+        stats.llm_seconds += seconds
+        stats.format_level = max(stats.format_level, FORMATS.index(reply.response_format)
+                                 if reply.response_format in FORMATS else 0)
 
     def _cost(self, prompt_tokens: float, completion_tokens: float) -> float:
         price = self.config.price_per_mtok
         return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
 
-    def _fetch(self, stats: CallStats, spec: CallSpec, key: str, material: dict[str, Any]) -> Reply | None:
-        """Send the call (if the breaker and the budget allow), cache and count the reply; None on failure."""
+    def _fetch(self, stats: CallStats, spec: CallSpec) -> Reply | None:
+        """Send the call (if the breaker and the budget allow) and count the reply; None on failure."""
         if self._unreachable_class and self._consecutive_unreachable >= BREAKER_THRESHOLD:
             stats.failed += 1
             stats.error(self._unreachable_class)
@@ -375,22 +401,24 @@ class Reranker:
             return None
         rf = schemas.response_format(spec.strict, spec.schema_name) if spec.strict is not None else None
         try:
-            reply = self.client.chat(
-                spec.messages,
-                response_format=rf,
-                max_tokens=spec.max_tokens,
-                seed=self.config.seed,
-                top_logprobs=spec.top_logprobs,
-            )
+            with self.heartbeat.waiting(stats.label):
+                reply = self.client.chat(
+                    spec.messages,
+                    response_format=rf,
+                    max_tokens=spec.max_tokens,
+                    seed=self.config.seed,
+                    top_logprobs=spec.top_logprobs,
+                )
         except LLMCallError as exc:
             self.budget.settle(est, 0.0)
-            if exc.error_class in UNREACHABLE:
+            if exc.error_class in BREAKER:
                 self._consecutive_unreachable += 1
                 self._unreachable_class = exc.error_class
             stats.requests += 1 + exc.retries
             stats.retries += exc.retries
             stats.failed += 1
             stats.error(exc.error_class)
+            self.messages.setdefault(exc.error_class, str(exc))
             return None
         self._consecutive_unreachable = 0
         self.budget.settle(est, self._cost(reply.prompt_tokens, reply.completion_tokens))
@@ -401,7 +429,6 @@ class Reranker:
         seconds = round(reply.latency_s, 4)  # as stored: a cached re-run adds up the same figures
         stats.llm_seconds += seconds
         stats.fresh_seconds += seconds
-        self.cache.put(key, material, {**reply.to_cache(), "latency_s": seconds})
         return reply
 
     # -- the modes: each returns LLM scores by presented index (None = not scored) and repair counts --
@@ -415,20 +442,20 @@ class Reranker:
             sub = cur[s:e]
             m = len(sub)
 
-            def read(reply: Reply):
+            def read(reply: Reply, m: int = m) -> tuple[list[int], Counts]:
                 obj, _ = parse(reply.content, schemas.ListwiseReply, array_key="ranking")
-                return obj.ranking
+                perm, c = repair_order(obj.ranking, m)
+                if c.n_missing >= m:
+                    raise Unusable("EmptyRanking", f"the ranking names none of the {m} passages: {obj.ranking!r}"[:200])
+                return perm, c
 
             spec = self._listwise_spec(query, [pool[i] for i in sub], [texts[i] for i in sub])
             got = self._call(stats, spec, query, read)
             if got is None:
                 continue
-            perm, c = repair_order(got, m)
+            perm, c = got
             counts += c
-            if c.n_missing < m:
-                informative = True
-            else:
-                stats.error("EmptyRanking")
+            informative = True
             cur[s:e] = [sub[j] for j in perm]
         if not informative:
             return None, counts
@@ -447,18 +474,23 @@ class Reranker:
             idx = list(range(s, min(n, s + cfg.batch_size)))
             m = len(idx)
 
-            def read(reply: Reply, m: int = m):
+            def read(reply: Reply, m: int = m) -> tuple[list[float | None], Counts]:
                 if m == 1:
                     obj, _ = parse(reply.content, schemas.PointwiseSingleReply)
-                    return [(1, obj.score)]
-                obj, _ = parse(reply.content, schemas.PointwiseBatchReply, array_key="scores")
-                return [(it.id, it.score) for it in obj.scores]
+                    items = [(1, obj.score)]
+                else:
+                    obj, _ = parse(reply.content, schemas.PointwiseBatchReply, array_key="scores")
+                    items = [(it.id, it.score) for it in obj.scores]
+                vals, c = repair_scores(items, m)
+                if all(v is None for v in vals):
+                    raise Unusable("NoValidScore", f"no grade from 0 to 10 for any of the {m} passages")
+                return vals, c
 
             spec = self._pointwise_spec(query, [pool[i] for i in idx], [texts[i] for i in idx])
             got = self._call(stats, spec, query, read)
             if got is None:
                 continue
-            vals, c = repair_scores(got, m)
+            vals, c = got
             counts += c
             for j, v in zip(idx, vals, strict=True):
                 scores[j] = v
@@ -477,7 +509,7 @@ class Reranker:
         """Rerank one pool (given in the order the LLM should see it). Never raises."""
         cfg = self.config
         t0 = time.perf_counter()
-        stats = CallStats()
+        stats = CallStats(label=f"query {qid}" + (f", {pass_name} pass" if pass_name != "main" else ""))
         texts = [prompts.clip(c.text, cfg.max_passage_chars) for c in pool]
         fused = sorted(pool, key=lambda c: c.fused_rank)
         counts = Counts()
@@ -496,7 +528,8 @@ class Reranker:
             status = "fallback"
             order = [c.docid for c in fused]
         else:
-            status = "repaired" if (counts.repaired or stats.failed) else "ok"
+            # some calls failed: their candidates kept their fused places (a fallback for that part)
+            status = "partial_fallback" if stats.failed else "repaired" if counts.repaired else "ok"
             order = self._final_order(pool, scores, fused)
         row = self._row(qid, pass_name, status, len(pool), counts, stats, time.perf_counter() - t0)
         return QueryResult(qid, pass_name, order, by_doc, [c.docid for c in pool], row)
@@ -641,14 +674,20 @@ class Reranker:
             return self.rerank_query(t[0], queries[t[0]], t[2], t[1])
 
         desc = f"rerank {self.config.mode}"
-        if self.config.concurrency == 1:
-            return [work(t) for t in _track(tasks, progress, desc)]
-        results: dict[tuple[str, str], QueryResult] = {}
-        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="rerank") as ex:
-            futs = {ex.submit(work, t): (t[0], t[1]) for t in tasks}
-            for f in _track(as_completed(futs), progress, desc, total=len(futs)):
-                results[futs[f]] = f.result()
-        return [results[(t[0], t[1])] for t in tasks]
+        beat = progress_mod.Heartbeat(total=plan.fresh_calls if plan else None) if progress else progress_mod.QUIET
+        self.heartbeat = beat
+        try:
+            with beat:
+                if self.config.concurrency == 1:
+                    return [work(t) for t in _track(tasks, progress, desc)]
+                results: dict[tuple[str, str], QueryResult] = {}
+                with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="rerank") as ex:
+                    futs = {ex.submit(work, t): (t[0], t[1]) for t in tasks}
+                    for f in _track(as_completed(futs), progress, desc, total=len(futs)):
+                        results[futs[f]] = f.result()
+                return [results[(t[0], t[1])] for t in tasks]
+        finally:
+            self.heartbeat = progress_mod.QUIET
 
     def record_rate(self, results: list[QueryResult], plan: budget.Plan) -> None:
         """Keep this run's seconds per processed prompt token for the next run's estimate."""
@@ -683,6 +722,7 @@ class RerankResult:
     wall_s: float
     plan: dict[str, Any] | None = None  # budget.Plan.to_dict(): the estimate printed before the first call
     pool_k: int | None = None  # candidates per query given to the LLM (the rest keep their fused order)
+    fallback_cause: str | None = None  # why queries of the main pass fell back (None when none did)
 
 
 def select_queries(fused: runs_mod.Run, queries: Mapping[str, str], max_queries: int = 0) -> list[str]:
@@ -735,7 +775,11 @@ def rerank_run(
             print(plan.message(priced=any(config.price_per_mtok)), flush=True)
         results = rr.rerank_pools(queries, pools, stability=stability, progress=progress, plan=plan)
         rr.record_rate(results, plan)
-        model = rr.model
+        model, messages = rr.model, dict(rr.messages)
+    ledger = ledger_frame([r.row for r in results])
+    cause = fallback_cause(ledger, messages)
+    if progress and cause is not None:
+        print(f"Fallback: {cause.text}", flush=True)
     main = {r.qid: r for r in results if r.pass_name == "main"}
     run: runs_mod.Run = {}
     for q in qids:
@@ -743,7 +787,7 @@ def rerank_run(
         run[q] = {d: 1.0 / (i + 1) for i, d in enumerate(main[q].order + rest)}
     return RerankResult(
         run=run,
-        ledger=ledger_frame([r.row for r in results]),
+        ledger=ledger,
         candidates=candidates_frame(results, pools),
         stability=stability_frame(results, qids, stability),
         model=model,
@@ -751,6 +795,7 @@ def rerank_run(
         wall_s=time.perf_counter() - t0,
         plan=plan.to_dict(),
         pool_k=pool_k,
+        fallback_cause=cause.text if cause else None,
     )
 
 

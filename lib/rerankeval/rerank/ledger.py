@@ -5,9 +5,9 @@ Columns:
 - ``qid``, ``pass`` (``main``, or ``reversed``/``shuffled`` for the stability pass), ``variant``
   (``hybrid_rerank`` for the main pass, ``hybrid_rerank@reversed`` etc. for a stability pass, so readers
   that group by variant keep the passes apart), ``mode``, ``alpha``, ``model``;
-- ``status``: ``ok`` (every reply usable as sent), ``repaired`` (ids dropped/deduplicated/put back, or
-  some calls of the query failed and their candidates kept their fused places) or ``fallback`` (nothing
-  usable: the query keeps its fused order);
+- ``status``: ``ok`` (every reply usable as sent), ``repaired`` (ids dropped/deduplicated/put back),
+  ``partial_fallback`` (some calls of the query failed and their candidates kept their fused places) or
+  ``fallback`` (nothing usable: the query keeps its fused order); both fallbacks count in the fallback rate;
 - ``n_pool``; ``n_invalid``, ``n_duplicate``, ``n_missing`` (repairs); ``n_failed`` (calls with no usable
   reply after retries); ``retries`` (transport retries by the client plus re-asks after unreadable replies);
   ``error`` (error classes seen, ``;``-joined, empty if none);
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import pandas as pd
 
 from ..ioutil import atomic_write_text
 from ..names import HYBRID_RERANK
+from .scrub import redact_frame
 
 VARIANT = HYBRID_RERANK  # the main pass's variant
 # statuses meaning the reranker's order was not used for (part of) the query
@@ -68,7 +70,8 @@ COLUMNS = [
     "fresh_seconds",
     "budget_skipped",
 ]
-STATUSES = ("ok", "repaired", "fallback")
+PARTIAL_FALLBACK = "partial_fallback"
+STATUSES = ("ok", "repaired", PARTIAL_FALLBACK, "fallback")
 
 
 def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -77,8 +80,9 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def write_ledger(rows: list[dict[str, Any]] | pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """The ledger as CSV, its text redacted (an error message may quote what the endpoint echoed)."""
     df = rows if isinstance(rows, pd.DataFrame) else to_frame(rows)
-    return atomic_write_text(path, df.to_csv(index=False))
+    return atomic_write_text(path, redact_frame(df).to_csv(index=False))
 
 
 def read_ledger(path: str | os.PathLike[str], missing_ok: bool = False) -> pd.DataFrame | None:
@@ -239,3 +243,87 @@ def ledger_summary(
         df = df[df.qid.isin(set(qids))]
     rows = [_variant_row(v, g) for v, g in _numeric_rows(df).groupby("variant", sort=False)]
     return pd.DataFrame([r for r in rows if r], columns=SUMMARY_COLUMNS)
+
+
+# --------------------------------------------------------------------------- why queries fell back
+UNREACHABLE_ERRORS = ("APIConnectionError", "APITimeoutError")
+HTTP_ERRORS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError", "RateLimitError",
+               "InternalServerError", "UnprocessableEntityError", "ConflictError", "APIStatusError")
+UNUSABLE_ERRORS = ("InvalidJSON", "WrongShape", "EmptyContent", "EmptyRanking", "NoYesNo", "NoValidScore",
+                   "EmptyChoices")
+NOT_CHAT_ERROR = "NotChatCompletion"
+BUDGET_ERRORS = ("BudgetExceeded", "BudgetSkipped")
+CACHED_UNUSABLE = "CachedUnusable"  # a cached reply that did not read, asked again (see .core)
+
+
+@dataclass(frozen=True)
+class FallbackCause:
+    """Why queries fell back: one sentence, and whether fixing the endpoint settings is the fix."""
+
+    text: str
+    endpoint: bool  # True when the endpoint (unreachable, HTTP errors, not a chat server) is to blame
+    cached: bool  # True when replies served from the cache, not the endpoint, caused (some of) it
+
+
+def fallback_cause(ledger: pd.DataFrame | None, messages: dict[str, str] | None = None,
+                   pass_name: str | None = "main") -> FallbackCause | None:
+    """Why the queries of ``pass_name`` that (partly) fell back did, from their ledger rows (None if none did).
+
+    Tells apart: replies served from the cache alone (no request sent), an endpoint that could not be
+    reached, HTTP errors, an HTTP 200 that is not a chat completion, replies the model got wrong, the budget.
+    ``messages`` (error class -> a message of it) adds the first message of each class.
+    """
+    if ledger is None or ledger.empty or "status" not in ledger:
+        return None
+    d = ledger if pass_name is None or "pass" not in ledger else ledger[ledger["pass"] == pass_name]
+    d = d[d["status"].map(is_fallback)]
+    if d.empty:
+        return None
+    n, total = len(d), len(ledger if pass_name is None or "pass" not in ledger else ledger[ledger["pass"] == pass_name])
+    classes: list[str] = []
+    for err in d.get("error", pd.Series(dtype=str)).astype(str):
+        for c in (e.strip() for e in err.split(";")):
+            if c and c not in classes:
+                classes.append(c)
+    messages = messages or {}
+
+    def seen(names: tuple[str, ...]) -> list[str]:
+        return [c for c in classes if c.split("(")[0].split(":")[0] in names]
+
+    def col(name: str) -> pd.Series:
+        return pd.to_numeric(d[name], errors="coerce").fillna(0) if name in d else pd.Series(0, index=d.index)
+
+    # every call answered from the cache, no request sent: the cached replies, not the endpoint, are to blame
+    cached_only = int(((col("requests") == 0) & (col("cache_hits") > 0) & (col("cache_hits") >= col("llm_calls")))
+                      .sum())
+    parts: list[str] = []
+    if cached_only:
+        parts.append(f"{cached_only} of them were answered from the reply cache alone (no request sent): the cached "
+                     "replies, not the endpoint, caused it; run again with use_cache=false (e.g. make report "
+                     'P="use_cache=false") to ask the endpoint afresh and refresh the cache')
+    if seen((CACHED_UNUSABLE,)):
+        parts.append("cached replies that could not be used (from an older version) were asked again")
+    if down := seen(UNREACHABLE_ERRORS):
+        parts.append(f"the LLM endpoint could not be reached ({', '.join(down)}): start it, or fix OPENAI_BASE_URL")
+    if http := seen(HTTP_ERRORS):
+        hint = "; check OPENAI_API_KEY" if "AuthenticationError" in http or "PermissionDeniedError" in http else ""
+        parts.append(f"the LLM endpoint answered with HTTP errors ({', '.join(http)}){hint}")
+    if seen((NOT_CHAT_ERROR,)):
+        parts.append(messages.get(NOT_CHAT_ERROR) or "the endpoint answered HTTP 200 but not with an OpenAI chat "
+                     "completion: is OPENAI_BASE_URL the /v1 root of an OpenAI-compatible server?")
+    if bad := seen(UNUSABLE_ERRORS):
+        first = next((messages[c] for c in bad if c in messages), "")
+        parts.append(f"the endpoint answered, but the model's replies could not be used ({', '.join(bad)}"
+                     f"{': ' + first[:160] if first else ''}): a model that does not follow the reply format; try "
+                     "another mode or a stronger model (RERANK_MODEL); such replies are not cached")
+    if budget := seen(BUDGET_ERRORS):
+        parts.append(f"the budget (max_calls / max_cost) stopped the calls ({', '.join(budget)})")
+    known = set(seen(UNREACHABLE_ERRORS + HTTP_ERRORS + UNUSABLE_ERRORS + BUDGET_ERRORS + (NOT_CHAT_ERROR,)))
+    if other := [c for c in classes if c not in known and c != CACHED_UNUSABLE]:
+        parts.append(f"other errors: {'; '.join(other)[:200]}")
+    if not parts:
+        parts.append("no call gave a usable reply")
+    endpoint = bool(seen(UNREACHABLE_ERRORS + HTTP_ERRORS + (NOT_CHAT_ERROR,)))
+    partial = int(d["status"].astype(str).str.strip().str.lower().eq(PARTIAL_FALLBACK).sum())
+    what = f"{n} of {total} queries fell back to the fused order" + (f" ({partial} of them partly)" if partial else "")
+    return FallbackCause(f"{what}: " + "; ".join(parts) + ".", endpoint, bool(cached_only))

@@ -5,7 +5,8 @@ chunk of each unit), ``dp.chunks``, ``dp.queries``.
 Writes: ``dp.run_file("hybrid_rerank")``, ``dp.ledger`` and, under ``dp.stage_dir("rerank")``,
 ``candidates.csv`` (LLM score and ranks per candidate), ``stability.csv`` (when a stability pass ran) and
 ``summary.json`` (model, endpoint kind, mode, parameters, rates, the plan printed before the first call,
-original vs this run's LLM seconds) for the analysis and the report.
+original vs this run's LLM seconds, why queries fell back) for the analysis and the report. Their text is
+redacted (:mod:`.scrub`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..paths import DatasetPaths
 from ..settings import Settings
 from .core import VARIANT, RerankResult
 from .ledger import summarize, write_ledger
+from .scrub import redact_frame, redact_tree
 
 SOURCE_VARIANT = HYBRID
 
@@ -69,10 +71,10 @@ def write_outputs(dp: DatasetPaths, result: RerankResult, settings: Settings | N
         "ledger": write_ledger(result.ledger, dp.ledger),
     }
     stage = dp.stage_dir("rerank")
-    out["candidates"] = atomic_write_text(stage / "candidates.csv", result.candidates.to_csv(index=False))
+    out["candidates"] = atomic_write_text(stage / "candidates.csv", redact_frame(result.candidates).to_csv(index=False))
     if result.stability is not None:
         out["stability"] = atomic_write_text(stage / "stability.csv", result.stability.to_csv(index=False))
-    out["summary"] = atomic_write_json(stage / "summary.json", summary_dict(result, settings))
+    out["summary"] = atomic_write_json(stage / "summary.json", redact_tree(summary_dict(result, settings)))
     return out
 
 
@@ -87,6 +89,7 @@ def summary_dict(result: RerankResult, settings: Settings | None = None) -> dict
         "main": summarize(result.ledger, "main"),
         "plan": result.plan,
     }
+    s["main"]["fallback_cause"] = result.fallback_cause
     main = result.ledger[result.ledger["pass"] == "main"] if len(result.ledger) else result.ledger
     if "llm_seconds" in main:
         # what the LLM stage costs (cached replies count their original seconds) vs what this run spent
