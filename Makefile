@@ -6,17 +6,18 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-builtin-rules --warn-undefined-variables
 
-# a setting as rerankeval.settings finds it: variable $(1) from the environment, else its last assignment in .env
-env_file = $(shell sed -nE 's/^[[:space:]]*(export[[:space:]]+)?$(1)[[:space:]]*=[[:space:]]*//p' .env 2>/dev/null \
-  | tail -1 | tr -d "\"'")
-setting = $(strip $(or $(if $(filter environment%,$(origin $(1))),$($(1))),$(call env_file,$(1))))
+PYTHON ?= python3
+# a setting as rerankeval.settings finds it: variable $(1) from the environment (or make's command line), else
+# its value in .env, read by the same reader as Python's (lib/rerankeval/envfile.py, standard library only, so
+# the system python3 runs it before the venv exists): quotes, `export`, inline `# comments`, CRLF alike
+env_file = $(shell $(PYTHON) lib/rerankeval/envfile.py .env $(1))
+setting = $(strip $(or $(if $(filter environment% command%,$(origin $(1))),$($(1))),$(call env_file,$(1))))
 
 # the cache root: CACHE=..., else RERANKEVAL_CACHE (environment, then .env), else ~/.cache/rerankeval
 ifeq ($(origin CACHE),undefined)
 CACHE := $(or $(patsubst ~%,$(HOME)%,$(call setting,RERANKEVAL_CACHE)),$(HOME)/.cache/rerankeval)
 endif
 export RERANKEVAL_CACHE := $(CACHE)
-PYTHON ?= python3
 REQ_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
 VENV ?= $(CACHE)/venv
 PY := $(VENV)/bin/python
@@ -27,6 +28,9 @@ DATASET ?= debian-manuals
 # a path given relative to where make runs is made absolute; a bare name is looked up in data/ and ../shared/data
 DATASET_ARG := $(if $(wildcard $(DATASET)),$(abspath $(DATASET)),$(DATASET))
 P ?=
+# P="pool_k=30 variants=[vector, bm25]" reaches the chain whole (single-quoted for the shell); the chain splits it
+# before each `name=`, so a list value may hold spaces
+P_ARG := $(if $(strip $(P)),--params '$(subst ','\'',$(P))')
 PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -93,11 +97,11 @@ system-deps: ## install Debian packages the report check needs (chromium), when 
 # set-up in parallel: the llama-server build (compiler-bound, minutes) overlaps the venv install (mostly downloads)
 report: ## run every notebook on DATASET and render results/<dataset>/report/index.html
 	@$(MAKE) --no-print-directory -j2 setup llama-if-local
-	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(foreach p,$(P),--set "$(p)")
+	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(P_ARG)
 
 sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-03 done) and write runs/hybrid_tuned.trec
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 06 --set grid=large --set write_tuned=true \
-	  $(foreach p,$(P),--set "$(p)")
+	  $(P_ARG)
 
 test: setup llama pyserver system-deps ## run the unit tests and a smoke run of the whole notebook chain
 	$(PY) -m pytest $(PYTEST_ARGS)

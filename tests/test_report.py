@@ -369,3 +369,30 @@ def test_notebook_page_shows_no_absolute_path(tmp_path, monkeypatch):
     assert str(tmp_path) not in text and str(PROJECT) not in text and f"{Path.home()}/" not in text
     assert "wrote results/mine/metrics.csv; corpus mine/a.pdf; venv ~/v; x" in text
     assert re.search(r'>(&quot;|")mine(&quot;|")<', text)  # the injected parameter names the dataset, not its folder
+
+
+def test_index_says_when_the_headline_comes_from_an_earlier_run_on_other_inputs(dp):
+    """Issue 19: after ``--only 01 --only 02 --only 03`` on a changed corpus, 05's numbers are from other inputs."""
+    from rerankeval import manifest
+    from rerankeval.runs import write_trec
+
+    dp.corpus_dir.mkdir(parents=True)
+    dp.chunks.write_text('{"chunk_id": "a#0", "text": "old corpus"}\n', encoding="utf-8")
+    dp.queries.write_text('{"_id": "q1", "text": "q"}\n', encoding="utf-8")
+    write_trec({"q1": {"a": 1.0}}, dp.run_file("bm25"), "bm25")
+    _metrics().to_csv(dp.metrics_csv, index=False)
+    manifest.write_manifest(dp, manifest.build_manifest(dp, variants=["bm25"]))  # what 05 records
+
+    def note() -> str:
+        text = report.write_index(dp, []).read_text()
+        return next((p for p in text.split("<p") if "earlier run on different inputs" in p), "")
+
+    assert note() == ""  # the inputs are those 05 saw
+    dp.chunks.write_text('{"chunk_id": "a#0", "text": "new corpus"}\n', encoding="utf-8")  # 01 re-ran
+    write_trec({"q1": {"b": 1.0}}, dp.run_file("bm25"), "bm25")  # 03 re-ran
+    text = note()
+    assert "corpus/chunks.jsonl" in text and "runs/bm25.trec" in text and "queries.jsonl" not in text
+    assert "--only 05" in text and "UTC" in text
+    assert report.stale_inputs(dp, None) == []  # no manifest (05 never ran): nothing to compare
+    dp.run_file("bm25").unlink()
+    assert "runs/bm25.trec" in report.stale_inputs(dp, manifest.read_manifest(dp))

@@ -107,3 +107,66 @@ def test_redact_knows_the_secrets_of_settings_built_in_code():
     out = st.redact("echo sentinel-in-code-0001 sentinel-pw-0002 sentinel-qd-0003")
     assert "sentinel" not in out and out.count(st.REDACTED) == 3
     assert st.redact("http://h.test/a?b=1#c") == "http://h.test/a?b=1#c"  # URLs without secrets are untouched
+
+
+# issue 19: one .env reader (rerankeval.envfile) for Python and the Makefile
+TRICKY_ENV = [
+    "RERANKEVAL_CACHE=/x   # note\n", "A=a#b\n", "A= # note\n", "A=#v\n", "export A=1\r\nB='q # r'\r\n",
+    'A="x\\ny" # c\n', "A='x\\'y'\n", 'A="multi\nline"\nB=2\n', "A=1\nA\n", "  A  =  spaced value   \n",
+    "'A'=1\n", "A=${HOME}/x\nB=${A}/y\nC=${NOPE_UNSET_VAR:-dflt}\n", "bad line here\nA=1\n",
+    "A='unterminated\nB=2\n", "\ufeffA=1\n", "A=1\nA=2\n", 'A="a\\"b"\n', "A=é€\n", "A\t=\tb\t#c\n",
+]
+
+
+@pytest.mark.parametrize("text", TRICKY_ENV)
+def test_env_file_reads_as_python_dotenv_did(tmp_path, text):
+    """The reader that replaced pydantic-settings' python-dotenv source gives the same values."""
+    import logging
+    import warnings
+
+    dotenv = pytest.importorskip("dotenv")
+    from rerankeval.envfile import read_env_file
+
+    path = tmp_path / ".env"
+    path.write_bytes(text.encode("utf-8"))
+    logging.disable(logging.CRITICAL)
+    try:
+        want = {k: v for k, v in dotenv.dotenv_values(path).items() if v is not None}
+    finally:
+        logging.disable(logging.NOTSET)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert read_env_file(path) == want
+
+
+def test_env_file_with_comments_quotes_export_and_crlf(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_bytes(b"RERANKEVAL_CACHE=/x   # note\r\nexport RERANK_MODEL='m # 1'\r\n"
+                         b"OPENAI_BASE_URL=\"http://h.test/v1\" # gateway\r\nRERANK_TIMEOUT=7 # seconds\r\n")
+    s = st.load_settings(environ={}, env_file=env_file)
+    assert (s.cache, s.model, s.base_url, s.timeout) == (Path("/x"), "m # 1", "http://h.test/v1", 7.0)
+
+
+def test_an_unreadable_env_line_is_named_and_skipped(tmp_path):
+    from rerankeval.envfile import EnvFileWarning
+
+    env_file = tmp_path / ".env"
+    env_file.write_text("RERANK_MODEL=m\n\nthis is not an assignment\nRERANK_TIMEOUT=9\n", encoding="utf-8")
+    with pytest.warns(EnvFileWarning, match=r"\.env, line 3: cannot read 'this is not an assignment'"):
+        s = st.load_settings(environ={}, env_file=env_file)
+    assert (s.model, s.timeout) == ("m", 9.0)
+    env_file.write_bytes(b"RERANK_MODEL=caf\xe9\n")
+    with pytest.raises(ValueError, match=r"\.env is not UTF-8 text"):
+        st.load_settings(environ={}, env_file=env_file)
+
+
+def test_a_malformed_setting_says_where_it_is_and_what_it_should_be(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("RERANKEVAL_LLAMA_THREADS=many\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"RERANK_TIMEOUT='0' \(in the environment\).*greater than 0.*> 0"):
+        st.load_settings(environ={"RERANK_TIMEOUT": "0"}, env_file=tmp_path / "absent")
+    with pytest.raises(ValueError, match=rf"RERANKEVAL_LLAMA_THREADS='many' \(in {env_file}\).*whole number >= 1"):
+        st.load_settings(environ={}, env_file=env_file)
+    with pytest.raises(ValueError, match="RERANKEVAL_LLAMA_BACKEND='compile'.*wheel.*build"):
+        st.load_settings(environ={"RERANKEVAL_LLAMA_BACKEND": "compile"}, env_file=tmp_path / "absent")
+    assert st.load_settings(environ={}, env_file=tmp_path / "absent").llama_backend == "wheel"

@@ -5,7 +5,9 @@
   each 95% CI on a second line, fallback rate), the verdict (:mod:`rerankeval.verdict`, from the numbers the
   analysis wrote), a cost table (tokens and seconds per query), the figures that answer the question first
   (:data:`FIGURE_ORDER`) and the corpus figures in an appendix, links to each notebook page and the manifest.
-  It renders, with a note, when the analysis has not produced ``metrics.csv`` yet.
+  It renders, with a note, when the analysis has not produced ``metrics.csv`` yet, and says so when the
+  headline comes from an earlier analysis on different inputs (:func:`stale_inputs`: e.g. after
+  ``--only 01 --only 02 --only 03`` on a changed corpus).
 - :func:`render_notebook_html` renders an executed notebook to one self-contained HTML file (images
   embedded, no script or style fetched from the network, inputs of ``hide-input`` cells removed).
 - :func:`column_label` names columns for people (one map, :data:`COLUMN_LABELS`); :func:`labelled` applies it
@@ -166,7 +168,7 @@ def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
 
 def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
-                facts=[], verdict=[], judged=None, pages=[], figures=[], appendix=[], manifest=None)
+                facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None)
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -216,6 +218,43 @@ def _judged(summary: Summary | None) -> dict[str, Any] | None:
     return {"k": j["k"], "values": {v: verdict.fmt(x) for v, x in j["judged_at_k"].items()}}
 
 
+def stale_inputs(dp: DatasetPaths, manifest: Mapping[str, Any] | None) -> list[str]:
+    """The inputs of the analysis that changed since it ran: the corpus, query and judgment files and the run
+    files whose SHA-256 differs from the one 05-analyse recorded in its manifest, or that are gone since
+    (``corpus/chunks.jsonl``, ``runs/bm25.trec`` ...); empty without a manifest."""
+    from .ioutil import sha256_file
+
+    if not manifest:
+        return []
+    dataset, runs = manifest.get("dataset"), manifest.get("runs")
+    recorded = (dataset.get("file_sha256") if isinstance(dataset, Mapping) else None) or {}
+    files = {"chunks": dp.chunks, "queries": dp.queries, "qrels": dp.qrels}
+    checks = [(files[k], h) for k, h in recorded.items() if k in files]
+    if isinstance(runs, Mapping):
+        checks += [(dp.run_file(v), r.get("sha256")) for v, r in runs.items() if isinstance(r, Mapping)]
+    changed = []
+    for path, digest in checks:
+        try:
+            same = sha256_file(path) == digest
+        except OSError:
+            same = False
+        if not same:
+            changed.append(str(path.relative_to(dp.root)))
+    return changed
+
+
+def _staleness(dp: DatasetPaths) -> dict[str, Any] | None:
+    """What the index says when the headline was computed on inputs that changed since (or None)."""
+    from .manifest import read_manifest
+
+    man = read_manifest(dp)
+    changed = stale_inputs(dp, man)
+    if not changed:
+        return None
+    when = str((man or {}).get("created_utc") or "")[:16].replace("T", " ")
+    return {"when": f"{when} UTC" if when else "an earlier run", "files": changed}
+
+
 def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     """Template values of the headline section, from what the analysis wrote."""
     metrics = _load_metrics(dp)
@@ -235,7 +274,8 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     lines = verdict.verdict_lines(metrics, analyse.read_comparisons(dp), headline, pool_k,
                                   missing=summary.missing if summary else None)
     return {"headline": headline_table(metrics, headline, pool_k), "costs": cost_table(metrics),
-            "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary)}
+            "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
+            "stale": _staleness(dp)}
 
 
 def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:

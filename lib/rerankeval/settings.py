@@ -17,9 +17,13 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
   embedded Qdrant store live (:func:`Settings.roots` gives them with their defaults).
 - ``RERANKEVAL_QDRANT_BACKEND``: the embedded store's engine, ``client`` (qdrant-client's local mode, the
   default) or ``edge`` (qdrant-edge-py, Qdrant's own engine in-process; local only, not with ``QDRANT_URL``).
+- ``RERANKEVAL_LLAMA_BACKEND``: how the local server is obtained, ``wheel`` (the prebuilt xllamacpp server,
+  the default) or ``build`` (llama-server compiled for this CPU); the Makefile reads the same value.
 
 Code builds a :class:`Settings` with :func:`load_settings` (environment + ``.env``) or directly
-(``Settings(base_url=..., api_key=...)`` reads nothing else) and passes it to what needs it.
+(``Settings(base_url=..., api_key=...)`` reads nothing else) and passes it to what needs it. ``.env`` is read
+by :mod:`rerankeval.envfile`, the one reader the Makefile also calls (``RERANKEVAL_CACHE=/x   # note`` is
+``/x`` for both).
 
 Secrets (API keys, passwords and tokens in URLs) never reach an output: pass any text that may hold one
 through :func:`redact`. It scrubs the secrets of every :class:`Settings` built in this process, those of
@@ -39,6 +43,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .envfile import read_env_file
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (as rerankeval.paths.ROOT; no import cycle)
 ENV_FILE = ROOT / ".env"
@@ -62,8 +68,17 @@ FIELDS_ENV = {
     "results": "RERANKEVAL_RESULTS",
     "qdrant_path": "RERANKEVAL_QDRANT_PATH",
     "qdrant_backend": "RERANKEVAL_QDRANT_BACKEND",
+    "llama_backend": "RERANKEVAL_LLAMA_BACKEND",
 }
 ENV_KEYS = tuple(FIELDS_ENV.values())
+# what a malformed value should look like, for the message that refuses it
+HINTS = {
+    "RERANK_TIMEOUT": "seconds per LLM request, a number > 0 (default 120)",
+    "RERANK_MAX_RETRIES": "retries per LLM request, a whole number >= 0 (default 3)",
+    "RERANKEVAL_LLAMA_THREADS": "threads of the local llama-server, a whole number >= 1 (default 2)",
+    "RERANKEVAL_QDRANT_BACKEND": "client or edge",
+    "RERANKEVAL_LLAMA_BACKEND": "wheel (the prebuilt server, the default) or build (compile llama-server)",
+}
 LLM_ENV_KEYS = ENV_KEYS[:6]  # what Settings.env() hands to notebook kernels and subprocesses
 
 
@@ -92,6 +107,7 @@ class Settings(BaseSettings):
     results: Path | None = _var("results")
     qdrant_path: Path | None = _var("qdrant_path")
     qdrant_backend: Literal["client", "edge"] = _var("qdrant_backend", "client")
+    llama_backend: Literal["wheel", "build"] = _var("llama_backend", "wheel")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -99,9 +115,9 @@ class Settings(BaseSettings):
                                    dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource,
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """What is passed (load_settings passes the environment's variables) and ``_env_file``; never
-        os.environ behind the caller's back."""
-        return init_settings, dotenv_settings
+        """Only what is passed (load_settings passes the environment's variables and ``.env``'s, read by
+        :mod:`rerankeval.envfile`); never os.environ or a file behind the caller's back."""
+        return (init_settings,)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -156,12 +172,17 @@ def load_settings(environ: Mapping[str, str] | None = None, env_file: str | os.P
     env = os.environ if environ is None else environ
     path = Path(env_file) if env_file is not None else ENV_FILE
     given = {k: env[k] for k in ENV_KEYS if (env.get(k) or "").strip()}
+    from_file = {k: v for k, v in read_env_file(path, env).items() if k in ENV_KEYS and v.strip()}
     try:
-        return Settings(_env_file=path if path.is_file() else None, **given)
+        return Settings(**{**from_file, **given})
     except ValidationError as exc:
-        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"malformed setting in the environment or {path}: {bad}. Fix or unset it "
-                         "(see .env.example).") from None
+        bad = []
+        for e in exc.errors():
+            var = ".".join(map(str, e["loc"]))
+            where = "in the environment" if var in given else f"in {path}"
+            hint = f"; expected {HINTS[var]}" if var in HINTS else ""
+            bad.append(f"{var}={e.get('input')!r} ({where}): {e['msg']}{hint}")
+        raise ValueError(f"malformed setting: {'; '.join(bad)}. Fix or unset it (see .env.example).") from None
 
 
 # -- redaction --
