@@ -31,7 +31,7 @@ from .core import (
     yes_prob,
 )
 from .ledger import COLUMNS as LEDGER_COLUMNS
-from .ledger import read_ledger, summarize, write_ledger
+from .ledger import FallbackCause, fallback_cause, read_ledger, summarize, write_ledger
 from .repair import Unusable, order_by_scores, parse, repair_order, repair_scores
 from .stage import VARIANT, endpoint_kind, load_inputs, quick_check, summary_dict, write_outputs
 
@@ -43,6 +43,7 @@ __all__ = [
     "STABILITY",
     "VARIANT",
     "Candidate",
+    "FallbackCause",
     "LLMCache",
     "LLMCallError",
     "LLMClient",
@@ -55,6 +56,7 @@ __all__ = [
     "Unusable",
     "build_pools",
     "endpoint_kind",
+    "fallback_cause",
     "kendall_tau",
     "load_inputs",
     "quick_check",
