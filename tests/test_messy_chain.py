@@ -61,8 +61,11 @@ class _Quota:
 
     def __init__(self, fh, disk: DiskFull) -> None:
         self._fh, self._disk = fh, disk
+        disk.files.append(0)
+        self._n = len(disk.files) - 1
 
     def write(self, data):
+        self._disk.files[self._n] += len(data)
         room = self._disk.room
         if len(data) > room:
             self._fh.write(data[:room])
@@ -88,6 +91,7 @@ class DiskFull:
 
     def __init__(self, monkeypatch, folder: Path, room: int) -> None:
         self.folder, self.room = str(folder), room
+        self.files: list[int] = []  # bytes written to each file opened, in order
         real_open, real_fdopen = builtins.open, os.fdopen
 
         def writing(mode: str) -> bool:
@@ -115,12 +119,18 @@ def chain_errors(err: str) -> list[str]:
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="the fake disk finds file names in /proc/self/fd")
 @pytest.mark.parametrize("saves", [0.5, 1.5], ids=["first-save", "a-later-save"])
 def test_a_full_disk_while_saving_a_notebook_is_one_error_line_and_leaves_nothing_truncated(
-        stand_in, monkeypatch, capsys, saves):
+        stand_in, monkeypatch, capsys, tmp_path, saves):
+    """``saves``: how many of the executed notebook's saves fit on the disk (measured on a run with room)."""
     dataset, results = stand_in
+    with monkeypatch.context() as m:
+        m.setenv("RERANKEVAL_RESULTS", str(tmp_path / "measure"))
+        disk = DiskFull(m, tmp_path / "measure", room=10**9)
+        assert run_main(dataset) == 0
+    first, second = [n for n in disk.files if n][:2]  # papermill's first saves (then more, and the pages)
+    capsys.readouterr()
     out = results / dataset.name
-    size = len((paths.NOTEBOOKS_DIR / "05-analyse.ipynb").read_bytes())
     (out / "executed").mkdir(parents=True)
-    DiskFull(monkeypatch, out, room=int(saves * size))
+    DiskFull(monkeypatch, out, room=int(first * min(saves, 1) + second * max(saves - 1, 0)))
     rc = run_main(dataset)
     err = capsys.readouterr().err
     assert rc == chain.EXIT_FAILED, err[-3000:]
@@ -130,6 +140,8 @@ def test_a_full_disk_while_saving_a_notebook_is_one_error_line_and_leaves_nothin
     assert "Traceback" not in err and "NotJSONError" not in err
     for nb in out.rglob("*.ipynb"):  # a notebook left behind is a complete one (the last save that fitted)
         nbformat.read(nb, as_version=4)
+    kept = (out / "executed" / "05-analyse.ipynb").exists()
+    assert kept == (saves > 1) and ("executed copy kept at" in err) == kept and ("no executed copy" in err) != kept
     assert not [p.name for p in out.rglob("*") if p.name.endswith(".tmp")], "temporary files left behind"
     for page in out.rglob("*.html"):
         assert page.read_text(encoding="utf-8").rstrip().endswith("</html>"), f"{page.name} is truncated"

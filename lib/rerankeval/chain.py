@@ -474,13 +474,15 @@ def _atomic_saves(folder: Path) -> None:
         _ATOMIC_FOLDERS.add(prefix)
 
 
-def os_error(exc: OSError, folder: Path) -> str:
+def os_error(exc: OSError, folder: Path, with_fix: bool = True) -> str:
     """An OS error as a user reads it: the folder it hit, what the OS said and, for a full disk or a read-only
-    folder, the fix."""
+    folder (unless ``with_fix`` is false), the fix."""
     where = Path(exc.filename).parent if exc.filename else folder
     what = exc.strerror or str(exc)
     fix = ""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if not with_fix:
+        pass
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = ("; free space on that disk, or write the results to another one: RERANKEVAL_RESULTS=/other/folder "
                "(in .env or the environment)")
     elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
@@ -627,21 +629,21 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
                 pages[-1]["llm_problem"] = llm_fell_back(dp)
 
 
-def _write_index(dp: paths.DatasetPaths, pages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
-    """``(where the index is, None)``, or ``(None, what went wrong)`` when it could not be written."""
+def _write_index(dp: paths.DatasetPaths, pages: list[dict[str, Any]]) -> tuple[str | None, OSError | None]:
+    """``(where the index is, None)``, or ``(None, the OS error)`` when it could not be written."""
     from . import report
 
     try:
         return _shown(report.write_index(dp, index_pages(dp, pages))), None
     except OSError as exc:
-        return None, f"the report index was not updated: {os_error(exc, dp.report_dir)}"
+        return None, exc
 
 
 def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bool, t0: float,
             signum: int = signal.SIGINT) -> int:
     """Write the index and print the last lines; the exit status (``signum``: what interrupted the run)."""
-    index, index_problem = _write_index(dp, pages)
-    report_at = index or f"not updated ({index_problem})"
+    index, index_error = _write_index(dp, pages)
+    report_at = index or f"the index was not updated ({os_error(index_error, dp.report_dir, with_fix=False)})"
     done = [p["name"] for p in pages if p["status"] == "ok"]
     if interrupted:
         verb, what, status = SIGNALS.get(signum, SIGNALS[signal.SIGINT])
@@ -650,11 +652,14 @@ def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bo
         return status
     failed = next((p for p in pages if p["status"] != "ok"), None)
     if failed:
-        print(f"\n[chain] ERROR: {failed['error']}\n[chain] executed copy kept at {_shown(dp.executed_dir)}; "
+        kept = dp.executed_notebook(f"{failed['name']}.ipynb").exists()
+        print(f"\n[chain] ERROR: {failed['error']}\n[chain] "
+              f"{'executed copy kept at ' + _shown(dp.executed_dir) if kept else 'no executed copy was saved'}; "
               f"report (partial): {report_at}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    if index_problem:
-        print(f"\n[chain] ERROR: {index_problem}", file=sys.stderr, flush=True)
+    if index_error:
+        print(f"\n[chain] ERROR: the report index was not updated: {os_error(index_error, dp.report_dir)}",
+              file=sys.stderr, flush=True)
         return EXIT_FAILED
     fell_back = next((p["llm_problem"] for p in pages if p.get("llm_problem")), None)
     if fell_back:
