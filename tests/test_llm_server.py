@@ -41,7 +41,12 @@ def fake_setup(tmp_path, monkeypatch):
     model = tmp_path / "tiny-model.gguf"
     model.write_bytes(b"GGUF")
     monkeypatch.setenv("FAKE_SERVER_ARGS", str(tmp_path / "args.txt"))
-    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0: (server, model))
+    # the prebuilt server (wheel backend) stand-in: a healthy fake server recording its arguments elsewhere
+    wheel = tmp_path / "wheel_server.py"
+    wheel.write_text(FAKE_SERVER.format(python=sys.executable).replace('os.environ["FAKE_SERVER_ARGS"]',
+                                                                       repr(str(tmp_path / "wheel-args.txt"))))
+    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0, backend="build": (
+        (server, model) if backend == "build" else ([sys.executable, str(wheel)], model)))
     for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RERANK_MODEL"):
         monkeypatch.setenv(k, "")
     monkeypatch.setattr(settings, "ENV_FILE", tmp_path / "no.env")
@@ -62,7 +67,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_configured_endpoint_starts_nothing(monkeypatch):
-    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0: pytest.fail("must not set up a server"))
+    monkeypatch.setattr(llm_server, "setup_paths",
+                        lambda timeout=0, backend="": pytest.fail("must not set up a server"))
     env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m"}
     with llm_server.ensure_endpoint(env) as got:
         assert got["OPENAI_BASE_URL"] == "https://example.test/v1" and got["RERANK_MODEL"] == "m"
@@ -101,7 +107,7 @@ def test_stops_on_sigterm(fake_setup, tmp_path):
         import time, sys
         from pathlib import Path
         from rerankeval import llm_server, settings
-        llm_server.setup_paths = lambda timeout=0: (Path({str(server)!r}), Path({str(model)!r}))
+        llm_server.setup_paths = lambda timeout=0, backend="": (Path({str(server)!r}), Path({str(model)!r}))
         with llm_server.ensure_endpoint({{}}) as env:
             print("READY", flush=True)
             time.sleep(60)
@@ -174,3 +180,94 @@ def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
         with LLMClient(settings.load_settings()) as client:
             reply = client.chat([{"role": "user", "content": "Passage: x\n\n"}], response_format=None, max_tokens=1)
         assert reply.content and fake.auth[-1] == "Bearer sk-dotenv-key-0001"
+
+
+CRASHING_SERVER = textwrap.dedent("""\
+    #!{python}
+    # a stand-in llama-server that dies of SIGSEGV {when} unless started with --no-repack (llama.cpp #20824)
+    import http.server, os, signal, sys
+    args = sys.argv[1:]
+    with open(os.environ["FAKE_SERVER_ARGS"], "a") as fh:
+        fh.write(" ".join(args) + "\\n")
+    crash = "--no-repack" not in args
+    if crash and "{when}" == "at start":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    port = int(args[args.index("--port") + 1])
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def _ok(self):
+            self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
+            self.wfile.write(b"{{}}")
+        def do_GET(self):
+            self._ok()
+        def do_POST(self):
+            if crash:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            self._ok()
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+""")
+
+
+@pytest.mark.parametrize("when", ["at start", "on its first request"])
+def test_a_server_that_segfaults_is_restarted_with_no_repack(fake_setup, capsys, when):
+    """The AMX crash: the native build dies of SIGSEGV at start or on the first matrix product. The endpoint
+    comes up anyway, with --no-repack, says so on the terminal, and its identity (cache, manifest) says so."""
+    server, _, args_file = fake_setup
+    server.write_text(CRASHING_SERVER.format(python=sys.executable, when=when))
+    with llm_server.ensure_endpoint({}) as env:
+        base = env["OPENAI_BASE_URL"].removesuffix("/v1")
+        with urllib.request.urlopen(base + "/health", timeout=2) as r:
+            assert r.status == 200
+        assert env["RERANK_ENDPOINT_ID"].endswith("+no-repack")
+    starts = args_file.read_text().splitlines()
+    assert len(starts) == 2 and "--no-repack" not in starts[0] and "--no-repack" in starts[1].split()
+    err = capsys.readouterr().err
+    assert "SIGSEGV" in err and "--no-repack" in err and "20824" in err
+
+
+def test_a_build_that_segfaults_even_with_no_repack_falls_back_to_the_prebuilt_server(fake_setup, capsys):
+    server, _, args_file = fake_setup
+    server.write_text(CRASHING_SERVER.format(python=sys.executable, when="at start").replace(
+        'crash = "--no-repack" not in args', "crash = True"))
+    with llm_server.ensure_endpoint({}) as env:
+        assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
+        assert (args_file.parent / "wheel-args.txt").exists()
+    assert len(args_file.read_text().splitlines()) == 2  # one retry with --no-repack, not a loop
+    assert "xllamacpp" in capsys.readouterr().err
+
+
+def test_a_prebuilt_server_that_crashes_is_an_error_naming_the_signal(fake_setup, monkeypatch):
+    server, model, args_file = fake_setup
+    server.write_text(CRASHING_SERVER.format(python=sys.executable, when="at start").replace(
+        'crash = "--no-repack" not in args', "crash = True"))
+    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0, backend="build": ([sys.executable, str(server)],
+                                                                                        model))
+    with pytest.raises(llm_server.EndpointError, match="SIGSEGV"):
+        with llm_server.ensure_endpoint({}, backend="wheel"):
+            pass
+    assert len(args_file.read_text().splitlines()) == 2
+
+
+def test_a_build_that_exits_with_an_error_is_not_retried_with_no_repack(fake_setup, capsys):
+    server, _, args_file = fake_setup
+    server.write_text(f"#!{sys.executable}\nimport os, sys\nopen(os.environ['FAKE_SERVER_ARGS'], 'a').write('x\\n')\n"
+                      "print('error: failed to load model'); sys.exit(1)\n")
+    with llm_server.ensure_endpoint({}) as env:
+        assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
+    assert len(args_file.read_text().splitlines()) == 1
+    assert "failed to load model" in capsys.readouterr().err
+
+
+def test_a_build_that_cannot_be_built_falls_back_to_the_prebuilt_server(fake_setup, monkeypatch, capsys):
+    _, model, _ = fake_setup
+    wheel_paths = llm_server.setup_paths
+
+    def no_compiler(timeout=0, backend="build"):
+        if backend == "build":
+            raise llm_server.EndpointError("scripts/llama_setup.sh failed (1):\ncmake: command not found")
+        return wheel_paths(timeout, backend)
+
+    monkeypatch.setattr(llm_server, "setup_paths", no_compiler)
+    with llm_server.ensure_endpoint({}) as env:
+        assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
+    assert "llama_setup.sh failed" in capsys.readouterr().err

