@@ -97,16 +97,31 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
     dp = resolve_dataset(str(tmp_path / "src" / "mid"))
     dp.root.mkdir(parents=True)
     ledger = pd.DataFrame({"qid": ["q1", "q2", "q1"], "pass": ["main", "main", "reversed"],
-                           "status": ["fallback", "fallback", "ok"]})
+                           "status": ["fallback", "fallback", "ok"], "requests": [3, 3, 1], "cache_hits": [0, 0, 0],
+                           "llm_calls": [1, 1, 1], "error": ["APIConnectionError", "APIConnectionError", ""]})
     ledger.to_csv(dp.ledger, index=False)
     msg = chain.llm_fell_back(dp)
-    assert msg and "every one of the 2 reranked queries fell back" in msg
+    assert msg and msg["endpoint"] and "2 of 2 queries fell back" in msg["text"]
+    assert "could not be reached" in msg["text"]
     (dp.executed_dir).mkdir(parents=True)
     page = {"name": "04-rerank", "href": "04-rerank.html", "status": "ok", "seconds": 1.0, "error": None,
             "llm_problem": msg}
     assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
     err = capsys.readouterr().err
     assert "fell back to the fused order" in err and "allow_fallback=true" in err
+    # replies served from the cache alone (no request sent): the message blames the cache, not OPENAI_BASE_URL
+    ledger[["requests", "cache_hits", "error"]] = [[0, 1, "ValidationError"], [0, 1, "ValidationError"], [0, 1, ""]]
+    ledger.to_csv(dp.ledger, index=False)
+    msg = chain.llm_fell_back(dp)
+    assert msg and not msg["endpoint"] and "use_cache=false" in msg["text"]
+    page["llm_problem"] = msg
+    assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "reply cache" in err and "OPENAI_BASE_URL" not in err
+    # a query that fell back only partly is not a failed run
+    ledger.loc[0, "status"], ledger.loc[1, "status"] = "partial_fallback", "fallback"
+    ledger.to_csv(dp.ledger, index=False)
+    assert chain.llm_fell_back(dp) is None
     ledger.loc[1, "status"] = "ok"
     ledger.to_csv(dp.ledger, index=False)
     assert chain.llm_fell_back(dp) is None

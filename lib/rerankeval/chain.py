@@ -343,18 +343,22 @@ def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[st
     return env
 
 
-def llm_fell_back(dp: paths.DatasetPaths) -> str | None:
-    """What went wrong when the rerank ledger shows that every reranked query fell back (else None)."""
-    from .rerank.ledger import is_fallback, read_ledger
+def llm_fell_back(dp: paths.DatasetPaths) -> dict[str, Any] | None:
+    """Why, when the rerank ledger shows that every reranked query fell back entirely (else None):
+    ``{"text": sentence, "endpoint": whether fixing the endpoint settings is the fix}``. A run where some queries
+    fell back only partly is not a failed run (the page says what happened)."""
+    from .rerank.ledger import fallback_cause, read_ledger
 
     ledger = read_ledger(dp.ledger, missing_ok=True)
     if ledger is None or "status" not in ledger:
         return None
     main = ledger[ledger["pass"] == "main"] if "pass" in ledger else ledger
-    if len(main) and main["status"].map(is_fallback).all():
-        return (f"every one of the {len(main)} reranked queries fell back to the fused order: the LLM endpoint "
-                f"failed during the run (see the ledger in 04-rerank)")
-    return None
+    if not len(main) or not main["status"].astype(str).str.strip().str.lower().eq("fallback").all():
+        return None
+    cause = fallback_cause(ledger)
+    text = cause.text.rstrip(".") if cause else (f"every one of the {len(main)} reranked queries fell back to the "
+                                                  "fused order (see the ledger in 04-rerank)")
+    return {"text": text, "endpoint": bool(cause is None or cause.endpoint)}
 
 
 # --------------------------------------------------------------------------- running the notebooks
@@ -665,8 +669,8 @@ def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bo
     if fell_back:
         from .settings import load_settings
 
-        print(f"\n[chain] ERROR: {fell_back}.\n{_endpoint_fix(load_settings().configured)}\n[chain] report: {index}",
-              file=sys.stderr, flush=True)
+        fix = f"\n{_endpoint_fix(load_settings().configured)}" if fell_back["endpoint"] else ""
+        print(f"\n[chain] ERROR: {fell_back['text']}.{fix}\n[chain] report: {index}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     times = ", ".join(f"{p['name'][:2]} {p['seconds']:.0f} s" for p in pages)
     print(f"[chain] done: {len(pages)} notebook(s) in {time.perf_counter() - t0:.0f} s ({times}); "
