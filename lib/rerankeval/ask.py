@@ -122,7 +122,7 @@ def winner(dp: DatasetPaths) -> str | None:
     summary = read_summary(dp)
     if summary is None or not dp.metrics_csv.exists():
         return None
-    table = pd.read_csv(dp.metrics_csv)
+    table = corpus.read_table(dp.metrics_csv, ids=("variant",))  # a variant named "NA" or "null" is a name
     col = summary.headline_metric
     if "variant" not in table or col not in table or table[col].isna().all():
         return None

@@ -36,6 +36,8 @@ from .names import HYBRID_RERANK_EXPAND
 from .paths import DatasetPaths
 from .rerank import prompts
 from .rerank.core import RerankConfig, RerankResult
+from .rerank.ledger import write_ledger
+from .rerank.scrub import redact_frame, redact_tree
 
 VARIANT = HYBRID_RERANK_EXPAND
 EXPANDED_CSV = "expanded.csv"
@@ -172,7 +174,9 @@ def expand_pools(
 def write_outputs(dp: DatasetPaths, result: RerankResult, shown: pd.DataFrame, expand_n: int,
                   expand_chars: int) -> dict[str, Path]:
     """The expanded rerank's run (``runs/hybrid_rerank_expand.trec``), its ledger, candidates, record and the
-    texts shown, all next to stage 04's own files (whose ``hybrid_rerank`` outputs stay untouched)."""
+    texts shown, all next to stage 04's own files (whose ``hybrid_rerank`` outputs stay untouched). Their text
+    is redacted as stage 04's is (:mod:`rerankeval.rerank.scrub`): an endpoint may echo a key, e.g. in the
+    model id it lists, and a page may hold one."""
     stage = dp.stage_dir("rerank")
     ledger = result.ledger.copy()
     if len(ledger):
@@ -182,11 +186,11 @@ def write_outputs(dp: DatasetPaths, result: RerankResult, shown: pd.DataFrame, e
               "queries": int(len(result.run)), "wall_s": round(result.wall_s, 2)}
     return {
         "run": runs.write_trec(result.run, dp.run_file(VARIANT), tag=VARIANT),
-        "ledger": atomic_write_text(stage / f"{VARIANT}_ledger.csv", ledger.to_csv(index=False)),
+        "ledger": write_ledger(ledger, stage / f"{VARIANT}_ledger.csv"),
         "candidates": atomic_write_text(stage / f"{VARIANT}_candidates.csv",
-                                        result.candidates.to_csv(index=False)),
-        "expanded": atomic_write_text(stage / EXPANDED_CSV, shown.to_csv(index=False)),
-        "record": atomic_write_json(stage / f"{VARIANT}.json", record),
+                                        redact_frame(result.candidates).to_csv(index=False)),
+        "expanded": atomic_write_text(stage / EXPANDED_CSV, redact_frame(shown).to_csv(index=False)),
+        "record": atomic_write_json(stage / f"{VARIANT}.json", redact_tree(record)),
     }
 
 

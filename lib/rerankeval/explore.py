@@ -275,10 +275,8 @@ def example_queries(dp: DatasetPaths, n: int = 3, pair: Sequence[str] = (HYBRID,
     from .analyse import read_summary
 
     summary = read_summary(dp)
-    # ids as written: a query id "NA", "nan", "null" or "None" is an id, not a missing value (only the scores
-    # may be missing)
-    per_query = pd.read_csv(dp.per_query_csv, dtype={"qid": str, "variant": str, "metric": str},
-                            keep_default_na=False, na_values={"value": ["", "nan", "NaN"]})
+    # ids as written: a query or variant id "NA", "nan", "null" or "None" is an id, not a missing value
+    per_query = corpus.read_table(dp.per_query_csv, ids=("variant", "qid", "metric"))
     headline = summary.headline_metric if summary else f"ndcg@{10}"
     w = metrics.wide(per_query, headline)
     if not set(pair) <= set(w.columns):
