@@ -7,10 +7,10 @@ SHELL := bash
 MAKEFLAGS += --no-builtin-rules --warn-undefined-variables
 
 PYTHON ?= python3
-# a setting as rerankeval.settings finds it: variable $(1) from the environment (or make's command line), else
-# its value in .env, read by the same reader as Python's (lib/rerankeval/envfile.py, standard library only, so
+# a setting as rerankeval.core.settings finds it: variable $(1) from the environment (or make's command line), else
+# its value in .env, read by the same reader as Python's (lib/rerankeval/core/envfile.py, standard library only, so
 # the system python3 runs it before the venv exists): quotes, `export`, inline `# comments`, CRLF alike
-env_file = $(shell $(PYTHON) lib/rerankeval/envfile.py .env $(1))
+env_file = $(shell $(PYTHON) lib/rerankeval/core/envfile.py .env $(1))
 setting = $(strip $(or $(if $(filter environment% command%,$(origin $(1))),$($(1))),$(call env_file,$(1))))
 
 # the cache root: CACHE=..., else RERANKEVAL_CACHE (environment, then .env), else ~/.cache/rerankeval
@@ -55,7 +55,7 @@ $(STAMP): ## (internal) create the venv and install pinned requirements once
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -c 'from rerankeval.conformance import warm_up; warm_up()'  # ranx's numba kernels, compiled once
+	$(PY) -c 'from rerankeval.evaluate.conformance import warm_up; warm_up()'  # ranx's numba kernels, compiled once
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -78,7 +78,7 @@ llama: ## build llama-server for this CPU and assemble the local GGUF model (onc
 	       PYTHON=$(PYTHON) bash scripts/llama_setup.sh model >/dev/null; }
 
 # the local llama-server only when no endpoint is configured: OPENAI_BASE_URL in the environment, else in .env.
-# This only decides what set-up builds; the chain reads the endpoint through rerankeval.settings and builds the
+# This only decides what set-up builds; the chain reads the endpoint through rerankeval.core.settings and builds the
 # local server itself if it needs one that is missing.
 llama-if-local:
 ifneq ($(call setting,OPENAI_BASE_URL),)
@@ -113,7 +113,7 @@ test: setup llama pyserver system-deps ## run the unit tests and a smoke run of 
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lab: setup llama-if-local ## JupyterLab with the project kernel (and a local LLM server if none is configured)
-	$(PY) -m rerankeval.lab
+	$(PY) -m rerankeval.apps.lab
 
 lint: setup ## ruff over the package, tests and benchmarks
 	$(VENV)/bin/ruff check lib tests bench

@@ -1,4 +1,4 @@
-"""Benchmark: rank-bm25's ``get_scores`` vs the sparse fast path of :mod:`rerankeval.bm25` on SciFact.
+"""Benchmark: rank-bm25's ``get_scores`` vs the sparse fast path of :mod:`rerankeval.index.bm25` on SciFact.
 
 Times all judged test queries (300) through both, on the same analysed corpus and queries, checks the
 top-100 lists are identical (positive scores; score descending, then id) and prints the speed-up
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rerankeval import corpus, paths
-from rerankeval.bm25 import Analyzer, BM25Index, BM25Params
+from rerankeval.core import paths
+from rerankeval.corpus import contract as corpus
+from rerankeval.index.bm25 import Analyzer, BM25Index, BM25Params
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SKIP: {paths.SHARED_DATA_DIR / args.dataset} is absent "
               "(this benchmark needs ../shared/data).")
         return 0
-    from rerankeval.extract import build_corpus
+    from rerankeval.corpus.extract import build_corpus
 
     dp = paths.resolve_dataset(args.dataset)
     build_corpus(dp)  # skipped when already up to date

@@ -4,9 +4,9 @@ Measures, on one corpus:
 
 - upsert seconds per 1,000 points: one point per request; batches of 256 committed point by point (what
   qdrant-client's local mode does by itself, the code before issue 12); batches of 256 with one SQLite
-  commit per call (:func:`rerankeval.qdrant_store.upsert_chunks` today);
+  commit per call (:func:`rerankeval.index.qdrant.store.upsert_chunks` today);
 - query latency (mean, p50, p95) and throughput, one ``query_points`` call per query vs
-  ``query_batch_points`` (:func:`rerankeval.qdrant_store.search_dense` / ``search_hybrid``), for the dense
+  ``query_batch_points`` (:func:`rerankeval.index.qdrant.store.search_dense` / ``search_hybrid``), for the dense
   leg and for Qdrant's RRF hybrid; the runs of both ways must be identical (same points, scores, ties);
 - the time to reopen the store (a warm notebook's first step).
 
@@ -28,17 +28,18 @@ from pathlib import Path
 
 import numpy as np
 
-from rerankeval import paths
-from rerankeval import qdrant_store as qs
-from rerankeval.ioutil import atomic_write_json, sha256_text
+from rerankeval.core import paths
+from rerankeval.core.ioutil import atomic_write_json, sha256_text
+from rerankeval.index.qdrant import store as qs
 
 NAME = "bench-0123456789abcdef"
 
 
 def real_corpus(dataset: str) -> dict | None:
     """Chunks, cached vectors, sparse vectors and queries of ``dataset``, or None if anything is missing."""
-    from rerankeval import bm25, corpus
-    from rerankeval.embed import Embedder
+    from rerankeval.corpus import contract as corpus
+    from rerankeval.index import bm25
+    from rerankeval.index.embed import Embedder
 
     try:
         dp = paths.resolve_dataset(dataset)

@@ -1,4 +1,4 @@
-"""The embedding stage's overhead: texts/s of ``rerankeval.embed`` vs a bare ``SentenceTransformer.encode``.
+"""The embedding stage's overhead: texts/s of ``rerankeval.index.embed`` vs a bare ``SentenceTransformer.encode``.
 
 Same model object, same texts, same process: a bare ``encode`` (batch 32, normalised), then the stage's
 ``Embedder.encode`` into an empty temporary cache (hashing, cache lookup, shards written), then a second
@@ -21,9 +21,9 @@ import sys
 import tempfile
 import time
 
-from rerankeval import embed
-from rerankeval.ioutil import atomic_write_json
-from rerankeval.paths import ROOT, resolve_dataset
+from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.index import embed
 
 WORDS = "package install system file configuration server network user kernel boot disk mount service log".split()
 

@@ -1,4 +1,4 @@
-"""Benchmark: the explorer's time per query (``rerankeval.explore``), cold and warm.
+"""Benchmark: the explorer's time per query (``rerankeval.apps.explore``), cold and warm.
 
 On a dataset the chain has run (01-05, the saved indexes and runs), measures:
 
@@ -22,8 +22,9 @@ import argparse
 import statistics
 import time
 
-from rerankeval import explore, paths
-from rerankeval.ioutil import atomic_write_json
+from rerankeval.apps import explore
+from rerankeval.core import paths
+from rerankeval.core.ioutil import atomic_write_json
 
 
 def timed(ex: explore.Explorer, query: str, k: int) -> tuple[float, explore.Exploration]:

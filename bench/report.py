@@ -33,8 +33,8 @@ from typing import Any
 
 import psutil
 
-from rerankeval.ioutil import atomic_write_json
-from rerankeval.paths import ROOT, cache_dir, resolve_dataset
+from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.paths import ROOT, cache_dir, resolve_dataset
 
 CACHES = ("embeddings", "llm", "conformance")  # under the rerankeval cache; venv, llama.cpp and models are set-up
 NB_LINE = re.compile(r"^\[chain\] (\S+\.ipynb) (ok|FAILED) in ([0-9.]+) s")

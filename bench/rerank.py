@@ -34,9 +34,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rerankeval import llm_server, rerank
-from rerankeval.ioutil import atomic_write_json
-from rerankeval.paths import ROOT, resolve_dataset
+from rerankeval import rerank
+from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.llm import server as llm_server
 
 MODES: dict[str, dict[str, Any]] = {
     "yesno": {"mode": "yesno", "yesno_json": True},

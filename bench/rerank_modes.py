@@ -32,9 +32,12 @@ import ir_measures
 import pandas as pd
 from ir_measures import MRR, nDCG
 
-from rerankeval import corpus, llm_server, rerank, runs
-from rerankeval.ioutil import atomic_write_json, atomic_write_text
-from rerankeval.paths import ROOT, resolve_dataset
+from rerankeval import rerank
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
+from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.corpus import contract as corpus
+from rerankeval.llm import server as llm_server
 
 MODES = {
     "listwise": {"mode": "listwise"},

@@ -22,9 +22,10 @@ import time
 import ir_measures
 import pandas as pd
 
-from rerankeval import corpus, paths
-from rerankeval.index import build_indexes
-from rerankeval.retrieve import BASE_VARIANTS, Retriever, write_runs
+from rerankeval.core import paths
+from rerankeval.corpus import contract as corpus
+from rerankeval.index.build import build_indexes
+from rerankeval.retrieve.stage import BASE_VARIANTS, Retriever, write_runs
 
 TARGETS = {  # SciFact test, nDCG@10 (R@100 for vector): (low, high)
     ("scifact", "bm25", "nDCG@10"): (0.680, 1.0),
@@ -35,7 +36,7 @@ TARGETS = {  # SciFact test, nDCG@10 (R@100 for vector): (low, high)
 
 
 def run_dataset(name: str, variants: list[str], leg_k: int, pool_k: int) -> pd.DataFrame:
-    from rerankeval.extract import build_corpus
+    from rerankeval.corpus.extract import build_corpus
 
     dp = paths.resolve_dataset(name)
     t = time.perf_counter()

@@ -6,10 +6,10 @@ vocabulary keeps growing) and gets a perturbed copy of the document's real embed
 (``normalise(v + sigma * noise)``); only the SciFact documents themselves are encoded, once, through the
 project's embedding cache. The index and search work is real, through the project's modules:
 
-- ``bm25_build``: :class:`rerankeval.bm25.BM25Index` (analysis + fast-path weight matrix);
+- ``bm25_build``: :class:`rerankeval.index.bm25.BM25Index` (analysis + fast-path weight matrix);
 - ``upsert``: sparse document vectors + the Qdrant collection filled, per backend: ``client``
-  (:mod:`rerankeval.qdrant_store`, qdrant-client's embedded local mode on disk, as ``02-build-indexes``
-  runs it) and ``edge`` (:mod:`rerankeval.qdrant_edge`, qdrant-edge-py, upsert + HNSW build);
+  (:mod:`rerankeval.index.qdrant.store`, qdrant-client's embedded local mode on disk, as ``02-build-indexes``
+  runs it) and ``edge`` (:mod:`rerankeval.index.qdrant.edge`, qdrant-edge-py, upsert + HNSW build);
 - ``q_vector``, ``q_bm25``, ``q_hybrid`` (client-side RRF), ``q_qdrant_hybrid`` (Qdrant's RRF), and
   ``q_sparse`` (Qdrant's native sparse leg): every query searched at depth ``leg_k``.
 
@@ -41,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rerankeval import beir, paths
+from rerankeval.core import paths
+from rerankeval.corpus import beir
 
 DEFAULT_SIZES = (5_000, 20_000, 50_000, 100_000)
 QUICK_SIZES = (5_000, 20_000)
@@ -62,7 +63,7 @@ def base_texts(folder: Path) -> tuple[list[str], list[str]]:
 
 def pick_base(texts: list[str], limit: int | None, cached: set[str]) -> list[int]:
     """Positions of the base documents: all, or ``limit`` of them, those already embedded first."""
-    from rerankeval.ioutil import sha256_text
+    from rerankeval.core.ioutil import sha256_text
 
     if limit is None or limit >= len(texts):
         return list(range(len(texts)))
@@ -151,9 +152,9 @@ def _overlap(a: dict, b: dict, k: int) -> float:
 
 def _store_ops(backend: str):
     if backend == "edge":
-        from rerankeval import qdrant_edge as ops
+        from rerankeval.index.qdrant import edge as ops
     else:
-        from rerankeval import qdrant_store as ops
+        from rerankeval.index.qdrant import store as ops
     return ops
 
 
@@ -168,8 +169,8 @@ def _fill(backend: str, store, ids, dense, index) -> None:
 
 
 def _queries(st: Stages, backend: str, store, index, qids, qtexts, qvecs, leg_k: int) -> dict:
-    from rerankeval.fusion import rrf
-    from rerankeval.runs import to_units
+    from rerankeval.core.runs import to_units
+    from rerankeval.retrieve.fusion import rrf
 
     ops = _store_ops(backend)
     args = (store,) if backend == "edge" else (store, "scale")
@@ -198,11 +199,11 @@ def child(n: int, backend: str, base: Path, leg_k: int, max_queries: int | None 
     del docs
     with tempfile.TemporaryDirectory(prefix="rerankeval-scale-") as tmp:
         if backend == "edge":
-            from rerankeval.qdrant_edge import open_shard as opener
+            from rerankeval.index.qdrant.edge import open_shard as opener
 
             cm = opener(Path(tmp) / "shard", dense.shape[1])
         else:
-            from rerankeval.qdrant_store import open_client as opener
+            from rerankeval.index.qdrant.store import open_client as opener
 
             cm = opener(path=Path(tmp) / "qdrant", url="")
         store = st.run("open", cm.__enter__)
@@ -227,7 +228,7 @@ def _shard_info(shard) -> dict:
 
 
 def _build_bm25(ids: list[str], docs: list[str]):
-    from rerankeval.bm25 import BM25Index
+    from rerankeval.index.bm25 import BM25Index
 
     index = BM25Index.build(ids, docs)
     _ = index.weights  # the fast path's weight matrix is part of the build
@@ -237,8 +238,8 @@ def _build_bm25(ids: list[str], docs: list[str]):
 # ---------------------------------------------------------------- orchestration (parent side)
 def prepare_base(folder: Path, out: Path, n_queries: int, base_docs: int | None) -> dict:
     """Encode (or read from the embedding cache) the base SciFact documents and the first judged queries."""
-    from rerankeval.embed import Embedder
-    from rerankeval.ioutil import sha256_text
+    from rerankeval.core.ioutil import sha256_text
+    from rerankeval.index.embed import Embedder
 
     _, texts = base_texts(folder)
     queries = beir.read_queries(folder / "queries.jsonl")

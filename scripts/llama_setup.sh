@@ -34,7 +34,7 @@ NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 log() { echo "[llama_setup] $*" >&2; }
 
-# one build at a time per cache, whoever asks (make, rerankeval.llm_server, a test): the others wait, then
+# one build at a time per cache, whoever asks (make, rerankeval.llm.server, a test): the others wait, then
 # find the result cached
 lock() {
   mkdir -p "$CACHE"

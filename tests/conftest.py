@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # for tests/builders.py and tests/fakellm.py
 
-from rerankeval import paths  # noqa: E402
+from rerankeval.core import paths  # noqa: E402
 
 SHARED = paths.SHARED_DATA_DIR
 

@@ -1,4 +1,4 @@
-"""The analysis stage as a library (rerankeval.analyse) on small hand-built datasets, including the messy
+"""The analysis stage as a library (rerankeval.evaluate.analyse) on small hand-built datasets, including the messy
 inputs of issue 14 (empty runs, a reranker run on fewer queries) and issue 9 (run files from other systems).
 """
 
@@ -9,9 +9,11 @@ import json
 import pandas as pd
 import pytest
 
-from rerankeval import analyse, report, runs
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.paths import resolve_dataset
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.evaluate import analyse
+from rerankeval.report import render as report
 from rerankeval.rerank import ledger
 
 QIDS = ["q1", "q2", "q3", "q4", "q5"]

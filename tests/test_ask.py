@@ -1,4 +1,4 @@
-"""Cited answers (rerankeval.ask) against the fake LLM server: checks, repair, cache, and notebook 07."""
+"""Cited answers (rerankeval.apps.ask) against the fake LLM server: checks, repair, cache, and notebook 07."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import ask, paths, rerank
+from rerankeval import rerank
+from rerankeval.apps import ask
+from rerankeval.core import paths
 
 P1 = ask.Passage("alpha-guide.pdf p.1", "alpha-guide.pdf#p1",
                  "The alpha widget stores its configuration in /etc/alpha/alpha.conf.")
@@ -178,8 +180,8 @@ def test_notebook_07_answers_judged_and_free_questions(tmp_path, tiny_pdf):
 
 def fake_corpus(dp: paths.DatasetPaths) -> None:
     """Stage 01/03/04 outputs by hand: two pages (page 1 in two chunks), queries t1..t3, runs."""
-    from rerankeval import runs
-    from rerankeval.ioutil import atomic_write_jsonl
+    from rerankeval.core import runs
+    from rerankeval.core.ioutil import atomic_write_jsonl
 
     chunks = [("a#0", "a.pdf#p1", 1, 0, "first chunk of page one"), ("a#1", "a.pdf#p1", 1, 500, "second chunk"),
               ("a#2", "a.pdf#p2", 2, 0, "page two text")]

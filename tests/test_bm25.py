@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from rerankeval.bm25 import STOPWORDS_EN, Analyzer, BM25Index, BM25Params, build_or_load, index_key
+from rerankeval.index.bm25 import STOPWORDS_EN, Analyzer, BM25Index, BM25Params, build_or_load, index_key
 
 K1, B = 1.2, 0.75
 
@@ -152,7 +152,9 @@ def test_sparse_vectors_use_stable_vocabulary_and_saturation():
 
 @pytest.mark.shared
 def test_fast_path_equals_rank_bm25_on_scifact():
-    from rerankeval import corpus, extract, paths
+    from rerankeval.core import paths
+    from rerankeval.corpus import contract as corpus
+    from rerankeval.corpus import extract
 
     if not (paths.SHARED_DATA_DIR / "scifact").is_dir():
         pytest.skip(f"{paths.SHARED_DATA_DIR / 'scifact'} is absent: this test needs ../shared/data/scifact")

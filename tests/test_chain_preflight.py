@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rerankeval import chain
+from rerankeval.apps import chain
 
 SENTINEL = "sk-SENTINEL-preflight-0123456789"
 PASSWORD = "hunter2-url-password"
@@ -91,7 +91,7 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
 
     import pandas as pd
 
-    from rerankeval.paths import resolve_dataset
+    from rerankeval.core.paths import resolve_dataset
 
     (tmp_path / "src" / "mid").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "mid"))

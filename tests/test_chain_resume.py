@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import chain
+from rerankeval.apps import chain
 
 SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]"]
 
@@ -120,14 +120,14 @@ if os.environ.get("RERANKEVAL_STAGE") == "02-build-indexes" and os.environ.get("
     import pathlib
     import time
 
-    import rerankeval.index
+    import rerankeval.index.build
 
     def _blocked(*args, **kwargs):
         pathlib.Path(os.environ["TEST_BLOCK_MARKER"]).touch()
         while True:
             time.sleep(0.2)
 
-    rerankeval.index.build_indexes = _blocked
+    rerankeval.index.build.build_indexes = _blocked
 """
 
 

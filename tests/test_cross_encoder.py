@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rerankeval import cross_encoder as ce
+from rerankeval.retrieve import cross_encoder as ce
 
 WORDS = "the a cat dog sat on mat ran fast slow red blue apt package network grub".split()
 

@@ -2,8 +2,8 @@
 
 Structure checks are instant. The PDF checks open each manual once, count its pages (every judged page
 must exist) and extract only the pages that carry an evidence phrase (grade 2), normalised exactly as
-the workbench indexes them (``rerankeval.textnorm.normalise`` on ``extract_text(x_tolerance=1.5)``,
-as in ``rerankeval.pdf.iter_pages``). No network.
+the workbench indexes them (``rerankeval.corpus.textnorm.normalise`` on ``extract_text(x_tolerance=1.5)``,
+as in ``rerankeval.corpus.pdf.iter_pages``). No network.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rerankeval.paths import DATA_DIR
-from rerankeval.pdf import page_id
-from rerankeval.textnorm import normalise
+from rerankeval.core.paths import DATA_DIR
+from rerankeval.corpus.pdf import page_id
+from rerankeval.corpus.textnorm import normalise
 
 DS = DATA_DIR / "debian-manuals"
 MANUALS = (
@@ -28,7 +28,7 @@ MANUALS = (
     "maint-guide.en.pdf",
 )
 SLICES = {"lexical", "paraphrase"}
-X_TOLERANCE = 1.5  # the default of rerankeval.pdf.iter_pages
+X_TOLERANCE = 1.5  # the default of rerankeval.corpus.pdf.iter_pages
 
 
 def _tsv(path: Path, header: list[str]) -> list[list[str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rerankeval import embed
+from rerankeval.index import embed
 
 TEXTS = ["BM25 is a lexical ranking function.", "Dense retrieval embeds text.", "",
          "BM25 is a lexical ranking function."]
@@ -13,7 +13,7 @@ TEXTS = ["BM25 is a lexical ranking function.", "Dense retrieval embeds text.", 
 
 @pytest.fixture(scope="session")
 def minilm():
-    """The bundled all-MiniLM-L6-v2, loaded once per test session (memoised in rerankeval.embed)."""
+    """The bundled all-MiniLM-L6-v2, loaded once per test session (memoised in rerankeval.index.embed)."""
     return embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rerankeval import expand
-from rerankeval.rerank import RerankConfig
-from rerankeval.textnorm import chunk_text
+from rerankeval.corpus.textnorm import chunk_text
+from rerankeval.rerank import RerankConfig, expand
 
 PAGE = " ".join(f"w{i:02d}" for i in range(20))  # 79 characters, words of 3 + a space
 

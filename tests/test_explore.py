@@ -1,4 +1,4 @@
-"""Issue 10 point 1: the explorer (``rerankeval.explore``, notebook ``00-explore``).
+"""Issue 10 point 1: the explorer (``rerankeval.apps.explore``, notebook ``00-explore``).
 
 Fast tests on a hand-built dataset (saved runs, ledger, no indexes): a judged query read from the saved runs with
 grades, the reranker's ledger row and hybrid ranks before reranking; a query with no judged units; free text
@@ -13,10 +13,13 @@ import json
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import chain, explore, judgments, rerank, runs
-from rerankeval.corpus import StageMissing
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.paths import NOTEBOOKS_DIR, resolve_dataset
+from rerankeval import rerank
+from rerankeval.apps import chain, explore
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core.paths import NOTEBOOKS_DIR, resolve_dataset
+from rerankeval.corpus.contract import StageMissing
+from rerankeval.evaluate import judgments
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
 TEXTS = ["The alpha configuration file lives in /etc/alpha.", "Beta upgrades <script>alert(1)</script> run nightly.",
@@ -113,7 +116,10 @@ def test_the_chain_runs_the_explorer_after_the_stages_it_reads():
 @pytest.mark.slow
 def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_pdf, monkeypatch):
     papermill = pytest.importorskip("papermill")
-    from rerankeval import analyse, extract, index, retrieve
+    from rerankeval.corpus import extract
+    from rerankeval.evaluate import analyse
+    from rerankeval.index import build as index
+    from rerankeval.retrieve import stage as retrieve
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     dp = resolve_dataset(str(tiny_pdf))

@@ -7,8 +7,10 @@ import threading
 import pytest
 
 from builders import TINY_QUERIES, write_pdf, write_queries
-from rerankeval import corpus, extract, paths
-from rerankeval.beir import InputError
+from rerankeval.core import paths
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus import extract
+from rerankeval.corpus.beir import InputError
 
 
 def build(folder, **kw):
@@ -208,7 +210,7 @@ def test_two_thousand_page_pdf_is_streamed_with_bounded_memory(tmp_path):
     # VmHWM (peak RSS of this process image) rather than ru_maxrss, which Linux carries over from the
     # forking pytest process through execve
     code = (
-        "import re; from rerankeval import paths, extract;"
+        "import re; from rerankeval.core import paths; from rerankeval.corpus import extract;"
         f"r = extract.build_corpus(paths.resolve_dataset({str(folder)!r}));"
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
         "print(r.stats['pages'], hwm)"

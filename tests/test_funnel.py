@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rerankeval import funnel as F
+from rerankeval.evaluate import funnel as F
 
 
 @pytest.mark.parametrize(

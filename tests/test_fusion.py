@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from rerankeval.fusion import FUSION_METHODS, dbsf_norm, fuse, minmax_norm, qdrant_k, rrf, zscore_norm
-from rerankeval.runs import from_ranking
+from rerankeval.core.runs import from_ranking
+from rerankeval.retrieve.fusion import FUSION_METHODS, dbsf_norm, fuse, minmax_norm, qdrant_k, rrf, zscore_norm
 
 
 def test_closed_form_two_legs():

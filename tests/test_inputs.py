@@ -11,8 +11,10 @@ import json
 import pytest
 
 from builders import TINY_QUERIES, write_corpus, write_pdf, write_pdf_bytes_name, write_queries
-from rerankeval import corpus, extract, paths
-from rerankeval.beir import InputError
+from rerankeval.core import paths
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus import extract
+from rerankeval.corpus.beir import InputError
 
 
 def build(folder, **kw):
@@ -200,7 +202,7 @@ def test_second_folder_with_the_same_name_is_refused_naming_both(tmp_path):
 
 
 def test_chain_stops_at_once_with_the_message_and_exit_2(tmp_path, capsys):
-    from rerankeval import chain
+    from rerankeval.apps import chain
 
     first, second = (write_pdf(tmp_path / side / "docs" / "a.pdf", ["alpha text"]).parent for side in ("x", "y"))
     for folder in (first, second):

@@ -23,15 +23,22 @@ from pydantic import ConfigDict
 
 from builders import TINY_QUERIES, tiny_pdf_dataset, write_pdf, write_queries
 from fakellm import FakeLLM, make_inputs
-from rerankeval import bm25, corpus, embed, extract, index, paths, qdrant_store, rerank
-from rerankeval.rerank import prompts, schemas
+from rerankeval import rerank
+from rerankeval.core import paths
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus import extract
+from rerankeval.index import bm25, embed
+from rerankeval.index import build as index
+from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.llm import schemas
+from rerankeval.rerank import prompts
 
 ALL_REUSED = {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused", "qdrant": "reused"}
 
 
 @pytest.fixture(scope="module")
 def minilm():
-    """Load the bundled model once for the module (memoised in rerankeval.embed, shared with others)."""
+    """Load the bundled model once for the module (memoised in rerankeval.index.embed, shared with others)."""
     return embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
 
 

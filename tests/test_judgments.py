@@ -8,9 +8,10 @@ import json
 import pandas as pd
 import pytest
 
-from rerankeval import analyse, judgments, runs
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.paths import resolve_dataset
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.evaluate import analyse, judgments
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
 

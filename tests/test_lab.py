@@ -1,4 +1,4 @@
-"""Issue 10 point 0: ``make lab`` (``python -m rerankeval.lab``) starts here (as root too, with no display),
+"""Issue 10 point 0: ``make lab`` (``python -m rerankeval.apps.lab``) starts here (as root too, with no display),
 prints its URL with the token, serves ``/lab`` and the notebook listing, selects the project kernel, and
 stops on Ctrl-C. A configured (dummy) endpoint keeps llama-server from starting."""
 
@@ -18,7 +18,7 @@ import urllib.request
 import nbformat
 import pytest
 
-from rerankeval import lab
+from rerankeval.apps import lab
 
 
 def _lines(proc: subprocess.Popen) -> queue.Queue:
@@ -64,7 +64,7 @@ def test_lab_starts_serves_the_notebooks_and_stops_on_ctrl_c(tmp_path):
                PYTHONUNBUFFERED="1")
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "rerankeval.lab", "--port", str(port), "--notebook-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "rerankeval.apps.lab", "--port", str(port), "--notebook-dir",
                              str(nbdir)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = _url(_lines(proc), proc)

@@ -1,4 +1,5 @@
-"""The rerank ledger's readers and summaries (rerankeval.rerank.ledger) and the cost table (rerankeval.costs)."""
+"""The rerank ledger's readers and summaries (rerankeval.rerank.ledger) and the cost table
+(rerankeval.evaluate.costs)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from rerankeval import costs as C
+from rerankeval.evaluate import costs as C
 from rerankeval.rerank import ledger as L
 
 

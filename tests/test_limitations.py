@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 
-from rerankeval import limitations
-from rerankeval.paths import DatasetPaths
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.evaluate import limitations
 
 QUERIES = {"q1": "found by everyone", "q2": "the hard one", "q3": "the other hard one"}
 QRELS = {"q1": {"A": 1}, "q2": {"G": 2}, "q3": {"H": 1}}
@@ -83,7 +83,7 @@ def test_write_and_read_back(tmp_path):
 
 
 def test_the_report_index_has_the_section_escaped(tmp_path):
-    from rerankeval import report
+    from rerankeval.report import render as report
 
     dp = dataset(tmp_path)
     queries = {**QUERIES, "q2": "<script>alert(1)</script> hard"}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rerankeval.paths import ROOT
+from rerankeval.core.paths import ROOT
 
 SETUP = ROOT / "scripts" / "llama_setup.sh"
 

@@ -14,9 +14,12 @@ import socket
 import pandas as pd
 import pytest
 
-from rerankeval import analyse, report, rerank, runs
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.paths import resolve_dataset
+from rerankeval import rerank
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.evaluate import analyse
+from rerankeval.report import render as report
 
 QIDS = [f"q{i}" for i in range(1, 7)]
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]

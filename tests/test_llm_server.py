@@ -13,9 +13,11 @@ import urllib.request
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import llm_server, qdrant_store, settings
-from rerankeval.paths import resolve_dataset
-from rerankeval.rerank.client import LLMClient
+from rerankeval.core import settings
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.llm import server as llm_server
+from rerankeval.llm.client import LLMClient
 
 FAKE_SERVER = textwrap.dedent("""\
     #!{python}
@@ -106,7 +108,8 @@ def test_stops_on_sigterm(fake_setup, tmp_path):
         textwrap.dedent(f"""
         import time, sys
         from pathlib import Path
-        from rerankeval import llm_server, settings
+        from rerankeval.core import settings
+        from rerankeval.llm import server as llm_server
         llm_server.setup_paths = lambda timeout=0, backend="": (Path({str(server)!r}), Path({str(model)!r}))
         with llm_server.ensure_endpoint({{}}) as env:
             print("READY", flush=True)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from rerankeval import manifest as MF
-from rerankeval.ioutil import atomic_write_json
-from rerankeval.paths import resolve_dataset
-from rerankeval.runs import write_trec
+from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.runs import write_trec
+from rerankeval.report import manifest as MF
 
 
 @pytest.mark.parametrize(

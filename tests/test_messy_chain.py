@@ -22,8 +22,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from rerankeval import chain, paths
-from rerankeval.settings import ENV_KEYS, load_settings
+from rerankeval.apps import chain
+from rerankeval.core import paths
+from rerankeval.core.settings import ENV_KEYS, load_settings
 
 ENOSPC = os.strerror(errno.ENOSPC)  # "No space left on device"
 
@@ -273,7 +274,7 @@ def test_make_and_python_read_the_same_env_file(tmp_path):
 def test_the_env_reader_runs_on_a_bare_python(tmp_path):
     """The Makefile calls it with the system python3, before the venv exists: standard library only."""
     (tmp_path / ".env").write_bytes(MESSY_ENV)
-    script = paths.ROOT / "lib" / "rerankeval" / "envfile.py"
+    script = paths.ROOT / "lib" / "rerankeval" / "core" / "envfile.py"
     for var, want in (("RERANKEVAL_CACHE", "/x"), ("RERANK_MODEL", "gpt # not a comment"), ("QDRANT_URL", "")):
         r = subprocess.run([sys.executable, "-I", "-S", str(script), str(tmp_path / ".env"), var],
                            capture_output=True, text=True, timeout=30)

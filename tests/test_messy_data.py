@@ -12,7 +12,10 @@ import pandas as pd
 import pytest
 
 from builders import write_pdf
-from rerankeval import analyse, extract, limitations, paths, splits, sweep
+from rerankeval.core import paths
+from rerankeval.corpus import extract
+from rerankeval.evaluate import analyse, limitations
+from rerankeval.experiments import splits, sweep
 
 
 def build(folder: Path, **kw):
@@ -117,7 +120,7 @@ def test_reused_warnings_keep_query_ids_as_written(tiny_pdf, qid):
 # --------------------------------------------------------------------------- the sweep (stage 06)
 @pytest.fixture(scope="module")
 def model():
-    from rerankeval import embed
+    from rerankeval.index import embed
 
     return embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
 
@@ -125,7 +128,8 @@ def model():
 def _built(folder: Path, qrels: str, model):
     """The tiny BEIR dataset with ``qrels`` as its test judgments, through stages 01 and 02."""
     from builders import tiny_beir_dataset
-    from rerankeval import embed, index
+    from rerankeval.index import build as index
+    from rerankeval.index import embed
 
     tiny_beir_dataset(folder)
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
@@ -173,8 +177,8 @@ MISSING_LOOKING = ("NA", "null")  # with q3: pandas' default read turns the firs
 
 def _rerank_dataset(tmp_path: Path, qids: tuple[str, ...]):
     """Stage 03's outputs for ``qids`` on the stage-04 test's hand-made chunks (tests/test_rerank_stage.py)."""
-    from rerankeval import runs
-    from rerankeval.ioutil import atomic_write_jsonl
+    from rerankeval.core import runs
+    from rerankeval.core.ioutil import atomic_write_jsonl
     from test_rerank_stage import CHUNKS
 
     src = tmp_path / "ids"

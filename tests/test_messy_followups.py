@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import ask, expand, explore, rerank, runs
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.paths import resolve_dataset
+from rerankeval import rerank
+from rerankeval.apps import ask, explore
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.rerank import expand
 from rerankeval.rerank.ledger import read_ledger
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")

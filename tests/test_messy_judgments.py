@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rerankeval import explore, judgments, runs
-from rerankeval.beir import InputError
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from rerankeval.paths import resolve_dataset
+from rerankeval.apps import explore
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.corpus.beir import InputError
+from rerankeval.evaluate import judgments
 
 N_PAGES = 40
 FILE = "user guide.pdf"  # a name with a space: its page ids write it as user_guide.pdf
@@ -129,7 +131,7 @@ def test_a_unit_not_in_the_corpus_is_refused_with_the_line_and_the_closest_id(tm
 
 
 def test_an_unknown_unit_stops_the_analysis_instead_of_lowering_recall(tmp_path):
-    from rerankeval import analyse
+    from rerankeval.evaluate import analyse
 
     dp = _dataset(tmp_path)
     _hand_edit(dp, "q1\td99\t2")
@@ -155,7 +157,7 @@ def test_a_real_pdf_page_with_only_an_annotation_cannot_be_judged(tmp_path):
     from fpdf import FPDF
 
     from builders import write_queries
-    from rerankeval import extract
+    from rerankeval.corpus import extract
 
     folder = tmp_path / "annot"
     folder.mkdir()
@@ -218,7 +220,8 @@ def test_query_ids_pandas_reads_as_missing_are_ids_in_the_explorer(tmp_path):
 # --------------------------------------------------------------------------- the explorer from a plain script
 SCRIPT = """
 import sys
-from rerankeval import explore, paths
+from rerankeval.apps import explore
+from rerankeval.core import paths
 dp = paths.resolve_dataset(sys.argv[1])
 print(repr(explore.show(dp, "t1", k=3)))
 print(repr(explore.show(dp, "where do I wipe the alpha cache", k=3)))
@@ -228,7 +231,9 @@ print("shown")
 
 @pytest.mark.slow
 def test_explore_show_from_a_plain_script_exits_cleanly(tmp_path, tiny_pdf, monkeypatch):
-    from rerankeval import extract, index, retrieve
+    from rerankeval.corpus import extract
+    from rerankeval.index import build as index
+    from rerankeval.retrieve import stage as retrieve
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):

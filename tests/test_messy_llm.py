@@ -17,12 +17,15 @@ import pandas as pd
 import pytest
 
 from fakellm import FakeLLM, make_inputs
-from rerankeval import ask, progress, reformulate, rerank, runs
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.paths import resolve_dataset
+from rerankeval import rerank
+from rerankeval.apps import ask
+from rerankeval.core import progress, runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.llm.client import LLMCallError, LLMClient
+from rerankeval.llm.scrub import endpoint_identity, redact_frame, redact_tree
 from rerankeval.rerank import core, ledger
-from rerankeval.rerank.client import LLMCallError, LLMClient
-from rerankeval.rerank.scrub import endpoint_identity, redact_frame, redact_tree
+from rerankeval.retrieve import reformulate
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 

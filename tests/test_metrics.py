@@ -8,10 +8,10 @@ import ir_measures
 import pandas as pd
 import pytest
 
-from rerankeval import conformance as C
-from rerankeval import metrics as M
-from rerankeval import runs as R
-from rerankeval import stats
+from rerankeval.core import runs as R
+from rerankeval.evaluate import conformance as C
+from rerankeval.evaluate import metrics as M
+from rerankeval.evaluate import stats
 
 LOG2 = math.log2
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from rerankeval import chain, paths
+from rerankeval.apps import chain
+from rerankeval.core import paths
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 
@@ -58,7 +59,7 @@ def test_no_path_literals_in_notebooks(nb):
         strings = [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
         for s in strings:
             assert not any(bad in s for bad in ("results/", "/root/", "/work/", "data/", "../")), (
-                f"{nb.name}: path literal {s!r}; locate files through rerankeval.paths"
+                f"{nb.name}: path literal {s!r}; locate files through rerankeval.core.paths"
             )
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from rerankeval import paths
+from rerankeval.core import paths
 
 
 def test_default_dataset_resolves_under_data():

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from rerankeval import plots as P  # noqa: E402
+from rerankeval.report import plots as P  # noqa: E402
 
 
 def _ci():

@@ -13,8 +13,8 @@ import textwrap
 import nbformat
 import pytest
 
-from rerankeval import progress
-from rerankeval.progress import Progress, track
+from rerankeval.core import progress
+from rerankeval.core.progress import Progress, track
 
 
 class Tty(io.StringIO):
@@ -74,7 +74,8 @@ def test_bar_mode_draws_a_tqdm_bar_with_counters(monkeypatch):
 CHILD = """
 import json, os, sys
 from pathlib import Path
-from rerankeval import chain, paths
+from rerankeval.apps import chain
+from rerankeval.core import paths
 nb, dataset = Path(sys.argv[1]), Path(sys.argv[2])
 dp = paths.resolve_dataset(str(dataset))
 dp.executed_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +86,7 @@ print(json.dumps({"page": page, "mark_in_parent": "RERANKEVAL_TEST_MARK" in os.e
 
 CELL = """\
 import os
-from rerankeval.progress import track
+from rerankeval.core.progress import track
 print("mark:", os.environ.get("RERANKEVAL_TEST_MARK"))
 for _ in track(range(30), desc="encoding", unit="text"):
     pass

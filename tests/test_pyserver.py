@@ -19,9 +19,11 @@ import urllib.request
 
 import pytest
 
-from rerankeval import llm_server, paths, rerank
-from rerankeval.rerank.client import LLMClient
-from rerankeval.settings import Settings
+from rerankeval import rerank
+from rerankeval.core import paths
+from rerankeval.core.settings import Settings
+from rerankeval.llm import server as llm_server
+from rerankeval.llm.client import LLMClient
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 

@@ -10,12 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from rerankeval import qdrant_store as qs
-from rerankeval.bm25 import BM25Index
+from rerankeval.index.bm25 import BM25Index
+from rerankeval.index.qdrant import store as qs
 
 pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0)")
 
-from rerankeval import qdrant_edge as qe  # noqa: E402 - after the skip
+from rerankeval.index.qdrant import edge as qe  # noqa: E402 - after the skip
 
 TEXTS = {
     "c1": "red apples and green pears",

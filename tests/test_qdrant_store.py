@@ -9,9 +9,9 @@ import uuid
 import numpy as np
 import pytest
 
-from rerankeval import qdrant_store as qs
-from rerankeval.bm25 import BM25Index
-from rerankeval.fusion import rrf
+from rerankeval.index.bm25 import BM25Index
+from rerankeval.index.qdrant import store as qs
+from rerankeval.retrieve.fusion import rrf
 
 TEXTS = {
     "c1": "red apples and green pears",

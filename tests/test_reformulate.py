@@ -7,10 +7,10 @@ import json
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import reformulate, variants
-from rerankeval.fusion import rrf
+from rerankeval.core.settings import Settings
 from rerankeval.rerank import LLMCache
-from rerankeval.settings import Settings
+from rerankeval.retrieve import reformulate, variants
+from rerankeval.retrieve.fusion import rrf
 
 # what each leg returns for a query text (chunk ids are unit ids here): ranks only matter
 LEGS = {
@@ -24,7 +24,7 @@ THRESHOLD = 0.0327  # between 1/61 + 1/62 (0.03252) and 2/61 (0.03279): q2 is we
 
 
 class FakeSource:
-    """The legs a variant searches through (a stand-in for rerankeval.retrieve.Retriever)."""
+    """The legs a variant searches through (a stand-in for rerankeval.retrieve.stage.Retriever)."""
 
     def __init__(self) -> None:
         self.unit_of = {d: d for legs in LEGS.values() for leg in legs for d in leg}
@@ -112,7 +112,7 @@ def test_the_llm_down_falls_back_with_a_status(tmp_path):
 
 
 def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():
-    from rerankeval import chain
+    from rerankeval.apps import chain
 
     nb03 = next(nb for nb in chain.notebooks() if nb.name.startswith("03"))
     assert chain._wants_llm(nb03, {})  # listed by default

@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from rerankeval import analyse, htmlsafe, report, verdict
-from rerankeval.ioutil import atomic_write_json
-from rerankeval.paths import ROOT as PROJECT
-from rerankeval.paths import resolve_dataset
+from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.paths import ROOT as PROJECT
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.evaluate import analyse, verdict
+from rerankeval.report import htmlsafe
+from rerankeval.report import render as report
 
 EVIL = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
 
@@ -373,8 +375,8 @@ def test_notebook_page_shows_no_absolute_path(tmp_path, monkeypatch):
 
 def test_index_says_when_the_headline_comes_from_an_earlier_run_on_other_inputs(dp):
     """Issue 19: after ``--only 01 --only 02 --only 03`` on a changed corpus, 05's numbers are from other inputs."""
-    from rerankeval import manifest
-    from rerankeval.runs import write_trec
+    from rerankeval.core.runs import write_trec
+    from rerankeval.report import manifest
 
     dp.corpus_dir.mkdir(parents=True)
     dp.chunks.write_text('{"chunk_id": "a#0", "text": "old corpus"}\n', encoding="utf-8")

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from rerankeval import runs as R
-from rerankeval.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from rerankeval.paths import NOTEBOOKS_DIR, DatasetPaths, resolve_dataset
+from rerankeval.core import runs as R
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from rerankeval.core.paths import NOTEBOOKS_DIR, DatasetPaths, resolve_dataset
 
 PWN = "PWNED"
 INJECT = (
@@ -254,7 +254,7 @@ def _kernel() -> str:
     """The chain's kernel when it is installed, else the interpreter's default ``python3``."""
     from jupyter_client.kernelspec import KernelSpecManager
 
-    from rerankeval import chain
+    from rerankeval.apps import chain
 
     return chain.KERNEL if chain.KERNEL in KernelSpecManager().find_kernel_specs() else "python3"
 
@@ -292,7 +292,7 @@ def rendered(tmp_path_factory):
         ]
         t = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert t.returncode == 0, f"papermill failed:\n{t.stderr[-4000:]}"
-        from rerankeval import report
+        from rerankeval.report import render as report
 
         page = report.render_notebook_html(executed, dp.report_dir / "05-analyse.html")
         pages = [
@@ -359,7 +359,7 @@ def _layout(exe: str, index: Path, tmp: Path) -> dict:
     gets a measuring script (the layout is the same) and reports through ``document.title``."""
     import json
 
-    from rerankeval import report
+    from rerankeval.report import render as report
 
     probe = index.with_name("layout-probe.html")
     text = index.read_text(encoding="utf-8").replace(report.CSP_META, "")
@@ -396,7 +396,7 @@ def _absolute_paths(text: str, roots: list[Path]) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["index", "notebook"])
 def test_no_absolute_path_in_any_page(rendered, which):
-    from rerankeval.paths import ROOT
+    from rerankeval.core.paths import ROOT
 
     dp, index, page, tmp = rendered
     path = index if which == "index" else page
@@ -419,7 +419,7 @@ def test_index_without_metrics(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "early").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "early"))
-    from rerankeval import report
+    from rerankeval.report import render as report
 
     index = report.write_index(
         dp,
@@ -446,7 +446,7 @@ def test_policy_blocks_an_unescaped_output(tmp_path):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from rerankeval import report
+    from rerankeval.report import render as report
 
     raw = f"<p>visible</p>{INJECT}"
     nb = new_notebook(

@@ -8,7 +8,8 @@ import pytest
 
 from fakellm import FakeLLM, make_inputs
 from rerankeval import rerank
-from rerankeval.rerank import budget, prompts
+from rerankeval.llm import budget
+from rerankeval.rerank import prompts
 
 
 def _run(fake, cache, **kw):

@@ -8,9 +8,10 @@ import time
 import pytest
 
 from fakellm import FakeLLM, make_inputs, no_json_schema
-from rerankeval import llm_server, rerank
-from rerankeval.rerank.client import LLMCallError, LLMClient
-from rerankeval.settings import Settings
+from rerankeval import rerank
+from rerankeval.core.settings import Settings
+from rerankeval.llm import server as llm_server
+from rerankeval.llm.client import LLMCallError, LLMClient
 
 POOL = 5
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rerankeval import llm_server, rerank
+from rerankeval import rerank
+from rerankeval.llm import server as llm_server
 
 pytestmark = pytest.mark.llm
 

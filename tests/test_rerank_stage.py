@@ -8,9 +8,10 @@ import math
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import rerank, runs
-from rerankeval.ioutil import atomic_write_jsonl
-from rerankeval.paths import resolve_dataset
+from rerankeval import rerank
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_jsonl
+from rerankeval.core.paths import resolve_dataset
 
 # two chunks per page unit; the chunk run decides which chunk's text represents the unit
 CHUNKS = [
@@ -110,7 +111,7 @@ def test_missing_run_says_which_stage(tmp_path):
 @pytest.mark.slow
 def test_notebook_runs_against_fake_endpoint(tmp_path, monkeypatch):
     papermill = pytest.importorskip("papermill")
-    from rerankeval.paths import NOTEBOOKS_DIR
+    from rerankeval.core.paths import NOTEBOOKS_DIR
 
     src, dp = make_dataset(tmp_path)
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))

@@ -7,8 +7,9 @@ import math
 import pytest
 
 from rerankeval import rerank
-from rerankeval.rerank import prompts, schemas
-from rerankeval.rerank.client import Reply
+from rerankeval.llm import schemas
+from rerankeval.llm.client import Reply
+from rerankeval.rerank import prompts
 from rerankeval.rerank.core import minmax
 
 

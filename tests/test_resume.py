@@ -4,7 +4,7 @@ Real processes for the two expensive caches: a child process encodes texts throu
 (or reranks queries against the fake LLM server) and is SIGKILLed once its first cache entries are on
 disk; the re-run must reuse exactly those entries, compute only the rest, and end with the same output as
 an uninterrupted run. In-process crashes (a ``BaseException`` raised between two writes) cover the index
-and corpus stages, and monkeypatched failures cover ``rerankeval.ioutil.atomic_write_*``.
+and corpus stages, and monkeypatched failures cover ``rerankeval.core.ioutil.atomic_write_*``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ import pytest
 
 from builders import tiny_pdf_dataset
 from fakellm import FakeLLM, make_inputs
-from rerankeval import corpus, embed, extract, index, ioutil, paths, qdrant_store, rerank, runs
-from rerankeval.ioutil import sha256_file, sha256_text
+from rerankeval import rerank
+from rerankeval.core import ioutil, paths, runs
+from rerankeval.core.ioutil import sha256_file, sha256_text
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus import extract
+from rerankeval.index import build as index
+from rerankeval.index import embed
+from rerankeval.index.qdrant import store as qdrant_store
 
 TESTS_DIR = Path(__file__).resolve().parent
 SHARD = 8
@@ -40,7 +46,7 @@ class Crash(BaseException):
 
 @pytest.fixture(scope="module")
 def minilm():
-    """The bundled all-MiniLM-L6-v2, loaded once in this process (memoised by rerankeval.embed)."""
+    """The bundled all-MiniLM-L6-v2, loaded once in this process (memoised by rerankeval.index.embed)."""
     return embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
 
 
@@ -78,7 +84,7 @@ def _kill_when(proc: subprocess.Popen, ready, what: str, timeout: float = 120.0)
 # --------------------------------------------------------------------------- embeddings
 EMBED_CHILD = r"""
 import sys, time
-from rerankeval import embed
+from rerankeval.index import embed
 model = embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
 encode = model.encode
 def slow_encode(*a, **kw):  # a slow model: each shard takes a while, so the kill lands mid-run
@@ -157,7 +163,8 @@ RERANK_CHILD = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
 from fakellm import make_inputs
-from rerankeval import rerank, runs
+from rerankeval import rerank
+from rerankeval.core import runs
 fused, queries, texts = make_inputs(n_queries=int(sys.argv[3]), n_docs=8, gold=(3,))
 s = rerank.Settings(base_url=sys.argv[2], api_key="k", model="fake-reranker", timeout=10, max_retries=0)
 cfg = rerank.RerankConfig(mode="listwise", alpha=1.0, window=5, step=5)
@@ -310,7 +317,7 @@ def test_atomic_write_failure_keeps_the_old_file_and_no_temp(tmp_path, monkeypat
     target.write_bytes(b"OLD complete content\n")
     fresh = tmp_path / "out" / "never-written.dat"
     with monkeypatch.context() as mp:
-        mp.setattr(f"rerankeval.ioutil.{fail_at}", _boom)  # fsync: after the bytes went to the temp file
+        mp.setattr(f"rerankeval.core.ioutil.{fail_at}", _boom)  # fsync: after the bytes went to the temp file
         with pytest.raises(OSError, match="injected"):
             writer(target, payload)
         with pytest.raises(OSError, match="injected"):

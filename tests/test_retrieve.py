@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from rerankeval import corpus, embed, metrics, paths, qdrant_edge, qdrant_store, variants
-from rerankeval.fusion import rrf
-from rerankeval.index import build_indexes, load_index_info
-from rerankeval.ioutil import atomic_write_jsonl
-from rerankeval.retrieve import VARIANTS, Retriever, overlap_at_k, retrieve, write_runs
-from rerankeval.runs import read_trec, to_units, write_qrels
-from rerankeval.settings import Settings, load_settings
+from rerankeval.core import paths
+from rerankeval.core.ioutil import atomic_write_jsonl
+from rerankeval.core.runs import read_trec, to_units, write_qrels
+from rerankeval.core.settings import Settings, load_settings
+from rerankeval.corpus import contract as corpus
+from rerankeval.evaluate import metrics
+from rerankeval.index import embed
+from rerankeval.index.build import build_indexes, load_index_info
+from rerankeval.index.qdrant import edge as qdrant_edge
+from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.retrieve import variants
+from rerankeval.retrieve.fusion import rrf
+from rerankeval.retrieve.stage import VARIANTS, Retriever, overlap_at_k, retrieve, write_runs
 
 CHUNKS = [
     ("man.pdf#p1:0", "man.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),

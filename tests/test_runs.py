@@ -1,14 +1,6 @@
 import pytest
 
-from rerankeval.runs import (
-    read_qrels,
-    read_trec,
-    strictly_decreasing,
-    to_units,
-    truncate,
-    write_qrels,
-    write_trec,
-)
+from rerankeval.core.runs import read_qrels, read_trec, strictly_decreasing, to_units, truncate, write_qrels, write_trec
 
 
 def test_trec_round_trip_keeps_order_with_ties(tmp_path):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fakellm import FakeLLM, make_inputs
-from rerankeval import manifest, qdrant_store, rerank
-from rerankeval.paths import resolve_dataset
-from rerankeval.settings import Settings, redact
+from rerankeval import rerank
+from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import Settings, redact
+from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.report import manifest
 
 KEY = "sk-SENTINEL-llm-key-0123456789"
 QD_PASSWORD = "SENTINEL-qdrant-password-42"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rerankeval import settings as st
+from rerankeval.core import settings as st
 
 
 def test_env_file_and_environment(tmp_path):
@@ -109,7 +109,7 @@ def test_redact_knows_the_secrets_of_settings_built_in_code():
     assert st.redact("http://h.test/a?b=1#c") == "http://h.test/a?b=1#c"  # URLs without secrets are untouched
 
 
-# issue 19: one .env reader (rerankeval.envfile) for Python and the Makefile
+# issue 19: one .env reader (rerankeval.core.envfile) for Python and the Makefile
 TRICKY_ENV = [
     "RERANKEVAL_CACHE=/x   # note\n", "A=a#b\n", "A= # note\n", "A=#v\n", "export A=1\r\nB='q # r'\r\n",
     'A="x\\ny" # c\n', "A='x\\'y'\n", 'A="multi\nline"\nB=2\n', "A=1\nA\n", "  A  =  spaced value   \n",
@@ -125,7 +125,7 @@ def test_env_file_reads_as_python_dotenv_did(tmp_path, text):
     import warnings
 
     dotenv = pytest.importorskip("dotenv")
-    from rerankeval.envfile import read_env_file
+    from rerankeval.core.envfile import read_env_file
 
     path = tmp_path / ".env"
     path.write_bytes(text.encode("utf-8"))
@@ -148,7 +148,7 @@ def test_env_file_with_comments_quotes_export_and_crlf(tmp_path):
 
 
 def test_an_unreadable_env_line_is_named_and_skipped(tmp_path):
-    from rerankeval.envfile import EnvFileWarning
+    from rerankeval.core.envfile import EnvFileWarning
 
     env_file = tmp_path / ".env"
     env_file.write_text("RERANK_MODEL=m\n\nthis is not an assignment\nRERANK_TIMEOUT=9\n", encoding="utf-8")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from rerankeval import stats as S
+from rerankeval.evaluate import stats as S
 
 
 def test_holm_known_values():

@@ -1,5 +1,5 @@
-"""Sweeps (rerankeval.sweep) and honest tuning (rerankeval.splits): cache re-use, train/test separation,
-k-fold determinism, outputs. Closed-form cases on hand-built legs; one end-to-end run on a tiny BEIR set."""
+"""Sweeps (rerankeval.experiments.sweep) and honest tuning (rerankeval.experiments.splits): cache re-use, train/test
+separation, k-fold determinism, outputs. Closed-form cases on hand-built legs; one end-to-end run on a tiny BEIR set."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from collections.abc import Mapping
 import pandas as pd
 import pytest
 
-from rerankeval import bm25 as bm25mod
-from rerankeval import paths, splits, sweep
-from rerankeval.fusion import fuse, rrf
-from rerankeval.runs import read_trec, to_units, truncate
+from rerankeval.core import paths
+from rerankeval.core.runs import read_trec, to_units, truncate
+from rerankeval.experiments import splits, sweep
+from rerankeval.index import bm25 as bm25mod
+from rerankeval.retrieve.fusion import fuse, rrf
 
 # chunk-level legs over 3 queries; chunks c<unit>.<n> belong to unit d<unit>
 DENSE = {"q1": {"c1.0": .9, "c2.0": .8, "c3.0": .7, "c1.1": .6, "c4.0": .5},
@@ -195,7 +196,9 @@ def test_chunking_points_use_a_scratch_dataset(tmp_path):
 # --------------------------------------------------------------------------- end to end on a tiny BEIR dataset
 @pytest.fixture
 def tiny_built(tiny_beir):
-    from rerankeval import embed, extract, index
+    from rerankeval.corpus import extract
+    from rerankeval.index import build as index
+    from rerankeval.index import embed
 
     (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td4\t1\n", encoding="utf-8")
     dp = paths.resolve_dataset(tiny_beir)
@@ -207,8 +210,8 @@ def tiny_built(tiny_beir):
 
 def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_built, monkeypatch):
     from fakellm import FakeLLM
-    from rerankeval import embed
-    from rerankeval.retrieve import Retriever
+    from rerankeval.index import embed
+    from rerankeval.retrieve.stage import Retriever
 
     dp, model = tiny_built
     encoded: list[int] = []
@@ -251,7 +254,7 @@ def test_views_and_plots_of_a_kfold_table():
     import matplotlib
 
     matplotlib.use("Agg")
-    from rerankeval import plots
+    from rerankeval.report import plots
 
     eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
     points = _points()
@@ -299,7 +302,9 @@ def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
 
 
 def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pdf):
-    from rerankeval import corpus, extract, index
+    from rerankeval.corpus import contract as corpus
+    from rerankeval.corpus import extract
+    from rerankeval.index import build as index
 
     dp = paths.resolve_dataset(tiny_pdf)
     extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)

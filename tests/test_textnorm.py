@@ -1,6 +1,6 @@
 import pytest
 
-from rerankeval.textnorm import chunk_text, normalise
+from rerankeval.corpus.textnorm import chunk_text, normalise
 
 
 def test_control_characters_become_spaces():

@@ -6,11 +6,15 @@ import json
 
 import pytest
 
-from rerankeval import corpus, embed, paths, retrieve, variants
-from rerankeval.fusion import fuse
-from rerankeval.index import build_indexes
-from rerankeval.ioutil import atomic_write_jsonl
-from rerankeval.runs import assert_run_contract, read_run_checked, to_units, write_qrels
+from rerankeval.core import paths
+from rerankeval.core.ioutil import atomic_write_jsonl
+from rerankeval.core.runs import assert_run_contract, read_run_checked, to_units, write_qrels
+from rerankeval.corpus import contract as corpus
+from rerankeval.index import embed
+from rerankeval.index.build import build_indexes
+from rerankeval.retrieve import stage as retrieve
+from rerankeval.retrieve import variants
+from rerankeval.retrieve.fusion import fuse
 
 
 def test_every_variant_name_is_registered_once_with_its_stage():
@@ -138,7 +142,7 @@ def test_fusion_variants_run_in_stage_03_and_keep_the_run_contract(tmp_path, mon
 
 
 def test_qdrant_fuses_only_rrf_and_unweighted_dbsf():
-    from rerankeval.qdrant_store import check_fusion
+    from rerankeval.index.qdrant.store import check_fusion
 
     check_fusion("rrf", (1, 2))
     check_fusion("dbsf", None)

@@ -2,20 +2,26 @@
 
 Typical use (what notebooks/04-rerank.ipynb does)::
 
-    from rerankeval import llm_server, paths, rerank
+    from rerankeval import rerank
+    from rerankeval.core import paths
+    from rerankeval.llm import server as llm_server
     dp = paths.resolve_dataset("scifact")
     fused, queries, texts = rerank.load_inputs(dp, pool_k=20)
     with llm_server.ensure_endpoint() as env:
         result = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno", alpha=0.1),
                                    pool_k=20, settings=rerank.load_settings(env))
     rerank.write_outputs(dp, result)
+
+Owns stage 04 (the LLM reranking of the hybrid run, its ledger and neighbour expansion); may import
+llm, index, corpus and core, never retrieve (they meet only through run files).
 """
 
-from ..settings import Settings, load_settings, redact
-from .budget import Budget, Plan
-from .cache import LLMCache
-from .client import LLMCallError, LLMClient, Reply
-from .core import (
+from rerankeval.core.settings import Settings, load_settings, redact
+from rerankeval.llm.budget import Budget, Plan
+from rerankeval.llm.cache import LLMCache
+from rerankeval.llm.client import LLMCallError, LLMClient, Reply
+from rerankeval.llm.repair import Unusable, order_by_scores, parse, repair_order, repair_scores
+from rerankeval.rerank.core import (
     MODES,
     STABILITY,
     Candidate,
@@ -30,10 +36,9 @@ from .core import (
     sliding_windows,
     yes_prob,
 )
-from .ledger import COLUMNS as LEDGER_COLUMNS
-from .ledger import FallbackCause, fallback_cause, read_ledger, summarize, write_ledger
-from .repair import Unusable, order_by_scores, parse, repair_order, repair_scores
-from .stage import VARIANT, endpoint_kind, load_inputs, quick_check, summary_dict, write_outputs
+from rerankeval.rerank.ledger import COLUMNS as LEDGER_COLUMNS
+from rerankeval.rerank.ledger import FallbackCause, fallback_cause, read_ledger, summarize, write_ledger
+from rerankeval.rerank.stage import VARIANT, endpoint_kind, load_inputs, quick_check, summary_dict, write_outputs
 
 __all__ = [
     "LEDGER_COLUMNS",

@@ -39,17 +39,18 @@ from typing import Any, TypeVar
 import pandas as pd
 from pydantic import BaseModel
 
-from .. import progress as progress_mod
-from .. import runs as runs_mod
-from ..ioutil import sha256_text
-from ..names import HYBRID_RERANK
-from ..settings import Settings, load_settings, redact
-from . import budget, prompts, schemas
-from .cache import LLMCache
-from .client import FORMATS, NOT_CHAT, LLMCallError, LLMClient, Reply
-from .ledger import CACHED_UNUSABLE, fallback_cause, to_frame
-from .repair import Counts, Unusable, order_by_scores, parse, repair_order, repair_scores
-from .scrub import endpoint_identity
+from rerankeval.core import progress as progress_mod
+from rerankeval.core import runs as runs_mod
+from rerankeval.core.ioutil import sha256_text
+from rerankeval.core.names import HYBRID_RERANK
+from rerankeval.core.settings import Settings, load_settings, redact
+from rerankeval.llm import budget, schemas
+from rerankeval.llm.cache import LLMCache
+from rerankeval.llm.client import FORMATS, NOT_CHAT, LLMCallError, LLMClient, Reply
+from rerankeval.llm.repair import Counts, Unusable, order_by_scores, parse, repair_order, repair_scores
+from rerankeval.llm.scrub import endpoint_identity
+from rerankeval.rerank import prompts
+from rerankeval.rerank.ledger import CACHED_UNUSABLE, fallback_cause, to_frame
 
 MODES = ("listwise", "pointwise", "yesno")
 STABILITY = ("none", "reversed", "shuffled")

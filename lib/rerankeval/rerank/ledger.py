@@ -29,9 +29,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..ioutil import atomic_write_text
-from ..names import HYBRID_RERANK
-from .scrub import redact_frame
+from rerankeval.core.ioutil import atomic_write_text
+from rerankeval.core.names import HYBRID_RERANK
+from rerankeval.llm.scrub import redact_frame
 
 VARIANT = HYBRID_RERANK  # the main pass's variant
 # statuses meaning the reranker's order was not used for (part of) the query

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ..ioutil import sha256_json
+from rerankeval.core.ioutil import sha256_json
 
 LISTWISE_SYSTEM = (
     "You are RankGPT, an intelligent assistant that can rank passages based on their relevancy to the query."

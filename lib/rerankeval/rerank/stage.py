@@ -15,15 +15,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .. import corpus, runs
-from ..corpus import StageMissing
-from ..ioutil import atomic_write_json, atomic_write_text
-from ..names import HYBRID
-from ..paths import DatasetPaths
-from ..settings import Settings
-from .core import VARIANT, RerankResult
-from .ledger import summarize, write_ledger
-from .scrub import redact_frame, redact_tree
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
+from rerankeval.core.names import HYBRID
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.settings import Settings
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus.contract import StageMissing
+from rerankeval.llm.scrub import redact_frame, redact_tree
+from rerankeval.rerank.core import VARIANT, RerankResult
+from rerankeval.rerank.ledger import summarize, write_ledger
 
 SOURCE_VARIANT = HYBRID
 
@@ -107,7 +108,7 @@ def summary_dict(result: RerankResult, settings: Settings | None = None) -> dict
 def quick_check(dp: DatasetPaths, fused: runs.Run, result: RerankResult, qids: list[str]):
     """04's quick look, before 05: nDCG@10 and MRR@10 of the hybrid and the reranked run on the reranked judged
     queries, and the LLM's scores of relevant vs other candidates. None when no reranked query is judged."""
-    from .. import metrics
+    from rerankeval.evaluate import metrics
 
     qrels = corpus.load_qrels(dp)
     judged = [q for q in qids if q in qrels]

@@ -1,0 +1,152 @@
+"""JupyterLab on the project's notebooks, with the project kernel and an LLM endpoint beside it.
+
+``python -m rerankeval.apps.lab`` is what ``make lab`` runs. It works as root or not (``--allow-root`` is
+added for root, as in most containers), with or without a display (no browser is opened without one),
+and prints the URL with its token once the server answers. New notebooks get the project kernel
+(``rerankeval``, installed by ``make setup``). The LLM endpoint comes from
+:func:`rerankeval.llm.server.ensure_endpoint`: the configured one (``OPENAI_BASE_URL``), else the local
+llama-server, started here and given to every kernel through its environment. Ctrl-C (or SIGTERM) stops
+JupyterLab, its kernels and the local server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rerankeval.core import paths
+
+KERNEL = "rerankeval"
+DEFAULT_PORT = 8888
+FIRST_NOTEBOOK = "00-explore.ipynb"  # opened first when it exists
+
+
+def free_port(preferred: int = DEFAULT_PORT, host: str = "127.0.0.1") -> int:
+    """``preferred`` when nothing listens there, else a free port chosen by the system."""
+    for port in (preferred, 0):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError(f"no free TCP port on {host}")
+
+
+def kernel_name() -> str:
+    """The project kernel when installed, else ``python3`` (with a hint to install it)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    if KERNEL in KernelSpecManager().find_kernel_specs():
+        return KERNEL
+    print(f"[lab] the Jupyter kernel {KERNEL!r} is not installed (make setup installs it); using python3",
+          file=sys.stderr)
+    return "python3"
+
+
+def has_display() -> bool:
+    return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def lab_command(port: int, token: str, notebook_dir: Path, ip: str, browser: bool) -> list[str]:
+    """The ``jupyter lab`` command line (run with this interpreter)."""
+    cmd = [
+        sys.executable, "-m", "jupyterlab",
+        f"--ServerApp.ip={ip}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={notebook_dir}", f"--IdentityProvider.token={token}",
+        f"--MappingKernelManager.default_kernel_name={kernel_name()}",
+    ]  # fmt: skip
+    if not browser:
+        cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd
+
+
+def wait_ready(base: str, token: str, proc: subprocess.Popen, timeout: float = 180.0) -> bool:
+    """True once ``GET /api/status`` answers 200; False when the server exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.25)
+    return False
+
+
+def stop(proc: subprocess.Popen, wait: float = 20.0) -> None:
+    """SIGTERM (JupyterLab shuts its kernels down), then SIGKILL after ``wait`` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _announce(base: str, token: str, notebook_dir: Path, llm_env: dict[str, str]) -> None:
+    from rerankeval.core.settings import redact
+
+    first = f"/lab/tree/{FIRST_NOTEBOOK}" if (notebook_dir / FIRST_NOTEBOOK).is_file() else "/lab"
+    endpoint = redact(llm_env.get("OPENAI_BASE_URL", "none"))
+    print(f"[lab] JupyterLab: {base}{first}?token={token}", flush=True)
+    print(f"[lab] notebooks: {notebook_dir}; LLM endpoint for the kernels: {endpoint}; Ctrl-C stops both",
+          flush=True)
+
+
+def serve(port: int, notebook_dir: Path, ip: str, browser: bool) -> int:
+    """Run JupyterLab beside the LLM endpoint until it exits or Ctrl-C; its exit status (0 on Ctrl-C)."""
+    from rerankeval.llm.server import ensure_endpoint
+
+    token = secrets.token_hex(24)
+    with ensure_endpoint() as llm_env:
+        # its own session: the terminal's Ctrl-C reaches only us, and we stop it without its y/n prompt
+        proc = subprocess.Popen(lab_command(port, token, notebook_dir, ip, browser), env={**os.environ, **llm_env},
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            base = f"http://{'127.0.0.1' if ip in ('0.0.0.0', '') else ip}:{port}"
+            if wait_ready(base, token, proc):
+                _announce(base, token, notebook_dir, llm_env)
+            return proc.wait()
+        except KeyboardInterrupt:
+            print("\n[lab] stopping JupyterLab and the LLM endpoint ...", file=sys.stderr, flush=True)
+            return 0
+        finally:
+            stop(proc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rerankeval.apps.lab", description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=0, help=f"port (default: {DEFAULT_PORT}, else a free one)")
+    ap.add_argument("--ip", default="127.0.0.1", help="address to listen on (0.0.0.0: reachable from outside)")
+    ap.add_argument("--notebook-dir", type=Path, default=paths.NOTEBOOKS_DIR, help="folder JupyterLab shows")
+    ap.add_argument("--no-browser", action="store_true", help="never open a browser (none opens without a display)")
+    args = ap.parse_args(argv)
+    port = args.port or free_port(DEFAULT_PORT, "127.0.0.1" if args.ip in ("0.0.0.0", "") else args.ip)
+
+    def on_sigterm(signum: int, frame: object) -> None:  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        return serve(port, args.notebook_dir.resolve(), args.ip, has_display() and not args.no_browser)
+    except KeyboardInterrupt:  # while the LLM endpoint was starting
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

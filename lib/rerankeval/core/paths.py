@@ -1,0 +1,355 @@
+"""The one paths module: every file location the workbench reads or writes is derived here.
+
+Nothing depends on the working directory. Three roots can be moved in the environment or `.env` (read by
+:class:`rerankeval.core.settings.Settings`):
+
+- ``RERANKEVAL_RESULTS``: where per-dataset outputs go (default ``<repo>/results``);
+- ``RERANKEVAL_CACHE``: expensive, content-addressed caches shared by every clone (embeddings, LLM
+  replies, the llama.cpp build, model weights; default ``~/.cache/rerankeval``);
+- ``RERANKEVAL_QDRANT_PATH``: the embedded Qdrant store (default ``<repo>/data/.qdrant``).
+
+A dataset's outputs live in ``results/<folder name>/``; stage 01 records the folder there
+(``source.json``), and another folder of the same name is refused rather than overwriting them.
+Every file a stage writes is a :class:`DatasetPaths` property or method: build no path by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rerankeval.core.ioutil import atomic_write_json
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA_DIR = ROOT / "data"
+NOTEBOOKS_DIR = ROOT / "notebooks"
+PARAMS_DIR = ROOT / "params"
+SHARED_DATA_DIR = ROOT.parent / "shared" / "data"
+DEFAULT_DATASET = "debian-manuals"
+
+
+def _roots() -> dict[str, Path]:
+    from rerankeval.core.settings import (
+        load_settings,  # environment and .env alike (RERANKEVAL_RESULTS, _CACHE, _QDRANT_PATH)
+    )
+
+    return load_settings().roots()
+
+
+def results_dir() -> Path:
+    return _roots()["results"]
+
+
+def cache_dir() -> Path:
+    return _roots()["cache"]
+
+
+def qdrant_dir() -> Path:
+    return _roots()["qdrant"]
+
+
+class DatasetNotFound(FileNotFoundError):
+    """``DATASET`` names no dataset folder; the message says where it looked and what to give."""
+
+
+class DatasetNameClash(DatasetNotFound):
+    """Another folder with the same name already owns ``results/<name>/`` (see :func:`check_results_owner`).
+
+    A subclass of :class:`DatasetNotFound` so that every caller reporting a bad ``DATASET`` reports this too.
+    """
+
+
+SOURCE_RECORD = "source.json"
+DATASET_LAYOUT = (
+    "my-docs/\n"
+    "  *.pdf              (or a BEIR corpus.jsonl / corpus.jsonl.gz)\n"
+    "  queries.jsonl      one {\"_id\": ..., \"text\": ...} per line\n"
+    "  qrels/test.tsv     query-id<TAB>corpus-id<TAB>score"
+)
+
+
+@dataclass(frozen=True)
+class DatasetPaths:
+    """Where one dataset's source lives and where each stage writes its output."""
+
+    name: str
+    source: Path  # the user's folder: PDFs or a BEIR dataset, plus queries.jsonl and qrels/
+    root: Path  # results/<name>
+
+    # -- the user's folder (read by stage 01 only) --
+    @property
+    def source_queries(self) -> Path:
+        return self.source / "queries.jsonl"
+
+    def source_qrels(self, split: str = "test") -> Path:
+        return self.source / "qrels" / f"{split}.tsv"
+
+    def judgments(self, split: str = "test") -> Path:
+        """TSV ``query-id corpus-id score``: grades recorded while exploring (:mod:`rerankeval.evaluate.judgments`).
+
+        Kept in the dataset folder beside ``qrels/<split>.tsv`` (it is the user's work, and survives deleting
+        ``results/``); stage 05 merges it into the qrels it evaluates with.
+        """
+        return self.source / "qrels" / f"judgments-{split}.tsv"
+
+    @property
+    def source_record(self) -> Path:
+        """JSON ``{"source": <folder>}``: which dataset folder owns ``root`` (see :func:`check_results_owner`)."""
+        return self.root / SOURCE_RECORD
+
+    # -- stage 01: corpus (the one data contract every later stage reads) --
+    @property
+    def corpus_dir(self) -> Path:
+        return self.root / "corpus"
+
+    @property
+    def chunks(self) -> Path:
+        """JSONL, one chunk per line: chunk_id, unit_id, source, page, start, title, text."""
+        return self.corpus_dir / "chunks.jsonl"
+
+    @property
+    def queries(self) -> Path:
+        """JSONL, one query per line: _id, text, slices (dict of slice name -> value)."""
+        return self.corpus_dir / "queries.jsonl"
+
+    @property
+    def qrels(self) -> Path:
+        """TSV with header ``query-id corpus-id score``; corpus-id is a relevance *unit* id."""
+        return self.corpus_dir / "qrels.tsv"
+
+    @property
+    def corpus_stats(self) -> Path:
+        return self.corpus_dir / "stats.json"
+
+    @property
+    def skipped_csv(self) -> Path:
+        """CSV ``file, reason``: source files stage 01 could not read."""
+        return self.corpus_dir / "skipped.csv"
+
+    @property
+    def warnings_csv(self) -> Path:
+        """CSV ``kind, query-id, corpus-id, detail``: judgment and file-name problems that did not stop stage 01."""
+        return self.corpus_dir / "warnings.csv"
+
+    @property
+    def pages_csv(self) -> Path:
+        """CSV ``file, page, unit_id, chars`` (PDF datasets only)."""
+        return self.corpus_dir / "pages.csv"
+
+    # -- stage 02: indexes --
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def index_manifest(self) -> Path:
+        return self.index_dir / "manifest.json"
+
+    @property
+    def bm25_dir(self) -> Path:
+        """Parent of the BM25 indexes, one sub-folder per corpus and parameter key."""
+        return self.index_dir / "bm25"
+
+    @property
+    def qdrant_path(self) -> Path:
+        return qdrant_dir() / self.name
+
+    # -- stage 03/04: runs --
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def run_file(self, variant: str) -> Path:
+        """Unit-level run (page or document ids), deduplicated, strictly decreasing scores."""
+        return self.runs_dir / f"{variant}.trec"
+
+    def chunk_run_file(self, variant: str) -> Path:
+        """Chunk-level run of the same variant, before mapping chunks to units."""
+        return self.runs_dir / "chunks" / f"{variant}.trec"
+
+    @property
+    def retrieve_dir(self) -> Path:
+        return self.stage_dir("retrieve")
+
+    def variant_record(self, variant: str) -> Path:
+        """JSON: the parameters and timing of one retrieval variant (stage 03)."""
+        return self.retrieve_dir / f"{variant}.json"
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / "rerank_ledger.csv"
+
+    @property
+    def rerank_dir(self) -> Path:
+        return self.stage_dir("rerank")
+
+    @property
+    def rerank_candidates(self) -> Path:
+        return self.rerank_dir / "candidates.csv"
+
+    @property
+    def rerank_stability(self) -> Path:
+        return self.rerank_dir / "stability.csv"
+
+    @property
+    def rerank_summary(self) -> Path:
+        return self.rerank_dir / "summary.json"
+
+    @property
+    def rerank_bench_dir(self) -> Path:
+        return self.rerank_dir / "bench"
+
+    # -- 06: sweeps --
+    @property
+    def sweep_dir(self) -> Path:
+        """The sweep's own files (summary, folds) and its scratch datasets (``chunking/``)."""
+        return self.stage_dir("sweep")
+
+    @property
+    def sweep_csv(self) -> Path:
+        """CSV, one row per sweep point, split and pool_k: settings, quality, pool ceiling, costs."""
+        return self.root / "sweep.csv"
+
+    # -- stage 05: evaluation and report --
+    @property
+    def analyse_dir(self) -> Path:
+        return self.stage_dir("analyse")
+
+    @property
+    def analyse_summary(self) -> Path:
+        """JSON: the analysis facts the report's index page needs."""
+        return self.analyse_dir / "summary.json"
+
+    @property
+    def analyse_comparisons(self) -> Path:
+        return self.analyse_dir / "comparisons.csv"
+
+    @property
+    def metrics_csv(self) -> Path:
+        return self.root / "metrics.csv"
+
+    @property
+    def per_query_csv(self) -> Path:
+        return self.root / "per_query.csv"
+
+    @property
+    def review_dir(self) -> Path:
+        return self.stage_dir("review")
+
+    @property
+    def unjudged_review(self) -> Path:
+        """TSV: the unjudged units of every variant's top k (the judging pool), written by stage 05."""
+        return self.review_dir / "unjudged.tsv"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.root / "figures"
+
+    def figure(self, name: str) -> Path:
+        """A PNG figure, named ``<notebook number>-<what>`` (e.g. ``01-chunk-lengths``)."""
+        return self.figures_dir / f"{name}.png"
+
+    @property
+    def executed_dir(self) -> Path:
+        return self.root / "executed"
+
+    def executed_notebook(self, notebook: str) -> Path:
+        """The executed copy of a notebook, by file name (``01-extract-corpus.ipynb``)."""
+        return self.executed_dir / notebook
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def report_index(self) -> Path:
+        return self.report_dir / "index.html"
+
+    def notebook_html(self, stem: str) -> Path:
+        """The HTML rendering of an executed notebook, by stem (``01-extract-corpus``)."""
+        return self.report_dir / f"{stem}.html"
+
+    def stage_dir(self, stage: str) -> Path:
+        """A free folder for a stage's own artefacts (e.g. ``stage_dir("rerank")``)."""
+        return self.root / stage
+
+
+def resolve_dataset(name_or_path: str | os.PathLike[str] = DEFAULT_DATASET) -> DatasetPaths:
+    """Find a dataset by path, by name under ``data/``, or by name under ``../shared/data``.
+
+    A relative path is taken relative to the repository root, never the working directory. Raises
+    :class:`DatasetNotFound` when no folder matches (naming the folder probably meant when ``DATASET``
+    is a file inside one) and :class:`DatasetNameClash` when ``results/<name>/`` belongs to another
+    folder of the same name.
+    """
+    raw = str(name_or_path).strip()
+    if not raw:
+        raise DatasetNotFound("DATASET is empty: give a dataset name under data/ or a folder path.")
+    p = Path(raw).expanduser()
+    candidates = [p] if p.is_absolute() else [ROOT / p, DATA_DIR / p, SHARED_DATA_DIR / p]
+    for c in candidates:
+        if c.is_dir():
+            src = c.resolve()
+            dp = DatasetPaths(name=src.name, source=src, root=results_dir() / src.name)
+            check_results_owner(dp)
+            return dp
+    for c in candidates:
+        if c.exists():
+            guess = _dataset_folder_of(c.resolve())
+            raise DatasetNotFound(
+                f"DATASET {raw!r} is a file ({c}), but a dataset is a folder. Did you mean {guess}? "
+                f"e.g. make report DATASET={guess}. Expected layout:\n{DATASET_LAYOUT}"
+            )
+    tried = ", ".join(str(c) for c in candidates)
+    raise DatasetNotFound(
+        f"Dataset {raw!r} not found (looked in: {tried}). Give a folder holding PDFs or a BEIR dataset "
+        f"(corpus.jsonl[.gz]) plus queries.jsonl and qrels/test.tsv, e.g. make report DATASET=/path/to/folder."
+    )
+
+
+def _dataset_folder_of(file: Path) -> Path:
+    """The folder a file most likely belongs to: the nearest ancestor holding queries.jsonl, else its parent."""
+    for folder in file.parents[:3]:
+        if (folder / "queries.jsonl").is_file():
+            return folder
+    return file.parent
+
+
+def recorded_source(dp: DatasetPaths) -> Path | None:
+    """The dataset folder recorded as the owner of ``dp.root``, or None when nothing is recorded yet."""
+    try:
+        return Path(json.loads(dp.source_record.read_text(encoding="utf-8"))["source"])
+    except FileNotFoundError:
+        return None
+
+
+def check_results_owner(dp: DatasetPaths) -> None:
+    """Refuse ``dp.root`` when it holds the results of another folder with the same name.
+
+    Results are kept per folder *name* (``results/<name>/``, so the default dataset stays at
+    ``results/debian-manuals/``); stage 01 records the folder in ``dp.source_record``. A second folder
+    of the same name would silently replace those results, so it is an error naming both folders.
+    """
+    owner = recorded_source(dp)
+    if owner is None or owner == dp.source:
+        return
+    raise DatasetNameClash(
+        f"{dp.root} holds the results of another dataset folder with the same name, {owner} "
+        f"(recorded in {dp.source_record}); this run's folder is {dp.source}. Running it would replace those "
+        f"results. To keep both, rename this folder (the results folder is named after it), or run with "
+        f"RERANKEVAL_RESULTS and RERANKEVAL_QDRANT_PATH set to other folders. To replace the old results, "
+        f"delete {dp.root} (or only {dp.source_record}, if {owner} was moved to {dp.source})."
+    )
+
+
+def record_source(dp: DatasetPaths) -> None:
+    """Record ``dp.source`` as the owner of ``dp.root`` (stage 01), after :func:`check_results_owner`."""
+    check_results_owner(dp)
+    if recorded_source(dp) is None:
+        atomic_write_json(dp.source_record, {"source": str(dp.source)})

@@ -1,0 +1,410 @@
+"""Stage 05 as a library: :func:`run_analysis` computes everything notebook 05 shows, :func:`write_analysis`
+writes its files (``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv``,
+the manifest). Notebook 05, the report, the tests and the benches all call these two.
+
+Reads (stages 01, 03, 04): the query table, qrels and corpus statistics, every unit-level run in
+``dp.runs_dir`` (and the chunk-level runs), the rerank ledger, the parameters stages 03/04 recorded.
+
+Queries a run has no line for: per-query metrics follow ``missing_queries`` (``zero``: scored 0, as
+trec_eval ``-c``; ``common``: only queries every run answered). Comparisons and the verdict never count
+such a query against a variant that was not run on it: each pair is compared on the queries both answered
+(``n_left_out`` says how many were left out). A query counts as *answered* when the run lists it, or when
+the stage recorded running it (stage 03's ``queries`` count covers the whole query table; stage 04's ledger
+lists the reranked queries), so a query a stage ran and found nothing for is a real 0.
+
+A run file whose name is not a chain variant is a run from another system: it is read the way trec_eval
+reads it (:func:`rerankeval.core.runs.read_external_run`) instead of being held to the run contract.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rerankeval.core import runs
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
+from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
+from rerankeval.core.paths import DatasetPaths, cache_dir
+from rerankeval.corpus import contract as corpus
+from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, metrics, stats, verdict
+from rerankeval.rerank import ledger as ledger_mod
+
+FUSED, RERANKED = HYBRID, HYBRID_RERANK
+RERANKERS = (RERANKED, CROSS_ENCODER)
+
+
+class AnalysisWarning(UserWarning):
+    """Something the analysis got and could still measure, but the user should know (empty runs...)."""
+
+
+@dataclass
+class AnalysisParams:
+    """Notebook 05's parameters (same names and meaning; see its parameters cell)."""
+
+    dataset: str = "debian-manuals"
+    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20, 100])
+    final_k: int = 10
+    pool_k: int | None = 0  # 0 / None: what stages 03/04 recorded
+    eval_variants: list[str] = field(default_factory=list)
+    missing_queries: str = "zero"
+    verify_with: list[str] = field(default_factory=lambda: ["ranx", "pytrec_eval"])
+    n_boot: int = stats.N_BOOT
+    n_perm: int = stats.N_PERM
+    test: str = "randomization"
+    stats_seed: int = 42
+    diff_pair: list[str] = field(default_factory=lambda: [FUSED, RERANKED])
+    diff_queries: list[str] = field(default_factory=list)
+    diff_n: int = 6
+    diff_top_k: int = 10
+
+    @classmethod
+    def of(cls, params: AnalysisParams | Mapping[str, Any]) -> AnalysisParams:
+        """From a mapping (e.g. the notebook's globals): known names are taken, the rest ignored."""
+        if isinstance(params, cls):
+            return params
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in dict(params).items() if k in names})
+
+
+@dataclass
+class Summary:
+    """The analysis facts the report page reads (``analyse/summary.json``; also in the manifest)."""
+
+    headline_metric: str = verdict.HEADLINE
+    k: int = 10
+    pool_k: int | None = None
+    cutoffs: list[int] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)
+    n_queries: int = 0
+    query_set: str = ""
+    policy: str = "zero"
+    missing: dict[str, int] = field(default_factory=dict)  # variant -> evaluated queries it did not answer
+    relevance_unit: str = "unknown"
+    dedupe_policy: str = metrics.DEDUPE_POLICY
+    primary: str = "ir_measures"
+    verified_against: str = ""
+    max_abs_diff: str = ""
+    test: str = "randomization"
+    n_boot: int = 0
+    n_perm: int = 0
+    stats_seed: int = 0
+    verdict: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    external: list[str] = field(default_factory=list)  # one note per run file from another system
+    judging: dict[str, Any] = field(default_factory=dict)  # Judged@k, unjudged pool, merged judgments (judgments.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Summary:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Analysis:
+    """Everything notebook 05 computes, typed (tables are pandas frames)."""
+
+    dp: DatasetPaths
+    params: AnalysisParams
+    pool_k: int
+    headline: str
+    cutoffs: list[int]
+    columns: list[str]  # metric columns
+    queries: dict[str, str]  # qid -> text
+    slices: dict[str, dict[str, str]]
+    qrels: runs.Qrels
+    run_files: dict[str, Path]
+    runs: dict[str, runs.Run]
+    chunk_runs: dict[str, runs.Run]
+    checks: list[runs.RunCheck]  # the run contract, one per chain variant
+    external: list[runs.ExternalRun]  # one per run file from another system
+    unit_mapping: dict[str, int]  # variant -> queries whose unit run is not its chunk run mapped to units
+    query_set: metrics.QuerySet
+    answered: dict[str, set[str]]  # variant -> evaluated queries it answered
+    per_query: pd.DataFrame  # variant, qid, metric, value (per_query.csv)
+    conformance: pd.DataFrame
+    ci: pd.DataFrame  # variant, metric, n, mean, ci_low, ci_high
+    ledger: pd.DataFrame | None
+    costs: pd.DataFrame
+    table: pd.DataFrame  # metrics.csv
+    comparisons: pd.DataFrame
+    reranked: str
+    fallback_qids: set[str]
+    attribution: pd.DataFrame
+    funnel_by_k: pd.DataFrame
+    first_ranks: pd.DataFrame
+    rank_shift: pd.DataFrame
+    by_slice: pd.DataFrame
+    summary: Summary
+    warnings: list[str] = field(default_factory=list)
+    known_limitations: pd.DataFrame | None = None  # issue 11: rerankeval.evaluate.limitations.table
+
+    @property
+    def verdict(self) -> list[str]:
+        return self.summary.verdict
+
+    def missing(self) -> dict[str, list[str]]:
+        """variant -> evaluated queries it did not answer (sorted)."""
+        return {v: sorted(set(self.query_set.qids) - got) for v, got in self.answered.items()}
+
+    def key_table(self) -> pd.DataFrame:
+        """The headline metrics per variant as ``mean [ci_low, ci_high]`` strings."""
+        cols = verdict.key_metrics(self.table, self.headline, self.pool_k)
+        t = self.table
+        show = {metrics.label(m) + (" (pool ceiling)" if m == f"recall@{self.pool_k}" else ""): [
+            f"{r[m]:.3f} [{r[m + '_ci_low']:.3f}, {r[m + '_ci_high']:.3f}]" for _, r in t.iterrows()] for m in cols}
+        return pd.DataFrame(show, index=pd.Index(t.variant, name="variant"))
+
+    def diff_view(self) -> tuple[list[str], list[str]]:
+        """The pair of variants and the queries the diff view shows (largest headline change first)."""
+        pair = [v for v in self.params.diff_pair if v in self.runs]
+        if len(pair) != 2:
+            pair = list(self.runs)[-2:]
+        if len(pair) != 2:
+            return pair, []
+        w = metrics.wide(self.per_query, self.headline)
+        chosen = [q for q in self.params.diff_queries if q in w.index]
+        if not chosen:
+            change = (w[pair[1]] - w[pair[0]]).abs().sort_values(ascending=False, kind="stable")
+            chosen = list(change.index[: self.params.diff_n])
+        return pair, chosen
+
+    def diff_view_html(self) -> str:
+        """Two variants' top lists side by side, gold units highlighted, every text escaped."""
+        from rerankeval.report import htmlsafe
+
+        pair, chosen = self.diff_view()
+        if len(pair) != 2:
+            return ""
+        w = metrics.wide(self.per_query, self.headline)
+        snippets = htmlsafe.Snippets(corpus.load_chunks(self.dp), self.chunk_runs)
+        return htmlsafe.diff_view_html(
+            pair, self.runs, self.qrels, self.queries, chosen, top_k=self.params.diff_top_k, snippets=snippets,
+            metric_values=lambda v, q: f"{metrics.label(self.headline)} {w.at[q, v]:.3f}", slices=self.slices,
+            notes=ledger_mod.ledger_notes(self.ledger, variant=self.reranked))
+
+
+# --------------------------------------------------------------------------- parameters the stages recorded
+def resolve_pool_k(dp: DatasetPaths, override: int | None, variants: list[str]) -> tuple[int, list[str]]:
+    """``pool_k`` from the stage records (or ``override``), and warnings when records and override differ.
+
+    Raises :class:`ValueError` when nothing was recorded and no override is given, or when the records
+    disagree among themselves and no override says which one to use.
+    """
+    recorded = costs.recorded_pool_k(dp.stage_dir("retrieve"), dp.stage_dir("rerank"), variants=variants)
+    values = sorted(set(recorded.values()))
+    if override:
+        other = {f: k for f, k in recorded.items() if k != override}
+        if other:
+            return int(override), [f"pool_k = {override} here, but the stages recorded {other}: pass the same "
+                                   "pool_k to every notebook (or pool_k = 0 here to use what they recorded)."]
+        return int(override), []
+    if not values:
+        raise ValueError(f"no stage recorded pool_k under {dp.stage_dir('retrieve')} or {dp.stage_dir('rerank')}: "
+                         "run 03-retrieve first, or pass pool_k to this notebook")
+    if len(values) > 1:
+        raise ValueError(f"the stages recorded different pool_k values {recorded}: re-run 03-retrieve and "
+                         "04-rerank with one pool_k, or pass pool_k here to choose one")
+    return values[0], []
+
+
+def ledger_pool_warnings(ledger: pd.DataFrame | None, pool_k: int) -> list[str]:
+    """A warning when the rerank ledger shows larger pools than ``pool_k`` (stage 04 ran with a larger one)."""
+    if ledger is None or ledger.empty or "n_pool" not in ledger:
+        return []
+    biggest = pd.to_numeric(ledger.n_pool, errors="coerce").max()
+    if pd.isna(biggest) or biggest <= pool_k:
+        return []
+    return [f"the rerank ledger shows pools of up to {int(biggest)} candidates, but pool_k = {pool_k} here: "
+            "re-run 04-rerank with this pool_k, or pass the pool_k it ran with"]
+
+
+# --------------------------------------------------------------------------- loading runs
+def _load_runs(dp: DatasetPaths, p: AnalysisParams, qids: list[str]):
+    """``run_files, runs, checks, external notes``; chain runs are held to the run contract."""
+    run_files = runs.discover_runs(dp.runs_dir, p.eval_variants or None)
+    if not run_files:
+        raise FileNotFoundError(f"no run files (*.trec) in {dp.runs_dir}: run 03-retrieve (and 04-rerank) first")
+    loaded: dict[str, runs.Run] = {}
+    checks, external = [], []
+    for v, path in run_files.items():
+        if runs.is_external(v):
+            loaded[v], note = runs.read_external_run(path, qids, v)
+            external.append(note)
+        else:
+            loaded[v], chk = runs.read_run_checked(path, v)
+            checks.append(chk)
+    runs.assert_run_contract(checks)
+    return run_files, loaded, checks, external
+
+
+def _answered(dp: DatasetPaths, loaded: Mapping[str, runs.Run], ledger: pd.DataFrame | None,
+              n_queries: int, qids: list[str]) -> dict[str, set[str]]:
+    """variant -> the evaluated queries it answered (listed in its run, or recorded as run by its stage)."""
+    out: dict[str, set[str]] = {}
+    for v, run in loaded.items():
+        got = {q for q, d in run.items() if d}
+        rec = dp.stage_dir("retrieve") / f"{v}.json"
+        if v == RERANKED and ledger is not None and "qid" in ledger:
+            rows = ledger[ledger.variant == v] if "variant" in ledger else ledger
+            got |= set(rows.qid.astype(str))
+        elif rec.exists():
+            try:
+                if int(json.loads(rec.read_text(encoding="utf-8")).get("queries", -1)) >= n_queries:
+                    got = set(qids)
+            except (ValueError, TypeError):
+                pass
+        out[v] = got & set(qids)
+    return out
+
+
+def _degenerate_warnings(qs: metrics.QuerySet) -> list[str]:
+    out = [f"{v} returned nothing for any evaluated query: every metric of {v} is 0" for v in qs.empty]
+    for v, miss in qs.missing_by_variant.items():
+        if miss and v not in qs.empty:
+            shown = ", ".join(miss[:10]) + (" ..." if len(miss) > 10 else "")
+            what = "scored 0 for it" if qs.policy == "zero" else "left out of the common set"
+            out.append(f"{v} has no result for {len(miss)} of {qs.n_judged} judged queries ({what}): {shown}")
+    return out
+
+
+# --------------------------------------------------------------------------- the analysis
+def _evaluate(dp, p, qrels, queries, loaded, run_files, external, columns):
+    qs = metrics.query_set(loaded, qrels, queries, policy=p.missing_queries)
+    if not qs.qids:
+        raise ValueError("no query is judged and answered by the runs: nothing to evaluate. Check that the "
+                         "qrels' query ids match queries.jsonl, or use missing_queries = \"zero\".")
+    per_query = metrics.evaluate(loaded, qrels, qs, columns)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = dict(run_files)
+        for note in external:  # the checkers read the run as re-sorted, not the raw file
+            files[note.variant] = runs.write_trec(loaded[note.variant], Path(tmp) / f"{note.variant}.trec", "ext")
+        conf = conformance.conformance_check(files, qrels, per_query, qs, checkers=p.verify_with,
+                                             cache=cache_dir() / "conformance")
+    return qs, per_query, conf
+
+
+def _compare_all(per_query: pd.DataFrame, columns, headline, final_k, pool_k, p, answered) -> pd.DataFrame:
+    wanted = [headline, f"mrr@{final_k}", f"success@{final_k}", f"recall@{final_k}", f"recall@{pool_k}", "map"]
+    frames = [stats.compare(per_query, m, test=p.test, n_resamples=p.n_perm, n_boot=p.n_boot, seed=p.stats_seed,
+                            answered=answered)
+              for m in dict.fromkeys(wanted) if m in columns]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _funnel(loaded, qrels, qids, p: AnalysisParams, pool_k, cutoffs, fallback_qids, reranked):
+    att = funnel.attribute(loaded, qrels, qids, k=p.final_k, pool_k=pool_k, fallback_qids=fallback_qids,
+                           reranked=reranked)
+    by_k = (funnel.funnel_by_cutoff(loaded, qrels, qids, cutoffs, pool_k, fallback_qids, reranked=reranked)
+            if not att.empty else pd.DataFrame())
+    return att, by_k
+
+
+def run_analysis(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysis:
+    """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
+    p = AnalysisParams.of(params)
+    stats_ = corpus.load_stats(dp)
+    qrels, merge = judgments.merged_qrels(dp, corpus.load_qrels(dp))
+    table_q = corpus.load_query_table(dp)
+    queries = {q.qid: q.text for q in table_q}
+    run_files, loaded, checks, external = _load_runs(dp, p, list(queries))
+    pool_k, warn = resolve_pool_k(dp, p.pool_k, [v for v in loaded if not runs.is_external(v)])
+    headline = f"ndcg@{p.final_k}"
+    cutoffs = sorted(set(p.ks) | {p.final_k, pool_k})
+    columns = metrics.metric_columns(cutoffs)
+    unit_of = corpus.unit_of(dp)
+    chunk_runs = {v: runs.read_trec(dp.chunk_run_file(v)) for v in run_files if dp.chunk_run_file(v).exists()}
+    qs, per_query, conf = _evaluate(dp, p, qrels, queries, loaded, run_files, external, columns)
+    warn += _degenerate_warnings(qs)
+    ledger = ledger_mod.read_ledger(dp.ledger, missing_ok=True)
+    warn += ledger_pool_warnings(ledger, pool_k)
+    ci = stats.bootstrap_table(per_query, n_boot=p.n_boot, seed=p.stats_seed)
+    cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qs.qids),
+                            costs.retrieval_seconds(dp.stage_dir("retrieve"), loaded))
+    table = metrics.summary_table(ci, cost)
+    answered = _answered(dp, loaded, ledger, len(queries), qs.qids)
+    comparisons = _compare_all(per_query, columns, headline, p.final_k, pool_k, p, answered)
+    reranked = next((v for v in RERANKERS if v in loaded), RERANKED)
+    missing = {v: len(set(qs.qids) - got) for v, got in answered.items()}
+    summary = Summary(
+        headline_metric=headline, k=p.final_k, pool_k=pool_k, cutoffs=cutoffs, variants=list(loaded),
+        n_queries=qs.n, query_set=qs.describe(), policy=p.missing_queries, missing=missing,
+        relevance_unit=stats_.get("unit", "unknown"), verified_against=conformance.checker_versions(p.verify_with),
+        max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}", test=p.test,
+        n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
+        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing),
+        external=[n.describe() for n in external],
+        judging=judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k))
+    fallback_qids = ledger_mod.fallback_queries(ledger, variant=reranked)
+    att, by_k = _funnel(loaded, qrels, qs.qids, p, pool_k, cutoffs, fallback_qids, reranked)
+    for w in warn:
+        warnings.warn(w, AnalysisWarning, stacklevel=2)
+    return Analysis(
+        dp=dp, params=p, pool_k=pool_k, headline=headline, cutoffs=cutoffs, columns=columns, queries=queries,
+        slices={q.qid: q.slices for q in table_q}, qrels=qrels, run_files=run_files, runs=loaded,
+        chunk_runs=chunk_runs, checks=checks, external=external,
+        unit_mapping={v: runs.unit_mapping_check(loaded[v], c, unit_of) for v, c in chunk_runs.items()},
+        query_set=qs, answered=answered, per_query=per_query, conformance=conf, ci=ci, ledger=ledger, costs=cost,
+        table=table, comparisons=comparisons, reranked=reranked, fallback_qids=fallback_qids, attribution=att,
+        funnel_by_k=by_k, first_ranks=funnel.first_relevant_ranks(loaded, qrels, qs.qids),
+        rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
+        by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
+        summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries))
+
+
+def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.DataFrame:
+    wanted = [m for m in (headline, f"success@{final_k}", f"recall@{pool_k}") if m in columns]
+    return metrics.slice_table(per_query[per_query.qid.isin(qs.qids)], slices, wanted)
+
+
+# --------------------------------------------------------------------------- the one writer
+def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
+    """Write ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv`` and
+    the manifest; returns ``name -> path``."""
+    from rerankeval.report import manifest
+
+    out = {
+        "metrics": atomic_write_text(dp.metrics_csv, a.table.to_csv(index=False)),
+        "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),
+        **write_summary(dp, a.summary, a.comparisons),
+        "review": judgments.write_review(dp, a.runs, a.qrels, a.query_set.qids, a.params.final_k, a.chunk_runs),
+        **limitations.write(dp, a.known_limitations),
+    }
+    man = manifest.build_manifest(dp, variants=list(a.runs), extra=a.summary.to_dict())
+    out["manifest"] = manifest.write_manifest(dp, man)
+    return out
+
+
+def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None) -> dict[str, Path]:
+    """The part of :func:`write_analysis` the report reads: ``analyse/summary.json`` and the comparisons."""
+    out = {"summary": atomic_write_json(dp.analyse_summary, json.loads(json.dumps(summary.to_dict())))}
+    if comparisons is not None:
+        out["comparisons"] = atomic_write_text(dp.analyse_comparisons, comparisons.to_csv(index=False))
+    return out
+
+
+def read_summary(dp: DatasetPaths) -> Summary | None:
+    """What :func:`write_analysis` saved for the report, or None when the analysis has not run."""
+    p = dp.analyse_summary
+    try:
+        return Summary.from_dict(json.loads(p.read_text(encoding="utf-8"))) if p.exists() else None
+    except (ValueError, TypeError):
+        return None
+
+
+def read_comparisons(dp: DatasetPaths) -> pd.DataFrame | None:
+    p = dp.analyse_comparisons
+    try:
+        return corpus.read_table(p, ids=("metric", "a", "b")) if p.exists() else None
+    except (ValueError, OSError):
+        return None

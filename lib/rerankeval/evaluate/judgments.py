@@ -1,0 +1,341 @@
+"""Judging as you explore: Judged@k, the pool of unjudged units to review, and grades recorded by the explorer.
+
+On one's own documents the judgments are always incomplete, and a variant can be punished for finding a good
+page nobody judged. Three tools make that visible and fixable:
+
+- :func:`judged_at_k`: per variant, the share of its top k units that have a judgment (any grade, 0 too), as
+  ``ir_measures``' ``Judged@k`` computes it (judged units in the top k / units in the top k), averaged over
+  the evaluated queries the variant returned something for;
+- :func:`unjudged_pool`: the unjudged units of every variant's top k (the pool, as TREC builds it), with the
+  variants that retrieved each and its best rank; stage 05 writes it to ``dp.unjudged_review``;
+- :func:`record`: a grade for (query, unit), appended to the dataset's own judgments file
+  ``<dataset>/qrels/judgments-<split>.tsv`` (``dp.judgments(split)``; beside the qrels, so deleting
+  ``results/`` keeps it). :func:`merged_qrels` merges it into the qrels stage 05 evaluates with, and the
+  merge is recorded in the analysis summary and the manifest (file, sha256, how many merged).
+
+An existing judgment is never silently overwritten: recording a different grade for a judged pair, or merging a
+file that disagrees with the qrels, raises :class:`JudgmentConflict` naming both grades and how to resolve it.
+The judgments file is checked like the qrels (:mod:`rerankeval.corpus.beir`): a pair graded twice with different grades,
+a unit that is not in the corpus, or a grade outside the dataset's scale (:func:`grade_scale`) is refused with the
+file, the line and the fix; the same pair twice with the same grade is kept once and listed in the merge record.
+Concurrent writers (two explorers, two processes) never lose a grade: :func:`record` holds an exclusive lock on
+a lock file beside the judgments file around its read-modify-write, and replaces the file atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fcntl
+import json
+import numbers
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rerankeval.core.ioutil import atomic_write_text, sha256_file
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.runs import Qrels, Run, ranked
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus.beir import InputError
+
+HEADER = "query-id\tcorpus-id\tscore\n"
+REVIEW_COLUMNS = ["qid", "query", "unit_id", "variants", "n_variants", "best_rank", "snippet"]
+DEFAULT_TOP_GRADE = 2  # the top of the scale when the qrels hold no positive grade (0 not, 1 relevant, 2 highly)
+_PAGE_ID = re.compile(r"^(?P<file>.+)#p(?P<page>\d+)$")
+
+
+class JudgmentConflict(ValueError):
+    """A grade disagrees with an existing judgment; the message names both and how to resolve it."""
+
+
+def split_of(dp: DatasetPaths) -> str:
+    """The qrels split stage 01 extracted (``stats.json``), ``test`` when not recorded."""
+    try:
+        return str(json.loads(dp.corpus_stats.read_text(encoding="utf-8")).get("split") or "test")
+    except (OSError, ValueError):
+        return "test"
+
+
+def read_judgments(path: Path) -> list[tuple[str, str, int, int]]:
+    """``(qid, unit_id, grade, line number)`` of each line of a judgments file (none when it does not exist)."""
+    if not path.is_file():
+        return []
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        parts = line.split("\t")
+        if not line.strip() or (lineno == 1 and parts[0] == "query-id"):
+            continue
+        try:
+            out.append((parts[0].strip(), parts[1].strip(), int(parts[2]), lineno))
+        except (IndexError, ValueError):
+            raise InputError(f"{path}:{lineno}: expected 'query-id<TAB>corpus-id<TAB>integer grade', got "
+                             f"{line!r}; fix or delete that line") from None
+    return out
+
+
+def _write(path: Path, rows: Sequence[tuple[str, str, int]]) -> Path:
+    return atomic_write_text(path, HEADER + "".join(f"{q}\t{u}\t{g}\n" for q, u, g in rows))
+
+
+def lock_file(path: Path) -> Path:
+    """The lock file beside the judgments file ``path`` (hidden, never read as judgments)."""
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on :func:`lock_file` of ``path`` for one read-modify-write (waits for the holder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file(path), "a", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def grade_scale(qrels: Qrels) -> int:
+    """The top grade of the dataset's scale: the largest grade in its qrels (:data:`DEFAULT_TOP_GRADE` when none
+    is positive); a grade is valid from 0 to it."""
+    top = max((int(g) for rel in qrels.values() for g in rel.values()), default=0)
+    return top if top > 0 else DEFAULT_TOP_GRADE
+
+
+def _scale_text(top: int) -> str:
+    return f"grades are 0-{top} on this dataset (0 not relevant, {top} the highest grade its qrels use)"
+
+
+def as_grade(grade: Any, top: int) -> int:
+    """``grade`` as an int (a whole number: ``2``, ``np.int64(2)``, ``2.0``), checked against the scale 0..``top``."""
+    whole = None
+    if isinstance(grade, numbers.Integral) and not isinstance(grade, bool):
+        whole = int(grade)
+    elif isinstance(grade, numbers.Real) and not isinstance(grade, bool) and float(grade).is_integer():
+        whole = int(grade)
+    if whole is None:
+        raise ValueError(f"grade must be a whole number, got {grade!r}: {_scale_text(top)}")
+    if not 0 <= whole <= top:
+        raise ValueError(f"grade {whole} is outside the scale: {_scale_text(top)}. Give a grade from 0 to {top}.")
+    return whole
+
+
+def _pages(dp: DatasetPaths) -> tuple[dict[str, tuple[str, int, str]], dict[str, tuple[str, int]], dict[str, str]]:
+    """What stage 01 saw of each PDF (``pages.csv``, ``skipped.csv``): page unit id -> (file, page, note), file id
+    (white space as ``_``) -> (file, page count), and skipped file id -> why. All empty for a BEIR dataset."""
+    def read(path: Path) -> pd.DataFrame:
+        return pd.read_csv(path, dtype=str, keep_default_na=False) if path.is_file() else pd.DataFrame()
+
+    pages, skipped = read(dp.pages_csv), read(dp.skipped_csv)
+    by_unit: dict[str, tuple[str, int, str]] = {}
+    count: dict[str, tuple[str, int]] = {}
+    if {"file", "page", "unit_id"} <= set(pages.columns):
+        notes = pages["note"] if "note" in pages.columns else [""] * len(pages)
+        for f, pg, u, note in zip(pages.file, pages.page, pages.unit_id, notes, strict=True):
+            by_unit[u] = (f, int(pg), note)
+            fid = "_".join(f.split())
+            count[fid] = (f, max(count.get(fid, (f, 0))[1], int(pg)))
+    why = ({"_".join(f.split()): r for f, r in zip(skipped.file, skipped.reason, strict=True)}
+           if {"file", "reason"} <= set(skipped.columns) else {})
+    return by_unit, count, why
+
+
+def unknown_unit(dp: DatasetPaths, unit_id: str, units: set[str]) -> str:
+    """Why ``unit_id`` is not a unit of the corpus: a page with no text, a page past the file's end, a skipped
+    file, or a typo (with the closest unit id, by :mod:`difflib`)."""
+    head = f"unit {unit_id!r} is not in the corpus of {dp.name} ({dp.chunks})"
+    spaced = "_".join(unit_id.split())
+    if spaced != unit_id and spaced in units:
+        return f"{head}: did you mean {spaced!r} (unit ids write white space as '_')?"
+    m = _PAGE_ID.match(spaced)
+    if m:
+        by_unit, count, skipped = _pages(dp)
+        fid, page = m["file"], int(m["page"])
+        if spaced in by_unit:
+            f, pg, note = by_unit[spaced]
+            why = note or ("no extractable text: a scanned image, a blank page, or text only in a form field or "
+                           "annotation")
+            return (f"{head}: page {pg} of {f} has no text in the corpus (it was skipped at extraction: {why}), so "
+                    "no variant can retrieve it and a grade for it cannot count")
+        if fid in skipped:
+            return f"{head}: the file {fid} was skipped at extraction ({skipped[fid]})"
+        if fid in count:
+            return f"{head}: {count[fid][0]} has {count[fid][1]} page(s), there is no page {page}"
+    close = difflib.get_close_matches(unit_id, sorted(units), n=1)
+    return head + (f": did you mean {close[0]!r}?" if close else "")
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith(("?", ".")) else text + "."
+
+
+def _check_new(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, qrels: Qrels) -> tuple[int, set[str]]:
+    """The grade as an int and the corpus' unit ids, or ValueError naming what is wrong with the new grade."""
+    grade = as_grade(grade, grade_scale(qrels))
+    if qid not in corpus.load_queries(dp):
+        raise ValueError(f"query {qid!r} is not in {dp.queries}: only queries of queries.jsonl can be judged. "
+                         "To judge a free-text query, add it to the dataset's queries.jsonl with an id and re-run.")
+    units = set(corpus.unit_of(dp).values())
+    if unit_id not in units:
+        raise ValueError(f"{_sentence(unknown_unit(dp, unit_id, units))} Judge a unit id the explorer shows.")
+    return grade, units
+
+
+def checked_judgments(dp: DatasetPaths, path: Path, qrels: Qrels,
+                      units: set[str] | None = None) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+    """The lines of the judgments file ``path`` (:func:`read_judgments`, each pair once), checked as the qrels
+    reader checks the qrels, and the lines repeating a pair with the same grade (accepted, kept once).
+
+    Raises :class:`JudgmentConflict` for a pair graded twice differently, :class:`rerankeval.corpus.beir.InputError` for
+    a unit not in the corpus or a grade outside :func:`grade_scale`: each names the file, the line and the fix.
+    """
+    rows = read_judgments(path)
+    if not rows:
+        return [], []
+    units = set(corpus.unit_of(dp).values()) if units is None else units
+    top = grade_scale(qrels)
+    first: dict[tuple[str, str], tuple[str, str, int, int]] = {}
+    repeated = []
+    for row in rows:
+        q, u, g, lineno = row
+        if not 0 <= g <= top:
+            raise InputError(f"{path}:{lineno}: grade {g} for {q} / {u} is outside the scale: {_scale_text(top)}. "
+                             f"Fix: correct or delete line {lineno} of {path}.")
+        if u not in units:
+            raise InputError(f"{path}:{lineno}: {_sentence(unknown_unit(dp, u, units))} Fix: correct or delete "
+                             f"line {lineno} of {path}.")
+        seen = first.setdefault((q, u), row)
+        if seen is row:
+            continue
+        if seen[2] != g:
+            raise JudgmentConflict(
+                f"{path}:{seen[3]} and {path}:{lineno} grade {q} / {u} differently ({seen[2]} and {g}). Fix: keep "
+                f"one of the two lines (delete the other) and re-run.")
+        repeated.append(f"line {lineno}: {q} / {u} repeats line {seen[3]} with the same grade {g} (kept once)")
+    return list(first.values()), repeated
+
+
+def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str | None = None,
+           replace: bool = False) -> str:
+    """Record ``grade`` for (``qid``, ``unit_id``) in ``dp.judgments(split)``; ``recorded``, ``unchanged`` or
+    ``replaced``. Raises :class:`JudgmentConflict` when the qrels judge the pair differently, or when the file
+    does and ``replace`` is False; ``ValueError`` for a grade off the dataset's scale (:func:`as_grade`) or an
+    unknown query or unit. The read-modify-write holds an exclusive lock (:func:`lock_file`)."""
+    qrels = corpus.load_qrels(dp)
+    grade, units = _check_new(dp, qid, unit_id, grade, qrels)
+    split = split or split_of(dp)
+    path = dp.judgments(split)
+    old = qrels.get(qid, {}).get(unit_id)
+    if old is not None and old != grade:
+        raise JudgmentConflict(
+            f"{qid} / {unit_id} is already judged {old} in the dataset's qrels/{split}.tsv; the new grade {grade} "
+            f"is refused (a judgment recorded while exploring never overrides the qrels). To change it, edit "
+            f"{dp.source_qrels(split)} and re-run make report.")
+    with _locked(path):
+        mine = next((g for q, u, g, _ in checked_judgments(dp, path, qrels, units)[0]
+                     if (q, u) == (qid, unit_id)), None)
+        if old == grade or mine == grade:
+            return "unchanged"
+        if mine is not None and not replace:
+            raise JudgmentConflict(
+                f"{qid} / {unit_id} was already judged {mine} in {path}; the new grade {grade} is refused. To "
+                f"replace it, call judge(..., replace=True) (or edit that file).")
+        rows = [(q, u, g) for q, u, g, _ in read_judgments(path) if (q, u) != (qid, unit_id)]
+        _write(path, rows + [(qid, unit_id, grade)])
+    return "replaced" if mine is not None else "recorded"
+
+
+def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tuple[Qrels, dict[str, Any]]:
+    """``qrels`` plus the grades of ``dp.judgments(split)``, and the record of the merge (for the manifest).
+
+    The file is checked first (:func:`checked_judgments`: a pair graded twice differently, a unit not in the corpus
+    or a grade off the scale stops the merge, naming the file and line). A grade for a pair the qrels judge
+    differently raises :class:`JudgmentConflict`; a line naming a query the qrels and query table do not know is
+    ignored and listed in the record, as are the lines repeating a pair with the same grade.
+    """
+    split = split or split_of(dp)
+    path = dp.judgments(split)
+    rec: dict[str, Any] = {"file": str(path), "exists": path.is_file(), "merged": 0, "already_in_qrels": 0}
+    if not path.is_file():
+        return qrels, rec
+    rows, repeated = checked_judgments(dp, path, qrels)
+    known = set(qrels) | set(corpus.load_queries(dp))
+    out = {q: dict(rel) for q, rel in qrels.items()}
+    ignored = []
+    for q, u, g, lineno in rows:
+        old = qrels.get(q, {}).get(u)
+        if old is not None and old != g:
+            raise JudgmentConflict(
+                f"{path}:{lineno} grades {q} / {u} as {g}, but the qrels (qrels/{split}.tsv) say {old}. Resolve it: "
+                f"delete or correct line {lineno} of {path}, or change the grade in {dp.source_qrels(split)} and "
+                "re-run make report.")
+        if q not in known:
+            ignored.append(f"line {lineno}: unknown query {q}")
+            continue
+        rec["already_in_qrels" if old is not None else "merged"] += 1
+        out.setdefault(q, {})[u] = g
+    rec.update(sha256=sha256_file(path), ignored=ignored, repeated=repeated)
+    return out, rec
+
+
+def judged_at_k(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int) -> dict[str, float]:
+    """variant -> mean over ``qids`` (those it returned units for) of ir_measures' ``Judged@k``."""
+    import ir_measures
+
+    measure = ir_measures.Judged @ k
+    wanted = set(qids)
+    qrels_df = pd.DataFrame([(q, d, int(g)) for q in sorted(wanted & set(qrels)) for d, g in qrels[q].items()],
+                            columns=["query_id", "doc_id", "relevance"])
+    out = {}
+    for v, run in runs.items():
+        rows = [(q, d, float(s)) for q in sorted(wanted & set(run)) for d, s in run[q].items()]
+        run_df = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"])
+        found = ir_measures.iter_calc([measure], qrels_df, run_df) if rows and len(qrels_df) else []
+        values = [m.value for m in found if m.query_id in run]  # ir_measures gives 0 for unanswered queries
+        out[v] = float(sum(values) / len(values)) if values else float("nan")
+    return out
+
+
+def unjudged_pool(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int,
+                  queries: Mapping[str, str] | None = None, snippet=None) -> pd.DataFrame:
+    """The unjudged units of every variant's top ``k`` per query (:data:`REVIEW_COLUMNS`).
+
+    ``snippet(variant, qid, unit) -> str`` gives the text shown (from the variant with the best rank).
+    """
+    rows = []
+    for q in qids:
+        seen: dict[str, dict[str, int]] = {}
+        for v, run in runs.items():
+            for rank, (d, _) in enumerate(ranked(run.get(q, {}))[:k], start=1):
+                if d not in qrels.get(q, {}):
+                    seen.setdefault(d, {})[v] = rank
+        for d, by_v in seen.items():
+            best_v = min(by_v, key=lambda v: (by_v[v], list(runs).index(v)))
+            rows.append([q, (queries or {}).get(q, ""), d, ",".join(by_v), len(by_v), by_v[best_v],
+                         snippet(best_v, q, d) if snippet else ""])
+    df = pd.DataFrame(rows, columns=REVIEW_COLUMNS)
+    return df.sort_values(["qid", "n_variants", "best_rank", "unit_id"], ascending=[True, False, True, True],
+                          kind="stable", ignore_index=True)
+
+
+def judging_summary(merge: Mapping[str, Any], runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str],
+                    k: int) -> dict[str, Any]:
+    """What stage 05 records about judging: Judged@k per variant, the pool size and the merged judgments."""
+    pool = unjudged_pool(runs, qrels, qids, k)
+    return {"k": k, "judged_at_k": judged_at_k(runs, qrels, qids, k), "unjudged_units": len(pool),
+            "review_file": "review/unjudged.tsv", "judgments": dict(merge)}
+
+
+def write_review(dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int,
+                 chunk_runs: Mapping[str, Run] | None = None) -> Path:
+    """Write :func:`unjudged_pool` (with snippets) to ``dp.unjudged_review`` (TSV, one unit per line)."""
+    from rerankeval.report.htmlsafe import Snippets, shorten
+
+    snips = Snippets(corpus.load_chunks(dp), chunk_runs)
+    pool = unjudged_pool(runs, qrels, qids, k, corpus.load_queries(dp),
+                         lambda v, q, d: shorten(snips.get(v, q, d)["text"], 300))
+    pool["query"] = pool["query"].map(lambda s: " ".join(str(s).split()))
+    return atomic_write_text(dp.unjudged_review, pool.to_csv(sep="\t", index=False))

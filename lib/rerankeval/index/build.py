@@ -1,0 +1,290 @@
+"""Stage 02 (build indexes): BM25 on disk, embeddings cached, one Qdrant collection filled.
+
+Notebook 02::
+
+    info = build_indexes(dp)            # -> IndexInfo, also written to dp.index_dir/manifest.json
+
+Everything is keyed by content (:func:`index_corpus_hash` of the chunk table, the BM25 parameters and
+analyser, the embedding model): a second call with the same inputs computes nothing, and stage 03
+(:mod:`rerankeval.retrieve.stage`) refuses indexes built from another chunk table (:func:`load_index_info`).
+The manifest is written last, so it marks a complete build.
+
+The Qdrant side is filled by the backend ``RERANKEVAL_QDRANT_BACKEND`` names
+(:func:`rerankeval.index.qdrant.edge.backend`): ``client`` (qdrant-client, the default) or ``edge``
+(:mod:`rerankeval.index.qdrant.edge`); the manifest records it, and a collection counts as built only by the backend the
+manifest names.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from rerankeval.core.ioutil import atomic_write_json, sha256_json
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.settings import load_settings
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus.contract import StageMissing
+from rerankeval.index import bm25 as bm25mod
+from rerankeval.index.embed import Embedder
+from rerankeval.index.qdrant import edge as qdrant_edge
+from rerankeval.index.qdrant import store as qdrant_store
+
+MANIFEST_VERSION = 2
+
+
+def index_corpus_hash(texts: Mapping[str, str], unit_of: Mapping[str, str]) -> str:
+    """Hash of what the indexes depend on: every chunk's id, unit and indexed text."""
+    return sha256_json([[c, unit_of[c], texts[c]] for c in sorted(texts)])
+
+
+def manifest_path(dp: DatasetPaths) -> Path:
+    return dp.index_dir / "manifest.json"
+
+
+@dataclass
+class IndexInfo:
+    """What :func:`build_indexes` built (also ``dp.index_dir/manifest.json``)."""
+
+    dataset: str
+    collection: str
+    qdrant: str  # where the collection lives (embedded path or server URL)
+    model_source: str | None  # None = bundled all-MiniLM-L6-v2, else the local folder / name given
+    model_id: str
+    model_key: str
+    dim: int
+    corpus_hash: str
+    n_chunks: int
+    bm25_dir: str
+    bm25_params: dict
+    analyzer: dict
+    vocab_size: int
+    backend: str = qdrant_edge.CLIENT  # which engine holds the collection (rerankeval.index.qdrant.edge.backend)
+    actions: dict = field(default_factory=dict)  # step -> what happened ("built", "loaded", ...)
+    seconds: dict = field(default_factory=dict)  # step -> wall seconds
+    version: int = MANIFEST_VERSION
+
+    @property
+    def cold(self) -> bool:
+        """True if anything had to be computed (not just found in caches)."""
+        return any(a not in ("loaded", "reused", "cached") for a in self.actions.values())
+
+    def timings(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [{"step": k, "action": self.actions.get(k, ""), "seconds": round(v, 2)}
+             for k, v in self.seconds.items()]
+        )
+
+
+@dataclass
+class _Build:
+    """The state one :func:`build_indexes` call passes between its steps."""
+
+    dp: DatasetPaths
+    actions: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def step(self, name: str, t0: float, action: str) -> None:
+        self.seconds[name] = time.perf_counter() - t0
+        self.actions[name] = action
+
+    def reused(self, name: str) -> None:
+        self.seconds[name] = 0.0
+        self.actions[name] = "reused"
+
+
+@dataclass
+class _Fill:
+    """What the Qdrant step fills a collection with (either backend)."""
+
+    name: str
+    emb: Embedder
+    ids: list[str]
+    texts: Mapping[str, str]
+    unit_of: Mapping[str, str]
+    index: bm25mod.BM25Index
+    old: dict | None  # the previous manifest
+    force: bool
+    progress: bool
+
+    def built_by(self, backend: str) -> bool:
+        """The previous manifest records this collection, built by ``backend``."""
+        return (self.old is not None and self.old.get("collection") == self.name
+                and self.old.get("backend", qdrant_edge.CLIENT) == backend)
+
+
+def _bm25_step(b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, params: bm25mod.BM25Params,
+               force: bool) -> tuple[bm25mod.BM25Index, str, bm25mod.Analyzer]:
+    """Build or load the BM25 index; delete the indexes of older corpora or parameters."""
+    t = time.perf_counter()
+    analyzer = bm25mod.Analyzer()
+    index, built = bm25mod.build_or_load(b.dp.index_dir / "bm25", ids, [texts[i] for i in ids],
+                                         corpus_hash=chash, params=params, analyzer=analyzer, force=force)
+    key = bm25mod.index_key(chash, params, analyzer)
+    for other in (b.dp.index_dir / "bm25").iterdir():
+        if other.is_dir() and other.name != key:
+            shutil.rmtree(other, ignore_errors=True)
+    b.step("bm25", t, "built" if built else "loaded")
+    return index, key, analyzer
+
+
+def _encode(b: _Build, f: _Fill):
+    """The chunk vectors, from the embedding cache where possible."""
+    t = time.perf_counter()
+    vectors = f.emb.encode([f.texts[i] for i in f.ids], desc=f"embedding {b.dp.name}")
+    st = f.emb.stats
+    b.step("embeddings", t, "cached" if st.encoded == 0 else f"encoded {st.encoded}, cached {st.cached}")
+    return vectors
+
+
+def _check_count(n: int, f: _Fill) -> None:
+    if n != len(f.ids):
+        raise RuntimeError(f"Qdrant collection {f.name} holds {n} points after upserting {len(f.ids)}: "
+                           "re-run the 02-build-indexes stage with force_rebuild=True.")
+
+
+def _qdrant_step(b: _Build, client, f: _Fill) -> int:
+    """Encode (from the cache where possible) and upsert every chunk; return the vector dimension."""
+    vectors = _encode(b, f)
+    dim = int(vectors.shape[1])
+    t = time.perf_counter()
+    qdrant_store.ensure_collection(client, f.name, dim)
+    qdrant_store.upsert_chunks(client, f.name, f.ids, [f.unit_of[i] for i in f.ids], vectors,
+                               f.index.sparse_doc_vectors(), progress=f.progress)
+    _check_count(qdrant_store.point_count(client, f.name), f)
+    b.step("qdrant", t, "upserted")
+    return dim
+
+
+def _client_store(b: _Build, f: _Fill) -> tuple[int, str]:
+    """Fill (or find complete) the qdrant-client collection; return (dim, where it lives)."""
+    with qdrant_store.open_client(b.dp) as client:
+        loc = qdrant_store.location(b.dp)
+        complete = qdrant_store.point_count(client, f.name) == len(f.ids) and f.built_by(qdrant_edge.CLIENT)
+        if complete and not f.force:
+            b.reused("embeddings")
+            b.reused("qdrant")
+            dim = int(f.old["dim"])
+        else:
+            dim = _qdrant_step(b, client, f)
+        stale = qdrant_store.drop_stale(client, b.dp.name, keep=f.name)
+    if stale:
+        b.actions["dropped stale collections"] = ", ".join(stale)
+    return dim, loc.describe()
+
+
+def _edge_complete(path: Path, f: _Fill) -> bool:
+    if f.force or not f.built_by(qdrant_edge.EDGE) or not path.is_dir():
+        return False
+    with qdrant_edge.open_shard(path, int(f.old["dim"])) as shard:
+        return qdrant_edge.point_count(shard) == len(f.ids)
+
+
+def _edge_store(b: _Build, f: _Fill) -> tuple[int, str]:
+    """Fill (or find complete) the qdrant-edge shard; return (dim, where it lives)."""
+    path = qdrant_edge.shard_path(b.dp, f.name)
+    if _edge_complete(path, f):
+        b.reused("embeddings")
+        b.reused("qdrant")
+        dim = int(f.old["dim"])
+    else:
+        vectors = _encode(b, f)
+        dim = int(vectors.shape[1])
+        t = time.perf_counter()
+        with qdrant_edge.open_shard(path, dim) as shard:
+            qdrant_edge.upsert_chunks(shard, f.ids, [f.unit_of[i] for i in f.ids], vectors,
+                                      f.index.sparse_doc_vectors())
+            _check_count(qdrant_edge.point_count(shard), f)
+        b.step("qdrant", t, "upserted")
+    stale = qdrant_edge.drop_stale(b.dp, keep=f.name)
+    if stale:
+        b.actions["dropped stale collections"] = ", ".join(stale)
+    return dim, f"edge shard {path}"
+
+
+def build_indexes(
+    dp: DatasetPaths,
+    *,
+    model: str | None = None,
+    k1: float = 1.2,
+    b: float = 0.75,
+    force: bool = False,
+    embedder: Embedder | None = None,
+    progress: bool = True,
+    backend: str | None = None,
+) -> IndexInfo:
+    """Build (or find up to date) the BM25 index, the embeddings and the Qdrant collection of ``dp``.
+
+    Everything is keyed by content: a second call with the same corpus and parameters computes nothing
+    (``force=True`` rebuilds BM25 and re-upserts every point; embeddings still come from the cache).
+    ``backend``: ``"client"`` or ``"edge"``, default ``RERANKEVAL_QDRANT_BACKEND``
+    (:func:`rerankeval.index.qdrant.edge.backend`).
+    """
+    t_all = t = time.perf_counter()
+    st = _Build(dp)
+    chunks = corpus.load_chunks(dp)
+    texts = corpus.chunk_texts(dp)
+    unit_of = dict(zip(chunks.chunk_id, chunks.unit_id, strict=True))
+    ids = sorted(texts)
+    chash = index_corpus_hash(texts, unit_of)
+    st.step("read chunks", t, "loaded")
+    params = bm25mod.BM25Params(k1=k1, b=b)
+    index, bm25_key, analyzer = _bm25_step(st, ids, texts, chash, params, force)
+
+    emb = embedder or Embedder(model, progress=progress)
+    name = qdrant_store.collection_name(dp.name, model_key=emb.key, corpus_hash=chash, bm25_key=bm25_key)
+    backend = _backend(backend)
+    fill = _Fill(name, emb, ids, texts, unit_of, index, _read_manifest(dp), force, progress)
+    dim, where = (_edge_store if backend == qdrant_edge.EDGE else _client_store)(st, fill)
+    st.seconds["total"] = time.perf_counter() - t_all
+    info = IndexInfo(
+        dataset=dp.name, collection=name, qdrant=where,
+        model_source=None if model is None else str(model), model_id=emb.model_id, model_key=emb.key,
+        dim=dim, corpus_hash=chash, n_chunks=len(ids),
+        bm25_dir=str((dp.index_dir / "bm25" / bm25_key).relative_to(dp.root)),
+        bm25_params=asdict(params), analyzer=analyzer.spec(), vocab_size=len(index.vocab),
+        backend=backend, actions=st.actions, seconds=st.seconds,
+    )
+    atomic_write_json(manifest_path(dp), asdict(info))
+    return info
+
+
+def _backend(backend: str | None) -> str:
+    """``backend`` checked, or the configured one (edge with QDRANT_URL is an error)."""
+    if backend is None:
+        return qdrant_edge.backend()
+    if backend not in (qdrant_edge.CLIENT, qdrant_edge.EDGE):
+        raise ValueError(f"unknown Qdrant backend {backend!r}: use 'client' or 'edge'")
+    return qdrant_edge.backend(load_settings().model_copy(update={"qdrant_backend": backend}))
+
+
+def _read_manifest(dp: DatasetPaths) -> dict | None:
+    try:
+        return json.loads(manifest_path(dp).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def load_index_info(dp: DatasetPaths) -> IndexInfo:
+    """The manifest of the indexes, checked against the current chunk table."""
+    m = _read_manifest(dp)
+    if m is None:
+        raise StageMissing(f"{manifest_path(dp)} is missing: run the 02-build-indexes stage first.")
+    if m.get("version") != MANIFEST_VERSION:
+        raise StageMissing(f"{manifest_path(dp)} was written by another version of the index stage: "
+                           "re-run the 02-build-indexes stage.")
+    info = IndexInfo(**m)
+    chunks = corpus.load_chunks(dp)
+    now = index_corpus_hash(corpus.chunk_texts(dp), dict(zip(chunks.chunk_id, chunks.unit_id, strict=True)))
+    if now != info.corpus_hash:
+        raise StageMissing(
+            f"the indexes in {dp.index_dir} were built from another version of the chunk table: "
+            "re-run the 02-build-indexes stage."
+        )
+    return info

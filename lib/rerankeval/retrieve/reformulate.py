@@ -1,0 +1,315 @@
+"""``hybrid_reformulate`` (issue 11): the LLM rewrites queries whose first stage looks weak, with a revert guard.
+
+Per query, in stage 03:
+
+1. **Weak?** The ``hybrid`` run's top fused score (RRF over the unit-mapped dense and BM25 legs, at most
+   ``2 / (rrf_k + 1)`` when both legs put the same unit first) is compared with ``threshold``. At or above
+   it the query is ``not_rewritten`` and its result is exactly ``hybrid``'s.
+2. **Rewrite.** Below it the LLM rewrites the query (JSON schema ``{"query": "..."}``, temperature 0, through
+   the reranker's client and reply cache, :mod:`rerankeval.llm.client` / :mod:`~rerankeval.llm.cache`).
+3. **Guard (no relevance judgments).** The rewrite is retrieved by both legs, and its legs are scored by
+   :func:`guard_measure`: ``(agreement@k, top fused score)``, where agreement@k is the share of the top ``k``
+   units the dense and BM25 legs have in common (two independent retrievers agreeing is evidence that the
+   query is clear to the index). The rewrite is ``kept`` only when its measure is strictly better than the
+   original's (compared as a pair: agreement first, then the top fused score); then the query's result is the
+   RRF of all four legs (original and rewrite, dense and BM25). Otherwise it is ``reverted``: the original
+   result, unchanged.
+4. **LLM down.** A failed or unusable rewrite keeps the original result and says why (``llm_failed``); the
+   variant never fails the chain. An unusable reply is not cached (the next run asks again), and a cached
+   one that does not read is replaced by a fresh reply.
+
+The ledger ``dp.stage_dir("retrieve") / "hybrid_reformulate_ledger.csv"`` has one row per query:
+:data:`LEDGER_COLUMNS` (status, scores, the rewrite text, the error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from rerankeval.core.ioutil import atomic_write_text, sha256_json
+from rerankeval.core.names import HYBRID_REFORMULATE, HYBRID_RERANK_EXPAND
+from rerankeval.core.runs import Run, ranked, to_units
+from rerankeval.retrieve import variants
+from rerankeval.retrieve.fusion import rrf
+
+VARIANT = HYBRID_REFORMULATE
+NOT_REWRITTEN, KEPT, REVERTED, LLM_FAILED = "not_rewritten", "kept", "reverted", "llm_failed"
+STATUSES = (NOT_REWRITTEN, KEPT, REVERTED, LLM_FAILED)
+THRESHOLD = 0.032  # top fused score below which a query is rewritten (2/61 = 0.0328: both legs agree on the top)
+GUARD_K = 10  # depth of the leg agreement
+LEDGER = f"{HYBRID_REFORMULATE}_ledger.csv"
+LEDGER_COLUMNS = ["qid", "query", "status", "top_score", "rewrite", "agreement", "top", "rewrite_agreement",
+                  "rewrite_top", "cache_hit", "seconds", "error"]
+CACHE_VERSION = 1
+
+SYSTEM = "You rewrite search queries for a search engine over technical documentation."
+USER = (
+    "The search query below found no clearly matching passage. Rewrite it as one search query that keeps its "
+    "meaning and uses the words the documentation itself would use: spell out abbreviations, name the "
+    "commands, files or concepts involved. "
+    'Reply only with JSON: {{"query": "<the rewritten query>"}}.\n\n'
+    "Query: {query}"
+)
+MAX_TOKENS = 64
+
+
+class RewriteReply(BaseModel):
+    query: str
+
+
+class RewriteStrict(RewriteReply):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """The judgment-free guard measure of one query's two legs (compared as a pair, agreement first)."""
+
+    agreement: float  # |top-k dense units ∩ top-k bm25 units| / k
+    top: float  # the top fused (RRF) score of the two legs
+
+    def key(self) -> tuple[float, float]:
+        return (round(self.agreement, 12), round(self.top, 12))
+
+
+def guard_measure(dense_units: Mapping[str, float], bm25_units: Mapping[str, float], k: int = GUARD_K,
+                  rrf_k: int = 60) -> Measure:
+    """:class:`Measure` of one query's unit-level legs (``unit -> score``, any order: they are ranked)."""
+    top_d = {d for d, _ in ranked(dense_units)[:k]}
+    top_b = {d for d, _ in ranked(bm25_units)[:k]}
+    fused = rrf([{"q": dict(dense_units)}, {"q": dict(bm25_units)}], k=rrf_k)["q"]
+    return Measure(len(top_d & top_b) / k if k else 0.0, max(fused.values(), default=0.0))
+
+
+def keep_rewrite(original: Measure, rewrite: Measure) -> bool:
+    """True when the rewrite's legs score strictly better (ties keep the original)."""
+    return rewrite.key() > original.key()
+
+
+class Rewriter:
+    """One query rewrite per call, through the reranker's client and reply cache (``rewrite`` never raises)."""
+
+    def __init__(self, client: Any, cache: Any, endpoint: str, seed: int = 0) -> None:
+        self.client, self.cache, self.endpoint, self.seed = client, cache, endpoint, seed
+        self.down = ""  # the error class once the endpoint was unreachable
+
+    def material(self, query: str) -> dict[str, Any]:
+        """Everything the reply depends on: its cache key."""
+        from rerankeval.llm import schemas
+
+        return {"v": CACHE_VERSION, "purpose": HYBRID_REFORMULATE, "model": self.client.model,
+                "endpoint": self.endpoint, "template": sha256_json([SYSTEM, USER]),
+                "schema": schemas.schema_hash(RewriteStrict),
+                "gen": {"temperature": 0, "seed": self.seed, "max_tokens": MAX_TOKENS}, "query": query}
+
+    def rewrite(self, query: str) -> tuple[str | None, bool, str]:
+        """(the rewrite or None, served from the cache, the error class when there is no rewrite).
+
+        After an unreachable endpoint the later calls are not sent (they fail at once, same error class)."""
+        from rerankeval.llm.client import LLMCallError
+        from rerankeval.llm.repair import Unusable, parse
+        from rerankeval.rerank.core import BREAKER
+
+        if self.down:
+            return None, False, self.down
+        material = self.material(query)
+        key = self.cache.key(material)
+        cached = self.cache.get(key)
+        text = None
+        if cached is not None:  # used only when it reads (an older version cached unusable replies)
+            try:
+                text = " ".join(parse(cached["content"], RewriteReply)[0].query.split())
+            except (Unusable, KeyError, TypeError):
+                cached = None
+        if cached is None:
+            try:
+                reply = self._reply(query)
+                text = " ".join(parse(reply.content, RewriteReply)[0].query.split())
+            except (LLMCallError, Unusable) as exc:
+                if exc.error_class in BREAKER:
+                    self.down = exc.error_class
+                return None, False, exc.error_class
+            self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
+        if not text or text.casefold() == " ".join(query.split()).casefold():
+            return None, cached is not None, "NoNewQuery"
+        return text, cached is not None, ""
+
+    def _reply(self, query: str) -> Any:
+        from rerankeval.llm import schemas
+
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER.format(query=query)}]
+        return self.client.chat(messages, response_format=schemas.response_format(RewriteStrict, "query_rewrite"),
+                                max_tokens=MAX_TOKENS, seed=self.seed)
+
+
+@variants.register
+class HybridRerankExpand(variants.Variant):
+    """Registered here with ``hybrid_reformulate`` so that issue 11's variants register in one fixed order."""
+
+    name = HYBRID_RERANK_EXPAND
+    description = ("hybrid_rerank with each candidate chunk expanded by its neighbours on the same page "
+                   "(stage 04, expand_n / expand_chars; rerankeval.rerank.expand)")
+    stage = variants.RERANK
+
+    def search_runs(self, queries: Mapping[str, str]) -> variants.Runs:
+        raise ValueError(f"{HYBRID_RERANK_EXPAND!r} is written by stage 04, not searched in stage 03: run notebook "
+                         "04-rerank with expand_compare = true and read dp.run_file('hybrid_rerank_expand').")
+
+
+@variants.register
+class HybridReformulate(variants.Variant):
+    name = HYBRID_REFORMULATE
+    description = ("hybrid; a query whose top fused score is below a threshold is rewritten by the LLM and fused "
+                   "with its rewrite, unless the rewrite's legs agree less (judgment-free revert guard)")
+
+    def __init__(self, source: Any, params: variants.Params | None = None, threshold: float = THRESHOLD,
+                 guard_k: int = GUARD_K, rewriter: Rewriter | None = None) -> None:
+        super().__init__(source, params)
+        self.threshold, self.guard_k, self.rewriter = threshold, guard_k, rewriter
+        self.ledger = pd.DataFrame(columns=LEDGER_COLUMNS)
+
+    def search_runs(self, queries: Mapping[str, str]) -> variants.Runs:
+        p, s = self.params, self.source
+        base = variants.complete(variants.Hybrid(s, p).search_runs(queries), queries)
+        weak = {q: t for q, t in queries.items() if _top(base.run[q]) < self.threshold}
+        rewrites = {q: self._rewrite(t) for q, t in weak.items()}
+        new = {q: r[0] for q, r in rewrites.items() if r[0]}
+        legs = _Legs(s, queries, p.leg_k)
+        new_legs = _Legs(s, new, p.leg_k)
+        run, chunk_run, rows = dict(base.run), dict(base.chunk_run), []
+        for q, text in queries.items():
+            row = {"qid": q, "query": text, "top_score": _top(base.run[q]), "status": NOT_REWRITTEN, "rewrite": "",
+                   "cache_hit": False, "seconds": 0.0, "error": ""}
+            if q in rewrites:
+                rewrite, hit, error, seconds = rewrites[q]
+                row.update(rewrite=rewrite or "", cache_hit=hit, error=error, seconds=seconds, status=LLM_FAILED)
+            if q in new:
+                before, after = legs.measure(q, self.guard_k, p.rrf_k), new_legs.measure(q, self.guard_k, p.rrf_k)
+                row.update(agreement=before.agreement, top=before.top, rewrite_agreement=after.agreement,
+                           rewrite_top=after.top, status=KEPT if keep_rewrite(before, after) else REVERTED)
+                if row["status"] == KEPT:
+                    run[q], chunk_run[q] = _fuse(q, [legs, new_legs], p.rrf_k, s.unit_of)
+            rows.append(row)
+        self.ledger = pd.DataFrame(rows).reindex(columns=LEDGER_COLUMNS)
+        return variants.Runs(run, chunk_run)
+
+    def _rewrite(self, text: str) -> tuple[str | None, bool, str, float]:
+        t0 = time.perf_counter()
+        if self.rewriter is None:
+            return None, False, "NoEndpoint", 0.0
+        rewrite, hit, error = self.rewriter.rewrite(text)
+        return rewrite, hit, error, round(time.perf_counter() - t0, 4)
+
+
+class _Legs:
+    """The dense and BM25 chunk legs of some queries, and the same mapped to units."""
+
+    def __init__(self, source: Any, queries: Mapping[str, str], leg_k: int) -> None:
+        self.dense = source.dense_leg(queries, leg_k) if queries else {}
+        self.bm25 = source.bm25_leg(queries, leg_k) if queries else {}
+        self.dense_units, self.bm25_units = to_units(self.dense, source.unit_of), to_units(self.bm25, source.unit_of)
+
+    def measure(self, q: str, k: int, rrf_k: int) -> Measure:
+        return guard_measure(self.dense_units.get(q, {}), self.bm25_units.get(q, {}), k, rrf_k)
+
+
+def _top(units: Mapping[str, float]) -> float:
+    return max(units.values(), default=0.0)
+
+
+def _fuse(q: str, legs: list[_Legs], rrf_k: int, unit_of: Mapping[str, str]) -> tuple[dict, dict]:
+    """RRF of the four legs of ``q`` (original and rewrite, dense and BM25): units and chunks."""
+    chunk_legs: list[Run] = [{q: leg.get(q, {})} for g in legs for leg in (g.dense, g.bm25)]
+    unit_legs: list[Run] = [to_units(r, unit_of) for r in chunk_legs]
+    return rrf(unit_legs, k=rrf_k)[q], rrf(chunk_legs, k=rrf_k)[q]
+
+
+def write_ledger(dp: Any, ledger: pd.DataFrame) -> Any:
+    """``dp.stage_dir("retrieve") / LEDGER``, its text redacted (a rewrite may echo a key the model was shown)."""
+    from rerankeval.llm.scrub import redact_frame
+
+    return atomic_write_text(dp.stage_dir("retrieve") / LEDGER, redact_frame(ledger).to_csv(index=False))
+
+
+def read_ledger(dp: Any) -> pd.DataFrame | None:
+    p = dp.stage_dir("retrieve") / LEDGER
+    return pd.read_csv(p, dtype={"qid": str}, keep_default_na=False) if p.exists() else None
+
+
+@contextlib.contextmanager
+def open_rewriter(settings: Any = None, cache: Any = None) -> Iterator[tuple[Rewriter | None, str]]:
+    """(a :class:`Rewriter` on the configured endpoint, "") or (None, why not): never raises for a missing or
+    dead endpoint. Settings come from the environment (the chain passes the endpoint it started to 03)."""
+    from rerankeval.llm.scrub import endpoint_identity
+    from rerankeval.rerank import LLMCache, LLMCallError, LLMClient, load_settings, redact
+
+    stack = contextlib.ExitStack()
+    rewriter, problem = None, ""
+    try:
+        settings = settings or load_settings()
+        client = LLMClient(settings, max_retries=1)
+        stack.callback(client.close)
+        rewriter = Rewriter(client, cache if cache is not None else LLMCache(), endpoint_identity(settings))
+    except (LLMCallError, ValueError) as exc:
+        stack.close()
+        problem = redact(str(exc))[:300]
+    with stack:
+        yield rewriter, problem
+
+
+def retrieve(dp: Any, retriever: Any, queries: Mapping[str, str], *, leg_k: int = 100, pool_k: int = 20,
+             rrf_k: int = 60, threshold: float = THRESHOLD, guard_k: int = GUARD_K, settings: Any = None,
+             cache: Any = None) -> tuple[Any, pd.DataFrame]:
+    """Stage 03 for ``hybrid_reformulate``: search, write its runs, record and ledger; (Retrieval, ledger).
+
+    Without a reachable endpoint every weak query keeps its original result (status ``llm_failed``)."""
+    from rerankeval.retrieve.stage import Retrieval, write_runs
+
+    t0 = time.perf_counter()
+    params = variants.Params(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k)
+    with open_rewriter(settings, cache) as (rewriter, problem):
+        v = HybridReformulate(retriever, params, threshold=threshold, guard_k=guard_k, rewriter=rewriter)
+        found = variants.complete(v.search_runs(queries), queries)
+    ledger = v.ledger
+    if problem:
+        ledger.loc[ledger.status == LLM_FAILED, "error"] = f"NoEndpoint: {problem}"
+    record = {**params.record(), "threshold": threshold, "guard_k": guard_k,
+              "rewritten": int(ledger.status.isin([KEPT, REVERTED]).sum()), "kept": int((ledger.status == KEPT).sum())}
+    res = Retrieval(HYBRID_REFORMULATE, found.run, found.chunk_run, time.perf_counter() - t0, record)
+    write_runs(dp, res)
+    write_ledger(dp, ledger)
+    return res, ledger
+
+
+def describe(ledger: pd.DataFrame, threshold: float) -> str:
+    """One sentence: how many queries were weak, rewritten and kept, reverted, or fell back."""
+    n = ledger.status.value_counts()
+    weak = len(ledger) - int(n.get(NOT_REWRITTEN, 0))
+    return (f"{weak} of {len(ledger)} queries had a top hybrid score below {threshold}: {int(n.get(KEPT, 0))} "
+            f"rewrites kept, {int(n.get(REVERTED, 0))} reverted by the guard, {int(n.get(LLM_FAILED, 0))} without a "
+            "usable rewrite (original result kept).")
+
+
+def threshold_figure(ledger: pd.DataFrame, threshold: float, title: str = "") -> Any:
+    """The top hybrid scores the threshold is picked from, with the threshold marked."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.hist(ledger.top_score.astype(float), bins=30)
+    ax.axvline(threshold, color="red", label=f"threshold {threshold} (below: rewritten)")
+    ax.set(xlabel="top hybrid (RRF) score", ylabel="queries", title=title)
+    ax.legend()
+    return fig
+
+
+def rewritten(ledger: pd.DataFrame) -> pd.DataFrame:
+    """The queries sent to the LLM: what it wrote and what the guard decided."""
+    cols = ["qid", "query", "status", "rewrite", "agreement", "rewrite_agreement", "top", "rewrite_top", "error"]
+    return ledger.loc[ledger.status != NOT_REWRITTEN, cols]
