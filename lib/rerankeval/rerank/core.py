@@ -45,8 +45,9 @@ from rerankeval.core.ioutil import sha256_text
 from rerankeval.core.names import HYBRID_RERANK
 from rerankeval.core.settings import Settings, load_settings, redact
 from rerankeval.llm import budget, schemas
+from rerankeval.llm.breaker import BREAKER, BREAKER_THRESHOLD, UNREACHABLE, Breaker  # noqa: F401 (re-exported)
 from rerankeval.llm.cache import LLMCache
-from rerankeval.llm.client import FORMATS, NOT_CHAT, LLMCallError, LLMClient, Reply
+from rerankeval.llm.client import FORMATS, LLMCallError, LLMClient, Reply
 from rerankeval.llm.repair import Counts, Unusable, order_by_scores, parse, repair_order, repair_scores
 from rerankeval.llm.scrub import endpoint_identity
 from rerankeval.rerank import prompts
@@ -196,11 +197,6 @@ def yes_prob(reply: Reply, json_reply: bool) -> float:
     raise Unusable("NoYesNo", f"no yes/no answer in {reply.content[:80]!r}")
 
 
-BREAKER_THRESHOLD = 8  # consecutive unreachable-endpoint failures before the remaining calls are skipped
-UNREACHABLE = frozenset({"APIConnectionError", "APITimeoutError"})
-BREAKER = UNREACHABLE | {NOT_CHAT}  # failures that trip the breaker: no later call would fare better
-
-
 @dataclass
 class CallSpec:
     """One LLM call: the prompt, the reply schema and the candidates it is about."""
@@ -242,10 +238,8 @@ class Reranker:
         self.budget = budget.Budget(config.max_calls, config.max_cost)
         self.heartbeat = progress_mod.QUIET
         self.messages: dict[str, str] = {}  # error class -> the first message of that class (for the summary)
-        # circuit breaker: after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest
-        # fall back without calling (a dead endpoint would otherwise cost every call its full retries)
-        self._consecutive_unreachable = 0
-        self._unreachable_class: str | None = None
+        # after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest fall back without calling
+        self.breaker = Breaker(BREAKER_THRESHOLD)
 
     def close(self) -> None:
         if self._own_client:
@@ -391,9 +385,9 @@ class Reranker:
 
     def _fetch(self, stats: CallStats, spec: CallSpec) -> Reply | None:
         """Send the call (if the breaker and the budget allow) and count the reply; None on failure."""
-        if self._unreachable_class and self._consecutive_unreachable >= BREAKER_THRESHOLD:
+        if down := self.breaker.open:
             stats.failed += 1
-            stats.error(self._unreachable_class)
+            stats.error(down)
             return None
         est = self._cost(len(spec.prompt) / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS, spec.max_tokens)
         if not self.budget.reserve(est):
@@ -412,16 +406,14 @@ class Reranker:
                 )
         except LLMCallError as exc:
             self.budget.settle(est, 0.0)
-            if exc.error_class in BREAKER:
-                self._consecutive_unreachable += 1
-                self._unreachable_class = exc.error_class
+            self.breaker.failure(exc.error_class)
             stats.requests += 1 + exc.retries
             stats.retries += exc.retries
             stats.failed += 1
             stats.error(exc.error_class)
             self.messages.setdefault(exc.error_class, str(exc))
             return None
-        self._consecutive_unreachable = 0
+        self.breaker.success()
         self.budget.settle(est, self._cost(reply.prompt_tokens, reply.completion_tokens))
         stats.requests += 1 + reply.retries
         stats.retries += reply.retries
