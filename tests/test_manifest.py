@@ -9,7 +9,7 @@ import pytest
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.runs import write_trec
-from rerankeval.report import manifest as MF
+from rerankeval.evaluate import manifest as MF
 
 
 @pytest.mark.parametrize(

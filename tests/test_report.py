@@ -14,6 +14,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT as PROJECT
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.corpus.snippets import Snippets
 from rerankeval.evaluate import analyse, verdict
 from rerankeval.report import htmlsafe
 from rerankeval.report import render as report
@@ -286,7 +287,7 @@ def test_diff_view_escapes_everything():
         {"q<1>": EVIL},
         ["q<1>"],
         top_k=5,
-        snippets=htmlsafe.Snippets(chunks),
+        snippets=Snippets(chunks),
         notes={"q<1>": EVIL},
         slices={"q<1>": {"type": EVIL}},
     )
@@ -376,7 +377,7 @@ def test_notebook_page_shows_no_absolute_path(tmp_path, monkeypatch):
 def test_index_says_when_the_headline_comes_from_an_earlier_run_on_other_inputs(dp):
     """Issue 19: after ``--only 01 --only 02 --only 03`` on a changed corpus, 05's numbers are from other inputs."""
     from rerankeval.core.runs import write_trec
-    from rerankeval.report import manifest
+    from rerankeval.evaluate import manifest
 
     dp.corpus_dir.mkdir(parents=True)
     dp.chunks.write_text('{"chunk_id": "a#0", "text": "old corpus"}\n', encoding="utf-8")

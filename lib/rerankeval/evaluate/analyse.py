@@ -34,7 +34,7 @@ from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths, cache_dir
 from rerankeval.corpus import contract as corpus
-from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, metrics, stats, verdict
+from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, manifest, metrics, stats, verdict
 from rerankeval.rerank import ledger as ledger_mod
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
@@ -166,7 +166,8 @@ class Analysis:
         return pd.DataFrame(show, index=pd.Index(t.variant, name="variant"))
 
     def diff_view(self) -> tuple[list[str], list[str]]:
-        """The pair of variants and the queries the diff view shows (largest headline change first)."""
+        """The pair of variants and the queries the diff view shows (largest headline change first); the view
+        itself is HTML, rendered by :func:`rerankeval.report.htmlsafe.analysis_diff_html`."""
         pair = [v for v in self.params.diff_pair if v in self.runs]
         if len(pair) != 2:
             pair = list(self.runs)[-2:]
@@ -178,20 +179,6 @@ class Analysis:
             change = (w[pair[1]] - w[pair[0]]).abs().sort_values(ascending=False, kind="stable")
             chosen = list(change.index[: self.params.diff_n])
         return pair, chosen
-
-    def diff_view_html(self) -> str:
-        """Two variants' top lists side by side, gold units highlighted, every text escaped."""
-        from rerankeval.report import htmlsafe
-
-        pair, chosen = self.diff_view()
-        if len(pair) != 2:
-            return ""
-        w = metrics.wide(self.per_query, self.headline)
-        snippets = htmlsafe.Snippets(corpus.load_chunks(self.dp), self.chunk_runs)
-        return htmlsafe.diff_view_html(
-            pair, self.runs, self.qrels, self.queries, chosen, top_k=self.params.diff_top_k, snippets=snippets,
-            metric_values=lambda v, q: f"{metrics.label(self.headline)} {w.at[q, v]:.3f}", slices=self.slices,
-            notes=ledger_mod.ledger_notes(self.ledger, variant=self.reranked))
 
 
 # --------------------------------------------------------------------------- parameters the stages recorded
@@ -371,8 +358,6 @@ def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.Dat
 def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     """Write ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv`` and
     the manifest; returns ``name -> path``."""
-    from rerankeval.report import manifest
-
     out = {
         "metrics": atomic_write_text(dp.metrics_csv, a.table.to_csv(index=False)),
         "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),

@@ -41,6 +41,7 @@ from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, Run, ranked
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.beir import InputError
+from rerankeval.corpus.snippets import Snippets, shorten
 
 HEADER = "query-id\tcorpus-id\tscore\n"
 REVIEW_COLUMNS = ["qid", "query", "unit_id", "variants", "n_variants", "best_rank", "snippet"]
@@ -332,8 +333,6 @@ def judging_summary(merge: Mapping[str, Any], runs: Mapping[str, Run], qrels: Qr
 def write_review(dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int,
                  chunk_runs: Mapping[str, Run] | None = None) -> Path:
     """Write :func:`unjudged_pool` (with snippets) to ``dp.unjudged_review`` (TSV, one unit per line)."""
-    from rerankeval.report.htmlsafe import Snippets, shorten
-
     snips = Snippets(corpus.load_chunks(dp), chunk_runs)
     pool = unjudged_pool(runs, qrels, qids, k, corpus.load_queries(dp),
                          lambda v, q, d: shorten(snips.get(v, q, d)["text"], 300))

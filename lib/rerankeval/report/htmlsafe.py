@@ -10,13 +10,16 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from rerankeval.core.runs import Qrels, Run, ranked
+from rerankeval.corpus import contract as corpus
+from rerankeval.corpus.snippets import SNIPPET_CHARS, Snippets, place, shorten  # re-exported: text, not HTML
 
-SNIPPET_CHARS = 220
+if TYPE_CHECKING:
+    from rerankeval.evaluate.analyse import Analysis
+
+__all__ = ["SNIPPET_CHARS", "STYLE", "Snippets", "analysis_diff_html", "diff_view_html", "esc", "shorten"]
 
 
 def esc(value: Any) -> str:
@@ -24,52 +27,6 @@ def esc(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return html.escape(str(value), quote=True)
-
-
-def shorten(text: Any, limit: int = SNIPPET_CHARS) -> str:
-    s = " ".join(str(text or "").split())
-    return s if len(s) <= limit else s[: limit - 1].rstrip() + "\u2026"
-
-
-class Snippets:
-    """Snippet of a unit for a query: the chunk that brought the unit into that variant's list.
-
-    Uses the variant's chunk-level run (``runs/chunks/<variant>.trec``) when given, else the unit's first
-    chunk (lowest ``start``) from the chunk table.
-    """
-
-    def __init__(self, chunks: pd.DataFrame, chunk_runs: Mapping[str, Run] | None = None):
-        df = chunks.copy()
-        self._by_chunk = {r.chunk_id: r for r in df.itertuples(index=False)}
-        self._unit_of = dict(zip(df.chunk_id, df.unit_id, strict=True))
-        first = df.sort_values(["unit_id", "start"], kind="stable").drop_duplicates("unit_id")
-        self._first = {r.unit_id: r for r in first.itertuples(index=False)}
-        self._chunk_runs = dict(chunk_runs or {})
-        self._best: dict[tuple[str, str], dict[str, str]] = {}
-
-    def _best_chunks(self, variant: str, qid: str) -> dict[str, str]:
-        key = (variant, qid)
-        if key not in self._best:
-            best: dict[str, str] = {}
-            for chunk, _ in ranked(self._chunk_runs.get(variant, {}).get(qid, {})):
-                u = self._unit_of.get(chunk)
-                if u is not None:
-                    best.setdefault(u, chunk)
-            self._best[key] = best
-        return self._best[key]
-
-    def get(self, variant: str, qid: str, unit: str) -> dict[str, Any]:
-        chunk = self._best_chunks(variant, qid).get(unit)
-        row = self._by_chunk.get(chunk) if chunk else self._first.get(unit)
-        if row is None:
-            return {"text": "", "title": "", "source": "", "page": None, "chunk_id": None}
-        return {
-            "text": row.text,
-            "title": row.title,
-            "source": row.source,
-            "page": row.page,
-            "chunk_id": row.chunk_id,
-        }
 
 
 STYLE = """
@@ -101,17 +58,7 @@ STYLE = """
 
 
 def _where(sn: Mapping[str, Any]) -> str:
-    parts = []
-    if sn.get("source"):
-        parts.append(esc(sn["source"]))
-    if sn.get("title"):
-        parts.append(esc(sn["title"]))
-    page = sn.get("page")
-    if page is not None and page != "" and not (isinstance(page, float) and math.isnan(page)):
-        if isinstance(page, float) and page.is_integer():
-            page = int(page)
-        parts.append(f"p.{esc(page)}")
-    return " \u00b7 ".join(parts)
+    return esc(place(sn.get("source"), sn.get("title"), sn.get("page")))
 
 
 def _list_html(
@@ -194,3 +141,20 @@ def diff_view_html(
         parts.append("</div>")
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def analysis_diff_html(a: Analysis) -> str:
+    """Notebook 05's diff view of an analysis (:meth:`~rerankeval.evaluate.analyse.Analysis.diff_view`): two
+    variants' top lists side by side, headline metric per list, rerank fallbacks noted; "" without a pair."""
+    from rerankeval.evaluate import metrics
+    from rerankeval.rerank.ledger import ledger_notes
+
+    pair, chosen = a.diff_view()
+    if len(pair) != 2:
+        return ""
+    w = metrics.wide(a.per_query, a.headline)
+    snippets = Snippets(corpus.load_chunks(a.dp), a.chunk_runs)
+    return diff_view_html(
+        pair, a.runs, a.qrels, a.queries, chosen, top_k=a.params.diff_top_k, snippets=snippets,
+        metric_values=lambda v, q: f"{metrics.label(a.headline)} {w.at[q, v]:.3f}", slices=a.slices,
+        notes=ledger_notes(a.ledger, variant=a.reranked))

@@ -245,7 +245,7 @@ def stale_inputs(dp: DatasetPaths, manifest: Mapping[str, Any] | None) -> list[s
 
 def _staleness(dp: DatasetPaths) -> dict[str, Any] | None:
     """What the index says when the headline was computed on inputs that changed since (or None)."""
-    from rerankeval.report.manifest import read_manifest
+    from rerankeval.evaluate.manifest import read_manifest
 
     man = read_manifest(dp)
     changed = stale_inputs(dp, man)
@@ -286,7 +286,7 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
     """
     from markupsafe import Markup
 
-    from rerankeval.report.manifest import read_manifest, redact
+    from rerankeval.evaluate.manifest import read_manifest, redact
 
     man = read_manifest(dp)
     figures = _figures(dp.figures_dir)
