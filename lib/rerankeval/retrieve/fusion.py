@@ -44,19 +44,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rerankeval.core.runs import Run, ranked
+from rerankeval.index.qdrant.rrf import RRF_K as RRF_K  # re-exported: the paper's k, owned by the index layer
+from rerankeval.index.qdrant.rrf import qdrant_k as qdrant_k
 
-RRF_K = 60
 FUSION_METHODS: tuple[str, ...] = ("rrf", "combsum_minmax", "combsum_zscore", "combmnz_minmax", "combmnz_zscore",
                                    "dbsf")
 DEGENERATE_MINMAX = 0.5  # min-max and DBSF value of every document of a one-document or all-equal leg
 
 # a leg's contribution: (its ranked (doc, score) items, its weight) -> one value per item
 Contribution = Callable[[list[tuple[str, float]], float], list[float]]
-
-
-def qdrant_k(paper_k: int = RRF_K) -> int:
-    """Qdrant's RRF constant giving the paper's ``1/(paper_k + rank)``: ``paper_k + 1``."""
-    return int(paper_k) + 1
 
 
 def minmax_norm(scores: Sequence[float]) -> list[float]:

@@ -33,6 +33,7 @@ import numpy as np
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
 from rerankeval.core.settings import Settings, load_settings, scrub_url
+from rerankeval.index.qdrant.rrf import RRF_K, qdrant_k
 from rerankeval.index.qdrant.store import (
     DENSE,
     QUERY_BATCH,
@@ -42,7 +43,6 @@ from rerankeval.index.qdrant.store import (
     collection_prefix,
     point_id,
 )
-from rerankeval.retrieve.fusion import RRF_K, qdrant_k
 
 Sparse = tuple[list[int], list[float]]
 CLIENT = "client"  # qdrant-client: its local mode, or the server at QDRANT_URL

@@ -37,7 +37,7 @@ from rerankeval.core.ioutil import sha256_json
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
 from rerankeval.core.settings import Settings, load_settings, redact, scrub_url
-from rerankeval.retrieve.fusion import RRF_K, qdrant_k
+from rerankeval.index.qdrant.rrf import RRF_K, qdrant_k
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -316,7 +316,7 @@ def search_hybrid(
     or Qdrant's distribution-based score fusion ``FusionQuery(Fusion.DBSF)`` (``fusion="dbsf"``, unweighted).
 
     ``rrf_k`` is the paper's constant (score ``1/(rrf_k + rank)``); Qdrant is sent ``rrf_k + 1`` because
-    it scores ``1/(rank + k - 1)`` (see :mod:`rerankeval.retrieve.fusion`). ``weights`` = (dense, sparse), in
+    it scores ``1/(rank + k - 1)`` (:mod:`rerankeval.index.qdrant.rrf`). ``weights`` = (dense, sparse), in
     Qdrant's own weighting convention. Ties inside a leg are ordered by Qdrant (not by id), so a
     fused list can differ from :func:`rerankeval.retrieve.fusion.rrf` of the legs returned by
     :func:`search_dense`/:func:`search_sparse` when a leg has tied scores.
