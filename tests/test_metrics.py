@@ -257,3 +257,26 @@ def test_discover_runs_orders_variants(tmp_path):
     assert list(R.discover_runs(tmp_path)) == ["bm25", "vector", "hybrid_rerank", "zzz"]
     with pytest.raises(FileNotFoundError):
         R.discover_runs(tmp_path, ["hybrid"])
+
+
+def test_stage_04s_quick_check_lives_in_evaluate(tmp_path, monkeypatch):
+    """04's quick look (evaluate.quick, the reranker never imports evaluate): q1's gold unit moves from rank 2
+    to 1; q3 is reranked but not judged; the LLM scored the relevant candidate above the others."""
+    from rerankeval.core.paths import resolve_dataset
+    from rerankeval.evaluate.quick import quick_check
+    from rerankeval.rerank.core import RerankConfig, RerankResult
+
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "src" / "ds").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    R.write_qrels({"q1": {"b": 1}, "q2": {"x": 1}}, dp.qrels)
+    fused = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}
+    reranked = {"q1": {"b": 3.0, "a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}
+    cands = pd.DataFrame({"qid": ["q1"] * 4, "pass": ["main"] * 3 + ["reversed"], "docid": ["a", "b", "c", "b"],
+                          "llm_score": [0.2, 0.9, 0.1, 0.5]})
+    res = RerankResult(reranked, pd.DataFrame(), cands, None, "m", RerankConfig(), 0.0)
+    table, by_relevance = quick_check(dp, fused, res, ["q1", "q3"])
+    assert list(table.index) == ["hybrid", "hybrid_rerank"] and set(table.columns) == {"ndcg@10", "mrr@10"}
+    assert table.loc["hybrid", "mrr@10"] == pytest.approx(1 / 2) and table.loc["hybrid_rerank", "mrr@10"] == 1.0
+    assert by_relevance.loc[True, "mean"] == pytest.approx(0.9) and by_relevance.loc[False, "count"] == 2
+    assert quick_check(dp, fused, res, ["q3"]) is None

@@ -106,22 +106,11 @@ def summary_dict(result: RerankResult, settings: Settings | None = None) -> dict
 
 
 def quick_check(dp: DatasetPaths, fused: runs.Run, result: RerankResult, qids: list[str]):
-    """04's quick look, before 05: nDCG@10 and MRR@10 of the hybrid and the reranked run on the reranked judged
-    queries, and the LLM's scores of relevant vs other candidates. None when no reranked query is judged."""
-    from rerankeval.evaluate import metrics
+    """Moved to :func:`rerankeval.evaluate.quick.quick_check` (measuring is stage 05's). This delegate only keeps
+    ``rerank.quick_check`` resolving until ``rerank/__init__`` stops re-exporting it; then it goes."""
+    from rerankeval.evaluate.quick import quick_check as check
 
-    qrels = corpus.load_qrels(dp)
-    judged = [q for q in qids if q in qrels]
-    if not judged:
-        return None
-    found = {HYBRID: {q: fused[q] for q in judged}, VARIANT: {q: result.run[q] for q in judged if q in result.run}}
-    qs = metrics.query_set(found, qrels, judged, policy="zero")
-    cols = [c for c in metrics.metric_columns([10], ["ndcg", "mrr"]) if c != "map"]
-    table = metrics.evaluate(found, qrels, qs, cols).pivot_table(index="variant", columns="metric", values="value",
-                                                                 sort=False)
-    c = result.candidates[result.candidates["pass"] == "main"]
-    relevant = [qrels.get(q, {}).get(d, 0) > 0 for q, d in zip(c.qid, c.docid, strict=True)]
-    return table, c.assign(relevant=relevant).groupby("relevant")["llm_score"].describe()
+    return check(dp, fused, result, qids)
 
 
 def endpoint_kind(settings: Settings | None) -> str:
