@@ -15,7 +15,7 @@ from builders import write_pdf
 from rerankeval.core import paths
 from rerankeval.corpus import extract
 from rerankeval.evaluate import analyse, limitations
-from rerankeval.experiments import splits, sweep
+from rerankeval.experiments import replay, splits, sweep
 
 
 def build(folder: Path, **kw):
@@ -150,7 +150,7 @@ def test_a_sweep_with_fewer_than_two_judged_queries_finishes_with_a_note(tmp_pat
         stale.parent.mkdir(parents=True, exist_ok=True)
         stale.write_text("old", encoding="utf-8")
     res = sweep.run_sweep(dp, sweep.load_grid("small"), leg_k=4, final_k=3, n_boot=50)
-    assert res.tuning is None and res.chosen_points() == []
+    assert res.tuning is None
     assert f"the sweep needs at least 2 judged queries (each with a relevant unit, grade >= 1) to choose a " \
            f"setting on some and report it on others; this dataset has {n}: add judgments" in res.skipped
     assert "qrels/test.tsv" in res.skipped and sweep.describe(res) == [res.skipped]
@@ -209,9 +209,9 @@ def test_query_ids_that_look_missing_survive_the_sweep_replay(tmp_path):
         res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno"), pool_k=3, settings=s,
                                 cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
         rerank.write_outputs(dp, res, s)
-    llm, why = sweep.recorded_llm(dp)
+    llm, why = replay.recorded_llm(dp)
     assert set(llm.scores) == {"NA", "null", "q3"} and "3 queries" in why
-    assert sorted(sweep.replay(fused, llm, 3)) == ["NA", "null", "q3"]
+    assert sorted(replay.replay(fused, llm, 3)) == ["NA", "null", "q3"]
 
 
 # before: the previous per_query.csv was read with "NA" / "null" as missing, so a known limitation with such

@@ -11,7 +11,8 @@ import pytest
 
 from rerankeval.core import paths
 from rerankeval.core.runs import read_trec, to_units, truncate
-from rerankeval.experiments import splits, sweep
+from rerankeval.experiments import grid as gridmod
+from rerankeval.experiments import replay, splits, sweep
 from rerankeval.index import bm25 as bm25mod
 from rerankeval.retrieve.fusion import fuse, rrf
 
@@ -61,7 +62,7 @@ def test_legs_are_searched_once_and_cut_for_every_fusion_point():
         got, _ = eng.run(p, list(QUERIES))
         assert {q: list(d) for q, d in got.items()} == {q: list(d) for q, d in want.items()}, p.name
         # the sweep fuses only as deep as its deepest cutoff (3): the metrics are those of the full run
-        full = sweep.evaluate_run(want, QRELS, list(QUERIES), sweep.columns(3, grid.pool_k))
+        full = gridmod.evaluate_run(want, QRELS, list(QUERIES), sweep.columns(3, grid.pool_k))
         mine = pq[pq.point == p.name].pivot(index="qid", columns="metric", values="value")
         pd.testing.assert_frame_equal(mine[full.columns], full, check_names=False)
 
@@ -76,9 +77,9 @@ def test_default_point_matches_stage_03_exactly():
 def test_bm25_points_reweight_the_stored_counts():
     docs = [["apt", "install", "apt"], ["network", "apt"], ["grub", "boot", "boot", "boot"]]
     idx = bm25mod.BM25Index.from_tokens(["a", "b", "c"], docs)
-    again = sweep.reweighted(idx, 1.2, 0.75)
+    again = gridmod.reweighted(idx, 1.2, 0.75)
     assert (again.scores_tokens(["apt"]) == idx.scores_tokens(["apt"])).all()
-    other = sweep.reweighted(idx, 2.0, 0.3)
+    other = gridmod.reweighted(idx, 2.0, 0.3)
     ref = bm25mod.BM25Index.from_tokens(["a", "b", "c"], docs, params=bm25mod.BM25Params(k1=2.0, b=0.3))
     assert other.tf is idx.tf and (other.scores_tokens(["apt", "boot"]) == ref.scores_tokens(["apt", "boot"])).all()
 
@@ -186,7 +187,7 @@ def test_grid_file_and_errors(tmp_path):
 
 def test_chunking_points_use_a_scratch_dataset(tmp_path):
     dp = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs")
-    s = sweep.scratch_dataset(dp, 500, 100)
+    s = gridmod.scratch_dataset(dp, 500, 100)
     assert s.root.is_relative_to(dp.sweep_dir) and s.name != dp.name and s.qdrant_path != dp.qdrant_path
     assert s.source == dp.source
     pdf_points = sweep.Grid(chunking=[[500, 100]]).points(pdf=True)
@@ -291,13 +292,13 @@ def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
                                 max_queries=2, settings=s, cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
         rerank.write_outputs(dp, res, s)
         calls = f.count
-        llm, why = sweep.recorded_llm(dp)
-        replayed = sweep.replay(fused, llm, 3)
+        llm, why = replay.recorded_llm(dp)
+        replayed = replay.replay(fused, llm, 3)
         assert f.count == calls and "no LLM call" in why
     want = read_trec(dp.run_file("hybrid_rerank"))
     assert sorted(replayed) == ["q1", "q2"]  # q3 was not reranked: skipped, never sent
     assert {q: list(d) for q, d in replayed.items()} == {q: list(want[q]) for q in replayed}
-    assert sweep.replay(fused, llm, 4) == {}  # a deeper pool was never scored: nothing to replay
+    assert replay.replay(fused, llm, 4) == {}  # a deeper pool was never scored: nothing to replay
     assert llm.tokens_per_candidate > 0
 
 
@@ -314,5 +315,5 @@ def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pd
     point = res.table[res.table.chunk_size == 60]
     assert len(point) and point["ndcg@3"].between(0, 1).all()  # scored on the main dataset's qrels
     assert dp.chunks.read_bytes() == main_chunks  # the main results are untouched
-    scratch = corpus.load_stats(sweep.scratch_dataset(dp, 60, 10))
+    scratch = corpus.load_stats(gridmod.scratch_dataset(dp, 60, 10))
     assert scratch["params"]["chunk_size"] == 60 and scratch["chunks"] > corpus.load_stats(dp)["chunks"]

@@ -25,7 +25,7 @@ from rerankeval.core.runs import Qrels, Run
 from rerankeval.corpus import beir
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import metrics, stats
-from rerankeval.experiments.sweep import Engine, Point, score_points
+from rerankeval.experiments.grid import Engine, Point, score_points
 
 DEFAULT, TUNED = "default", "tuned"
 MIN_QUERIES = 2  # judged queries k-fold needs: one to choose on, another to report on
