@@ -115,8 +115,13 @@ test: setup llama pyserver system-deps ## run the unit tests and a smoke run of 
 lab: setup llama-if-local ## JupyterLab with the project kernel (and a local LLM server if none is configured)
 	$(PY) -m rerankeval.apps.lab
 
-lint: setup ## ruff over the package, tests and benchmarks
+lint: setup ## ruff over the package, tests and benchmarks, and the import layers (import-linter, .importlinter)
 	$(VENV)/bin/ruff check lib tests bench
+	PYTHONPATH=$(CURDIR)/lib $(VENV)/bin/lint-imports
+
+.PHONY: format
+format: setup ## ruff format over the package, tests and benchmarks (rewrites files in place)
+	$(VENV)/bin/ruff format lib tests bench
 
 clean: ## remove results (caches under $(CACHE) are kept)
 	find results -mindepth 1 -not -name .gitkeep -delete
