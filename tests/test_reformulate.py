@@ -8,7 +8,7 @@ import pytest
 
 from fakellm import FakeLLM
 from rerankeval.core.settings import Settings
-from rerankeval.rerank import LLMCache
+from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import reformulate, variants
 from rerankeval.retrieve.fusion import rrf
 
@@ -24,7 +24,8 @@ THRESHOLD = 0.0327  # between 1/61 + 1/62 (0.03252) and 2/61 (0.03279): q2 is we
 
 
 class FakeSource:
-    """The legs a variant searches through (a stand-in for rerankeval.retrieve.stage.Retriever)."""
+    """The legs the hybrid and the rewrite step search through (a rerankeval.retrieve.source.Legs, as the
+    rerankeval.retrieve.stage.Retriever is)."""
 
     def __init__(self) -> None:
         self.unit_of = {d: d for legs in LEGS.values() for leg in legs for d in leg}
@@ -43,11 +44,16 @@ def settings_for(url: str) -> Settings:
     return Settings(base_url=url, api_key="sk-test", model="fake-reranker", timeout=2.0, max_retries=0)
 
 
+def hybrid() -> variants.Runs:
+    """The first search the rewrite step follows."""
+    return variants.complete(variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES), QUERIES)
+
+
 def run_with(fake_url: str, tmp_path, guard_k: int = 2):
     with reformulate.open_rewriter(settings_for(fake_url), LLMCache(tmp_path)) as (rewriter, problem):
-        v = reformulate.HybridReformulate(FakeSource(), variants.Params(leg_k=10), threshold=THRESHOLD,
-                                          guard_k=guard_k, rewriter=rewriter)
-        return v.search_runs(QUERIES), v.ledger.set_index("qid"), problem
+        step = reformulate.Reformulate(rewriter, threshold=THRESHOLD, guard_k=guard_k)
+        found = step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10)
+        return found, step.ledger.set_index("qid"), problem
 
 
 def rewriting_to(text: str):
@@ -82,8 +88,7 @@ def test_the_guard_reverts_a_rewrite_that_retrieves_worse(tmp_path):
         (run, _), ledger, _ = run_with(f.base_url, tmp_path)
     row = ledger.loc["q2"]
     assert (row.status, row.rewrite, row.rewrite_agreement) == ("reverted", "worse words", 0.0)
-    hybrid = variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run
-    assert run == hybrid  # reverted: the original result, unchanged
+    assert run == hybrid().run  # reverted: the original result, unchanged
 
 
 def test_rewrites_are_cached(tmp_path):
@@ -99,16 +104,37 @@ def test_an_unusable_rewrite_keeps_the_original(tmp_path, reply):
     with FakeLLM(rule=lambda n, b: reply) as f:
         (run, _), ledger, _ = run_with(f.base_url, tmp_path)
     assert ledger.loc["q2", "status"] == reformulate.LLM_FAILED and ledger.loc["q2", "error"]
-    assert run == variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run
+    assert run == hybrid().run
 
 
 def test_the_llm_down_falls_back_with_a_status(tmp_path):
     (run, _), ledger, _ = run_with("http://127.0.0.1:9/v1", tmp_path)  # nothing listens on port 9
     assert ledger.loc["q2", "status"] == reformulate.LLM_FAILED
     assert ledger.loc["q2", "error"] in ("APIConnectionError", "APITimeoutError")
-    assert run == variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES).run
+    assert run == hybrid().run
     with reformulate.open_rewriter(Settings(base_url=None), LLMCache(tmp_path)) as (rewriter, problem):
         assert rewriter is None and "no LLM endpoint configured" in problem
+
+
+def test_without_an_endpoint_every_weak_query_keeps_its_result_and_says_why():
+    step = reformulate.Reformulate(None, threshold=THRESHOLD, guard_k=2)
+    run, chunk_run = step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10)
+    assert (run, chunk_run) == tuple(hybrid())
+    step.no_endpoint("no LLM endpoint configured")
+    ledger = step.ledger.set_index("qid")
+    assert ledger.loc["q2", "error"] == "NoEndpoint: no LLM endpoint configured" and ledger.loc["q1", "error"] == ""
+    assert step.record() == {"threshold": THRESHOLD, "guard_k": 2, "rewritten": 0, "kept": 0}
+
+
+def test_reformulate_uses_the_llm_only_through_rerankeval_llm():
+    """The rewrite step never imports the reranker (retrieve and rerank meet only through run files)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(reformulate))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.startswith("rerankeval.rerank")}
+    assert {"rerankeval.llm.breaker", "rerankeval.llm.client", "rerankeval.llm.cache"} <= imported
 
 
 def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():

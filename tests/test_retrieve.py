@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rerankeval.core import paths
+from rerankeval.core import names, paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import read_trec, to_units, write_qrels
 from rerankeval.core.settings import Settings, load_settings
@@ -184,7 +184,7 @@ def test_unknown_variant_and_stale_indexes(built, tmp_path, minilm, monkeypatch)
         r.search("nope", QUERIES)
     assert "cross_encoder" in VARIANTS
     with Retriever(dp, embedder=emb, progress=False) as r, pytest.raises(ValueError, match="stage"):
-        r.search(variants.HYBRID_RERANK, QUERIES)  # written by stage 04, not searched here
+        r.search(names.HYBRID_RERANK, QUERIES)  # written by stage 04, not searched here
     # a copy of the dataset whose chunk table then changes: old indexes are refused, a rebuild replaces them
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("RERANKEVAL_QDRANT_PATH", str(tmp_path / "qdrant"))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rerankeval.core import paths
+from rerankeval.core import names, paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import assert_run_contract, read_run_checked, to_units, write_qrels
 from rerankeval.corpus import contract as corpus
@@ -17,19 +17,37 @@ from rerankeval.retrieve import variants
 from rerankeval.retrieve.fusion import fuse
 
 
-def test_every_variant_name_is_registered_once_with_its_stage():
-    assert variants.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_combsum", "hybrid_combmnz",
-                                "hybrid_dbsf", "qdrant_dbsf", "cross_encoder", "hybrid_rerank", "hybrid_tuned",
-                                "hybrid_rerank_expand", "hybrid_reformulate")
-    assert variants.names(variants.RETRIEVE) == retrieve.VARIANTS == (*variants.names()[:9], "hybrid_reformulate")
+def test_one_catalogue_of_names_and_a_registry_of_the_variants_that_search():
+    assert names.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_combsum", "hybrid_combmnz",
+                             "hybrid_dbsf", "qdrant_dbsf", "cross_encoder", "hybrid_rerank", "hybrid_tuned",
+                             "hybrid_rerank_expand", "hybrid_reformulate")
+    assert variants.names() == names.names()[:9]  # only variants that search are registered
+    assert names.names(names.RETRIEVE) == retrieve.VARIANTS == (*variants.names(), "hybrid_reformulate")
+    assert retrieve.REWRITES == {"hybrid_reformulate": "hybrid"}  # a rewrite step in front of the hybrid
     assert variants.FUSION_VARIANTS == variants.names()[4:8] and variants.REPORT_ORDER[4:8] == variants.FUSION_VARIANTS
-    assert variants.get(variants.HYBRID_RERANK).stage == variants.RERANK
-    assert variants.get("hybrid_rerank_expand").stage == variants.RERANK
-    assert variants.get("hybrid_tuned").stage == variants.SWEEP
-    assert set(variants.REPORT_ORDER) == set(variants.names()) and set(variants.LEGS) < set(retrieve.BASE_VARIANTS)
-    assert all(variants.describe().values())
+    assert names.names(names.RERANK) == ("hybrid_rerank", "hybrid_rerank_expand")
+    assert names.names(names.SWEEP) == ("hybrid_tuned",) and names.stage_of("hybrid_tuned") == variants.SWEEP
+    assert names.stage_of("someone_elses_run") is None
+    assert set(variants.REPORT_ORDER) == set(names.names()) and set(variants.LEGS) < set(retrieve.BASE_VARIANTS)
+    assert all(names.describe().values()) and all(variants.describe().values())
+    assert variants.describe() == {n: names.describe()[n] for n in variants.names()}  # classes read the catalogue
+    assert variants.get("hybrid_combsum").description == names.CATALOGUE["hybrid_combsum"].description
     with pytest.raises(ValueError, match="unknown variant 'nope'; choose from vector, bm25"):
         variants.get("nope")
+    for later in ("hybrid_rerank", "hybrid_tuned", "hybrid_rerank_expand", "hybrid_reformulate"):
+        with pytest.raises(ValueError, match="unknown variant"):
+            variants.get(later)
+
+
+def test_the_registry_does_not_import_the_rewrite_step_or_the_stage():
+    """variants -> reformulate -> stage was a cycle (issue 20): the registry imports neither."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rerankeval.retrieve.variants; "
+            "print(sorted(m for m in sys.modules if m.startswith('rerankeval.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "reformulate" not in loaded and "retrieve.stage" not in loaded and "rerankeval.llm" not in loaded
 
 
 def test_register_refuses_a_taken_or_blank_name(monkeypatch):
@@ -116,15 +134,15 @@ def test_fusion_variants_run_in_stage_03_and_keep_the_run_contract(tmp_path, mon
     if backend == "edge":
         pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0)")
     dp, emb = _tiny_index(tmp_path, monkeypatch, backend)
-    names = (variants.HYBRID, *variants.FUSION_VARIANTS)
+    fused = (variants.HYBRID, *variants.FUSION_VARIANTS)
     with retrieve.Retriever(dp, embedder=emb, progress=False) as r:
-        res = {v: retrieve.retrieve(dp, v, QUERIES, leg_k=5, retriever=r) for v in names}
+        res = {v: retrieve.retrieve(dp, v, QUERIES, leg_k=5, retriever=r) for v in fused}
         dense, lex, sparse = r.dense_leg(QUERIES, 5), r.bm25_leg(QUERIES, 5), r.sparse_leg(QUERIES, 5)
         with pytest.raises(ValueError, match="Qdrant's DBSF takes no weights"):
             r.search(variants.QDRANT_DBSF, QUERIES, leg_k=5, weights=(1, 2))
     unit_of = corpus.unit_of(dp)
     legs = [to_units(dense, unit_of), to_units(lex, unit_of)]
-    for v in names[:-1]:
+    for v in fused[:-1]:
         method = variants.get(v).fusion
         assert res[v].run == fuse(legs, method) and res[v].chunk_run == fuse([dense, lex], method)
     assert res[variants.HYBRID_COMBSUM].run != res[variants.HYBRID].run  # scores, not 1/(60 + rank)
@@ -134,7 +152,7 @@ def test_fusion_variants_run_in_stage_03_and_keep_the_run_contract(tmp_path, mon
     for q in QUERIES:
         assert qdbsf[q] == pytest.approx(ours[q], rel=1e-5, abs=1e-6)
     assert res[variants.QDRANT_DBSF].run == to_units(qdbsf, unit_of)
-    checks = [read_run_checked(dp.run_file(v), v)[1] for v in names]
+    checks = [read_run_checked(dp.run_file(v), v)[1] for v in fused]
     assert_run_contract(checks)
     assert all(c.ok for c in checks)
     record = json.loads((dp.stage_dir("retrieve") / "hybrid_dbsf.json").read_text())

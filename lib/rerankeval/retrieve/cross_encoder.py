@@ -22,6 +22,10 @@ DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 ENV_VAR = "RERANKEVAL_CROSS_ENCODER"
 
 
+NOT_ON_DISK = ("no cross-encoder weights on this machine, and nothing is downloaded. Put a CrossEncoder folder on "
+               f"disk and set cross_encoder_model or ${ENV_VAR}.")  # why stage 03 skips the variant
+
+
 class CrossEncoderUnavailable(RuntimeError):
     pass
 
@@ -71,6 +75,12 @@ def load_cross_encoder(name_or_path: str | os.PathLike[str] | None = None, *, de
     from sentence_transformers import CrossEncoder
 
     return CrossEncoder(str(found), device=device, local_files_only=True, max_length=max_length)
+
+
+def load_local(name_or_path: str | os.PathLike[str] | None = None):
+    """The loaded cross-encoder when its weights are on disk (:func:`find_cross_encoder`), else None."""
+    found = find_cross_encoder(name_or_path)
+    return load_cross_encoder(found) if found is not None else None
 
 
 def rerank(

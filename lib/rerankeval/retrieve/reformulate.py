@@ -1,12 +1,16 @@
 """``hybrid_reformulate`` (issue 11): the LLM rewrites queries whose first stage looks weak, with a revert guard.
 
-Per query, in stage 03:
+Query rewriting is a step composed with the hybrid, not a variant of its own (PyTerrier's composition, as its
+pseudo-relevance feedback ``bm25 >> rm3 >> bm25``: Macdonald and Tonellotto, "Declarative Experimentation in
+Information Retrieval using PyTerrier", ICTIR 2020): stage 03 searches ``hybrid``, :class:`Reformulate` rewrites
+the weak queries and fuses the legs of each kept rewrite with the original's (:meth:`Reformulate.apply`). The LLM
+is used only through :mod:`rerankeval.llm`. Per query:
 
 1. **Weak?** The ``hybrid`` run's top fused score (RRF over the unit-mapped dense and BM25 legs, at most
    ``2 / (rrf_k + 1)`` when both legs put the same unit first) is compared with ``threshold``. At or above
    it the query is ``not_rewritten`` and its result is exactly ``hybrid``'s.
 2. **Rewrite.** Below it the LLM rewrites the query (JSON schema ``{"query": "..."}``, temperature 0, through
-   the reranker's client and reply cache, :mod:`rerankeval.llm.client` / :mod:`~rerankeval.llm.cache`).
+   the LLM client and reply cache, :mod:`rerankeval.llm.client` / :mod:`~rerankeval.llm.cache`).
 3. **Guard (no relevance judgments).** The rewrite is retrieved by both legs, and its legs are scored by
    :func:`guard_measure`: ``(agreement@k, top fused score)``, where agreement@k is the share of the top ``k``
    units the dense and BM25 legs have in common (two independent retrievers agreeing is evidence that the
@@ -28,16 +32,25 @@ import contextlib
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from rerankeval.core.ioutil import atomic_write_text, sha256_json
-from rerankeval.core.names import HYBRID_REFORMULATE, HYBRID_RERANK_EXPAND
+from rerankeval.core.names import HYBRID_REFORMULATE
+from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run, ranked, to_units
-from rerankeval.retrieve import variants
-from rerankeval.retrieve.fusion import rrf
+from rerankeval.core.settings import Settings
+from rerankeval.retrieve.fusion import RRF_K, rrf
+from rerankeval.retrieve.source import Legs
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from rerankeval.llm.cache import LLMCache
+    from rerankeval.llm.client import LLMClient, Reply
 
 VARIANT = HYBRID_REFORMULATE
 NOT_REWRITTEN, KEPT, REVERTED, LLM_FAILED = "not_rewritten", "kept", "reverted", "llm_failed"
@@ -80,7 +93,7 @@ class Measure:
 
 
 def guard_measure(dense_units: Mapping[str, float], bm25_units: Mapping[str, float], k: int = GUARD_K,
-                  rrf_k: int = 60) -> Measure:
+                  rrf_k: int = RRF_K) -> Measure:
     """:class:`Measure` of one query's unit-level legs (``unit -> score``, any order: they are ranked)."""
     top_d = {d for d, _ in ranked(dense_units)[:k]}
     top_b = {d for d, _ in ranked(bm25_units)[:k]}
@@ -94,9 +107,9 @@ def keep_rewrite(original: Measure, rewrite: Measure) -> bool:
 
 
 class Rewriter:
-    """One query rewrite per call, through the reranker's client and reply cache (``rewrite`` never raises)."""
+    """One query rewrite per call, through the LLM client and reply cache (``rewrite`` never raises)."""
 
-    def __init__(self, client: Any, cache: Any, endpoint: str, seed: int = 0) -> None:
+    def __init__(self, client: LLMClient, cache: LLMCache, endpoint: str, seed: int = 0) -> None:
         self.client, self.cache, self.endpoint, self.seed = client, cache, endpoint, seed
         self.down = ""  # the error class once the endpoint was unreachable
 
@@ -113,9 +126,9 @@ class Rewriter:
         """(the rewrite or None, served from the cache, the error class when there is no rewrite).
 
         After an unreachable endpoint the later calls are not sent (they fail at once, same error class)."""
+        from rerankeval.llm.breaker import BREAKER
         from rerankeval.llm.client import LLMCallError
         from rerankeval.llm.repair import Unusable, parse
-        from rerankeval.rerank.core import BREAKER
 
         if self.down:
             return None, False, self.down
@@ -141,7 +154,7 @@ class Rewriter:
             return None, cached is not None, "NoNewQuery"
         return text, cached is not None, ""
 
-    def _reply(self, query: str) -> Any:
+    def _reply(self, query: str) -> Reply:
         from rerankeval.llm import schemas
 
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER.format(query=query)}]
@@ -149,56 +162,40 @@ class Rewriter:
                                 max_tokens=MAX_TOKENS, seed=self.seed)
 
 
-@variants.register
-class HybridRerankExpand(variants.Variant):
-    """Registered here with ``hybrid_reformulate`` so that issue 11's variants register in one fixed order."""
+class Reformulate:
+    """The rewrite step after a first ``hybrid`` search: weak queries rewritten, guarded, fused with the original.
 
-    name = HYBRID_RERANK_EXPAND
-    description = ("hybrid_rerank with each candidate chunk expanded by its neighbours on the same page "
-                   "(stage 04, expand_n / expand_chars; rerankeval.rerank.expand)")
-    stage = variants.RERANK
+    ``rewriter`` None (no endpoint) leaves every weak query ``llm_failed`` with its original result. After
+    :meth:`apply`, ``ledger`` holds one row per query (:data:`LEDGER_COLUMNS`)."""
 
-    def search_runs(self, queries: Mapping[str, str]) -> variants.Runs:
-        raise ValueError(f"{HYBRID_RERANK_EXPAND!r} is written by stage 04, not searched in stage 03: run notebook "
-                         "04-rerank with expand_compare = true and read dp.run_file('hybrid_rerank_expand').")
-
-
-@variants.register
-class HybridReformulate(variants.Variant):
-    name = HYBRID_REFORMULATE
-    description = ("hybrid; a query whose top fused score is below a threshold is rewritten by the LLM and fused "
-                   "with its rewrite, unless the rewrite's legs agree less (judgment-free revert guard)")
-
-    def __init__(self, source: Any, params: variants.Params | None = None, threshold: float = THRESHOLD,
-                 guard_k: int = GUARD_K, rewriter: Rewriter | None = None) -> None:
-        super().__init__(source, params)
-        self.threshold, self.guard_k, self.rewriter = threshold, guard_k, rewriter
+    def __init__(self, rewriter: Rewriter | None = None, threshold: float = THRESHOLD, guard_k: int = GUARD_K) -> None:
+        self.rewriter, self.threshold, self.guard_k = rewriter, threshold, guard_k
         self.ledger = pd.DataFrame(columns=LEDGER_COLUMNS)
 
-    def search_runs(self, queries: Mapping[str, str]) -> variants.Runs:
-        p, s = self.params, self.source
-        base = variants.complete(variants.Hybrid(s, p).search_runs(queries), queries)
-        weak = {q: t for q, t in queries.items() if _top(base.run[q]) < self.threshold}
+    def apply(self, source: Legs, queries: Mapping[str, str], base: tuple[Run, Run], *, leg_k: int,
+              rrf_k: int = RRF_K) -> tuple[Run, Run]:
+        """(unit run, chunk run) for ``queries`` from ``base``, the hybrid's (unit run, chunk run) of every query."""
+        base_run, base_chunks = base
+        weak = {q: t for q, t in queries.items() if _top(base_run[q]) < self.threshold}
         rewrites = {q: self._rewrite(t) for q, t in weak.items()}
         new = {q: r[0] for q, r in rewrites.items() if r[0]}
-        legs = _Legs(s, queries, p.leg_k)
-        new_legs = _Legs(s, new, p.leg_k)
-        run, chunk_run, rows = dict(base.run), dict(base.chunk_run), []
+        legs, new_legs = _LegRuns(source, queries, leg_k), _LegRuns(source, new, leg_k)
+        run, chunk_run, rows = dict(base_run), dict(base_chunks), []
         for q, text in queries.items():
-            row = {"qid": q, "query": text, "top_score": _top(base.run[q]), "status": NOT_REWRITTEN, "rewrite": "",
+            row = {"qid": q, "query": text, "top_score": _top(base_run[q]), "status": NOT_REWRITTEN, "rewrite": "",
                    "cache_hit": False, "seconds": 0.0, "error": ""}
             if q in rewrites:
                 rewrite, hit, error, seconds = rewrites[q]
                 row.update(rewrite=rewrite or "", cache_hit=hit, error=error, seconds=seconds, status=LLM_FAILED)
             if q in new:
-                before, after = legs.measure(q, self.guard_k, p.rrf_k), new_legs.measure(q, self.guard_k, p.rrf_k)
+                before, after = legs.measure(q, self.guard_k, rrf_k), new_legs.measure(q, self.guard_k, rrf_k)
                 row.update(agreement=before.agreement, top=before.top, rewrite_agreement=after.agreement,
                            rewrite_top=after.top, status=KEPT if keep_rewrite(before, after) else REVERTED)
                 if row["status"] == KEPT:
-                    run[q], chunk_run[q] = _fuse(q, [legs, new_legs], p.rrf_k, s.unit_of)
+                    run[q], chunk_run[q] = _fuse(q, [legs, new_legs], rrf_k, source.unit_of)
             rows.append(row)
         self.ledger = pd.DataFrame(rows).reindex(columns=LEDGER_COLUMNS)
-        return variants.Runs(run, chunk_run)
+        return run, chunk_run
 
     def _rewrite(self, text: str) -> tuple[str | None, bool, str, float]:
         t0 = time.perf_counter()
@@ -207,11 +204,23 @@ class HybridReformulate(variants.Variant):
         rewrite, hit, error = self.rewriter.rewrite(text)
         return rewrite, hit, error, round(time.perf_counter() - t0, 4)
 
+    def no_endpoint(self, problem: str) -> None:
+        """Say why there was no endpoint (``problem``) in the ledger's error column of every query that fell back."""
+        if problem:
+            self.ledger.loc[self.ledger.status == LLM_FAILED, "error"] = f"NoEndpoint: {problem}"
 
-class _Legs:
+    def record(self) -> dict[str, Any]:
+        """The step's parameters and counts, written in the variant's record."""
+        ledger = self.ledger
+        return {"threshold": self.threshold, "guard_k": self.guard_k,
+                "rewritten": int(ledger.status.isin([KEPT, REVERTED]).sum()),
+                "kept": int((ledger.status == KEPT).sum())}
+
+
+class _LegRuns:
     """The dense and BM25 chunk legs of some queries, and the same mapped to units."""
 
-    def __init__(self, source: Any, queries: Mapping[str, str], leg_k: int) -> None:
+    def __init__(self, source: Legs, queries: Mapping[str, str], leg_k: int) -> None:
         self.dense = source.dense_leg(queries, leg_k) if queries else {}
         self.bm25 = source.bm25_leg(queries, leg_k) if queries else {}
         self.dense_units, self.bm25_units = to_units(self.dense, source.unit_of), to_units(self.bm25, source.unit_of)
@@ -224,31 +233,34 @@ def _top(units: Mapping[str, float]) -> float:
     return max(units.values(), default=0.0)
 
 
-def _fuse(q: str, legs: list[_Legs], rrf_k: int, unit_of: Mapping[str, str]) -> tuple[dict, dict]:
+def _fuse(q: str, legs: list[_LegRuns], rrf_k: int, unit_of: Mapping[str, str]) -> tuple[dict, dict]:
     """RRF of the four legs of ``q`` (original and rewrite, dense and BM25): units and chunks."""
     chunk_legs: list[Run] = [{q: leg.get(q, {})} for g in legs for leg in (g.dense, g.bm25)]
     unit_legs: list[Run] = [to_units(r, unit_of) for r in chunk_legs]
     return rrf(unit_legs, k=rrf_k)[q], rrf(chunk_legs, k=rrf_k)[q]
 
 
-def write_ledger(dp: Any, ledger: pd.DataFrame) -> Any:
+def write_ledger(dp: DatasetPaths, ledger: pd.DataFrame) -> Path:
     """``dp.stage_dir("retrieve") / LEDGER``, its text redacted (a rewrite may echo a key the model was shown)."""
     from rerankeval.llm.scrub import redact_frame
 
     return atomic_write_text(dp.stage_dir("retrieve") / LEDGER, redact_frame(ledger).to_csv(index=False))
 
 
-def read_ledger(dp: Any) -> pd.DataFrame | None:
+def read_ledger(dp: DatasetPaths) -> pd.DataFrame | None:
     p = dp.stage_dir("retrieve") / LEDGER
     return pd.read_csv(p, dtype={"qid": str}, keep_default_na=False) if p.exists() else None
 
 
 @contextlib.contextmanager
-def open_rewriter(settings: Any = None, cache: Any = None) -> Iterator[tuple[Rewriter | None, str]]:
+def open_rewriter(settings: Settings | None = None,
+                  cache: LLMCache | None = None) -> Iterator[tuple[Rewriter | None, str]]:
     """(a :class:`Rewriter` on the configured endpoint, "") or (None, why not): never raises for a missing or
     dead endpoint. Settings come from the environment (the chain passes the endpoint it started to 03)."""
+    from rerankeval.core.settings import load_settings, redact
+    from rerankeval.llm.cache import LLMCache
+    from rerankeval.llm.client import LLMCallError, LLMClient
     from rerankeval.llm.scrub import endpoint_identity
-    from rerankeval.rerank import LLMCache, LLMCallError, LLMClient, load_settings, redact
 
     stack = contextlib.ExitStack()
     rewriter, problem = None, ""
@@ -264,30 +276,6 @@ def open_rewriter(settings: Any = None, cache: Any = None) -> Iterator[tuple[Rew
         yield rewriter, problem
 
 
-def retrieve(dp: Any, retriever: Any, queries: Mapping[str, str], *, leg_k: int = 100, pool_k: int = 20,
-             rrf_k: int = 60, threshold: float = THRESHOLD, guard_k: int = GUARD_K, settings: Any = None,
-             cache: Any = None) -> tuple[Any, pd.DataFrame]:
-    """Stage 03 for ``hybrid_reformulate``: search, write its runs, record and ledger; (Retrieval, ledger).
-
-    Without a reachable endpoint every weak query keeps its original result (status ``llm_failed``)."""
-    from rerankeval.retrieve.stage import Retrieval, write_runs
-
-    t0 = time.perf_counter()
-    params = variants.Params(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k)
-    with open_rewriter(settings, cache) as (rewriter, problem):
-        v = HybridReformulate(retriever, params, threshold=threshold, guard_k=guard_k, rewriter=rewriter)
-        found = variants.complete(v.search_runs(queries), queries)
-    ledger = v.ledger
-    if problem:
-        ledger.loc[ledger.status == LLM_FAILED, "error"] = f"NoEndpoint: {problem}"
-    record = {**params.record(), "threshold": threshold, "guard_k": guard_k,
-              "rewritten": int(ledger.status.isin([KEPT, REVERTED]).sum()), "kept": int((ledger.status == KEPT).sum())}
-    res = Retrieval(HYBRID_REFORMULATE, found.run, found.chunk_run, time.perf_counter() - t0, record)
-    write_runs(dp, res)
-    write_ledger(dp, ledger)
-    return res, ledger
-
-
 def describe(ledger: pd.DataFrame, threshold: float) -> str:
     """One sentence: how many queries were weak, rewritten and kept, reverted, or fell back."""
     n = ledger.status.value_counts()
@@ -297,7 +285,7 @@ def describe(ledger: pd.DataFrame, threshold: float) -> str:
             "usable rewrite (original result kept).")
 
 
-def threshold_figure(ledger: pd.DataFrame, threshold: float, title: str = "") -> Any:
+def threshold_figure(ledger: pd.DataFrame, threshold: float, title: str = "") -> Figure:
     """The top hybrid scores the threshold is picked from, with the threshold marked."""
     import matplotlib.pyplot as plt
 

@@ -1,6 +1,11 @@
 """Stage 03 (retrieve): every retrieval variant behind one signature.
 
-Retrieve (notebook 03)::
+The stage (notebook 03)::
+
+    result = run(dp, RetrieveParams(variants=["bm25", "hybrid"]))   # searches, writes nothing
+    write(dp, result)                                             # run files, records, the rewrite ledger
+
+One variant::
 
     with Retriever(dp) as r:
         res = r.search("hybrid", queries, leg_k=100)   # -> Retrieval(variant, run, chunk_run, ...)
@@ -8,7 +13,8 @@ Retrieve (notebook 03)::
 
 or in one call ``retrieve(dp, "hybrid")`` (loads the judged queries, searches, writes both run files).
 The indexes come from stage 02 (:mod:`rerankeval.index.build`); the variants are classes in the registry of
-:mod:`rerankeval.retrieve.variants` (one shape: a name, its parameters, ``search(queries) -> Run``).
+:mod:`rerankeval.retrieve.variants` (one shape: a name, its parameters, ``search(queries) -> Run``), composed
+with a query-rewriting step for ``hybrid_reformulate`` (:data:`REWRITES`, :mod:`rerankeval.retrieve.reformulate`).
 
 Variants (all chunk-level first, then mapped to relevance units with :func:`rerankeval.core.runs.to_units`):
 
@@ -26,7 +32,9 @@ Variants (all chunk-level first, then mapped to relevance units with :func:`rera
   ``qdrant_dbsf``: ``qdrant_hybrid`` with Qdrant's own DBSF (``docs/CONVENTIONS.md#fusion``);
 - ``cross_encoder`` (optional): the top ``pool_k`` units of the ``hybrid`` run reordered by a
   sentence-transformers CrossEncoder scoring (query, the unit's best chunk); the rest keep their fused
-  order (the same pool contract as the LLM reranker of stage 04).
+  order (the same pool contract as the LLM reranker of stage 04);
+- ``hybrid_reformulate``: ``hybrid``, then the LLM's rewrite of each weak query fused with it unless a
+  judgment-free guard reverts it (:class:`rerankeval.retrieve.reformulate.Reformulate`, a step, not a variant).
 
 Budgets, equal for every variant: ``leg_k`` chunks per leg (so any metric at a cutoff <= ``leg_k``
 compares equal budgets); ``pool_k`` fused candidates go to a reranker; ``final_k`` is the cutoff of the
@@ -34,189 +42,33 @@ headline metric (nDCG@final_k). Runs are written at full depth, never truncated 
 ``final_k``: single legs hold up to ``leg_k`` chunks/units, fused runs the union of both legs.
 """
 
+
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rerankeval.core.ioutil import atomic_write_json, sha256_json
-from rerankeval.core.paths import DatasetPaths
-from rerankeval.core.runs import Run, ranked, write_trec
+import pandas as pd
+
+from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.names import BM25, CROSS_ENCODER, HYBRID, HYBRID_REFORMULATE, QDRANT_HYBRID, VECTOR
+from rerankeval.core.paths import DEFAULT_DATASET, DatasetPaths
+from rerankeval.core.runs import Run, ranked, to_units, write_trec
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
-from rerankeval.corpus.contract import StageMissing
-from rerankeval.index import bm25 as bm25mod
-from rerankeval.index.build import load_index_info
-from rerankeval.index.embed import Embedder
-from rerankeval.index.qdrant import edge as qdrant_edge
-from rerankeval.index.qdrant import store as qdrant_store
-from rerankeval.retrieve import variants
-from rerankeval.retrieve.fusion import RRF_K
+from rerankeval.retrieve import cross_encoder, reformulate, variants
+from rerankeval.retrieve.fusion import RRF_K, rrf
+from rerankeval.retrieve.retriever import BASE_VARIANTS as BASE_VARIANTS  # re-exported: callers import them here
+from rerankeval.retrieve.retriever import REWRITES as REWRITES
+from rerankeval.retrieve.retriever import VARIANTS as VARIANTS
+from rerankeval.retrieve.retriever import Retrieval, Retriever
 
-VARIANTS = variants.names(variants.RETRIEVE)  # every variant stage 03 can search
-BASE_VARIANTS = (variants.VECTOR, variants.BM25, variants.HYBRID, variants.QDRANT_HYBRID)  # need no model
-
-
-@dataclass
-class Retrieval:
-    """One variant's result: ``run`` over relevance units and ``chunk_run`` over chunks, both full depth."""
-
-    variant: str
-    run: Run
-    chunk_run: Run
-    seconds: float
-    params: dict
-
-
-class Retriever:
-    """The built indexes of one dataset, ready to search; use as a context manager (closes Qdrant).
-
-    ``search(variant, queries, *, leg_k, pool_k, rrf_k, weights, cross_encoder)`` is the one entry point
-    for every variant registered in :mod:`rerankeval.retrieve.variants`; the variants search through the legs below.
-    Legs are memoised per (leg, leg_k, queries), so hybrids reuse the single legs. A closed retriever
-    reopens Qdrant on its next search (local mode then reloads the stored vectors from disk).
-    The Qdrant legs search the backend the index manifest records (``client`` or ``edge``); it must be the
-    configured one (``RERANKEVAL_QDRANT_BACKEND``). Dense search is exact on a server and on edge (local
-    mode is always exact), so the backends return the same runs.
-    """
-
-    def __init__(self, dp: DatasetPaths, *, embedder: Embedder | None = None, progress: bool = True):
-        self.dp = dp
-        self.info = load_index_info(dp)
-        self.texts = corpus.chunk_texts(dp)
-        self.unit_of = corpus.unit_of(dp)
-        self.bm25 = bm25mod.BM25Index.load(dp.root / self.info.bm25_dir)
-        self.embedder = embedder or Embedder(self.info.model_source, progress=progress)
-        if self.embedder.key != self.info.model_key:
-            raise ValueError(
-                f"the embedding model {self.embedder.model_id!r} is not the one the index was built with "
-                f"({self.info.model_id!r}); rebuild the indexes or pass the same model"
-            )
-        self.progress = progress
-        self._id_to_chunk = {qdrant_store.point_id(c): c for c in self.texts}
-        self._edge = _check_backend(self.info.backend) == qdrant_edge.EDGE
-        # servers and edge: exact dense search, not HNSW
-        self._exact = self._edge or bool(qdrant_store.location(dp).url)
-        self._client = None
-        self._client_cm = None
-        self._memo: dict = {}
-
-    # -- resources --
-    @property
-    def client(self):
-        """The open store: a ``QdrantClient`` (backend ``client``) or an ``EdgeShard`` (backend ``edge``)."""
-        if self._client is None:
-            if self._edge:
-                path = qdrant_edge.shard_path(self.dp, self.info.collection)
-                self._client_cm = qdrant_edge.open_shard(path, self.info.dim)
-            else:
-                self._client_cm = qdrant_store.open_client(self.dp)
-            self._client = self._client_cm.__enter__()
-        return self._client
-
-    def _store(self):
-        """The backend's module and the leading arguments of its search functions."""
-        if self._edge:
-            return qdrant_edge, (self.client,)
-        return qdrant_store, (self.client, self.info.collection)
-
-    def close(self) -> None:
-        if self._client_cm is not None:
-            self._client_cm.__exit__(None, None, None)
-        self._client = self._client_cm = None
-
-    def __enter__(self) -> Retriever:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # -- legs (chunk level) --
-    def _key(self, queries: Mapping[str, str]) -> str:
-        return sha256_json(sorted(queries.items()))
-
-    def _qvecs(self, queries: Mapping[str, str]):
-        key = ("qvec", self._key(queries))
-        if key not in self._memo:
-            self._memo[key] = self.embedder.encode(list(queries.values()), desc="embedding queries")
-        return self._memo[key]
-
-    def dense_leg(self, queries: Mapping[str, str], k: int) -> Run:
-        key = ("dense", k, self._key(queries))
-        if key not in self._memo:
-            mod, head = self._store()
-            self._memo[key] = mod.search_dense(*head, list(queries), self._qvecs(queries), k, self._id_to_chunk,
-                                               exact=self._exact)
-        return self._memo[key]
-
-    def bm25_leg(self, queries: Mapping[str, str], k: int) -> Run:
-        key = ("bm25", k, self._key(queries))
-        if key not in self._memo:
-            self._memo[key] = self.bm25.search(queries, k)
-        return self._memo[key]
-
-    def sparse_leg(self, queries: Mapping[str, str], k: int) -> Run:
-        """Qdrant's native sparse BM25 leg (diagnostics: how it differs from :meth:`bm25_leg`)."""
-        key = ("sparse", k, self._key(queries))
-        if key not in self._memo:
-            sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
-            mod, head = self._store()
-            self._memo[key] = mod.search_sparse(*head, list(queries), sparse, k, self._id_to_chunk)
-        return self._memo[key]
-
-    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int = RRF_K,
-                     weights: Sequence[float] | None = None, fusion: str = "rrf") -> Run:
-        """Qdrant's own fusion (``rrf`` or ``dbsf``) of its dense and native sparse legs (``leg_k`` each),
-        top ``limit`` chunks."""
-        sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
-        mod, head = self._store()
-        return mod.search_hybrid(
-            *head, list(queries), self._qvecs(queries), sparse, leg_k=leg_k, limit=limit,
-            id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact, fusion=fusion)
-
-    # -- the one entry point --
-    def search(
-        self,
-        variant: str,
-        queries: Mapping[str, str],
-        *,
-        leg_k: int = 100,
-        pool_k: int = 20,
-        rrf_k: int = RRF_K,
-        weights: Sequence[float] | None = None,
-        cross_encoder=None,
-    ) -> Retrieval:
-        """Run ``variant`` for ``queries`` (qid -> text).
-
-        ``leg_k``: chunks per leg; ``pool_k``: hybrid units the ``cross_encoder`` variant reorders;
-        ``rrf_k``: the RRF constant (paper convention); ``weights`` = (dense, bm25) for the hybrids;
-        ``cross_encoder``: a loaded ``sentence_transformers.CrossEncoder`` (or a local path/name).
-        """
-        stage = variants.get(variant).stage
-        if stage != variants.RETRIEVE:
-            raise ValueError(f"variant {variant!r} is produced by the {stage} stage, not "
-                             f"searched here; stage 03 searches {', '.join(VARIANTS)}")
-        if leg_k < 1 or pool_k < 1:
-            raise ValueError("leg_k and pool_k must be >= 1")
-        t0 = time.perf_counter()
-        queries = dict(queries)
-        params = variants.Params(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights)
-        found = variants.create(variant, self, params, cross_encoder=cross_encoder).search_runs(queries)
-        run, chunk_run = variants.complete(found, queries)
-        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0, params.record())
-
-
-def _check_backend(built: str) -> str:
-    """``built`` (the manifest's backend) if it is the configured one, else an error saying to re-run 02."""
-    configured = qdrant_edge.backend()
-    if configured != built:
-        raise StageMissing(
-            f"the Qdrant collection was built by the {built!r} backend but RERANKEVAL_QDRANT_BACKEND is "
-            f"{configured!r}: re-run the 02-build-indexes stage (it fills the {configured!r} store), or set "
-            f"RERANKEVAL_QDRANT_BACKEND={built}.")
-    return built
+if TYPE_CHECKING:
+    from rerankeval.llm.cache import LLMCache
 
 
 def write_runs(dp: DatasetPaths, res: Retrieval) -> tuple[Path, Path]:
@@ -265,4 +117,150 @@ def overlap_at_k(a: Run, b: Run, k: int) -> dict[str, float]:
         ta = {d for d, _ in ranked(a.get(q, {}))[:k]}
         tb = {d for d, _ in ranked(b.get(q, {}))[:k]}
         out[q] = len(ta & tb) / k if k else math.nan
+    return out
+
+
+# -- the stage: run(dp, params) -> RetrieveResult, write(dp, result) --
+@dataclass(frozen=True)
+class RetrieveParams:
+    """Stage 03's parameters: notebook 03's parameters cell has the same names and defaults (a test checks)."""
+
+    dataset: str = DEFAULT_DATASET  # the caller resolves it to the DatasetPaths given to run()
+    leg_k: int = 100  # chunks per leg
+    pool_k: int = 10  # hybrid units the cross_encoder reorders (the LLM reranker's pool in 04)
+    final_k: int = 10  # cutoff of the headline metric (and of the Qdrant comparison's first overlap)
+    rrf_k: int = RRF_K  # paper convention 1/(rrf_k + rank); Qdrant is sent rrf_k + 1
+    variants: Sequence[str] = (VECTOR, BM25, HYBRID, QDRANT_HYBRID, CROSS_ENCODER, HYBRID_REFORMULATE)
+    cross_encoder_model: str = ""  # local folder or cached name; empty: the configured one, else the default
+    explain_queries: int = 50  # queries of the Qdrant comparison (Qdrant's local sparse search is slow)
+    reformulate_threshold: float = reformulate.THRESHOLD
+    reformulate_guard_k: int = reformulate.GUARD_K
+
+
+@dataclass(frozen=True)
+class QdrantComparison:
+    """``qdrant_hybrid`` against ``hybrid``: top-k overlaps of their runs, and, over the first ``sample`` queries,
+    of our RRF over Qdrant's own legs against ``qdrant_hybrid`` and of Qdrant's sparse leg against our BM25 leg."""
+
+    final_k: int
+    leg_k: int
+    sample: int
+    overlap_final: float
+    overlap_leg: float
+    ours_on_qdrant_legs: float
+    sparse_vs_bm25: float
+
+    def summary(self, ndcg: pd.DataFrame) -> pd.DataFrame:
+        """The comparison as a one-column table, with ``ndcg`` (qid x variant nDCG@final_k, stage 05's)."""
+        diff = ndcg[QDRANT_HYBRID] - ndcg[HYBRID]
+        k, n = self.final_k, self.sample
+        return pd.Series({
+            f"overlap@{k}: hybrid vs qdrant_hybrid": self.overlap_final,
+            f"overlap@{self.leg_k}: hybrid vs qdrant_hybrid": self.overlap_leg,
+            f"nDCG@{k} qdrant_hybrid - hybrid (mean)": diff.mean(),
+            "queries with a different nDCG": int((diff.abs() > 1e-12).sum()),
+            f"overlap@{k}: our RRF of Qdrant's legs vs qdrant_hybrid ({n} queries)": self.ours_on_qdrant_legs,
+            f"overlap@{k}: Qdrant's sparse leg vs our BM25 leg ({n} queries)": self.sparse_vs_bm25,
+        }).to_frame("value")
+
+
+@dataclass
+class RetrieveResult:
+    """What :func:`run` found: each variant's runs in the order run, the variants skipped and why, the
+    rewrite ledger of ``hybrid_reformulate`` and the Qdrant comparison (when both hybrids ran)."""
+
+    retrievals: dict[str, Retrieval] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    ledger: pd.DataFrame | None = None
+    qdrant: QdrantComparison | None = None
+
+    @property
+    def runs(self) -> dict[str, Run]:
+        """variant -> its unit-level run."""
+        return {v: res.run for v, res in self.retrievals.items()}
+
+    def table(self, dp: DatasetPaths) -> pd.DataFrame:
+        """One row per variant: seconds, mean units and chunks per query, its run file."""
+        return pd.DataFrame([{
+            "variant": v, "seconds": round(res.seconds, 2),
+            "units per query (mean)": sum(map(len, res.run.values())) / max(1, len(res.run)),
+            "chunks per query (mean)": sum(map(len, res.chunk_run.values())) / max(1, len(res.chunk_run)),
+            "run file": str(dp.run_file(v).relative_to(dp.root))} for v, res in self.retrievals.items()])
+
+
+def run(dp: DatasetPaths, params: RetrieveParams, *, settings: Settings | None = None,
+        cache: LLMCache | None = None) -> RetrieveResult:
+    """Search each of ``params.variants`` for the judged queries of ``dp``, in order; writes nothing (:func:`write`).
+
+    ``cross_encoder`` is skipped (with the reason in ``skipped``) when no weights are on disk; ``hybrid_reformulate``
+    asks the LLM of ``settings`` (default: the environment's) and falls back to ``hybrid`` without one."""
+    queries = corpus.load_queries(dp)
+    result = RetrieveResult()
+    with Retriever(dp) as r:
+        for v in params.variants:
+            _run_variant(r, v, queries, params, result, settings=settings, cache=cache)
+        result.qdrant = compare_qdrant(r, result.retrievals, queries, params)
+    return result
+
+
+def _run_variant(r: Retriever, v: str, queries: Mapping[str, str], p: RetrieveParams, result: RetrieveResult,
+                 **llm) -> None:
+    """Search ``v`` into ``result`` (the cross-encoder's and the rewrite step's special cases)."""
+    budget = {"leg_k": p.leg_k, "pool_k": p.pool_k, "rrf_k": p.rrf_k}
+    if v == CROSS_ENCODER:
+        model = cross_encoder.load_local(p.cross_encoder_model or None)
+        if model is None:
+            result.skipped[v] = f"Skipping {v}: {cross_encoder.NOT_ON_DISK}"
+            return
+        result.retrievals[v] = r.search(v, queries, cross_encoder=model, **budget)
+    elif v == HYBRID_REFORMULATE:
+        result.retrievals[v], result.ledger = search_reformulated(
+            r, queries, threshold=p.reformulate_threshold, guard_k=p.reformulate_guard_k, **budget, **llm)
+    else:
+        result.retrievals[v] = r.search(v, queries, **budget)
+
+
+def search_reformulated(retriever: Retriever, queries: Mapping[str, str], *, leg_k: int = 100, pool_k: int = 20,
+                        rrf_k: int = RRF_K, threshold: float = reformulate.THRESHOLD,
+                        guard_k: int = reformulate.GUARD_K, settings: Settings | None = None,
+                        cache: LLMCache | None = None) -> tuple[Retrieval, pd.DataFrame]:
+    """``hybrid_reformulate``: ``hybrid``, then the rewrite step on the LLM of ``settings``; (its Retrieval, whose
+    ``params`` hold the step's record, the ledger). Without a reachable endpoint every weak query keeps its
+    original result (status ``llm_failed``). Writes nothing."""
+    t0 = time.perf_counter()
+    with reformulate.open_rewriter(settings, cache) as (rewriter, problem):
+        step = reformulate.Reformulate(rewriter, threshold, guard_k)
+        res = retriever.search(HYBRID_REFORMULATE, queries, leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, rewrite=step)
+    step.no_endpoint(problem)
+    res.params.update(step.record())
+    res.seconds = time.perf_counter() - t0
+    return res, step.ledger
+
+
+def compare_qdrant(r: Retriever, found: Mapping[str, Retrieval], queries: Mapping[str, str],
+                   p: RetrieveParams) -> QdrantComparison | None:
+    """Why ``qdrant_hybrid`` and ``hybrid`` differ (None unless both are in ``found``): is it the fusion convention
+    (our RRF over Qdrant's own legs) or the sparse leg (Qdrant's IDF against rank-bm25's)?"""
+    if not {HYBRID, QDRANT_HYBRID} <= set(found):
+        return None
+    a, b = found[HYBRID].run, found[QDRANT_HYBRID].run
+    sample = dict(list(queries.items())[: p.explain_queries])
+    bm25_leg, sparse_leg, dense_leg = (r.bm25_leg(sample, p.leg_k), r.sparse_leg(sample, p.leg_k),
+                                       r.dense_leg(sample, p.leg_k))
+    ours_on_qdrant_legs = to_units(rrf([dense_leg, sparse_leg], k=p.rrf_k), r.unit_of)
+
+    def mean_overlap(x: Run, y: Run, k: int) -> float:
+        return pd.Series(overlap_at_k(x, y, k)).mean()
+
+    return QdrantComparison(p.final_k, p.leg_k, len(sample), mean_overlap(a, b, p.final_k),
+                            mean_overlap(a, b, p.leg_k),
+                            mean_overlap(ours_on_qdrant_legs, {q: b[q] for q in sample}, p.final_k),
+                            mean_overlap(sparse_leg, bm25_leg, p.final_k))
+
+
+def write(dp: DatasetPaths, result: RetrieveResult) -> list[Path]:
+    """Write each variant's runs and record (:func:`write_runs`) and the rewrite ledger; the files written."""
+    out = [f for res in result.retrievals.values() for f in write_runs(dp, res)]
+    if result.ledger is not None:
+        out.append(reformulate.write_ledger(dp, result.ledger))
     return out

@@ -1,10 +1,10 @@
-"""One registry of variant names, and one shape for every variant (BEIR's style).
+"""The registry of the variants stage 03 searches, and one shape for every variant (BEIR's style).
 
-A variant is a class with a ``name``, a ``description``, the stage that produces it and
-``search(queries) -> Run`` (qid -> {unit id: score}, :mod:`rerankeval.core.runs`); ``search_runs`` also
-returns the chunk-level run the unit run was mapped from. Stage 03 (:class:`rerankeval.retrieve.stage.Retriever`)
-builds a variant by name from this registry with the shared budget :class:`Params`, so a new variant
-(a tuned fusion, a query reformulation, a user's external run) plugs in by registering a class::
+A variant is a class with a ``name`` and ``search(queries) -> Run`` (qid -> {unit id: score},
+:mod:`rerankeval.core.runs`); ``search_runs`` also returns the chunk-level run the unit run was mapped from. Stage 03
+(:class:`rerankeval.retrieve.stage.Retriever`) builds a variant by name from this registry with the shared budget
+:class:`Params`, over the legs of a :class:`~rerankeval.retrieve.source.Source`, so a new variant (a tuned fusion, a
+user's external run) plugs in by registering a class::
 
     @variants.register
     class MyFusion(variants.Variant):
@@ -18,13 +18,14 @@ builds a variant by name from this registry with the shared budget :class:`Param
     with Retriever(dp) as r:
         write_runs(dp, r.search("my_fusion", queries))
 
-Built in (see :mod:`rerankeval.retrieve.stage` for the budgets and :mod:`rerankeval.retrieve.fusion` for the fusions):
-``vector``, ``bm25``, ``hybrid``, ``qdrant_hybrid``, the fusion alternatives ``hybrid_combsum``,
+Registered (see :mod:`rerankeval.retrieve.stage` for the budgets and :mod:`rerankeval.retrieve.fusion` for the
+fusions): ``vector``, ``bm25``, ``hybrid``, ``qdrant_hybrid``, the fusion alternatives ``hybrid_combsum``,
 ``hybrid_combmnz``, ``hybrid_dbsf`` (``hybrid``'s legs and unit mapping, another
-:func:`~rerankeval.retrieve.fusion.fuse` method) and ``qdrant_dbsf`` (``qdrant_hybrid`` with Qdrant's DBSF),
-``cross_encoder`` (stage 03) and ``hybrid_rerank`` (the LLM reranker's run, written by stage 04; registered here for its
-name and description only).
-Other modules use the name constants below, never string literals.
+:func:`~rerankeval.retrieve.fusion.fuse` method), ``qdrant_dbsf`` (``qdrant_hybrid`` with Qdrant's DBSF) and
+``cross_encoder``. Only variants that search are registered: ``hybrid_reformulate`` is a query-rewriting step in
+front of ``hybrid`` (:mod:`rerankeval.retrieve.reformulate`), and the names later stages write are in the one
+catalogue of names, :mod:`rerankeval.core.names`, with their stage and description (a built-in class takes its
+``description`` from there). Other modules use the name constants, never string literals.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
+from rerankeval.core import names as catalogue
 from rerankeval.core.names import (
     BM25,
     CROSS_ENCODER,
@@ -42,25 +44,20 @@ from rerankeval.core.names import (
     HYBRID_COMBMNZ,
     HYBRID_COMBSUM,
     HYBRID_DBSF,
-    HYBRID_RERANK,
-    HYBRID_TUNED,
     QDRANT_DBSF,
     QDRANT_HYBRID,
     VECTOR,
 )
-from rerankeval.core.names import FUSION_VARIANTS as FUSION_VARIANTS
-from rerankeval.core.names import LEGS as LEGS  # re-exported: the registry is where callers look for names
+from rerankeval.core.names import FUSION_VARIANTS as FUSION_VARIANTS  # re-exported: callers look for names here
+from rerankeval.core.names import LEGS as LEGS
 from rerankeval.core.names import REPORT_ORDER as REPORT_ORDER
+from rerankeval.core.names import RERANK as RERANK
+from rerankeval.core.names import RETRIEVE as RETRIEVE
+from rerankeval.core.names import SWEEP as SWEEP
 from rerankeval.core.runs import Run, best_chunks, to_units
 from rerankeval.retrieve.fusion import RRF_K, fuse
+from rerankeval.retrieve.source import Source
 
-if TYPE_CHECKING:
-    from rerankeval.retrieve.stage import Retriever
-
-
-RETRIEVE = "retrieve"  # stage 03 (notebook 03-retrieve)
-RERANK = "rerank"  # stage 04 (notebook 04-rerank)
-SWEEP = "sweep"  # stage 06 (notebook 06-sweep, make sweep)
 RRF_FORMULA = "sum w / (rrf_k + rank), rank 1-based"
 
 
@@ -88,13 +85,20 @@ class Runs(NamedTuple):
 
 
 class Variant(ABC):
-    """One retrieval variant over the built indexes ``source`` (a :class:`~rerankeval.retrieve.stage.Retriever`)."""
+    """One retrieval variant over the built indexes ``source`` (a :class:`~rerankeval.retrieve.stage.Retriever`).
+
+    A subclass named in :data:`rerankeval.core.names.CATALOGUE` without a ``description`` of its own takes the
+    catalogue's."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    stage: ClassVar[str] = RETRIEVE
 
-    def __init__(self, source: Retriever, params: Params | None = None) -> None:
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        if not cls.__dict__.get("description") and cls.name in catalogue.CATALOGUE:
+            cls.description = catalogue.CATALOGUE[cls.name].description
+
+    def __init__(self, source: Source, params: Params | None = None) -> None:
         self.source = source
         self.params = params or Params()
 
@@ -135,9 +139,9 @@ def get(name: str) -> type[Variant]:
                          "(or register a Variant class with rerankeval.retrieve.variants.register)") from None
 
 
-def names(stage: str | None = None) -> tuple[str, ...]:
-    """Registered names in registration order, optionally only those ``stage`` produces."""
-    return tuple(n for n, c in REGISTRY.items() if stage is None or c.stage == stage)
+def names() -> tuple[str, ...]:
+    """Registered names (the variants stage 03 searches) in registration order."""
+    return tuple(REGISTRY)
 
 
 def describe() -> dict[str, str]:
@@ -145,7 +149,7 @@ def describe() -> dict[str, str]:
     return {n: c.description for n, c in REGISTRY.items()}
 
 
-def create(name: str, source: Retriever, params: Params | None = None, **options) -> Variant:
+def create(name: str, source: Source, params: Params | None = None, **options) -> Variant:
     """An instance of the variant ``name``. ``options`` (e.g. ``cross_encoder``) go to the variants whose
     constructor takes them; the others ignore them, so one call shape serves every variant."""
     cls = get(name)
@@ -167,7 +171,6 @@ def rank_scores(items: Sequence[str]) -> dict[str, float]:
 @register
 class VectorLeg(Variant):
     name = VECTOR
-    description = "dense cosine top-leg_k chunks from Qdrant (all-MiniLM-L6-v2)"
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         chunk_run = self.source.dense_leg(queries, self.params.leg_k)
@@ -177,7 +180,6 @@ class VectorLeg(Variant):
 @register
 class Bm25Leg(Variant):
     name = BM25
-    description = "BM25 (rank-bm25 statistics, sparse fast path) top-leg_k chunks"
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         chunk_run = self.source.bm25_leg(queries, self.params.leg_k)
@@ -187,7 +189,6 @@ class Bm25Leg(Variant):
 @register
 class Hybrid(Variant):
     name = HYBRID
-    description = "client-side RRF of the vector and bm25 legs, each leg mapped to units before fusing"
     fusion: ClassVar[str] = "rrf"  # the rerankeval.retrieve.fusion.fuse method
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
@@ -202,7 +203,6 @@ class Hybrid(Variant):
 @register
 class QdrantHybrid(Variant):
     name = QDRANT_HYBRID
-    description = "Qdrant's Query API: dense + native sparse BM25 prefetch fused by RrfQuery (k = rrf_k + 1)"
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         p = self.params
@@ -227,28 +227,24 @@ class ScoreFusedHybrid(Hybrid):
 @register
 class HybridCombSum(ScoreFusedHybrid):
     name = HYBRID_COMBSUM
-    description = "CombSUM of the vector and bm25 legs' min-max normalised scores (units, as hybrid)"
     fusion = "combsum_minmax"
 
 
 @register
 class HybridCombMnz(ScoreFusedHybrid):
     name = HYBRID_COMBMNZ
-    description = "CombMNZ (CombSUM x legs that found it) of the legs' min-max normalised scores (as hybrid)"
     fusion = "combmnz_minmax"
 
 
 @register
 class HybridDbsf(ScoreFusedHybrid):
     name = HYBRID_DBSF
-    description = "client-side distribution-based score fusion (Qdrant's DBSF) of the vector and bm25 legs"
     fusion = "dbsf"
 
 
 @register
 class QdrantDbsf(QdrantHybrid):
     name = QDRANT_DBSF
-    description = "Qdrant's Query API: dense + native sparse BM25 prefetch fused by FusionQuery(Fusion.DBSF)"
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         p = self.params
@@ -264,9 +260,8 @@ class QdrantDbsf(QdrantHybrid):
 @register
 class CrossEncoderRerank(Variant):
     name = CROSS_ENCODER
-    description = "the top pool_k hybrid units reordered by a local sentence-transformers CrossEncoder"
 
-    def __init__(self, source: Retriever, params: Params | None = None, cross_encoder=None) -> None:
+    def __init__(self, source: Source, params: Params | None = None, cross_encoder=None) -> None:
         super().__init__(source, params)
         self.cross_encoder = cross_encoder  # a loaded CrossEncoder (anything with predict) or a path/name
 
@@ -289,29 +284,3 @@ class CrossEncoderRerank(Variant):
             chunk_run[q] = rank_scores(head + [c for c in base.chunk_run[q] if c not in in_head])
             run[q] = rank_scores(units)
         return Runs(run, chunk_run)
-
-
-@register
-class HybridRerank(Variant):
-    name = HYBRID_RERANK
-    description = "the top pool_k hybrid units reordered by the LLM reranker (stage 04, rerankeval.rerank)"
-    stage = RERANK
-
-    def search_runs(self, queries: Mapping[str, str]) -> Runs:
-        raise ValueError(f"{HYBRID_RERANK!r} is written by stage 04, not searched in stage 03: run notebook "
-                         "04-rerank (rerankeval.rerank) and read dp.run_file('hybrid_rerank').")
-
-
-@register
-class HybridTuned(Variant):
-    name = HYBRID_TUNED
-    description = ("hybrid fused with the setting a sweep chose on other queries (train split or other folds); "
-                   "its run covers only the queries that did not choose it (stage 06, rerankeval.experiments.sweep)")
-    stage = SWEEP
-
-    def search_runs(self, queries: Mapping[str, str]) -> Runs:
-        raise ValueError(f"{HYBRID_TUNED!r} is written by a sweep, not searched in stage 03: run `make sweep` "
-                         "(rerankeval.experiments.sweep) and read dp.run_file('hybrid_tuned').")
-
-
-from rerankeval.retrieve import reformulate  # noqa: E402, F401  (registers hybrid_rerank_expand and hybrid_reformulate)

@@ -1,0 +1,145 @@
+"""Stage 03 as one library call (issue 20): run(dp, params) -> RetrieveResult, write(dp, result); the rewrite step
+composed with the hybrid; the parameters cell of notebook 03 against RetrieveParams; the stage's import closure."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from fakellm import FakeLLM
+from rerankeval.core import paths
+from rerankeval.core.ioutil import atomic_write_jsonl
+from rerankeval.core.runs import read_trec, write_qrels
+from rerankeval.core.settings import Settings
+from rerankeval.index import embed
+from rerankeval.index.build import build_indexes
+from rerankeval.llm.cache import LLMCache
+from rerankeval.retrieve import reformulate, stage, variants
+
+CHUNKS = [
+    ("m.pdf#p1:0", "m.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
+    ("m.pdf#p1:300", "m.pdf#p1", "apt-get resolves package dependencies before it installs a package."),
+    ("m.pdf#p2:0", "m.pdf#p2", "Configure the network interfaces in the file /etc/network/interfaces."),
+    ("m.pdf#p2:300", "m.pdf#p2", "Network configuration with ifupdown: static addresses and DHCP."),
+    ("m.pdf#p3:0", "m.pdf#p3", "The kernel is started by the bootloader, GRUB, at boot time."),
+    ("m.pdf#p4:0", "m.pdf#p4", "Debian policy requires a copyright file in every binary package."),
+    ("m.pdf#p5:0", "m.pdf#p5", "Mail transfer agents such as exim deliver local mail to users."),
+]
+QUERIES = {"q1": "install a package with apt", "q2": "where do network settings live", "q3": "grub boot loader"}
+VARIANTS = ["vector", "bm25", "hybrid", "qdrant_hybrid", "cross_encoder", "hybrid_reformulate"]
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    for k, sub in (("RERANKEVAL_RESULTS", "results"), ("RERANKEVAL_QDRANT_PATH", "qdrant"),
+                   ("RERANKEVAL_CACHE", "cache")):
+        monkeypatch.setenv(k, str(tmp_path / sub))
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    monkeypatch.delenv("RERANKEVAL_QDRANT_BACKEND", raising=False)
+    monkeypatch.setenv("RERANKEVAL_CROSS_ENCODER", str(tmp_path / "no-such-model"))  # skipped: no weights
+    (tmp_path / "src" / "tiny").mkdir(parents=True)
+    dp = paths.resolve_dataset(tmp_path / "src" / "tiny")
+    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0,
+                                    "title": "", "text": t} for c, u, t in CHUNKS])
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
+    write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
+    build_indexes(dp, embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False), progress=False)
+    return dp
+
+
+def _rewrite(n, body):
+    return {"content": json.dumps({"query": "network interfaces configuration file"})}
+
+
+def test_run_then_write_is_the_variants_one_by_one(tiny, tmp_path):
+    dp = tiny
+    settings = Settings(base_url=None)  # hybrid_reformulate without an endpoint: hybrid's result, llm_failed
+    params = stage.RetrieveParams(leg_k=5, pool_k=3, final_k=2, variants=VARIANTS, explain_queries=2,
+                                  reformulate_threshold=1.0)  # every query is weak
+    result = stage.run(dp, params, settings=settings, cache=LLMCache(tmp_path / "llm"))
+    assert list(result.retrievals) == [v for v in VARIANTS if v != "cross_encoder"]
+    assert "no cross-encoder weights" in result.skipped["cross_encoder"]
+    assert not dp.run_file("hybrid").exists()  # run writes nothing
+    written = stage.write(dp, result)
+    assert dp.stage_dir("retrieve") / reformulate.LEDGER in written
+    with stage.Retriever(dp) as r:
+        for v in ("vector", "bm25", "hybrid", "qdrant_hybrid"):
+            alone = r.search(v, QUERIES, leg_k=5, pool_k=3)
+            assert result.retrievals[v].run == alone.run == read_trec(dp.run_file(v))
+            assert result.retrievals[v].chunk_run == alone.chunk_run
+    assert result.retrievals["hybrid_reformulate"].run == result.retrievals["hybrid"].run  # fell back
+    assert set(result.ledger.status) == {reformulate.LLM_FAILED}
+    assert all(e.startswith("NoEndpoint: ") for e in result.ledger.error)
+    record = json.loads(dp.variant_record("hybrid_reformulate").read_text())
+    assert {k: record[k] for k in ("threshold", "guard_k", "rewritten", "kept", "leg_k", "pool_k", "rrf_k")} == {
+        "threshold": 1.0, "guard_k": 10, "rewritten": 0, "kept": 0, "leg_k": 5, "pool_k": 3, "rrf_k": 60}
+    table = result.table(dp)
+    assert list(table.variant) == list(result.retrievals) and table["run file"][0] == "runs/vector.trec"
+
+
+def test_the_qdrant_comparison_and_its_summary(tiny):
+    import pandas as pd
+
+    params = stage.RetrieveParams(leg_k=5, final_k=2, variants=["hybrid", "qdrant_hybrid"], explain_queries=2)
+    result = stage.run(tiny, params)
+    c = result.qdrant
+    assert (c.final_k, c.leg_k, c.sample) == (2, 5, 2) and 0 <= c.overlap_final <= 1
+    ndcg = pd.DataFrame({"hybrid": [0.5, 1.0, 0.0], "qdrant_hybrid": [0.5, 0.5, 0.0]}, index=["q1", "q2", "q3"])
+    summary = c.summary(ndcg)
+    assert list(summary.index) == [
+        "overlap@2: hybrid vs qdrant_hybrid", "overlap@5: hybrid vs qdrant_hybrid",
+        "nDCG@2 qdrant_hybrid - hybrid (mean)", "queries with a different nDCG",
+        "overlap@2: our RRF of Qdrant's legs vs qdrant_hybrid (2 queries)",
+        "overlap@2: Qdrant's sparse leg vs our BM25 leg (2 queries)"]
+    assert summary.value.iloc[3] == 1 and summary.value.iloc[2] == pytest.approx(-0.5 / 3)
+    assert stage.run(tiny, stage.RetrieveParams(leg_k=5, variants=["bm25"])).qdrant is None
+
+
+def test_hybrid_reformulate_is_the_rewrite_step_after_the_hybrid(tiny, tmp_path):
+    dp = tiny
+    with FakeLLM(rule=_rewrite) as f, stage.Retriever(dp) as r:
+        settings = Settings(base_url=f.base_url, api_key="sk-test", model="fake", timeout=2.0, max_retries=0)
+        res, ledger = stage.search_reformulated(r, QUERIES, leg_k=5, threshold=1.0, guard_k=2, settings=settings,
+                                                cache=LLMCache(tmp_path / "llm"))
+        hybrid = r.search("hybrid", QUERIES, leg_k=5)
+        with reformulate.open_rewriter(settings, LLMCache(tmp_path / "llm")) as (rewriter, _):
+            step = reformulate.Reformulate(rewriter, threshold=1.0, guard_k=2)
+            direct = step.apply(r, QUERIES, (hybrid.run, hybrid.chunk_run), leg_k=5)
+        no_llm = r.search("hybrid_reformulate", QUERIES, leg_k=5)  # the explorer's live search: no rewrite step
+    assert (res.run, res.chunk_run) == direct
+    cols = ["qid", "status", "rewrite", "agreement", "rewrite_agreement", "top", "rewrite_top"]
+    assert ledger[cols].equals(step.ledger[cols]) and bool(step.ledger.cache_hit.all())  # asked once, then cached
+    assert set(ledger.status) <= {reformulate.KEPT, reformulate.REVERTED, reformulate.NOT_REWRITTEN}
+    assert res.params["rewritten"] == 3 and res.params["kept"] == int((ledger.status == reformulate.KEPT).sum())
+    assert (no_llm.run, no_llm.chunk_run) == (hybrid.run, hybrid.chunk_run)
+    with stage.Retriever(dp) as r, pytest.raises(ValueError, match="produced by the rerank stage"):
+        r.search("hybrid_rerank_expand", QUERIES)
+
+
+def _parameters_cell(nb) -> dict:
+    cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+    src = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+    return {n.target.id: ast.literal_eval(n.value) for n in ast.parse(src).body}
+
+
+def test_notebook_03_parameters_are_the_dataclass_defaults():
+    declared = _parameters_cell(paths.NOTEBOOKS_DIR / "03-retrieve.ipynb")
+    defaults = stage.RetrieveParams()
+    assert list(declared) == [f.name for f in fields(stage.RetrieveParams)]
+    for name, value in declared.items():
+        got = getattr(defaults, name)
+        assert (list(got) if isinstance(value, list) else got) == value, name
+
+
+def test_stage_03_imports_no_reranker_and_no_llm_module():
+    """Notebook 03's library closure: the LLM modules load only when hybrid_reformulate asks the LLM."""
+    code = "import sys, rerankeval.retrieve.stage; print(sorted(m for m in sys.modules if m.startswith('rerankeval.')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "rerankeval.retrieve.stage" in loaded
+    assert "rerankeval.rerank" not in loaded and "rerankeval.llm" not in loaded
+    assert variants.REGISTRY  # the registry is filled by variants itself
