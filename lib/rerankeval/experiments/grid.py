@@ -144,7 +144,7 @@ class Leg:
 class Engine:
     """The legs of one dataset for a fixed query set, searched once; runs of any :class:`Point` from them.
 
-    ``source`` is a :class:`rerankeval.retrieve.stage.Retriever` (or anything with ``dense_leg``, ``bm25_leg``,
+    ``source`` is a :class:`rerankeval.retrieve.retriever.Retriever` (or anything with ``dense_leg``, ``bm25_leg``,
     ``bm25`` and ``unit_of``). ``chunk_sources`` builds the retriever of a chunking point (see
     :func:`chunking_source`); it is only called for such points.
     """
@@ -161,7 +161,7 @@ class Engine:
     @contextmanager
     def open(cls, dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, **kw) -> Iterator[Engine]:
         """An engine over the built indexes of ``dp`` (Qdrant closed on exit)."""
-        from rerankeval.retrieve.stage import Retriever
+        from rerankeval.retrieve.retriever import Retriever
 
         with Retriever(dp, progress=kw.pop("progress", False)) as r:
             eng = cls(r, queries, max_leg_k, chunk_sources=lambda size, overlap: chunking_source(dp, size, overlap))
@@ -243,11 +243,11 @@ def scratch_dataset(dp: DatasetPaths, size: int, overlap: int) -> DatasetPaths:
 
 
 def chunking_source(dp: DatasetPaths, size: int, overlap: int):
-    """A :class:`~rerankeval.retrieve.stage.Retriever` over ``dp`` re-extracted with ``size``/``overlap`` and
+    """A :class:`~rerankeval.retrieve.retriever.Retriever` over ``dp`` re-extracted with ``size``/``overlap`` and
     re-indexed in :func:`scratch_dataset` (both steps are cached by content, so a second sweep reuses them)."""
     from rerankeval.corpus.extract import build_corpus
     from rerankeval.index.build import build_indexes
-    from rerankeval.retrieve.stage import Retriever
+    from rerankeval.retrieve.retriever import Retriever
 
     sdp = scratch_dataset(dp, size, overlap)
     split = _main_split(dp)
