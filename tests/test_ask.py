@@ -16,6 +16,7 @@ from fakellm import FakeLLM
 from rerankeval import rerank
 from rerankeval.apps import ask
 from rerankeval.core import paths
+from rerankeval.llm.call import CallStats
 
 P1 = ask.Passage("alpha-guide.pdf p.1", "alpha-guide.pdf#p1",
                  "The alpha widget stores its configuration in /etc/alpha/alpha.conf.")
@@ -35,7 +36,7 @@ def settings(fake: FakeLLM) -> rerank.Settings:
     return rerank.Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=5, max_retries=0)
 
 
-def run_one(tmp_path, script, question=QUESTION, **kw) -> tuple[ask.Answer, ask.Stats, FakeLLM]:
+def run_one(tmp_path, script, question=QUESTION, **kw) -> tuple[ask.Answer, CallStats, FakeLLM]:
     with FakeLLM(script=script) as fake:
         with ask.Asker(settings(fake), rerank.LLMCache(tmp_path / "llm"), **kw) as asker:
             got = asker.ask(question, PASSAGES, QRELS)
@@ -83,8 +84,8 @@ def test_the_cache_makes_a_second_run_free(tmp_path):
             with ask.Asker(settings(fake), rerank.LLMCache(tmp_path / "llm")) as asker:
                 got.append((asker.ask(QUESTION, PASSAGES, QRELS), asker.stats, fake.count))
     (first, s1, n1), (second, s2, n2) = got
-    assert (n1, s1.fresh_calls, s1.cache_hits) == (1, 1, 0)
-    assert (n2, s2.fresh_calls, s2.cache_hits) == (1, 0, 1)
+    assert (n1, s1.requests, s1.cache_hits) == (1, 1, 0)
+    assert (n2, s2.requests, s2.cache_hits) == (1, 0, 1)
     assert second.cached and (second.answer, second.citations) == (first.answer, first.citations)
 
 
@@ -92,7 +93,7 @@ def test_an_unusable_reply_is_reasked_with_more_tokens_then_salvaged(tmp_path):
     cut = '{"answer": "In /etc/alpha/alpha.conf", "citations": [{"label": "alpha-guide.pdf p.1", "quote": "alph'
     script = [{"content": cut, "finish_reason": "length"}, {"content": cut, "finish_reason": "length"}]
     a, stats, fake = run_one(tmp_path, script, max_tokens=64)
-    assert stats.fresh_calls == 2
+    assert stats.requests == 2
     assert [r[2]["max_tokens"] for r in fake.requests if r[1].endswith("/chat/completions")] == [64, 128]
     assert (a.status, a.answer, a.citations) == ("repaired", "In /etc/alpha/alpha.conf", [])
     assert a.error == "InvalidJSON;InvalidJSON"
@@ -125,7 +126,7 @@ def test_an_unreachable_endpoint_is_a_failed_status_not_an_exception(tmp_path):
 
 def test_the_table_escapes_text_and_marks_bad_citations_red(tmp_path):
     a, _, _ = run_one(tmp_path, [reply("<script>alert(1)</script>", [("<b>x</b>", "q")])])
-    res = ask.AskResult([a], "hybrid", 2, ["note"], "fake", "127.0.0.1", {}, ask.Stats())
+    res = ask.AskResult([a], "hybrid", 2, ["note"], "fake", "127.0.0.1", {}, CallStats())
     html = ask.answers_html(res)
     assert "<script>alert" not in html and "&lt;script&gt;" in html and "&lt;b&gt;x&lt;/b&gt;" in html
     assert '<tr class="flag">' in html and "fabricated" in html

@@ -18,8 +18,8 @@ the saved indexes (a variant the retriever cannot search, e.g. ``hybrid_rerank``
 ``hybrid`` for free text, with a note). Each passage is the text of the unit's best chunk in that
 variant's chunk run (else the unit's first chunk), labelled ``file p.N`` (PDF) or by document id (BEIR).
 
-The LLM gets the passages through the reranker's client, settings and content-addressed reply cache
-(:mod:`rerankeval.rerank`); its reply follows :class:`AnswerStrict` (answer, citations with label and
+The LLM gets the passages through the one cached call (:mod:`rerankeval.llm.call`: the reranker's client,
+settings and content-addressed reply cache); its reply follows :class:`AnswerStrict` (answer, citations with label and
 quote, ``not_in_documents``). An unreadable reply is re-asked ``content_retries`` times (the attempt is
 part of the cache key, as in the reranker), then salvaged where possible (a cut-off JSON's answer and
 complete citations; prose with ``[label]`` citations); otherwise the answer's status says why it failed.
@@ -53,9 +53,10 @@ from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate.analyse import read_summary
 from rerankeval.llm import budget, schemas
 from rerankeval.llm.cache import LLMCache
-from rerankeval.llm.client import LLMCallError, LLMClient, Reply
+from rerankeval.llm.call import AsksLLM, CachedLLM, Call, CallStats
+from rerankeval.llm.client import LLMClient, Reply
 from rerankeval.llm.repair import Unusable, parse
-from rerankeval.llm.scrub import endpoint_identity, redact_tree
+from rerankeval.llm.scrub import redact_tree
 from rerankeval.report.htmlsafe import esc
 from rerankeval.rerank import prompts
 from rerankeval.rerank.stage import endpoint_kind
@@ -254,6 +255,10 @@ def template_hash() -> str:
 
 
 # -- reading a reply --
+def _read_answer(reply: Reply) -> AnswerReply:
+    return read_reply(reply.content)
+
+
 def read_reply(content: str) -> AnswerReply:
     """The reply as :class:`AnswerReply`; raises :class:`Unusable` (caller re-asks, then salvages)."""
     obj = cast(AnswerReply, parse(content, AnswerReply)[0])
@@ -337,20 +342,7 @@ def checked(ans: Answer, reply: AnswerReply | None, qrels: Mapping[str, Mapping[
     return ans
 
 
-@dataclass
-class Stats:
-    """LLM calls of one run: every call (re-asks included), from the cache, sent; tokens and seconds sent."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    fresh_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    saved_tokens: int = 0
-    fresh_seconds: float = 0.0
-
-
-class Asker:
+class Asker(AsksLLM):
     """Asks one endpoint for cited answers through the reranker's client and reply cache (a context manager)."""
 
     def __init__(self, settings: Settings | None = None, cache: LLMCache | None = None,
@@ -360,23 +352,11 @@ class Asker:
             raise ValueError(f"need max_answer_tokens >= 16 and content_retries >= 0, got {max_tokens}/"
                              f"{content_retries}")
         self.settings = settings or load_settings()
-        self.cache = cache if cache is not None else LLMCache()
-        self._own_client = client is None
-        self.client = client or LLMClient(self.settings, timeout=timeout, max_connections=2)
-        self.model, self.endpoint = self.client.model, endpoint_identity(self.settings)
+        self.llm = CachedLLM.open(self.settings, cache, client, timeout=timeout)
+        self.cache, self.client, self.model = self.llm.cache, self.llm.client, self.llm.model
+        self.endpoint = self.llm.endpoint
         self.max_tokens, self.seed, self.content_retries = max_tokens, seed, content_retries
-        self.stats = Stats()
-        self.heartbeat = progress_mod.QUIET
-
-    def close(self) -> None:
-        if self._own_client:
-            self.client.close()
-
-    def __enter__(self) -> Asker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.stats = CallStats()  # of every answer this asker gave
 
     def material(self, question: str, passages: Sequence[Passage], max_tokens: int) -> dict[str, Any]:
         """Everything the reply depends on: its cache key."""
@@ -387,83 +367,41 @@ class Asker:
             "question": question, "passages": [[p.label, p.unit, sha256_text(p.text)] for p in passages],
         }
 
-    def _cached(self, key: str) -> Reply | None:
-        hit = self.cache.get(key)
-        try:
-            return Reply.from_cache(hit) if hit is not None else None
-        except (TypeError, KeyError, ValueError):
-            return None
-
-    def _fresh(self, msgs: list[dict[str, str]], material: dict[str, Any], label: str) -> Reply:
-        """A fresh reply (not cached yet: see :meth:`ask`); raises :class:`LLMCallError`."""
-        rf = schemas.response_format(AnswerStrict, "cited_answer")
-        try:
-            with self.heartbeat.waiting(label):
-                reply = self.client.chat(msgs, response_format=rf, max_tokens=material["gen"]["max_tokens"],
-                                         seed=self.seed)
-        except LLMCallError as exc:
-            self.stats.fresh_calls += 1 + exc.retries
-            raise
-        self.stats.fresh_calls += 1 + reply.retries
-        self.stats.prompt_tokens += reply.prompt_tokens
-        self.stats.completion_tokens += reply.completion_tokens
-        self.stats.fresh_seconds += reply.latency_s
-        return reply
+    def call(self, question: str, passages: Sequence[Passage], max_tokens: int) -> Call:
+        """The call for one question (its messages, reply schema and cache key)."""
+        return Call(messages(question, passages), self.material(question, passages, max_tokens), max_tokens,
+                    response_format=schemas.response_format(AnswerStrict, "cited_answer"), seed=self.seed)
 
     def ask(self, q: Question, passages: list[Passage], qrels: Mapping[str, Mapping[str, int]]) -> Answer:
         """One question: ask, re-ask after an unusable reply (twice the tokens after a cut-off one), then
         salvage the last unusable reply (also when a re-ask fails); a failed first call fails the answer.
-        A cached reply is used only when it reads; a fresh one is cached only then."""
+        A cached reply is used only when it reads; a fresh one is cached only then (:mod:`rerankeval.llm.call`)."""
         ans = Answer(q.text, q.qid, passages)
-        msgs, max_tokens, errors, reply = messages(q.text, passages), self.max_tokens, [], None
         label = f"question {q.qid}" if q.qid else "a free-text question"
-        try:
-            for attempt in range(self.content_retries + 1):
-                base = self.material(q.text, passages, max_tokens)
-                material = base if attempt == 0 else {**base, "attempt": attempt}
-                key = self.cache.key(material)
-                self.stats.calls += 1
-                cached = self._cached(key)
-                if cached is not None:
-                    try:
-                        got = read_reply(cached.content)
-                    except Unusable:
-                        errors.append("CachedUnusable")  # never served as if good: asked again below
-                        reply = cached  # salvaged if the fresh call fails
-                    else:
-                        self.stats.cache_hits += 1
-                        self.stats.saved_tokens += cached.prompt_tokens + cached.completion_tokens
-                        ans.cached = True
-                        return checked(ans, got, qrels)
-                reply = self._fresh(msgs, material, label)
-                ans.cached = False
-                try:
-                    got = read_reply(reply.content)
-                except Unusable as exc:
-                    errors.append(exc.error_class)
-                    max_tokens *= 2 if reply.finish_reason == "length" else 1
-                    continue
-                self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
-                return checked(ans, got, qrels)
-        except LLMCallError as exc:
-            errors.append(f"{exc.error_class}: {exc}")
-        got = salvage(reply.content) if reply is not None else None
-        ans.status, ans.error = ("repaired" if got else "failed"), ";".join(errors)
-        return checked(ans, got, qrels)
+
+        def reask(call: Call, reply: Reply) -> Call:
+            return self.call(q.text, passages, call.max_tokens * 2) if reply.finish_reason == "length" else call
+
+        got = self.llm.call(self.call(q.text, passages, self.max_tokens), _read_answer, self.stats,
+                            retries=self.content_retries, label=label, reask=reask)
+        ans.cached = got.cached
+        if got.ok:
+            return checked(ans, got.value, qrels)
+        failure = [f"{got.failure.error_class}: {got.failure}"] if got.failure is not None else []
+        salvaged = salvage(got.reply.content) if got.reply is not None else None
+        ans.status, ans.error = ("repaired" if salvaged else "failed"), ";".join([*got.errors, *failure])
+        return checked(ans, salvaged, qrels)
 
     def estimate(self, questions: Sequence[Question], passages: Sequence[list[Passage]]) -> budget.Plan:
         """Calls, cache hits and tokens before any call (first attempts only), as the reranker prints it."""
-        local = (self.settings.endpoint_id or "").startswith("llama-server")
-        s_per_token, source = budget.measured_rate(self.cache.read_rates, self.endpoint, self.model, local)
+        s_per_token, source = self.llm.measured_rate()
         tasks, previous = [], ""
         for i, (q, ps) in enumerate(zip(questions, passages, strict=True)):
-            prompt = "\n".join(m["content"] for m in messages(q.text, ps))
-            hit = self.cache.get(self.cache.key(self.material(q.text, ps, self.max_tokens))) is not None
-            new = len(prompt) - budget.shared_prefix(previous, prompt)
-            previous = prompt
-            est = budget.CallEstimate(hit, len(prompt) / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS,
-                                      new / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS / 2, self.max_tokens)
-            tasks.append((q.qid or f"free-{i}", "ask", [est]))
+            call = self.call(q.text, ps, self.max_tokens)
+            hit = self.cache.get(self.cache.key(call.material)) is not None
+            tasks.append((q.qid or f"free-{i}", "ask", [budget.call_estimate(hit, call.prompt, previous,
+                                                                               self.max_tokens)]))
+            previous = call.prompt
         return budget.plan(tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=s_per_token,
                            rate_source=source)
 
@@ -478,7 +416,7 @@ class AskResult:
     model: str  # the model id the endpoint answered with
     endpoint: str  # "local llama-server" or the endpoint's host
     plan: dict[str, Any]
-    stats: Stats
+    stats: CallStats
 
     def precision(self) -> tuple[float, int]:
         """(mean citation precision, number of judged answers with a citation it averages over)."""

@@ -101,6 +101,18 @@ def shared_prefix(a: str, b: str) -> int:
     return len(os.path.commonprefix([a, b]))
 
 
+def prompt_tokens(prompt: str) -> float:
+    """The estimated prompt tokens of a call (its messages' text joined, plus the chat template)."""
+    return len(prompt) / CHARS_PER_TOKEN + TEMPLATE_TOKENS
+
+
+def call_estimate(hit: bool, prompt: str, previous: str, completion_tokens: float) -> CallEstimate:
+    """One call's estimate; the tokens to process are those after the head it shares with ``previous``."""
+    new_chars = len(prompt) - shared_prefix(previous, prompt)
+    return CallEstimate(hit, prompt_tokens(prompt), new_chars / CHARS_PER_TOKEN + TEMPLATE_TOKENS / 2,
+                        completion_tokens)
+
+
 def plan(
     tasks: Sequence[tuple[str, str, list[CallEstimate]]],
     *,

@@ -20,8 +20,9 @@ Modes (``RerankConfig.mode``):
 
 Every reply goes through :mod:`.repair`; a query whose calls all fail keeps its fused order
 (``fallback``); one where some failed keeps the fused places of those candidates (``partial_fallback``;
-both count in the fallback rate). Only replies that could be used are cached (:mod:`.cache`): an unusable
-one is asked again next time, and a cached entry that does not read (written by an older version) is
+both count in the fallback rate). Each call goes through the one cached call, :mod:`rerankeval.llm.call`
+(cache, re-asks, budget, circuit breaker, heartbeat, counters): only replies that could be used are cached, an
+unusable one is asked again next time, and a cached entry that does not read (written by an older version) is
 replaced by a fresh reply. Nothing is silent: the ledger has one row per query and pass, and the end of
 a run says why queries fell back (:func:`.ledger.fallback_cause`).
 """
@@ -33,7 +34,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -47,11 +48,11 @@ from rerankeval.core.settings import Settings, load_settings, redact
 from rerankeval.llm import budget, schemas
 from rerankeval.llm.breaker import BREAKER, BREAKER_THRESHOLD, UNREACHABLE, Breaker  # noqa: F401 (re-exported)
 from rerankeval.llm.cache import LLMCache
-from rerankeval.llm.client import FORMATS, LLMCallError, LLMClient, Reply
+from rerankeval.llm.call import AsksLLM, CachedLLM, Call, CallStats
+from rerankeval.llm.client import FORMATS, LLMClient, Reply
 from rerankeval.llm.repair import Counts, Unusable, order_by_scores, parse, repair_order, repair_scores
-from rerankeval.llm.scrub import endpoint_identity
 from rerankeval.rerank import prompts
-from rerankeval.rerank.ledger import CACHED_UNUSABLE, fallback_cause, to_frame
+from rerankeval.rerank.ledger import fallback_cause, to_frame
 
 MODES = ("listwise", "pointwise", "yesno")
 STABILITY = ("none", "reversed", "shuffled")
@@ -98,28 +99,6 @@ class Candidate:
     text: str
     fused: float  # first-stage score
     fused_rank: int  # 0-based position in the fused list
-
-
-@dataclass
-class CallStats:
-    llm_calls: int = 0
-    cache_hits: int = 0
-    requests: int = 0
-    retries: int = 0
-    failed: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    saved_prompt_tokens: int = 0
-    saved_completion_tokens: int = 0
-    llm_seconds: float = 0.0  # of every call as first made (a cached reply keeps its original latency)
-    fresh_seconds: float = 0.0  # of the calls sent in this run
-    errors: list[str] = field(default_factory=list)
-    format_level: int = 0
-    label: str = ""  # what the heartbeat names while a call waits ("query q12")
-
-    def error(self, cls: str) -> None:
-        if cls not in self.errors:
-            self.errors.append(cls)
 
 
 @dataclass
@@ -218,7 +197,7 @@ class CallSpec:
 Task = tuple[str, str, list[Candidate]]  # (qid, pass, pool in the order the LLM sees it)
 
 
-class Reranker:
+class Reranker(AsksLLM):
     """Reranks candidate pools with one endpoint; use as a context manager (closes the HTTP client)."""
 
     def __init__(
@@ -230,66 +209,34 @@ class Reranker:
     ):
         self.config = config
         self.settings = settings or load_settings()
-        self.cache = cache if cache is not None else LLMCache()
-        self._own_client = client is None
-        self.client = client or LLMClient(self.settings, max_connections=max(2, config.concurrency))
-        self.model = self.client.model
-        self.endpoint = endpoint_identity(self.settings)  # never a credential: it is part of stored keys
-        self.budget = budget.Budget(config.max_calls, config.max_cost)
-        self.heartbeat = progress_mod.QUIET
-        self.messages: dict[str, str] = {}  # error class -> the first message of that class (for the summary)
         # after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest fall back without calling
-        self.breaker = Breaker(BREAKER_THRESHOLD)
+        self.llm = CachedLLM.open(self.settings, cache, client, max_connections=max(2, config.concurrency),
+                                  breaker=Breaker(BREAKER_THRESHOLD), price=config.price_per_mtok,
+                                  budget=budget.Budget(config.max_calls, config.max_cost))
+        self.cache, self.client, self.model = self.llm.cache, self.llm.client, self.llm.model
+        self.endpoint = self.llm.endpoint  # never a credential: it is part of stored keys
 
-    def close(self) -> None:
-        if self._own_client:
-            self.client.close()
-
-    def __enter__(self) -> Reranker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    @property
+    def messages(self) -> dict[str, str]:
+        """Error class -> the first message of that class (for the summary)."""
+        return self.llm.messages
 
     # -- the calls each mode makes --
     def _yesno_spec(self, query: str, cand: Candidate, text: str) -> CallSpec:
-        cfg = self.config
-        return CallSpec(
-            kind="yesno" if cfg.yesno_json else "yesno-plain",
-            messages=prompts.yesno(query, text, cfg.yesno_json),
-            strict=schemas.YesNoStrict if cfg.yesno_json else None,
-            schema_name="relevance_answer",
-            cands=[cand],
-            texts=[text],
-            max_tokens=12 if cfg.yesno_json else 1,
-            top_logprobs=cfg.top_logprobs,
-        )
+        j = self.config.yesno_json
+        return CallSpec("yesno" if j else "yesno-plain", prompts.yesno(query, text, j),
+                        schemas.YesNoStrict if j else None, "relevance_answer", [cand], [text],
+                        max_tokens=12 if j else 1, top_logprobs=self.config.top_logprobs)
 
     def _pointwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
         m = len(cands)
-        return CallSpec(
-            kind="pointwise",
-            messages=prompts.pointwise(query, texts),
-            strict=schemas.pointwise_model(m),
-            schema_name="pointwise_grades",
-            cands=cands,
-            texts=texts,
-            max_tokens=12 if m == 1 else 14 * m + 24,
-            top_logprobs=0,
-        )
+        return CallSpec("pointwise", prompts.pointwise(query, texts), schemas.pointwise_model(m), "pointwise_grades",
+                        cands, texts, max_tokens=12 if m == 1 else 14 * m + 24, top_logprobs=0)
 
     def _listwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
         m = len(cands)
-        return CallSpec(
-            kind="listwise",
-            messages=prompts.listwise(query, texts),
-            strict=schemas.listwise_model(m),
-            schema_name="listwise_ranking",
-            cands=cands,
-            texts=texts,
-            max_tokens=5 * m + 24,
-            top_logprobs=0,
-        )
+        return CallSpec("listwise", prompts.listwise(query, texts), schemas.listwise_model(m), "listwise_ranking",
+                        cands, texts, max_tokens=5 * m + 24, top_logprobs=0)
 
     def specs(self, query: str, pool: list[Candidate], texts: list[str]) -> list[CallSpec]:
         """Every call one pool needs, in order. Listwise windows after the first are shown on the input
@@ -327,102 +274,21 @@ class Reranker:
         }
 
     def _call(self, stats: CallStats, spec: CallSpec, query: str, read: Callable[[Reply], Any]) -> Any | None:
-        """``read(reply)`` of a cached or fresh reply; a fresh one is cached only once it read. None on failure."""
-        stats.llm_calls += 1
-        base = self._material(spec, query)
-        for attempt in range(self.config.content_retries + 1):
-            material = base if attempt == 0 else {**base, "attempt": attempt}
-            key = self.cache.key(material)
-            cached = self._lookup(key)
-            if cached is not None:
-                try:
-                    value = read(cached[0])
-                except Unusable:
-                    stats.error(CACHED_UNUSABLE)  # never served as if good: ask the endpoint instead
-                else:
-                    self._count_hit(stats, *cached)
-                    return value
-            reply = self._fetch(stats, spec)
-            if reply is None:
-                return None
-            stats.format_level = max(stats.format_level, FORMATS.index(reply.response_format))
-            try:
-                value = read(reply)
-            except Unusable as exc:
-                stats.error(exc.error_class)
-                self.messages.setdefault(exc.error_class, redact(exc)[:300])  # it may quote the reply
-                if attempt < self.config.content_retries:
-                    stats.retries += 1
-                continue
-            self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
-            return value
-        stats.failed += 1
-        return None
-
-    def _lookup(self, key: str) -> tuple[Reply, float] | None:
-        """The cached reply and its original seconds, or None."""
-        cached = self.cache.get(key)
-        if cached is None:
-            return None
-        try:
-            return Reply.from_cache(cached), float(cached.get("latency_s") or 0.0)
-        except (TypeError, KeyError, ValueError):
-            return None
-
-    @staticmethod
-    def _count_hit(stats: CallStats, reply: Reply, seconds: float) -> None:
-        """A cached reply that was used: counted with its original tokens and seconds."""
-        stats.cache_hits += 1
-        stats.saved_prompt_tokens += reply.prompt_tokens
-        stats.saved_completion_tokens += reply.completion_tokens
-        stats.llm_seconds += seconds
-        stats.format_level = max(stats.format_level, FORMATS.index(reply.response_format)
-                                 if reply.response_format in FORMATS else 0)
-
-    def _cost(self, prompt_tokens: float, completion_tokens: float) -> float:
-        price = self.config.price_per_mtok
-        return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
-
-    def _fetch(self, stats: CallStats, spec: CallSpec) -> Reply | None:
-        """Send the call (if the breaker and the budget allow) and count the reply; None on failure."""
-        if down := self.breaker.open:
-            stats.failed += 1
-            stats.error(down)
-            return None
-        est = self._cost(len(spec.prompt) / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS, spec.max_tokens)
-        if not self.budget.reserve(est):
-            stats.failed += 1
-            stats.error("BudgetExceeded")
-            return None
+        """``read(reply)`` of a cached or fresh reply (:meth:`.CachedLLM.call`); None on failure."""
         rf = schemas.response_format(spec.strict, spec.schema_name) if spec.strict is not None else None
-        try:
-            with self.heartbeat.waiting(stats.label):
-                reply = self.client.chat(
-                    spec.messages,
-                    response_format=rf,
-                    max_tokens=spec.max_tokens,
-                    seed=self.config.seed,
-                    top_logprobs=spec.top_logprobs,
-                )
-        except LLMCallError as exc:
-            self.budget.settle(est, 0.0)
-            self.breaker.failure(exc.error_class)
-            stats.requests += 1 + exc.retries
-            stats.retries += exc.retries
-            stats.failed += 1
-            stats.error(exc.error_class)
-            self.messages.setdefault(exc.error_class, str(exc))
+        call = Call(spec.messages, self._material(spec, query), spec.max_tokens, response_format=rf,
+                    seed=self.config.seed, top_logprobs=spec.top_logprobs)
+        got = self.llm.call(call, read, stats, retries=self.config.content_retries)
+        return got.value if got.ok else None
+
+    def _repaired_call(self, stats: CallStats, spec: CallSpec, query: str,
+                       read: Callable[[Reply], tuple[T, Counts]], counts: Counts) -> T | None:
+        """:meth:`_call` of a reply read as (value, repair counts): the counts are added to ``counts``."""
+        got = self._call(stats, spec, query, read)
+        if got is None:
             return None
-        self.breaker.success()
-        self.budget.settle(est, self._cost(reply.prompt_tokens, reply.completion_tokens))
-        stats.requests += 1 + reply.retries
-        stats.retries += reply.retries
-        stats.prompt_tokens += reply.prompt_tokens
-        stats.completion_tokens += reply.completion_tokens
-        seconds = round(reply.latency_s, 4)  # as stored: a cached re-run adds up the same figures
-        stats.llm_seconds += seconds
-        stats.fresh_seconds += seconds
-        return reply
+        counts += got[1]
+        return got[0]
 
     # -- the modes: each returns LLM scores by presented index (None = not scored) and repair counts --
     def _listwise(self, query: str, pool: list[Candidate], texts: list[str], stats: CallStats):
@@ -443,11 +309,9 @@ class Reranker:
                 return perm, c
 
             spec = self._listwise_spec(query, [pool[i] for i in sub], [texts[i] for i in sub])
-            got = self._call(stats, spec, query, read)
-            if got is None:
+            perm = self._repaired_call(stats, spec, query, read, counts)
+            if perm is None:
                 continue
-            perm, c = got
-            counts += c
             informative = True
             cur[s:e] = [sub[j] for j in perm]
         if not informative:
@@ -480,12 +344,8 @@ class Reranker:
                 return vals, c
 
             spec = self._pointwise_spec(query, [pool[i] for i in idx], [texts[i] for i in idx])
-            got = self._call(stats, spec, query, read)
-            if got is None:
-                continue
-            vals, c = got
-            counts += c
-            for j, v in zip(idx, vals, strict=True):
+            vals = self._repaired_call(stats, spec, query, read, counts)
+            for j, v in zip(idx, vals or [None] * m, strict=True):
                 scores[j] = v
         return scores, counts
 
@@ -557,17 +417,17 @@ class Reranker:
             "n_failed": stats.failed,
             "retries": stats.retries,
             "error": ";".join(stats.errors),
-            "llm_calls": stats.llm_calls,
+            "llm_calls": stats.calls,
             "cache_hits": stats.cache_hits,
-            "cache_hit": bool(stats.llm_calls) and stats.cache_hits == stats.llm_calls,
+            "cache_hit": bool(stats.calls) and stats.cache_hits == stats.calls,
             "requests": stats.requests,
             "latency_s": round(seconds, 4),
             "prompt_tokens": stats.prompt_tokens,
             "completion_tokens": stats.completion_tokens,
             "saved_prompt_tokens": stats.saved_prompt_tokens,
             "saved_completion_tokens": stats.saved_completion_tokens,
-            "cost": self._cost(stats.prompt_tokens, stats.completion_tokens),
-            "response_format": FORMATS[stats.format_level] if stats.llm_calls else "",
+            "cost": self.llm.cost(stats.prompt_tokens, stats.completion_tokens),
+            "response_format": FORMATS[stats.format_level] if stats.calls else "",
             "llm_seconds": round(stats.llm_seconds, 4),
             "fresh_seconds": round(stats.fresh_seconds, 4),
             "budget_skipped": False,
@@ -590,8 +450,7 @@ class Reranker:
     def estimate(self, queries: Mapping[str, str], tasks: list[Task]) -> budget.Plan:
         """Calls, cache hits, tokens, time and cost of ``tasks``; the budget's skips (see :mod:`.budget`)."""
         cfg = self.config
-        local = (self.settings.endpoint_id or "").startswith("llama-server")
-        s_per_token, source = budget.measured_rate(self.cache.read_rates, self.endpoint, self.model, local)
+        s_per_token, source = self.llm.measured_rate()
         per_task = []
         planned: set[str] = set()  # keys an earlier task sends: cached by the time a later one asks
         for qid, pass_name, pool in tasks:
@@ -621,17 +480,8 @@ class Reranker:
                 hit = key in planned or self.cache.get(key) is not None
                 planned.add(key)
             first_hit = hit if first_hit is None else first_hit
-            prompt = spec.prompt
-            new_chars = len(prompt) - budget.shared_prefix(previous, prompt)
-            previous = prompt
-            out.append(
-                budget.CallEstimate(
-                    hit=hit,
-                    prompt_tokens=len(prompt) / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS,
-                    processed_tokens=new_chars / budget.CHARS_PER_TOKEN + budget.TEMPLATE_TOKENS / 2,
-                    completion_tokens=spec.max_tokens,
-                )
-            )
+            out.append(budget.call_estimate(hit, spec.prompt, previous, spec.max_tokens))
+            previous = spec.prompt
         return out
 
     # -- many queries --
