@@ -623,13 +623,8 @@ def rerank_run(
     cause = fallback_cause(ledger, messages)
     if progress and cause is not None:
         print(f"Fallback: {cause.text}", flush=True)
-    main = {r.qid: r for r in results if r.pass_name == "main"}
-    run: runs_mod.Run = {}
-    for q in qids:
-        rest = [d for d, _ in runs_mod.ranked(fused[q])[pool_k:]]
-        run[q] = {d: 1.0 / (i + 1) for i, d in enumerate(main[q].order + rest)}
     return RerankResult(
-        run=run,
+        run=reranked_run(fused, results, qids, pool_k),
         ledger=ledger,
         candidates=candidates_frame(results, pools),
         stability=stability_frame(results, qids, stability),
@@ -640,6 +635,16 @@ def rerank_run(
         pool_k=pool_k,
         fallback_cause=cause.text if cause else None,
     )
+
+
+def reranked_run(fused: runs_mod.Run, results: list[QueryResult], qids: list[str], pool_k: int) -> runs_mod.Run:
+    """The main pass: each query's reranked pool, then the rest of its fused list (scores 1/rank)."""
+    main = {r.qid: r for r in results if r.pass_name == "main"}
+    run: runs_mod.Run = {}
+    for q in qids:
+        rest = [d for d, _ in runs_mod.ranked(fused[q])[pool_k:]]
+        run[q] = {d: 1.0 / (i + 1) for i, d in enumerate(main[q].order + rest)}
+    return run
 
 
 def ledger_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
