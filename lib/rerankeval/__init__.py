@@ -1,7 +1,10 @@
 """ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents, and by how much?
 
-Stages flow one way: corpus -> index -> retrieve -> rerank -> evaluate -> report. Each stage reads the
-previous stage's saved output (chunk table, TREC run files) through :mod:`rerankeval.core.paths`.
+The sub-packages are the stages, each a layer importing only the layers below it: apps > report > experiments >
+evaluate > rerank | retrieve > llm | index > corpus > core (``.importlinter``, checked by ``make lint`` and
+tests/test_layers.py). A stage reads the files earlier stages saved (chunk table, run files, records) through their
+readers, at the locations of :class:`rerankeval.core.paths.DatasetPaths`. ``chain`` is only the shim behind
+``python -m rerankeval.chain``. The map: docs/CONTRACTS.md.
 """
 
 __version__ = "0.1.0"

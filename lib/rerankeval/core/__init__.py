@@ -1,3 +1,4 @@
-"""Foundations every stage shares: repository and dataset paths, settings (the only reader of the
-environment), the .env file, atomic I/O, run files, variant names and progress lines. It imports
+"""Foundations every stage shares: paths (:class:`.paths.DatasetPaths`, the map of every file), settings (the
+environment and .env, :mod:`.envfile`), atomic I/O and hashes (:mod:`.ioutil`), the run type and TREC files
+(:mod:`.runs`), the catalogue of variant names (:mod:`.names`) and progress lines. The bottom layer: it imports
 nothing of rerankeval."""

@@ -32,8 +32,8 @@ Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
 
 TIE_REL = 2.0**-19  # ~1.9e-6 relative: 32 float32 ulps
-# the variants the chain writes, in pipeline order (to be replaced by rerankeval.retrieve.variants at merge); a run
-# file with another name is a run from another system, read the way trec_eval reads it
+# the variants the chain writes, in pipeline order (the catalogue's, rerankeval.core.names); a run file with
+# another name is a run from another system, read the way trec_eval reads it
 VARIANT_ORDER = REPORT_ORDER
 
 

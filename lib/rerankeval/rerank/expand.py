@@ -16,9 +16,9 @@ next, second previous, second next, ...), within a budget of ``expand_chars`` ad
 
 Stage 04 reranks the same pool twice, without and with expansion (variants ``hybrid_rerank`` and
 ``hybrid_rerank_expand``, same model and settings); the expanded texts the LLM saw are written to
-``dp.stage_dir("rerank") / "expanded.csv"``. With ``expand_n = 0`` nothing changes. (The variant's registry entry,
-a stage-04 stub like ``hybrid_rerank``'s, is in :mod:`rerankeval.retrieve.reformulate`, which registers issue 11's
-variants in one place.)
+``dp.stage_dir("rerank") / "expanded.csv"``. With ``expand_n = 0`` nothing changes. (The name is catalogued, with
+its stage and description, in :mod:`rerankeval.core.names`, as ``hybrid_rerank``'s is; the registry of
+:mod:`rerankeval.retrieve.variants` holds only variants that search.)
 """
 
 from __future__ import annotations
