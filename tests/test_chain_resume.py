@@ -160,7 +160,8 @@ def test_a_signal_stops_the_run_cleanly_updates_the_index_and_a_rerun_resumes(tm
             pytest.fail(f"the chain did not stop within 180 s of {sig.name}")
         assert fake.count == 0  # 02 never finished, so no LLM stage ran
     assert proc.returncode == status, f"{stdout}\n{stderr[-3000:]}"
-    assert "KeyboardInterrupt" not in stderr and chain.__file__ not in stderr, stderr[-3000:]  # the chain's own
+    own = str(Path(chain.__file__).with_name("chain"))  # the chain's own modules: chain.py, chain_*.py
+    assert "KeyboardInterrupt" not in stderr and own not in stderr, stderr[-3000:]
     if where == "inside-02":  # a kernel terminated while it starts may log a zmq traceback of its own (harmless)
         assert "Traceback" not in stderr, stderr[-3000:]
     msg = [ln for ln in stderr.splitlines() if ln.startswith(f"[chain] {verb} (")]

@@ -1,0 +1,137 @@
+"""The chain's checks before any notebook runs: the settings, parameters that must agree, the dataset's files,
+the results folder, and the LLM endpoint (started and probed; a dead one stops the run unless fallbacks were
+asked for); after 04, whether every rerank call fell back. Part of :mod:`rerankeval.apps.chain`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rerankeval.apps.chain_params import PreflightError, effective_parameters
+from rerankeval.core import paths
+
+ALLOW_FALLBACK = "allow_fallback"  # a chain option, also accepted as --set allow_fallback=true
+PROBE_TIMEOUT = 5.0  # seconds for the endpoint check before the run
+POSITIVE_INTS = ("leg_k", "pool_k", "final_k")
+
+
+def needs_llm(nb: Path) -> bool:
+    """04-rerank and any other ``*rerank*`` notebook call the LLM for every query."""
+    return "rerank" in nb.stem
+
+
+def wants_llm(nb: Path, params: Mapping[str, Any]) -> bool:
+    """03 with ``hybrid_reformulate`` listed rewrites queries with the LLM (it falls back when the LLM is down)."""
+    from rerankeval.core.names import HYBRID_REFORMULATE
+
+    return HYBRID_REFORMULATE in (effective_parameters(nb, params).get("variants") or [])
+
+
+def check_settings() -> None:
+    """The environment's and ``.env``'s settings must be readable (``RERANK_TIMEOUT=0`` is not)."""
+    from rerankeval.core.settings import load_settings
+
+    try:
+        load_settings()
+    except ValueError as exc:
+        raise PreflightError(str(exc)) from None
+
+
+def check_writable(dp: paths.DatasetPaths) -> None:
+    """The results folder must take new files (it may be read-only, or on a full disk)."""
+    for folder in (dp.executed_dir, dp.report_dir):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            where = Path(exc.filename) if exc.filename else folder
+            raise PreflightError(
+                f"the results folder {where} is not writable ({exc.strerror or exc}). Make it writable, or write "
+                f"the results elsewhere: RERANKEVAL_RESULTS=/a/writable/folder in .env or the environment "
+                f"(e.g. RERANKEVAL_RESULTS=~/rerankeval-results make report).") from None
+
+
+def check_parameters(nbs: list[Path], params: Mapping[str, Any]) -> None:
+    """Raise :class:`PreflightError` for parameters a notebook would reject late (e.g. ``pool_k < final_k``)."""
+    problems: dict[str, list[str]] = {}
+    for nb in nbs:
+        eff = effective_parameters(nb, params)
+        for key in POSITIVE_INTS:
+            if key in eff and (not isinstance(eff[key], int) or isinstance(eff[key], bool) or eff[key] < 1):
+                problems.setdefault(f"{key} = {eff[key]!r} must be a whole number >= 1", []).append(nb.stem)
+        pool, final = eff.get("pool_k"), eff.get("final_k")
+        if isinstance(pool, int) and isinstance(final, int) and pool < final:
+            problems.setdefault(
+                f"pool_k ({pool}) must be >= final_k ({final}): the reranker reorders the top pool_k and the "
+                f"headline metric is cut at final_k; e.g. P=\"pool_k={final}\" or P=\"final_k={pool}\"", []
+            ).append(nb.stem)
+    if problems:
+        lines = [f"{msg} (in {', '.join(where)})" for msg, where in problems.items()]
+        raise PreflightError("parameters that cannot work, found before running anything:\n  " + "\n  ".join(lines))
+
+
+def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any]) -> None:
+    """When the corpus notebook runs: a corpus, ``queries.jsonl`` and ``qrels/<split>.tsv`` must exist."""
+    from rerankeval.corpus.beir import InputError
+    from rerankeval.corpus.extract import check_inputs
+
+    first = next((nb for nb in nbs if nb.name.startswith("01")), None)
+    if first is None:
+        return
+    try:
+        check_inputs(dp, effective_parameters(first, params).get("split", "test"))
+    except InputError as exc:
+        raise PreflightError(str(exc)) from None
+
+
+def endpoint_fix(configured: bool) -> str:
+    where = ("start the server, or fix OPENAI_BASE_URL / OPENAI_API_KEY in .env or the environment "
+             "(unset OPENAI_BASE_URL to use the local llama-server)" if configured else
+             "see the llama-server log above; `make llama` rebuilds it")
+    return (f"Fix: {where}. To run anyway with every rerank call falling back to the fused order: "
+            f"make report P=\"{ALLOW_FALLBACK}=true\" (or python -m rerankeval.chain --allow-fallback).")
+
+
+def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[str, str]:
+    """The LLM settings for the kernels (starting the local server when none is configured), checked."""
+    from rerankeval.core.settings import load_settings, redact
+    from rerankeval.llm.server import EndpointError, check_endpoint, ensure_endpoint
+
+    configured = load_settings().configured
+    env: dict[str, str] = {}
+    try:
+        env = stack.enter_context(ensure_endpoint())
+        problem = check_endpoint(load_settings(environ={**os.environ, **env}), timeout=PROBE_TIMEOUT)
+    except EndpointError as exc:
+        problem = redact(f"the local LLM server could not be started: {exc}")
+    if problem is None:
+        return env
+    if not allow_fallback:
+        raise PreflightError(f"{problem.rstrip('.')}.\n{endpoint_fix(configured)}")
+    print(f"[chain] WARNING: {problem}; continuing because {ALLOW_FALLBACK} is set: every rerank call will "
+          "fall back to the fused order, and the report will say so.", file=sys.stderr, flush=True)
+    return env
+
+
+def llm_fell_back(dp: paths.DatasetPaths) -> dict[str, Any] | None:
+    """Why, when the rerank ledger shows that every reranked query fell back entirely (else None):
+    ``{"text": sentence, "endpoint": whether fixing the endpoint settings is the fix}``. A run where some queries
+    fell back only partly is not a failed run (the page says what happened)."""
+    from rerankeval.rerank.ledger import fallback_cause, read_ledger
+
+    ledger = read_ledger(dp.ledger, missing_ok=True)
+    if ledger is None or "status" not in ledger:
+        return None
+    main = ledger[ledger["pass"] == "main"] if "pass" in ledger else ledger
+    if not len(main) or not main["status"].astype(str).str.strip().str.lower().eq("fallback").all():
+        return None
+    cause = fallback_cause(ledger)
+    text = cause.text.rstrip(".") if cause else (f"every one of the {len(main)} reranked queries fell back to the "
+                                                  "fused order (see the ledger in 04-rerank)")
+    return {"text": text, "endpoint": bool(cause is None or cause.endpoint)}

@@ -1,0 +1,99 @@
+"""Ctrl-C (SIGINT) and SIGTERM in the chain: :class:`Interrupt` stops the running notebook's kernel (or, outside a
+notebook, raises :class:`Stopped`), and the kernel manager that tells it which kernel runs. Part of
+:mod:`rerankeval.apps.chain`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+SIGNALS = {signal.SIGINT: ("interrupted", "Ctrl-C", EXIT_INTERRUPTED),
+           signal.SIGTERM: ("terminated", "SIGTERM", EXIT_TERMINATED)}  # what stops the run cleanly
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the kernel's process group (a kernel leads its own session), if it still runs."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, sig)
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised by :class:`Interrupt` outside a notebook: the chain was asked to stop by ``signum``."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Interrupt:
+    """Ctrl-C (SIGINT) and SIGTERM handling of the chain: stop the running notebook, remember it, stop the run.
+
+    A Python exception raised from a signal handler can land anywhere, even where it is swallowed (a weakref
+    callback inside nbclient: "Exception ignored"), so during a notebook the first signal does not raise:
+    it terminates the notebook's kernel (papermill then keeps the cells done so far and returns). Outside a
+    notebook, or on a second signal, it raises :class:`Stopped` (a KeyboardInterrupt). :attr:`hit` tells the
+    chain to stop; :attr:`signum` which signal asked first.
+    """
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.signum = signal.SIGINT
+        self.in_notebook = False
+        self.kernel_pid: int | None = None
+
+    @property
+    def how(self) -> tuple[str, str, int]:
+        """``("interrupted", "Ctrl-C", 130)`` or ``("terminated", "SIGTERM", 143)``."""
+        return SIGNALS.get(self.signum, SIGNALS[signal.SIGINT])
+
+    def handler(self, signum: int, frame: object) -> None:  # noqa: ARG002
+        first, self.hit = not self.hit, True
+        if first:
+            self.signum = signum
+        if not first or not self.in_notebook:
+            raise Stopped(signum)
+        if self.kernel_pid is not None:
+            _signal_group(self.kernel_pid, signal.SIGTERM)
+
+    def kernel_started(self, pid: int) -> None:
+        """Called by the kernel manager; a kernel started after Ctrl-C is stopped at once."""
+        self.kernel_pid = pid
+        if self.hit:
+            _signal_group(pid, signal.SIGTERM)
+
+    def kernel_done(self) -> None:
+        self.kernel_pid = None
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Interrupt]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        old = {sig: signal.signal(sig, self.handler) for sig in SIGNALS}
+        try:
+            yield self
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
+def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None) -> type:
+    """A kernel manager whose kernels start with ``env`` added to this process's environment."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    extra = dict(env)
+
+    class ChainKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+            kw["env"] = {**(kw.get("env") or os.environ), **extra}
+            await super().start_kernel(**kw)
+            pid = getattr(self.provisioner, "pid", None)
+            if interrupt is not None and pid:
+                interrupt.kernel_started(pid)
+
+    return ChainKernelManager
