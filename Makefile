@@ -40,7 +40,7 @@ export PYTHONHASHSEED := 0
 # whichever clone last did the editable install, in this process and in every notebook kernel it starts
 export PYTHONPATH := $(CURDIR)/lib
 
-.PHONY: help setup report sweep test lab lint clean llama llama-if-local pyserver system-deps
+.PHONY: help setup report sweep test test-unit lab lint clean llama llama-if-local pyserver system-deps
 
 help: ## show this help
 	@echo "ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents?"
@@ -111,6 +111,9 @@ sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-0
 
 test: setup llama pyserver system-deps ## run the unit tests and a smoke run of the whole notebook chain
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: setup ## the fast tests: no llama-server build, no second server, no chromium, nothing marked slow or llm
+	$(PY) -m pytest -m "not slow and not llm" $(PYTEST_ARGS)
 
 lab: setup llama-if-local ## JupyterLab with the project kernel (and a local LLM server if none is configured)
 	$(PY) -m rerankeval.apps.lab
