@@ -44,25 +44,30 @@ def run_chain(tree: Path, dataset: str, only: list[str], out: Path) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base", required=True, help="the commit whose code is the reference")
+    ap.add_argument("--head", default=None, help="a commit to compare instead of this working tree")
     ap.add_argument("--dataset", default="debian-manuals")
     ap.add_argument("--only", nargs="+", default=["01", "02", "03", "04"])
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "same_runs.json")
     args = ap.parse_args(argv)
     dataset = str(Path(args.dataset).resolve()) if Path(args.dataset).exists() else args.dataset
     work = Path(tempfile.mkdtemp(prefix="same-runs-"))
-    base = work / "base-tree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
+    trees = {"base": work / "base-tree", "head": work / "head-tree" if args.head else ROOT}
+    for side, rev in (("base", args.base), ("head", args.head)):
+        if rev:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(trees[side]), rev],
+                           check=True)
     try:
-        timing = {"base": run_chain(base, dataset, args.only, work / "base"),
-                  "head": run_chain(ROOT, dataset, args.only, work / "head")}
+        timing = {side: run_chain(trees[side], dataset, args.only, work / side) for side in ("base", "head")}
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+        for tree in trees.values():
+            if tree != ROOT:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
     name = Path(dataset).name
     runs = {side: work / side / "results" / name / "runs" for side in ("base", "head")}
     files = sorted({p.name for side in runs.values() for p in side.glob("*.trec")})
     differ = [f for f in files if not (runs["base"] / f).exists() or not (runs["head"] / f).exists()
               or not filecmp.cmp(runs["base"] / f, runs["head"] / f, shallow=False)]
-    out = {"base": args.base, "dataset": name, "notebooks": args.only, "run_files": files, "differ": differ,
+    out = {"base": args.base, "head": args.head or "working tree", "dataset": name, "notebooks": args.only, "run_files": files, "differ": differ,
            "timing": timing, "work": str(work)}
     path = atomic_write_json(args.out, out)
     for side, t in timing.items():
