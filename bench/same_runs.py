@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     files = sorted({p.name for side in runs.values() for p in side.glob("*.trec")})
     differ = [f for f in files if not (runs["base"] / f).exists() or not (runs["head"] / f).exists()
               or not filecmp.cmp(runs["base"] / f, runs["head"] / f, shallow=False)]
-    out = {"base": args.base, "head": args.head or "working tree", "dataset": name, "notebooks": args.only, "run_files": files, "differ": differ,
-           "timing": timing, "work": str(work)}
+    out = {"base": args.base, "head": args.head or "working tree", "dataset": name, "notebooks": args.only,
+           "run_files": files, "differ": differ, "timing": timing, "work": str(work)}
     path = atomic_write_json(args.out, out)
     for side, t in timing.items():
         print(f"{side}: {t['last_line']}")
