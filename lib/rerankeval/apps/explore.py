@@ -25,81 +25,41 @@ reranker's ledger row (status, repairs, retries, latency, cache) is shown above 
 :class:`Explorer` keeps the loaded runs, corpus and indexes between queries (a warm query costs only its own
 search); :func:`show` and :func:`judge` use one explorer per dataset. :func:`widget` is the ipywidgets UI (a
 text box, a dropdown of judged and example queries, and a grade button), when ipywidgets is installed.
+
+This module holds the explorer and its public functions; the parts live beside it and are re-exported here:
+:mod:`~rerankeval.apps.explore_view` (what is shown and its HTML), :mod:`~rerankeval.apps.explore_search` (free
+text: the live search) and :mod:`~rerankeval.apps.explore_widget` (the ipywidgets UI).
 """
 
 from __future__ import annotations
 
-import atexit
 import math
-import os
 import re
 import time
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from rerankeval.apps import explore_widget
+from rerankeval.apps.explore_search import FREE_QID, LiveSearch, close_all
+from rerankeval.apps.explore_view import STYLE, Column, Exploration, Hit, render_html
+from rerankeval.apps.explore_widget import in_chain
 from rerankeval.core import runs
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.core.runs import Run, ranked
+from rerankeval.core.runs import ranked
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import judgments, metrics
 from rerankeval.report.htmlsafe import SNIPPET_CHARS, esc
 
+__all__ = [  # the explorer's API, wherever each part lives (the notebook, tests and bench use these names)
+    "FREE_QID", "RERANKED", "STYLE", "Column", "Exploration", "Explorer", "Hit", "LiveSearch", "close_all",
+    "example_queries", "explorer", "in_chain", "judge", "judging_table", "render_html", "show", "widget",
+]
+
 RERANKED = (HYBRID_RERANK, CROSS_ENCODER)  # columns that show each unit's hybrid rank before reranking
-FREE_QID = "free-text"
 _WORD = re.compile(r"\w+")
-
-
-@dataclass
-class Hit:
-    rank: int
-    unit_id: str
-    score: float
-    grade: int | None  # None: no judgment for this (query, unit)
-    snippet: str  # plain text
-    where: str  # source file, title, page
-    before: int | None = None  # rank in the hybrid list (reranked columns)
-
-
-@dataclass
-class Column:
-    variant: str
-    hits: list[Hit] = field(default_factory=list)
-    unavailable: str = ""  # why the column is empty (no index, no LLM endpoint ...)
-
-
-@dataclass(repr=False)
-class Exploration:
-    """One query across every variant; ``_repr_html_`` renders it (escaped), :meth:`frame` as a table."""
-
-    dataset: str
-    query: str
-    qid: str | None  # None: free text
-    live: bool  # True: searched now; False: read from the saved runs
-    k: int
-    columns: list[Column]
-    gold: dict[str, int]  # the query's judgments (empty: none)
-    ledger: dict[str, Any] | None  # the reranker's ledger row for this query
-    terms: frozenset[str]
-    seconds: float
-    mark: Callable[[str], str] | None = field(default=None, repr=False)  # escaped text with query terms marked
-
-    def frame(self) -> pd.DataFrame:
-        """One row per variant and rank: variant, rank, unit_id, score, grade, rank_before, snippet."""
-        rows = [[c.variant, h.rank, h.unit_id, h.score, h.grade, h.before, h.snippet] for c in self.columns
-                for h in c.hits]
-        return pd.DataFrame(rows, columns=["variant", "rank", "unit_id", "score", "grade", "rank_before", "snippet"])
-
-    def _repr_html_(self) -> str:
-        return render_html(self)
-
-    def __repr__(self) -> str:
-        return (f"<Exploration of {self.qid or 'free text'} in {self.dataset}: {len(self.columns)} variants, "
-                f"top {self.k}>")
 
 
 # --------------------------------------------------------------------------- snippets and highlighting
@@ -252,18 +212,6 @@ class Explorer:
             self._live = None
 
 
-_OPEN: weakref.WeakSet[LiveSearch] = weakref.WeakSet()  # live searches whose store is open
-
-
-@atexit.register
-def close_all() -> None:
-    """Close every open live search (its embedded Qdrant store). Registered with :mod:`atexit`: a plain script
-    that called :func:`show` with free text would otherwise leave the store to ``QdrantClient.__del__`` at
-    interpreter shutdown, which prints an ``ImportError: sys.meta_path is None`` traceback."""
-    for live in list(_OPEN):
-        live.close()
-
-
 def _ledger_row(ledger: pd.DataFrame | None, qid: str) -> dict[str, Any] | None:
     if ledger is None or ledger.empty:
         return None
@@ -330,221 +278,7 @@ def judging_table(dp: DatasetPaths) -> pd.DataFrame | str:
     return table
 
 
-# --------------------------------------------------------------------------- HTML
-STYLE = """<style>
-.rre-x{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;font-size:13px;margin:0 0 1.4em 0}
-.rre-x .q{background:#f4f6f8;border-left:4px solid #4c72b0;padding:.4em .6em;margin:.6em 0}
-.rre-x .cols{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
-.rre-x .col{flex:1 1 300px;min-width:280px;max-width:100%}
-.rre-x h4{margin:.4em 0 .2em 0;font-size:14px}
-.rre-x table{border-collapse:collapse!important;width:100%!important;table-layout:fixed!important}
-.rre-x td,.rre-x th{border:none!important;border-bottom:1px solid #ddd!important;padding:3px 5px!important;
- vertical-align:top!important;text-align:left!important;overflow-wrap:anywhere;white-space:normal!important;
- background:#fff!important}
-.rre-x th{background:#eef1f4!important}
-.rre-x .rk{width:2.2em!important;text-align:right!important}
-.rre-x .g{width:3.8em!important}
-.rre-x tr.gold td{background:#e3f4e1!important}
-.rre-x tr.gold td.g{font-weight:bold;color:#1b6e1b}
-.rre-x .unit{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
-.rre-x .mv{color:#666;font-size:11px}
-.rre-x .snip{color:#333;font-size:12px}
-.rre-x mark{background:#fff3a3;padding:0}
-.rre-x .na{color:#a33}
-</style>"""
-
-
-def _ledger_html(row: Mapping[str, Any] | None) -> str:
-    if not row:
-        return ""
-    repairs = sum(int(row.get(c) or 0) for c in ("n_invalid", "n_duplicate", "n_missing"))
-    status = str(row.get("status", ""))
-    parts = [f"status <b class=\"{'na' if status != 'ok' else ''}\">{esc(status)}</b>", f"repairs {repairs}",
-             f"failed calls {esc(row.get('n_failed', 0))}", f"retries {esc(row.get('retries', 0))}",
-             f"latency {float(row.get('latency_s') or 0):.2f} s",
-             f"LLM calls {esc(row.get('llm_calls', 0))} ({esc(row.get('cache_hits', 0))} from the cache)",
-             f"model {esc(row.get('model', ''))}"]
-    err = f"; errors: {esc(row['error'])}" if row.get("error") else ""
-    return f'<div class="mv">{HYBRID_RERANK} ledger: {", ".join(parts)}{err}</div>'
-
-
-def _column_html(c: Column, x: Exploration) -> str:
-    if c.unavailable:
-        return (f'<div class="col"><h4>{esc(c.variant)}</h4><div class="na">unavailable: {esc(c.unavailable)}'
-                "</div></div>")
-    rows = []
-    for h in c.hits:
-        g = "" if h.grade is None else (f"gold {h.grade}" if h.grade > 0 else "0")
-        g = "?" if h.grade is None and x.gold else g
-        snip = x.mark(h.snippet) if x.mark else esc(h.snippet)
-        before = "" if h.before is None else f" \u00b7 hybrid #{h.before}"
-        rows.append(f'<tr class="{"gold" if (h.grade or 0) > 0 else ""}"><td class="rk">{h.rank}</td>'
-                    f'<td class="g">{esc(g)}</td><td><span class="unit">{esc(h.unit_id)}</span> '
-                    f'<span class="mv">score {h.score:.4g}{esc(before)}</span><br><span class="mv">{esc(h.where)}'
-                    f'</span><div class="snip">{snip}</div></td></tr>')
-    judged = sum(h.grade is not None for h in c.hits)
-    cov = f" \u00b7 Judged@{x.k} {judged / len(c.hits):.2f}" if x.gold and c.hits else ""
-    body = "".join(rows) or '<tr><td colspan="3" class="na">no results</td></tr>'
-    return (f'<div class="col"><h4>{esc(c.variant)} <span class="mv">{esc(cov)}</span></h4><table><thead><tr>'
-            f'<th class="rk">#</th><th class="g">grade</th><th>unit / snippet</th></tr></thead><tbody>{body}'
-            "</tbody></table></div>")
-
-
-def render_html(x: Exploration) -> str:
-    """The side-by-side view of ``x`` as static HTML (every text escaped, query terms marked)."""
-    how = "live search over the saved indexes" if x.live else "the saved runs of stages 03/04"
-    judged = (f"{len(x.gold)} judged units ({sum(g > 0 for g in x.gold.values())} relevant); ? = not judged"
-              if x.gold else "no judgments for this query")
-    head = (f'<div class="q"><b>{esc(x.qid or "free text")}</b>: {esc(x.query)}<br><span class="mv">'
-            f"{esc(x.dataset)} \u00b7 top {x.k} from {esc(how)} \u00b7 {esc(judged)} \u00b7 {x.seconds:.2f} s"
-            f"</span>{_ledger_html(x.ledger)}</div>")
-    cols = "".join(_column_html(c, x) for c in x.columns)
-    return f'{STYLE}<div class="rre-x">{head}<div class="cols">{cols}</div></div>'
-
-
 def widget(dp: DatasetPaths, k: int = 10) -> Any:
     """The ipywidgets explorer: a text box and a dropdown of queries, the view, and a grade button for a shown
     unit of a judged query. Without ipywidgets (or inside a chain run) it says how to call :func:`show`."""
-    try:
-        import ipywidgets as w
-    except ImportError:
-        return ("ipywidgets is not installed: call explore.show(dp, query, k) and explore.judge(dp, qid, unit_id, "
-                "grade) instead (or pip install ipywidgets for the interactive explorer).")
-    if in_chain():
-        return "Interactive explorer: open this notebook in JupyterLab (make lab)."
-    ex = explorer(dp)
-    picks = [(f"{q}: {ex.table[q][:70]}", q) for q in dict.fromkeys(ex.examples(5) + list(ex.table))]
-    text = w.Text(placeholder="type a question, or a query id, and press Enter", layout=w.Layout(width="60%"),
-                  continuous_update=False)
-    pick = w.Dropdown(options=[("(pick a query)", "")] + picks, layout=w.Layout(width="60%"))
-    depth = w.BoundedIntText(value=k, min=1, max=100, description="k")
-    out, status = w.Output(), w.HTML()
-    scale = list(range(judgments.grade_scale(corpus.load_qrels(dp)) + 1))  # the dataset's grades, 0 to its top
-    unit, grade = w.Dropdown(description="unit", options=[]), w.Dropdown(description="grade", options=scale)
-    record = w.Button(description="Record grade", disabled=True)
-    state: dict[str, Any] = {}
-
-    def run(query: str) -> None:
-        out.clear_output()
-        with out:
-            try:
-                x = state["x"] = ex.show(query, depth.value)
-            except (ValueError, FileNotFoundError) as exc:
-                print(exc)
-                return
-            from IPython.display import display
-
-            display(x)
-        unit.options = list(dict.fromkeys(h.unit_id for c in x.columns for h in c.hits))
-        record.disabled = x.qid is None
-        status.value = "" if x.qid else "free text: add the query to queries.jsonl to judge its units"
-
-    def on_record(_: Any) -> None:
-        x = state["x"]
-        try:
-            done = esc(f"{ex.judge(x.qid, unit.value, int(grade.value))}: {x.qid} / {unit.value} = {grade.value} "
-                       "(merged into the qrels by the next make report)")
-        except ValueError as exc:  # JudgmentConflict included: shown, nothing overwritten
-            done = f'<span style="color:#a33">{esc(exc)}</span>'
-        run(x.qid)
-        status.value = done
-
-    text.observe(lambda ch: ch["new"].strip() and run(ch["new"]), names="value")
-    pick.observe(lambda ch: ch["new"] and run(ch["new"]), names="value")
-    record.on_click(on_record)
-    return w.VBox([text, pick, depth, out, w.HBox([unit, grade, record]), status])
-
-
-def in_chain() -> bool:
-    """True inside a chain run (papermill): no interactive UI is drawn there."""
-    from rerankeval.core.progress import STAGE_ENV
-
-    return bool(os.environ.get(STAGE_ENV, "").strip())
-
-
-# --------------------------------------------------------------------------- free text: a live search
-class LiveSearch:
-    """Free-text search through stage 03's :class:`~rerankeval.retrieve.stage.Retriever` over the saved indexes, with
-    each variant's recorded parameters, and stage 04's cached LLM reranker with its recorded configuration."""
-
-    def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str]):
-        from rerankeval.retrieve.stage import Retriever
-
-        self.dp, self.unit_of = dp, unit_of
-        try:
-            self.retriever = Retriever(dp, progress=False)
-        except FileNotFoundError as exc:  # StageMissing: no index manifest, or one built from other chunks
-            raise corpus.StageMissing(
-                f"free-text search needs the saved indexes of {dp.name}, and they are missing or stale ({exc}). "
-                f"Fix: run the chain up to 02 (make report DATASET={dp.name}, or python -m rerankeval.chain "
-                f"--dataset {dp.name} --only 01 --only 02); the explorer never builds indexes. Query ids of "
-                "queries.jsonl still work: they read the saved runs.") from None
-        self._ce: Any = None
-        _OPEN.add(self)
-
-    def _params(self, v: str) -> dict[str, Any]:
-        import json
-
-        rec = self.dp.variant_record(v)
-        got = json.loads(rec.read_text(encoding="utf-8")) if rec.exists() else {}
-        return {k: got[k] for k in ("leg_k", "pool_k", "rrf_k", "weights") if got.get(k) is not None}
-
-    def _retrieve(self, v: str, text: str) -> tuple[Run, dict[str, str], str]:
-        from rerankeval.retrieve.stage import VARIANTS
-
-        if v not in VARIANTS:
-            return {}, {}, "a run from another system: only its saved queries can be shown (give a query id)"
-        kw: dict[str, Any] = {}
-        if v == CROSS_ENCODER:
-            kw["cross_encoder"] = self._cross_encoder()
-            if kw["cross_encoder"] is None:
-                return {}, {}, "no cross-encoder weights on this machine (see 03-retrieve)"
-        res = self.retriever.search(v, {FREE_QID: text}, **self._params(v), **kw)
-        return res.run.get(FREE_QID, {}), runs.best_chunks(res.chunk_run, self.unit_of).get(FREE_QID, {}), ""
-
-    def _cross_encoder(self) -> Any:
-        if self._ce is None:
-            from rerankeval.retrieve import cross_encoder
-
-            found = cross_encoder.find_cross_encoder(None)
-            self._ce = cross_encoder.load_cross_encoder(found) if found is not None else False
-        return self._ce or None
-
-    def search(self, text: str, variants: Sequence[str]) -> tuple[dict[str, tuple[Run, dict, str]], dict | None]:
-        """variant -> (unit scores, unit -> best chunk, why unavailable) for ``text``; the reranker's ledger row."""
-        found = {v: self._retrieve(v, text) for v in dict.fromkeys([HYBRID, *variants]) if v != HYBRID_RERANK}
-        ledger = None
-        if HYBRID_RERANK in variants:
-            run, why, ledger = self._rerank(text, *found[HYBRID][:2])
-            found[HYBRID_RERANK] = (run, found[HYBRID][1], why)
-        return found, ledger
-
-    def _rerank(self, text: str, hybrid: Run, best: Mapping[str, str]) -> tuple[Run, str, dict | None]:
-        """Stage 04's reranking of the hybrid pool for ``text`` (cached replies are free), or why not."""
-        import json
-
-        from rerankeval.llm.server import check_endpoint
-        from rerankeval.rerank import Candidate, LLMCache, RerankConfig, Reranker, load_settings
-
-        if not self.dp.rerank_summary.exists():
-            return {}, "stage 04 has not run (no rerank summary): run 04-rerank first", None
-        summary = json.loads(self.dp.rerank_summary.read_text(encoding="utf-8"))
-        settings = load_settings()
-        if not settings.configured:
-            return {}, "no LLM endpoint configured: make lab starts one, or set OPENAI_BASE_URL in .env", None
-        problem = check_endpoint(settings, timeout=3.0)
-        if problem:
-            return {}, problem, None
-        cfg = {k: (tuple(v) if isinstance(v, list) else v) for k, v in summary["config"].items()}
-        cfg.update(max_calls=0, max_cost=0.0)  # 04's run budget is not the explorer's (not in the cache key)
-        pool_k = int(summary.get("pool_k") or len(hybrid))
-        items = ranked(hybrid)
-        pool = [Candidate(d, self.retriever.texts[best[d]], float(s), i) for i, (d, s) in enumerate(items[:pool_k])]
-        with Reranker(RerankConfig(**cfg), settings=settings, cache=LLMCache()) as rr:
-            res = rr.rerank_query(FREE_QID, text, pool)
-        order = res.order + [d for d, _ in items[pool_k:]]
-        return {d: 1.0 / (i + 1) for i, d in enumerate(order)}, "", res.row
-
-    def close(self) -> None:
-        self.retriever.close()
-        _OPEN.discard(self)
+    return explore_widget.widget(dp, k, explorer)

@@ -1,0 +1,115 @@
+"""The explorer's free text: a live search through stage 03's retriever over the saved indexes, and stage 04's
+cached LLM reranker with its recorded configuration; every open search is closed at exit. Part of
+:mod:`rerankeval.apps.explore`."""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rerankeval.core import runs
+from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.runs import Run, ranked
+from rerankeval.corpus import contract as corpus
+
+FREE_QID = "free-text"
+_OPEN: weakref.WeakSet[LiveSearch] = weakref.WeakSet()  # live searches whose store is open
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every open live search (its embedded Qdrant store). Registered with :mod:`atexit`: a plain script
+    that called :func:`show` with free text would otherwise leave the store to ``QdrantClient.__del__`` at
+    interpreter shutdown, which prints an ``ImportError: sys.meta_path is None`` traceback."""
+    for live in list(_OPEN):
+        live.close()
+
+
+class LiveSearch:
+    """Free-text search through stage 03's :class:`~rerankeval.retrieve.stage.Retriever` over the saved indexes, with
+    each variant's recorded parameters, and stage 04's cached LLM reranker with its recorded configuration."""
+
+    def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str]):
+        from rerankeval.retrieve.stage import Retriever
+
+        self.dp, self.unit_of = dp, unit_of
+        try:
+            self.retriever = Retriever(dp, progress=False)
+        except FileNotFoundError as exc:  # StageMissing: no index manifest, or one built from other chunks
+            raise corpus.StageMissing(
+                f"free-text search needs the saved indexes of {dp.name}, and they are missing or stale ({exc}). "
+                f"Fix: run the chain up to 02 (make report DATASET={dp.name}, or python -m rerankeval.chain "
+                f"--dataset {dp.name} --only 01 --only 02); the explorer never builds indexes. Query ids of "
+                "queries.jsonl still work: they read the saved runs.") from None
+        self._ce: Any = None
+        _OPEN.add(self)
+
+    def _params(self, v: str) -> dict[str, Any]:
+        import json
+
+        rec = self.dp.variant_record(v)
+        got = json.loads(rec.read_text(encoding="utf-8")) if rec.exists() else {}
+        return {k: got[k] for k in ("leg_k", "pool_k", "rrf_k", "weights") if got.get(k) is not None}
+
+    def _retrieve(self, v: str, text: str) -> tuple[Run, dict[str, str], str]:
+        from rerankeval.retrieve.stage import VARIANTS
+
+        if v not in VARIANTS:
+            return {}, {}, "a run from another system: only its saved queries can be shown (give a query id)"
+        kw: dict[str, Any] = {}
+        if v == CROSS_ENCODER:
+            kw["cross_encoder"] = self._cross_encoder()
+            if kw["cross_encoder"] is None:
+                return {}, {}, "no cross-encoder weights on this machine (see 03-retrieve)"
+        res = self.retriever.search(v, {FREE_QID: text}, **self._params(v), **kw)
+        return res.run.get(FREE_QID, {}), runs.best_chunks(res.chunk_run, self.unit_of).get(FREE_QID, {}), ""
+
+    def _cross_encoder(self) -> Any:
+        if self._ce is None:
+            from rerankeval.retrieve import cross_encoder
+
+            found = cross_encoder.find_cross_encoder(None)
+            self._ce = cross_encoder.load_cross_encoder(found) if found is not None else False
+        return self._ce or None
+
+    def search(self, text: str, variants: Sequence[str]) -> tuple[dict[str, tuple[Run, dict, str]], dict | None]:
+        """variant -> (unit scores, unit -> best chunk, why unavailable) for ``text``; the reranker's ledger row."""
+        found = {v: self._retrieve(v, text) for v in dict.fromkeys([HYBRID, *variants]) if v != HYBRID_RERANK}
+        ledger = None
+        if HYBRID_RERANK in variants:
+            run, why, ledger = self._rerank(text, *found[HYBRID][:2])
+            found[HYBRID_RERANK] = (run, found[HYBRID][1], why)
+        return found, ledger
+
+    def _rerank(self, text: str, hybrid: Run, best: Mapping[str, str]) -> tuple[Run, str, dict | None]:
+        """Stage 04's reranking of the hybrid pool for ``text`` (cached replies are free), or why not."""
+        import json
+
+        from rerankeval.llm.server import check_endpoint
+        from rerankeval.rerank import Candidate, LLMCache, RerankConfig, Reranker, load_settings
+
+        if not self.dp.rerank_summary.exists():
+            return {}, "stage 04 has not run (no rerank summary): run 04-rerank first", None
+        summary = json.loads(self.dp.rerank_summary.read_text(encoding="utf-8"))
+        settings = load_settings()
+        if not settings.configured:
+            return {}, "no LLM endpoint configured: make lab starts one, or set OPENAI_BASE_URL in .env", None
+        problem = check_endpoint(settings, timeout=3.0)
+        if problem:
+            return {}, problem, None
+        cfg = {k: (tuple(v) if isinstance(v, list) else v) for k, v in summary["config"].items()}
+        cfg.update(max_calls=0, max_cost=0.0)  # 04's run budget is not the explorer's (not in the cache key)
+        pool_k = int(summary.get("pool_k") or len(hybrid))
+        items = ranked(hybrid)
+        pool = [Candidate(d, self.retriever.texts[best[d]], float(s), i) for i, (d, s) in enumerate(items[:pool_k])]
+        with Reranker(RerankConfig(**cfg), settings=settings, cache=LLMCache()) as rr:
+            res = rr.rerank_query(FREE_QID, text, pool)
+        order = res.order + [d for d, _ in items[pool_k:]]
+        return {d: 1.0 / (i + 1) for i, d in enumerate(order)}, "", res.row
+
+    def close(self) -> None:
+        self.retriever.close()
+        _OPEN.discard(self)
