@@ -91,12 +91,32 @@ def test_the_guard_reverts_a_rewrite_that_retrieves_worse(tmp_path):
     assert run == hybrid().run  # reverted: the original result, unchanged
 
 
+def record_with(fake_url: str, tmp_path) -> dict:
+    with reformulate.open_rewriter(settings_for(fake_url), LLMCache(tmp_path)) as (rewriter, _):
+        step = reformulate.Reformulate(rewriter, threshold=THRESHOLD, guard_k=2)
+        step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10)
+    return step.record()
+
+
 def test_rewrites_are_cached(tmp_path):
     with FakeLLM(rule=rewriting_to("better words")) as f:
         run_with(f.base_url, tmp_path)
         _, ledger, _ = run_with(f.base_url, tmp_path)
         assert f.count == 1
     assert bool(ledger.loc["q2", "cache_hit"]) and ledger.loc["q2", "status"] == "kept"
+
+
+def test_the_rewrites_tokens_are_counted_in_the_record(tmp_path):
+    """Through llm.call (issue 20): the sent rewrite's tokens, then the same tokens as saved by the cache."""
+    with FakeLLM(rule=rewriting_to("better words")) as f:
+        cold, warm = record_with(f.base_url, tmp_path), record_with(f.base_url, tmp_path)
+        assert f.count == 1
+    assert cold["prompt_tokens"] > 0 and cold["completion_tokens"] > 0
+    assert (cold["saved_prompt_tokens"], cold["saved_completion_tokens"]) == (0, 0)
+    assert (warm["prompt_tokens"], warm["completion_tokens"]) == (0, 0)
+    assert (warm["saved_prompt_tokens"], warm["saved_completion_tokens"]) == (cold["prompt_tokens"],
+                                                                             cold["completion_tokens"])
+    assert (cold["rewritten"], cold["kept"]) == (warm["rewritten"], warm["kept"]) == (1, 1)
 
 
 @pytest.mark.parametrize("reply", [{"content": "no idea"}, {"content": json.dumps({"query": "Weak  query"})}])
@@ -123,7 +143,8 @@ def test_without_an_endpoint_every_weak_query_keeps_its_result_and_says_why():
     step.no_endpoint("no LLM endpoint configured")
     ledger = step.ledger.set_index("qid")
     assert ledger.loc["q2", "error"] == "NoEndpoint: no LLM endpoint configured" and ledger.loc["q1", "error"] == ""
-    assert step.record() == {"threshold": THRESHOLD, "guard_k": 2, "rewritten": 0, "kept": 0}
+    assert step.record() == {"threshold": THRESHOLD, "guard_k": 2, "rewritten": 0, "kept": 0,
+                             **dict.fromkeys(reformulate.TOKEN_FIELDS, 0)}
 
 
 def test_reformulate_uses_the_llm_only_through_rerankeval_llm():
@@ -134,7 +155,8 @@ def test_reformulate_uses_the_llm_only_through_rerankeval_llm():
     tree = ast.parse(inspect.getsource(reformulate))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not {m for m in imported if m.startswith("rerankeval.rerank")}
-    assert {"rerankeval.llm.breaker", "rerankeval.llm.client", "rerankeval.llm.cache"} <= imported
+    assert {"rerankeval.llm.call", "rerankeval.llm.breaker", "rerankeval.llm.client",
+            "rerankeval.llm.cache"} <= imported
 
 
 def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():

@@ -10,7 +10,7 @@ is used only through :mod:`rerankeval.llm`. Per query:
    ``2 / (rrf_k + 1)`` when both legs put the same unit first) is compared with ``threshold``. At or above
    it the query is ``not_rewritten`` and its result is exactly ``hybrid``'s.
 2. **Rewrite.** Below it the LLM rewrites the query (JSON schema ``{"query": "..."}``, temperature 0, through
-   the LLM client and reply cache, :mod:`rerankeval.llm.client` / :mod:`~rerankeval.llm.cache`).
+   the one cached LLM call, :mod:`rerankeval.llm.call`; its tokens are counted and written in the record).
 3. **Guard (no relevance judgments).** The rewrite is retrieved by both legs, and its legs are scored by
    :func:`guard_measure`: ``(agreement@k, top fused score)``, where agreement@k is the share of the top ``k``
    units the dense and BM25 legs have in common (two independent retrievers agreeing is evidence that the
@@ -61,6 +61,7 @@ LEDGER = f"{HYBRID_REFORMULATE}_ledger.csv"
 LEDGER_COLUMNS = ["qid", "query", "status", "top_score", "rewrite", "agreement", "top", "rewrite_agreement",
                   "rewrite_top", "cache_hit", "seconds", "error"]
 CACHE_VERSION = 1
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "saved_prompt_tokens", "saved_completion_tokens")
 
 SYSTEM = "You rewrite search queries for a search engine over technical documentation."
 USER = (
@@ -107,11 +108,28 @@ def keep_rewrite(original: Measure, rewrite: Measure) -> bool:
 
 
 class Rewriter:
-    """One query rewrite per call, through the LLM client and reply cache (``rewrite`` never raises)."""
+    """One query rewrite per call, through the one cached LLM call (:meth:`rerankeval.llm.call.CachedLLM.call`;
+    ``rewrite`` never raises). ``stats`` counts every rewrite's calls and tokens."""
 
     def __init__(self, client: LLMClient, cache: LLMCache, endpoint: str, seed: int = 0) -> None:
-        self.client, self.cache, self.endpoint, self.seed = client, cache, endpoint, seed
-        self.down = ""  # the error class once the endpoint was unreachable
+        from rerankeval.llm.breaker import Breaker
+        from rerankeval.llm.call import CachedLLM, CallStats
+
+        self.llm = CachedLLM(client, cache, endpoint=endpoint, breaker=Breaker(threshold=1))
+        self.seed = seed
+        self.stats = CallStats()
+
+    @property
+    def client(self) -> LLMClient:
+        return self.llm.client
+
+    @property
+    def cache(self) -> LLMCache:
+        return self.llm.cache
+
+    @property
+    def endpoint(self) -> str:
+        return self.llm.endpoint
 
     def material(self, query: str) -> dict[str, Any]:
         """Everything the reply depends on: its cache key."""
@@ -125,41 +143,30 @@ class Rewriter:
     def rewrite(self, query: str) -> tuple[str | None, bool, str]:
         """(the rewrite or None, served from the cache, the error class when there is no rewrite).
 
-        After an unreachable endpoint the later calls are not sent (they fail at once, same error class)."""
-        from rerankeval.llm.breaker import BREAKER
-        from rerankeval.llm.client import LLMCallError
-        from rerankeval.llm.repair import Unusable, parse
-
-        if self.down:
-            return None, False, self.down
-        material = self.material(query)
-        key = self.cache.key(material)
-        cached = self.cache.get(key)
-        text = None
-        if cached is not None:  # used only when it reads (an older version cached unusable replies)
-            try:
-                text = " ".join(parse(cached["content"], RewriteReply)[0].query.split())
-            except (Unusable, KeyError, TypeError):
-                cached = None
-        if cached is None:
-            try:
-                reply = self._reply(query)
-                text = " ".join(parse(reply.content, RewriteReply)[0].query.split())
-            except (LLMCallError, Unusable) as exc:
-                if exc.error_class in BREAKER:
-                    self.down = exc.error_class
-                return None, False, exc.error_class
-            self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
-        if not text or text.casefold() == " ".join(query.split()).casefold():
-            return None, cached is not None, "NoNewQuery"
-        return text, cached is not None, ""
-
-    def _reply(self, query: str) -> Reply:
+        After an unreachable endpoint the later calls are not sent, not even served from the cache (they fail
+        at once, same error class)."""
         from rerankeval.llm import schemas
+        from rerankeval.llm.call import Call
 
+        if down := self.llm.breaker.open:
+            return None, False, down
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER.format(query=query)}]
-        return self.client.chat(messages, response_format=schemas.response_format(RewriteStrict, "query_rewrite"),
-                                max_tokens=MAX_TOKENS, seed=self.seed)
+        call = Call(messages, self.material(query), MAX_TOKENS, seed=self.seed,
+                    response_format=schemas.response_format(RewriteStrict, "query_rewrite"))
+        got = self.llm.call(call, _read_rewrite, self.stats)
+        if not got.ok:
+            return None, False, got.failure.error_class if got.failure else got.errors[-1]
+        text = got.value
+        if not text or text.casefold() == " ".join(query.split()).casefold():
+            return None, got.cached, "NoNewQuery"
+        return text, got.cached, ""
+
+
+def _read_rewrite(reply: Reply) -> str:
+    """The rewritten query of a reply, whitespace collapsed (raises :class:`~rerankeval.llm.repair.Unusable`)."""
+    from rerankeval.llm.repair import parse
+
+    return " ".join(parse(reply.content, RewriteReply)[0].query.split())
 
 
 class Reformulate:
@@ -210,11 +217,15 @@ class Reformulate:
             self.ledger.loc[self.ledger.status == LLM_FAILED, "error"] = f"NoEndpoint: {problem}"
 
     def record(self) -> dict[str, Any]:
-        """The step's parameters and counts, written in the variant's record."""
+        """The step's parameters and counts, written in the variant's record: with the rewrites' tokens, those of
+        the requests sent now (``prompt_tokens``, ``completion_tokens``) and those the cache served
+        (``saved_prompt_tokens``, ``saved_completion_tokens``), as in the rerank ledger."""
         ledger = self.ledger
+        stats = self.rewriter.stats if self.rewriter is not None else None
+        tokens = {k: getattr(stats, k, 0) for k in TOKEN_FIELDS}
         return {"threshold": self.threshold, "guard_k": self.guard_k,
                 "rewritten": int(ledger.status.isin([KEPT, REVERTED]).sum()),
-                "kept": int((ledger.status == KEPT).sum())}
+                "kept": int((ledger.status == KEPT).sum()), **tokens}
 
 
 class _LegRuns:
