@@ -38,7 +38,7 @@ from rerankeval.rerank.core import (
 )
 from rerankeval.rerank.ledger import COLUMNS as LEDGER_COLUMNS
 from rerankeval.rerank.ledger import FallbackCause, fallback_cause, read_ledger, summarize, write_ledger
-from rerankeval.rerank.stage import VARIANT, endpoint_kind, load_inputs, quick_check, summary_dict, write_outputs
+from rerankeval.rerank.stage import VARIANT, endpoint_kind, load_inputs, summary_dict, write_outputs
 
 __all__ = [
     "LEDGER_COLUMNS",
@@ -64,7 +64,6 @@ __all__ = [
     "fallback_cause",
     "kendall_tau",
     "load_inputs",
-    "quick_check",
     "load_settings",
     "order_by_scores",
     "parse",
