@@ -1,5 +1,6 @@
 """The analysis stage as a library (rerankeval.evaluate.analyse) on small hand-built datasets, including the messy
-inputs of issue 14 (empty runs, a reranker run on fewer queries) and issue 9 (run files from other systems).
+inputs of issue 14 (empty runs, a reranker run on fewer queries) and issue 9 (run files from other systems); what
+notebook 05 shows of it (rerankeval.evaluate.views).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.evaluate import analyse
+from rerankeval.evaluate import analyse, views
 from rerankeval.report import render as report
 from rerankeval.rerank import ledger
 
@@ -58,14 +59,14 @@ def test_an_empty_run_scores_zero_with_a_warning_and_no_crash(tmp_path, monkeypa
     assert dp.run_file("bm25").read_text() == ""
     for policy in ("zero", "common"):
         with pytest.warns(analyse.AnalysisWarning, match="bm25 returned nothing"):
-            a = analyse.run_analysis(dp, FAST | {"missing_queries": policy, "verify_with": ["ranx", "pytrec_eval"]})
+            a = analyse.run(dp, FAST | {"missing_queries": policy, "verify_with": ["ranx", "pytrec_eval"]})
         assert a.query_set.qids == QIDS and a.query_set.empty == ["bm25"]
         bm25 = a.per_query[a.per_query.variant == "bm25"]
         assert len(bm25) == len(QIDS) * len(a.columns) and (bm25.value == 0).all()
         assert a.table.set_index("variant").at["hybrid", "ndcg@5"] == 1.0
         assert a.conformance.max_abs_diff.max() == 0.0
         assert any("bm25" in w for w in a.summary.warnings)
-    analyse.write_analysis(dp, a)
+    analyse.write(dp, a)
     assert pd.read_csv(dp.metrics_csv).set_index("variant").at["bm25", "ndcg@5"] == 0.0
 
 
@@ -73,7 +74,7 @@ def test_a_run_empty_for_some_queries_scores_zero_there(tmp_path, monkeypatch):
     part = {q: d for q, d in _good(1).items() if q in ("q1", "q2")}
     dp = _dataset(tmp_path, monkeypatch, bm25=part, hybrid=_good(1))
     with pytest.warns(analyse.AnalysisWarning, match="bm25 has no result for 3 of 5"):
-        a = analyse.run_analysis(dp, FAST)
+        a = analyse.run(dp, FAST)
     assert a.table.set_index("variant").at["bm25", "success@1"] == pytest.approx(0.4)
     # stage 03 recorded running all five queries: the three empty ones are real zeros in the comparison
     row = a.comparisons[(a.comparisons.metric == "ndcg@5")].iloc[0]
@@ -96,7 +97,7 @@ def test_a_variant_run_on_fewer_queries_is_compared_on_the_common_ones(tmp_path,
     """Today: the three queries never reranked score 0 and the verdict says reranking lowered nDCG@5."""
     dp = _reranked_two_of_five(tmp_path, monkeypatch)
     with pytest.warns(analyse.AnalysisWarning):
-        a = analyse.run_analysis(dp, FAST)
+        a = analyse.run(dp, FAST)
     assert a.answered["hybrid_rerank"] == {"q1", "q2"} and a.summary.missing == {"hybrid": 0, "hybrid_rerank": 3}
     row = a.comparisons[a.comparisons.metric == "ndcg@5"].iloc[0]
     assert (row.a, row.b, row.n, row.n_left_out) == ("hybrid", "hybrid_rerank", 2, 3)
@@ -107,7 +108,7 @@ def test_a_variant_run_on_fewer_queries_is_compared_on_the_common_ones(tmp_path,
     assert "hybrid_rerank lacks 3 of 5" in text
     assert a.verdict[0].startswith("hybrid is the only variant that answered every query")
     # the report page says the same
-    analyse.write_analysis(dp, a)
+    analyse.write(dp, a)
     page = report.write_index(dp, []).read_text(encoding="utf-8")
     assert "on the 2 queries both answered" in page and "lowered" not in page
 
@@ -115,15 +116,15 @@ def test_a_variant_run_on_fewer_queries_is_compared_on_the_common_ones(tmp_path,
 # --------------------------------------------------------------------------- stage records: pool_k
 def test_pool_k_comes_from_what_the_stages_recorded(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, pool_k=7, hybrid=_good(1), vector=_good(2))
-    a = analyse.run_analysis(dp, FAST | {"pool_k": 0})
+    a = analyse.run(dp, FAST | {"pool_k": 0})
     assert a.pool_k == 7 and "recall@7" in a.columns
     with pytest.warns(analyse.AnalysisWarning, match="pool_k = 9 here, but the stages recorded"):
-        assert analyse.run_analysis(dp, FAST | {"pool_k": 9}).pool_k == 9
+        assert analyse.run(dp, FAST | {"pool_k": 9}).pool_k == 9
     atomic_write_json(dp.stage_dir("retrieve") / "vector.json", {"pool_k": 6, "queries": 5, "seconds": 1})
     with pytest.raises(ValueError, match="recorded different pool_k"):
-        analyse.run_analysis(dp, FAST | {"pool_k": None})
+        analyse.run(dp, FAST | {"pool_k": None})
     # a record of a variant left out of the analysis does not count
-    assert analyse.run_analysis(dp, FAST | {"eval_variants": ["hybrid"]}).pool_k == 7
+    assert analyse.run(dp, FAST | {"eval_variants": ["hybrid"]}).pool_k == 7
 
 
 def test_a_ledger_with_larger_pools_than_pool_k_is_warned_about():
@@ -135,13 +136,13 @@ def test_a_ledger_with_larger_pools_than_pool_k_is_warned_about():
 def test_no_record_and_no_pool_k_is_a_clear_error(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, pool_k=None, hybrid=_good(1))
     with pytest.raises(ValueError, match="no stage recorded pool_k.*pass pool_k"):
-        analyse.run_analysis(dp, FAST)
+        analyse.run(dp, FAST)
 
 
 def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1), vector=_good(3))
-    a = analyse.run_analysis(dp, FAST)
-    written = analyse.write_analysis(dp, a)
+    a = analyse.run(dp, FAST)
+    written = analyse.write(dp, a)
     assert set(written) == {"metrics", "per_query", "summary", "comparisons", "manifest", "review"}
     back = analyse.read_summary(dp)
     assert back == a.summary and back.pool_k == 5 and back.variants == ["vector", "hybrid"]
@@ -154,7 +155,7 @@ def test_the_diff_view_of_an_analysis_is_rendered_by_report(tmp_path, monkeypatc
     from rerankeval.report import htmlsafe
 
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(3), hybrid_rerank=_good(1))
-    a = analyse.run_analysis(dp, FAST | {"diff_n": 2, "diff_top_k": 3})
+    a = analyse.run(dp, FAST | {"diff_n": 2, "diff_top_k": 3})
     pair, chosen = a.diff_view()
     assert pair == ["hybrid", "hybrid_rerank"] and len(chosen) == 2
     html = htmlsafe.analysis_diff_html(a)
@@ -183,14 +184,14 @@ def test_external_run_is_read_the_trec_eval_way(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     dp.run_file("pyserini").write_text(EXTERNAL)
     with pytest.warns(analyse.AnalysisWarning):
-        a = analyse.run_analysis(dp, FAST | {"verify_with": ["ranx", "pytrec_eval"]})
+        a = analyse.run(dp, FAST | {"verify_with": ["ranx", "pytrec_eval"]})
     note = a.external[0]
     assert note.variant == "pyserini" and note.unknown_queries == ["q9"] and note.n_queries == 3
     assert note.n_ties == 1 + 2 and note.resorted == 2  # q1: one tie; q2: three lines, one score
     assert list(a.runs["pyserini"]["q1"]) == ["d2", "d3", "d1"]  # score desc, ties by docid desc
     assert list(a.runs["pyserini"]["q2"]) == ["d6", "d4", "d2"]
     assert "re-sorted" in a.summary.external[0] and "q9" in a.summary.external[0]
-    analyse.write_analysis(dp, a)
+    analyse.write(dp, a)
     page = report.write_index(dp, []).read_text(encoding="utf-8")
     assert "pyserini is a run file from another system" in page and "2 of 3 queries were re-sorted" in page
     assert "3 lines had tied scores" in page
@@ -218,11 +219,48 @@ def test_a_broken_external_line_names_file_and_line(tmp_path, monkeypatch, line,
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     dp.run_file("pyserini").write_text(EXTERNAL + line + "\n")
     with pytest.raises(ValueError, match=f"pyserini.trec:10: .*{what}"):
-        analyse.run_analysis(dp, FAST)
+        analyse.run(dp, FAST)
 
 
 def test_a_chain_variant_is_still_held_to_the_run_contract(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     dp.run_file("bm25").write_text(EXTERNAL)
     with pytest.raises(runs.RunContractError, match="bm25"):
-        analyse.run_analysis(dp, FAST)
+        analyse.run(dp, FAST)
+
+
+# --------------------------------------------------------------------------- what notebook 05 shows
+def test_the_views_say_what_the_analysis_found(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, bm25={}, vector=_good(6), hybrid=_good(5))
+    dp.run_file("pyserini").write_text(EXTERNAL)
+    with pytest.warns(analyse.AnalysisWarning):
+        a = analyse.run(dp, FAST | {"final_k": 3})
+    written = analyse.write(dp, a)
+    head = views.inputs_header(a).splitlines()
+    assert head[0] == "Dataset mini: 5 queries, 5 with judgements; relevance unit = document; pool_k = 5."
+    assert head[1].startswith("Dedupe policy: ") and head[-1] == "Variants: bm25, vector, hybrid, pyserini"
+    assert list(views.checks_table(a).index) == ["bm25", "vector", "hybrid"]  # chain variants only
+    notes = views.input_notes(a)
+    assert notes[0].startswith("pyserini is a run file from another system")
+    assert a.unit_mapping == {}  # no chunk runs: nothing to check them against
+    assert notes[-2:] == [f"WARNING: {w}" for w in a.warnings[-2:]] and len(a.warnings) >= 2
+    assert views.written_note(a, written).splitlines() == [
+        "No rerank ledger: no fallback, token or LLM latency figures.",
+        f"Wrote {', '.join(str(p) for p in written.values())}."]
+    assert views.bar_metrics(a) == ["success@3", "mrr@3", "ndcg@3", "recall@3", "recall@5", "map"]
+    assert list(views.metric_table(a).index) == list(a.runs) and "ndcg@3" in views.metric_table(a)
+    assert views.comparison_note(a).splitlines()[-1].startswith("Test: randomization; Holm family")
+    assert views.funnel_note(a).startswith("Funnel at k = 3, pool = 5 (vector -> bm25 -> hybrid)")
+    counts, misses = views.funnel_tables(a)  # every gold unit is at rank 5 or 6: all five queries missed at 3
+    assert counts.queries.sum() == 5 and counts.share.sum() == pytest.approx(1.0)
+    assert list(misses.index) == QIDS and misses["query"].tolist() == [f"question {q}" for q in QIDS]
+    assert list(views.ceiling_table(a).columns) == ["ndcg@3", "recall@3", "recall@5"]
+    assert views.evaluation_note(a).splitlines()[0] == a.query_set.describe()
+    assert list(json.loads(views.manifest_excerpt(dp))) == list(views.MANIFEST_KEYS)
+
+
+def test_a_fused_run_missing_means_no_funnel(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, vector=_good(1))
+    a = analyse.run(dp, FAST)
+    assert views.funnel_note(a) == "No funnel: the fused variant (hybrid) has no run file."
+    assert views.funnel_tables(a) == []

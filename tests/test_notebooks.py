@@ -1,14 +1,18 @@
-"""The notebooks are stored clean and follow the house rules for parameters cells."""
+"""The notebooks are stored clean, stay thin and follow the house rules for parameters cells; a stage's parameters
+cell declares exactly its params dataclass (same names, order and defaults)."""
 
 import ast
+import dataclasses
 import json
 
 import pytest
 
 from rerankeval.apps import chain
 from rerankeval.core import paths
+from rerankeval.evaluate.analyse import AnalysisParams
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
+STAGE_PARAMS = {"05-analyse": AnalysisParams}  # notebook -> the dataclass whose defaults are the only defaults
 
 
 def test_the_chain_has_its_numbered_notebooks():
@@ -69,3 +73,19 @@ def test_papermill_reads_every_parameter(nb):
     import papermill
 
     assert set(papermill.inspect_notebook(str(nb))) == chain.declared_parameters(nb)
+
+
+def _parameters(nb) -> dict:
+    cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+    src = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+    return {n.target.id: ast.literal_eval(n.value) for n in ast.parse(src).body}
+
+
+@pytest.mark.parametrize("name", sorted(STAGE_PARAMS))
+def test_parameters_cell_is_the_stage_dataclass(name):
+    declared, cls = _parameters(paths.NOTEBOOKS_DIR / f"{name}.ipynb"), STAGE_PARAMS[name]
+    assert list(declared) == [f.name for f in dataclasses.fields(cls)], f"{name}: names or order differ from {cls}"
+    defaults = cls()
+    for key, value in declared.items():
+        got = getattr(defaults, key)
+        assert (list(got) if isinstance(value, list) else got) == value, f"{name}: {key} = {value!r}, {cls}: {got!r}"

@@ -1,6 +1,6 @@
-"""Stage 05 as a library: :func:`run_analysis` computes everything notebook 05 shows, :func:`write_analysis`
-writes its files (``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv``,
-the manifest). Notebook 05, the report, the tests and the benches all call these two.
+"""Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes everything notebook 05 shows
+(:mod:`.views` words and tabulates it), ``write(dp, analysis)`` writes its files (``metrics.csv``, ``per_query.csv``,
+``analyse/summary.json``, ``analyse/comparisons.csv``, the manifest). Everything calls these two.
 
 Reads (stages 01, 03, 04): the query table, qrels and corpus statistics, every unit-level run in
 ``dp.runs_dir`` (and the chunk-level runs), the rerank ledger, the parameters stages 03/04 recorded.
@@ -47,7 +47,7 @@ class AnalysisWarning(UserWarning):
 
 @dataclass
 class AnalysisParams:
-    """Notebook 05's parameters (same names and meaning; see its parameters cell)."""
+    """Stage 05's parameters: notebook 05's parameters cell has the same names and defaults (a test checks)."""
 
     dataset: str = "debian-manuals"
     ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20, 100])
@@ -297,7 +297,7 @@ def _funnel(loaded, qrels, qids, p: AnalysisParams, pool_k, cutoffs, fallback_qi
     return att, by_k
 
 
-def run_analysis(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysis:
+def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysis:
     """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
     p = AnalysisParams.of(params)
     stats_ = corpus.load_stats(dp)
@@ -355,7 +355,7 @@ def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.Dat
 
 
 # --------------------------------------------------------------------------- the one writer
-def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
+def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     """Write ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv`` and
     the manifest; returns ``name -> path``."""
     out = {
@@ -370,8 +370,11 @@ def write_analysis(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     return out
 
 
+run_analysis, write_analysis = run, write  # the names earlier callers use
+
+
 def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None) -> dict[str, Path]:
-    """The part of :func:`write_analysis` the report reads: ``analyse/summary.json`` and the comparisons."""
+    """The part of :func:`write` the report reads: ``analyse/summary.json`` and the comparisons."""
     out = {"summary": atomic_write_json(dp.analyse_summary, json.loads(json.dumps(summary.to_dict())))}
     if comparisons is not None:
         out["comparisons"] = atomic_write_text(dp.analyse_comparisons, comparisons.to_csv(index=False))
@@ -379,7 +382,7 @@ def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame 
 
 
 def read_summary(dp: DatasetPaths) -> Summary | None:
-    """What :func:`write_analysis` saved for the report, or None when the analysis has not run."""
+    """What :func:`write` saved for the report, or None when the analysis has not run."""
     p = dp.analyse_summary
     try:
         return Summary.from_dict(json.loads(p.read_text(encoding="utf-8"))) if p.exists() else None

@@ -1,0 +1,142 @@
+"""What notebook 05 shows of an analysis (:class:`rerankeval.evaluate.analyse.Analysis`): its tables as pandas
+frames and its sentences as text, so the notebook only displays them.
+
+Nothing here computes a number the analysis has not: these are selections, labels and sentences. Labels of
+columns (``report.render.labelled``), figures (``report.plots``) and HTML (``report.htmlsafe``) stay in report.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from rerankeval.core.names import HYBRID
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.evaluate import funnel, manifest, metrics, stats
+
+if TYPE_CHECKING:
+    from rerankeval.evaluate.analyse import Analysis
+
+MANIFEST_KEYS = ("dataset", "chunking", "bm25", "embedding_model", "qdrant", "rrf", "llm", "git", "created_utc")
+
+
+def _lines(lines: list[str]) -> str:
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- inputs and the run contract
+def inputs_header(a: Analysis) -> str:
+    """The dataset, its judged queries, relevance unit and pool, the dedupe and tie policies, the variants."""
+    return _lines([
+        f"Dataset {a.dp.name}: {len(a.queries)} queries, {len(a.qrels)} with judgements; relevance unit = "
+        f"{a.summary.relevance_unit}; pool_k = {a.pool_k}.",
+        f"Dedupe policy: {metrics.DEDUPE_POLICY}.\nOrder: {metrics.TIE_POLICY}.\nVariants: {', '.join(a.runs)}"])
+
+
+def checks_table(a: Analysis) -> pd.DataFrame:
+    """The run contract, one row per chain variant (queries, lines, duplicates, ties, rank column order)."""
+    return pd.DataFrame([{"variant": c.variant, "queries": c.n_queries, "lines": c.n_lines,
+                          "duplicate units": c.n_duplicate, "non-decreasing scores": c.n_ties,
+                          "rank column out of order": c.n_rank_mismatch} for c in a.checks]).set_index("variant")
+
+
+def input_notes(a: Analysis) -> list[str]:
+    """One line per run from another system, per unit-vs-chunk run check, per warning (in that order)."""
+    mapping = [f"{v}: unit run {'matches' if not bad else f'DOES NOT match (in {bad} queries)'} its chunk run "
+               "mapped to units (first occurrence wins)." for v, bad in a.unit_mapping.items()]
+    return [*a.summary.external, *mapping, *(f"WARNING: {w}" for w in a.warnings)]
+
+
+def evaluation_note(a: Analysis) -> str:
+    """The query set, the metrics and their relevance rule, and the second evaluators' agreement."""
+    return _lines([
+        a.query_set.describe(),
+        f"{len(a.columns)} metrics x {len(a.runs)} variants x {a.query_set.n} queries: relevant = grade >= "
+        f"{metrics.REL_LEVEL}; nDCG gain = grade, ideal DCG from all judged units of the query.",
+        f"Metrics verified against {a.summary.verified_against}: {len(a.conformance)} variant x metric checks, "
+        f"max |difference| = {a.summary.max_abs_diff}."])
+
+
+# --------------------------------------------------------------------------- metrics and costs
+def metric_table(a: Analysis) -> pd.DataFrame:
+    """Every metric column per variant (variant as the index)."""
+    return a.table.set_index("variant")[[c for c in a.columns if c in a.table]]
+
+
+def cost_table(a: Analysis) -> pd.DataFrame:
+    """The cost columns per variant that have any value."""
+    return a.costs.set_index("variant").dropna(axis=1, how="all")
+
+
+def written_note(a: Analysis, written: dict) -> str:
+    """What :func:`rerankeval.evaluate.analyse.write` wrote (and that there are no LLM figures without a ledger)."""
+    missing = ["No rerank ledger: no fallback, token or LLM latency figures."] if a.ledger is None else []
+    return _lines([*missing, f"Wrote {', '.join(str(p) for p in written.values())}."])
+
+
+def bar_metrics(a: Analysis) -> list[str]:
+    """The metrics of the bar chart: success, MRR, the headline, recall at k and at the pool, MAP."""
+    k = a.params.final_k
+    wanted = [f"success@{k}", f"mrr@{k}", a.headline, f"recall@{k}", f"recall@{a.pool_k}", "map"]
+    return [m for m in dict.fromkeys(wanted) if m in a.columns]
+
+
+def bar_title(a: Analysis) -> str:
+    return f"{a.dp.name}: {a.query_set.n} queries"
+
+
+# --------------------------------------------------------------------------- comparisons
+def headline_comparisons(a: Analysis) -> pd.DataFrame:
+    """The paired comparisons on the headline metric, indexed by the pair."""
+    c = a.comparisons
+    return c[c.metric == a.headline].drop(columns=["metric"]).set_index(["a", "b"])
+
+
+def comparison_note(a: Analysis) -> str:
+    """The minimum detectable difference of the diff view's pair (when compared), and the test used."""
+    pair, _ = a.diff_view()
+    c = a.comparisons
+    row = c[(c.metric == a.headline) & c.a.isin(pair) & c.b.isin(pair)]
+    mdd = [stats.mdd_sentence(row.iloc[0])] if len(pair) == 2 and len(row) else []
+    return _lines([*mdd, f"Test: {a.params.test}; Holm family = all pairs within a metric; wins/ties/losses count "
+                         "queries where a beats b."])
+
+
+# --------------------------------------------------------------------------- the funnel
+def funnel_note(a: Analysis) -> str:
+    """The funnel's cutoff, pool and stages, and the ledger's fallback queries (or why there is no funnel)."""
+    if a.attribution.empty:
+        return f"No funnel: the fused variant ({HYBRID}) has no run file."
+    return (f"Funnel at k = {a.params.final_k}, pool = {a.pool_k} ({' -> '.join(a.attribution.attrs['stages'])}); "
+            f"fallback queries from the ledger: {len(a.fallback_qids)}.")
+
+
+def funnel_tables(a: Analysis) -> list[pd.DataFrame]:
+    """Queries per funnel class (with their share), then the missed queries with their text (when any)."""
+    if a.attribution.empty:
+        return []
+    counts = funnel.funnel_counts(a.attribution).to_frame()
+    out = [counts.assign(share=lambda d: (d.queries / d.queries.sum()).round(3))]
+    misses = a.attribution[a.attribution["class"] != "hit"].assign(query=lambda d: d.qid.map(a.queries))
+    return [*out, misses.set_index("qid")] if len(misses) else out
+
+
+def ceiling_table(a: Analysis) -> pd.DataFrame:
+    """The headline, Recall@k and the pool ceiling (Recall@pool_k) per variant."""
+    k = a.params.final_k
+    return a.table.set_index("variant")[[c for c in (a.headline, f"recall@{k}", f"recall@{a.pool_k}") if c in a.table]]
+
+
+def slice_table(a: Analysis) -> pd.DataFrame:
+    """The headline metric per query slice (rows: slice, value, n) and variant (columns)."""
+    return (a.by_slice.pivot_table(index=["slice", "value", "n"], columns="variant", values=a.headline, sort=False)
+            .rename_axis(columns=f"{metrics.label(a.headline)} by variant"))
+
+
+# --------------------------------------------------------------------------- the manifest
+def manifest_excerpt(dp: DatasetPaths) -> str:
+    """The manifest's data, parameters, models, endpoints and code versions, as indented JSON (secrets redacted)."""
+    man = manifest.read_manifest(dp)
+    return json.dumps({k: man.get(k) for k in MANIFEST_KEYS}, indent=2, default=str)
