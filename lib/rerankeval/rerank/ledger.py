@@ -22,7 +22,7 @@ Columns:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,27 +275,46 @@ def fallback_cause(ledger: pd.DataFrame | None, messages: dict[str, str] | None 
     """
     if ledger is None or ledger.empty or "status" not in ledger:
         return None
-    d = ledger if pass_name is None or "pass" not in ledger else ledger[ledger["pass"] == pass_name]
-    d = d[d["status"].map(is_fallback)]
+    rows = ledger if pass_name is None or "pass" not in ledger else ledger[ledger["pass"] == pass_name]
+    d = rows[rows["status"].map(is_fallback)]
     if d.empty:
         return None
-    n, total = len(d), len(ledger if pass_name is None or "pass" not in ledger else ledger[ledger["pass"] == pass_name])
+    classes = _error_classes(d)
+
+    def seen(names: tuple[str, ...]) -> list[str]:
+        return [c for c in classes if c.split("(")[0].split(":")[0] in names]
+
+    cached_only = _cached_only(d)
+    parts = _cause_parts(classes, seen, messages or {}, cached_only)
+    endpoint = bool(seen(UNREACHABLE_ERRORS + HTTP_ERRORS + (NOT_CHAT_ERROR,)))
+    partial = int(d["status"].astype(str).str.strip().str.lower().eq(PARTIAL_FALLBACK).sum())
+    what = f"{len(d)} of {len(rows)} queries fell back to the fused order" + (
+        f" ({partial} of them partly)" if partial else "")
+    return FallbackCause(f"{what}: " + "; ".join(parts) + ".", endpoint, bool(cached_only))
+
+
+def _error_classes(d: pd.DataFrame) -> list[str]:
+    """The error classes of these rows, each once, in the order first seen."""
     classes: list[str] = []
     for err in d.get("error", pd.Series(dtype=str)).astype(str):
         for c in (e.strip() for e in err.split(";")):
             if c and c not in classes:
                 classes.append(c)
-    messages = messages or {}
+    return classes
 
-    def seen(names: tuple[str, ...]) -> list[str]:
-        return [c for c in classes if c.split("(")[0].split(":")[0] in names]
+
+def _cached_only(d: pd.DataFrame) -> int:
+    """Rows whose every call was answered from the cache, no request sent (the cached replies are to blame)."""
 
     def col(name: str) -> pd.Series:
         return pd.to_numeric(d[name], errors="coerce").fillna(0) if name in d else pd.Series(0, index=d.index)
 
-    # every call answered from the cache, no request sent: the cached replies, not the endpoint, are to blame
-    cached_only = int(((col("requests") == 0) & (col("cache_hits") > 0) & (col("cache_hits") >= col("llm_calls")))
-                      .sum())
+    return int(((col("requests") == 0) & (col("cache_hits") > 0) & (col("cache_hits") >= col("llm_calls"))).sum())
+
+
+def _cause_parts(classes: list[str], seen: Callable[[tuple[str, ...]], list[str]], messages: dict[str, str],
+                 cached_only: int) -> list[str]:
+    """One clause per kind of cause seen (:func:`fallback_cause`)."""
     parts: list[str] = []
     if cached_only:
         parts.append(f"{cached_only} of them were answered from the reply cache alone (no request sent): the cached "
@@ -321,9 +340,4 @@ def fallback_cause(ledger: pd.DataFrame | None, messages: dict[str, str] | None 
     known = set(seen(UNREACHABLE_ERRORS + HTTP_ERRORS + UNUSABLE_ERRORS + BUDGET_ERRORS + (NOT_CHAT_ERROR,)))
     if other := [c for c in classes if c not in known and c != CACHED_UNUSABLE]:
         parts.append(f"other errors: {'; '.join(other)[:200]}")
-    if not parts:
-        parts.append("no call gave a usable reply")
-    endpoint = bool(seen(UNREACHABLE_ERRORS + HTTP_ERRORS + (NOT_CHAT_ERROR,)))
-    partial = int(d["status"].astype(str).str.strip().str.lower().eq(PARTIAL_FALLBACK).sum())
-    what = f"{n} of {total} queries fell back to the fused order" + (f" ({partial} of them partly)" if partial else "")
-    return FallbackCause(f"{what}: " + "; ".join(parts) + ".", endpoint, bool(cached_only))
+    return parts or ["no call gave a usable reply"]
