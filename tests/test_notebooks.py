@@ -10,9 +10,11 @@ import pytest
 from rerankeval.apps import chain
 from rerankeval.core import paths
 from rerankeval.evaluate.analyse import AnalysisParams
+from rerankeval.rerank.stage import RerankParams
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
-STAGE_PARAMS = {"05-analyse": AnalysisParams}  # notebook -> the dataclass whose defaults are the only defaults
+# notebook -> the dataclass whose defaults are the only defaults
+STAGE_PARAMS = {"04-rerank": RerankParams, "05-analyse": AnalysisParams}
 
 
 def test_the_chain_has_its_numbered_notebooks():

@@ -1,4 +1,5 @@
-"""Stage 04 end to end on a tiny hand-made dataset: run files in, reranked run + ledger out; the notebook."""
+"""Stage 04 end to end on a tiny hand-made dataset: run files in, reranked run + ledger out; what the notebook shows;
+the notebook."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.evaluate.quick import quick_check
+from rerankeval.rerank import stage
 
 # two chunks per page unit; the chunk run decides which chunk's text represents the unit
 CHUNKS = [
@@ -93,12 +96,40 @@ def test_stage_end_to_end(tmp_path):
     assert summary["main"]["budget_skipped"] == 0 and summary["pool_k"] == 3
     assert (dp.stage_dir("rerank") / "candidates.csv").exists()
     # 04's quick look: q1's gold page moves from rank 2 to 1; q2's gold page stays 5th (outside the pool of 3)
-    table, by_relevance = rerank.quick_check(dp, fused, res, ["q1", "q2"])
+    table, by_relevance = quick_check(dp, fused, res, ["q1", "q2"])
     assert table.loc["hybrid", "mrr@10"] == pytest.approx((1 / 2 + 1 / 5) / 2)
     assert table.loc["hybrid_rerank", "mrr@10"] == pytest.approx((1 + 1 / 5) / 2)
     assert table.loc["hybrid_rerank", "ndcg@10"] == pytest.approx((1 + 1 / math.log2(6)) / 2)
     assert by_relevance.loc[True, "count"] == 1 and by_relevance.loc[False, "count"] == 5
-    assert rerank.quick_check(dp, fused, res, ["q9"]) is None
+    assert quick_check(dp, fused, res, ["q9"]) is None
+
+
+def test_the_stage_shape_and_what_notebook_04_shows(tmp_path):
+    src, dp = make_dataset(tmp_path)
+    params = stage.RerankParams(dataset=str(src), pool_k=3, alpha=1.0, max_queries=2, stability="reversed")
+    inputs = stage.load(dp, params)
+    assert inputs.qids == ["q1", "q2"] and inputs.texts["q1"]["a.pdf#p1"] == "alpha GOLD answer"
+    assert inputs.describe(dp, params) == ("Dataset tinyds: reranking the top 3 of the hybrid run for 2 of 3 queries "
+                                           "(first 2 by query id); mode yesno, alpha 1.0.")
+    assert params.config() == rerank.RerankConfig(mode="yesno", alpha=1.0, yesno_json=False)  # the notebook's default
+    with FakeLLM(script=[{"status": 500}]) as f:  # the first call fails (no retries): q1 keeps one fused place
+        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        res = stage.run(dp, params, settings=s, inputs=inputs, progress=False)
+    written = stage.write(dp, res, s)
+    assert set(written) == {"run", "ledger", "candidates", "stability", "summary"}
+    said = stage.describe_run(res, params, s, written).splitlines()
+    assert said[0].startswith("Reranker: fake-reranker (127.0.0.1), mode yesno, alpha 1.0; ")
+    assert said[1:] == [f"wrote {k}: {v}" for k, v in written.items()]  # not the local server: no note
+    local = s.model_copy(update={"endpoint_id": "llama-server qwen"})
+    assert stage.describe_run(res, params, local, {}).splitlines()[1:] == [stage.LOCAL_NOTE]
+    assert stage.describe_ledger(res.ledger).startswith("Fallback rate 50.0% and repair rate 0.0% over 2 queries; ")
+    by_status = stage.ledger_by_status(res.ledger)
+    assert by_status.index.names == ["pass", "status"] and by_status.queries.sum() == 4
+    problems = stage.ledger_problems(res.ledger)
+    assert list(problems.columns) == stage.PROBLEM_COLUMNS and set(problems.status) == {"partial_fallback"}
+    assert stage.describe_stability(res, "reversed").startswith("reversed pass: mean Kendall tau ")
+    res.stability = None
+    assert stage.describe_stability(res, "none") == 'No stability pass (set stability = "reversed" or "shuffled").'
 
 
 def test_missing_run_says_which_stage(tmp_path):
