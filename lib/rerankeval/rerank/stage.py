@@ -192,14 +192,6 @@ def summary_dict(result: RerankResult, settings: Settings | None = None) -> dict
     return s
 
 
-def quick_check(dp: DatasetPaths, fused: runs.Run, result: RerankResult, qids: list[str]):
-    """Moved to :func:`rerankeval.evaluate.quick.quick_check` (measuring is stage 05's). This delegate only keeps
-    ``rerank.quick_check`` resolving until ``rerank/__init__`` stops re-exporting it; then it goes."""
-    from rerankeval.evaluate.quick import quick_check as check
-
-    return check(dp, fused, result, qids)
-
-
 def endpoint_kind(settings: Settings | None) -> str:
     """``local llama-server`` or the endpoint's host (never the key, never a path with tokens)."""
     if settings is None or not settings.base_url:
