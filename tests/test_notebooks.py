@@ -10,11 +10,13 @@ import pytest
 from rerankeval.apps import chain
 from rerankeval.core import paths
 from rerankeval.evaluate.analyse import AnalysisParams
+from rerankeval.experiments.sweep import SweepParams
 from rerankeval.rerank.stage import RerankParams
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
+MAX_CODE_LINES = 70  # issue 20: a notebook is a parameters cell, calls into the package, tables and plots
 # notebook -> the dataclass whose defaults are the only defaults
-STAGE_PARAMS = {"04-rerank": RerankParams, "05-analyse": AnalysisParams}
+STAGE_PARAMS = {"04-rerank": RerankParams, "05-analyse": AnalysisParams, "06-sweep": SweepParams}
 
 
 def test_the_chain_has_its_numbered_notebooks():
@@ -31,6 +33,19 @@ def test_stored_without_outputs(nb):
         if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))
     ]
     assert not dirty, f"{nb.name}: cells {dirty} carry outputs; clear them before committing"
+
+
+def code_lines(nb) -> int:
+    """Non-blank, non-comment lines of the notebook's code cells (the parameters cell included)."""
+    cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+    lines = ["".join(c["source"]).splitlines() for c in cells if c["cell_type"] == "code"]
+    return sum(1 for cell in lines for line in cell if line.strip() and not line.lstrip().startswith("#"))
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_stay_thin(nb):
+    n = code_lines(nb)
+    assert n <= MAX_CODE_LINES, f"{nb.name}: {n} code lines (at most {MAX_CODE_LINES}): move the logic into the package"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)

@@ -246,6 +246,32 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
     assert "pool_k" not in record and record["setting"]["train"]["leg_k"] in (2, 4)
 
 
+def test_the_stage_shape_and_what_notebook_06_shows(tiny_built):
+    from dataclasses import replace
+
+    dp, _ = tiny_built
+    params = sweep.SweepParams(dataset=str(dp.source), leg_k=20, pool_k=3, final_k=2, n_boot=100, write_tuned=True)
+    res = sweep.run(dp, params)
+    assert res.params == params and res.grid.pool_k == [3, *sweep.load_grid("small").pool_k]  # and the chain's
+    assert res.default == sweep.Point(leg_k=20) and res.tuning.protocol == "train/test"
+    written = sweep.write(dp, res)
+    assert {"sweep_csv", "summary", "run", "record"} <= set(written) and dp.run_file(sweep.TUNED_VARIANT).exists()
+    head = sweep.header(dp, res, written).splitlines()
+    assert head[0].startswith(f"Dataset {dp.name}: grid 'small', {len(res.points)} points (method: [")
+    assert head[1:] == [f"Wrote {', '.join(str(p.relative_to(dp.root)) for p in written.values())}."]
+    view = sweep.overview(res.table, 2)
+    rrf, depth = sweep.two_axis_views(view[view.pool_k == 3], res.default)
+    assert set(rrf.method) == {"rrf"} and set(rrf.leg_k) == {20} and set(rrf.bm25) == {"1.2/0.75"} and len(rrf) > 1
+    assert set(depth.weights) == {"1/1"} and set(depth.rrf_k) == {60} and set(depth.chunking) == {"main"}
+    timing = sweep.timing_note(res, True).splitlines()
+    assert timing[0].startswith("legs ") and "point x split evaluations in" in timing[0]
+    assert timing[1].startswith("The tuned run was written as runs/hybrid_tuned.trec")
+    assert sweep.timing_note(res, False).endswith("`make sweep` writes runs/hybrid_tuned.trec for 05.")
+    skipped = replace(res, skipped="too few")
+    assert sweep.timing_note(skipped, True).startswith("Nothing was swept or tuned (see above)")
+    assert sweep.header(dp, skipped, {}).splitlines()[-1] == "Skipped: too few"
+
+
 def test_pareto_front_is_closed_form():
     assert sweep.pareto_front([.5, .6, .55, .6], [1, 2, 3, 2.5]) == [True, True, False, False]
     assert sweep.pareto_front([.5, .5], [1, 1]) == [True, True]  # equal points do not dominate each other

@@ -2,11 +2,13 @@
 write ``sweep.csv``, its summary and (optionally) the tuned run; and the notebook's views of the table.
 
 The layers under it: :mod:`.grid` (points, grids, the engine that searches each leg once, scores),
-:mod:`.replay` (stage 04's recorded LLM scores) and :mod:`.splits` (choose on some queries, report on others)::
+:mod:`.replay` (stage 04's recorded LLM scores) and :mod:`.splits` (choose on some queries, report on others).
+The stage (notebook 06)::
 
-    grid = sweep.load_grid("small")
-    res = sweep.run_sweep(dp, grid, leg_k=100, final_k=10)
-    sweep.write_sweep(dp, res, write_tuned=True)
+    res = sweep.run(dp, SweepParams(grid="small", pool_k=10))   # the grid file's grid, the chain's pool_k added
+    sweep.write(dp, res)                                         # sweep.csv, summary, the tuned run if asked
+
+or, with a grid of your own, ``run_sweep(dp, grid, leg_k=100, final_k=10)`` and ``write_sweep(dp, res)``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pandas as pd
 
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.names import HYBRID_TUNED
-from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.paths import DEFAULT_DATASET, DatasetPaths
 from rerankeval.core.runs import write_trec
 from rerankeval.corpus import contract as corpus
 from rerankeval.experiments import splits
@@ -30,9 +32,10 @@ from rerankeval.experiments.grid import Engine, Grid, Point, columns, load_grid,
 from rerankeval.experiments.replay import recorded_llm
 
 __all__ = [  # the grid's names are re-exported: ``sweep.load_grid``, ``sweep.Point`` ... keep working
-    "AXES", "NOTEBOOK", "TUNED_VARIANT", "Engine", "Grid", "Point", "SweepResult", "columns", "describe",
-    "frontier_sentence", "load_grid", "one_at_a_time", "overview", "pareto_front", "reranked_table", "run_sweep",
-    "score_points", "summarise", "table_columns", "write_sweep",
+    "AXES", "NOTEBOOK", "TUNED_VARIANT", "Engine", "Grid", "Point", "SweepParams", "SweepResult", "columns",
+    "describe", "frontier_sentence", "header", "load_grid", "one_at_a_time", "overview", "pareto_front",
+    "reranked_table", "run", "run_sweep", "score_points", "summarise", "table_columns", "timing_note",
+    "two_axis_views", "write", "write_sweep",
 ]
 
 NOTEBOOK = "06"  # the prefix of the notebook's figures (plots.show(..., notebook="06"))
@@ -40,6 +43,21 @@ NOTEBOOK = "06"  # the prefix of the notebook's figures (plots.show(..., noteboo
 
 # --------------------------------------------------------------------------- one call: sweep, tune, write
 TUNED_VARIANT = HYBRID_TUNED
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    """Stage 06's parameters: notebook 06's parameters cell has the same names and defaults (a test checks)."""
+
+    dataset: str = DEFAULT_DATASET  # the caller resolves it to the DatasetPaths given to run()
+    grid: str = "small"  # grid of params/sweep.yaml
+    leg_k: int = 100  # leg depth of the default setting; the grid's leg_k values are swept around it
+    pool_k: int = 10  # the chain's pool size, added to the grid's pool_k values
+    final_k: int = 10  # headline cutoff: the setting is chosen on nDCG@final_k
+    folds: int = 5  # k-fold cross-validation over queries when the dataset has no train split
+    stats_seed: int = 42  # seed of the folds and of every bootstrap and randomisation draw
+    n_boot: int = 10_000  # bootstrap resamples (CIs) and randomisation-test resamples
+    write_tuned: bool = False  # write runs/hybrid_tuned.trec for the next 05 run
 
 
 @dataclass
@@ -54,6 +72,7 @@ class SweepResult:
     seconds: dict[str, float]  # legs (searched once), points (fusion + evaluation), total
     llm_note: str = ""  # whether reranked results were replayed from stage 04's recorded scores, and why not
     skipped: str = ""  # why nothing was swept or tuned (too few judged queries, see splits.too_few), else ""
+    params: SweepParams | None = None  # the stage's parameters when run by :func:`run`
 
     @property
     def default(self) -> Point:
@@ -97,6 +116,22 @@ def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 
     table["is_default"] = table.point == points[0].name
     seconds = {"legs": t1 - t0, "points": t2 - t1, "total": t2 - t0}
     return SweepResult(table, tuning, points, grid, objective, seconds, llm_note)
+
+
+def run(dp: DatasetPaths, params: SweepParams, *, engine: Engine | None = None) -> SweepResult:
+    """Stage 06: sweep ``params.grid`` of the grid file, with the chain's ``pool_k`` among its pool sizes, around the
+    default setting at ``leg_k`` (:func:`run_sweep`); writes nothing (:func:`write`)."""
+    grid = load_grid(params.grid)
+    grid.pool_k = sorted({*grid.pool_k, params.pool_k})
+    res = run_sweep(dp, grid, leg_k=params.leg_k, final_k=params.final_k, folds=params.folds, seed=params.stats_seed,
+                    n_boot=params.n_boot, engine=engine)
+    res.params = params
+    return res
+
+
+def write(dp: DatasetPaths, res: SweepResult) -> dict[str, Path]:
+    """:func:`write_sweep`, the tuned run written when the stage's ``write_tuned`` says so."""
+    return write_sweep(dp, res, write_tuned=bool(res.params and res.params.write_tuned))
 
 
 @contextmanager
@@ -157,6 +192,36 @@ def _write_skipped(dp: DatasetPaths, res: SweepResult, write_tuned: bool) -> dic
 
 # --------------------------------------------------------------------------- views for the notebook
 AXES = ("method", "rrf_k", "weights", "leg_k", "pool_k", "bm25", "chunking")
+
+
+def header(dp: DatasetPaths, res: SweepResult, written: Mapping[str, Path]) -> str:
+    """The grid and its points, the files written (relative to the dataset's results), why nothing was swept."""
+    name = res.params.grid if res.params else ""
+    lines = [f"Dataset {dp.name}: grid {name!r}, {len(res.points)} points "
+             f"({', '.join(f'{k}: {v}' for k, v in res.grid.axes().items())}).",
+             f"Wrote {', '.join(str(p.relative_to(dp.root)) for p in written.values())}."]
+    return "\n".join(lines + ([f"Skipped: {res.skipped}"] if res.skipped else []))
+
+
+def two_axis_views(view: pd.DataFrame, default: Point) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of the two heatmaps: RRF k x weights (RRF, the default depth, BM25 and chunking), and fusion method x
+    leg depth (equal weights, the default RRF k, BM25 and chunking)."""
+    bm25, main = view.bm25 == f"{default.k1:g}/{default.b:g}", view.chunking == "main"
+    rrf = view[(view.method == "rrf") & (view.leg_k == default.leg_k) & bm25 & main]
+    depth = view[(view.weights == "1/1") & (view.rrf_k == default.rrf_k) & main & bm25]
+    return rrf, depth
+
+
+def timing_note(res: SweepResult, write_tuned: bool) -> str:
+    """The legs' and the points' wall time, and where the tuned run went (or that nothing was swept)."""
+    if res.skipped:
+        return "Nothing was swept or tuned (see above); no figure and no tuned run were written."
+    s, n = res.seconds, len(res.table.drop_duplicates(["point", "split"]))
+    where = ("The tuned run was written as runs/hybrid_tuned.trec: the next 05 run evaluates it beside the other "
+             "variants, on the reported queries only." if write_tuned else
+             "The tuned run is shown here only (write_tuned=False); `make sweep` writes runs/hybrid_tuned.trec for 05.")
+    return (f"legs {s['legs']:.1f} s, {n} point x split evaluations in {s['points']:.1f} s "
+            f"({res.points_per_second:.1f} per second), total {s['total']:.1f} s.\n{where}")
 
 
 def overview(table: pd.DataFrame, final_k: int) -> pd.DataFrame:
