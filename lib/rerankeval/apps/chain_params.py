@@ -14,9 +14,10 @@ from typing import Any
 import yaml
 
 from rerankeval.core import paths
+from rerankeval.core.errors import ReRankEvalError
 
 
-class PreflightError(Exception):
+class PreflightError(ReRankEvalError):
     """A problem found before any notebook runs; the message says what is wrong and how to fix it."""
 
 

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,7 +51,7 @@ def qdrant_dir() -> Path:
     return _roots()["qdrant"]
 
 
-class DatasetNotFound(FileNotFoundError):
+class DatasetNotFound(ReRankEvalError, FileNotFoundError):
     """``DATASET`` names no dataset folder; the message says where it looked and what to give."""
 
 

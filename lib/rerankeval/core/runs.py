@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.names import REPORT_ORDER
 
@@ -173,7 +174,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
 
 
 # --------------------------------------------------------------------------- the run contract
-class RunContractError(ValueError):
+class RunContractError(ReRankEvalError, ValueError):
     """A run file breaks the run contract (duplicate units or tied / increasing scores)."""
 
 

@@ -14,11 +14,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rerankeval.core.errors import ReRankEvalError
+
 TEXT_FIELDS = ("text", "contents")  # BEIR's name, then Pyserini's (used only when "text" is absent)
 HEADER_IDS = ("query-id", "query_id", "qid")
 
 
-class InputError(ValueError):
+class InputError(ReRankEvalError, ValueError):
     """A user file is malformed; the message names the file and line and says how to fix it."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import read_jsonl
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, read_qrels
@@ -27,7 +28,7 @@ from rerankeval.core.runs import Qrels, read_qrels
 CHUNK_COLUMNS = ["chunk_id", "unit_id", "source", "page", "start", "title", "text"]
 
 
-class StageMissing(FileNotFoundError):
+class StageMissing(ReRankEvalError, FileNotFoundError):
     pass
 
 

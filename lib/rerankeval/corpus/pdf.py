@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.corpus.textnorm import normalise
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ class Page:
     note: str = ""  # why a page has no text (see :func:`no_text_note`); "" for a page with text
 
 
-class PdfSkipped(Exception):
+class PdfSkipped(ReRankEvalError):
     """A PDF that cannot be read; ``reason`` says why and what to do."""
 
     def __init__(self, source: str, reason: str):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_json, sha256_file, sha256_json
 from rerankeval.core.runs import Qrels, Run
 from rerankeval.evaluate.metrics import REL_LEVEL, QuerySet, parse_column, ranx_metric
@@ -28,7 +29,7 @@ from rerankeval.evaluate.metrics import REL_LEVEL, QuerySet, parse_column, ranx_
 TOLERANCE = 1e-9
 
 
-class ConformanceError(AssertionError):
+class ConformanceError(ReRankEvalError, AssertionError):
     """Two evaluators disagree on a metric by more than the tolerance."""
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_text, sha256_file
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, Run, ranked
@@ -49,7 +50,7 @@ DEFAULT_TOP_GRADE = 2  # the top of the scale when the qrels hold no positive gr
 _PAGE_ID = re.compile(r"^(?P<file>.+)#p(?P<page>\d+)$")
 
 
-class JudgmentConflict(ValueError):
+class JudgmentConflict(ReRankEvalError, ValueError):
     """A grade disagrees with an existing judgment; the message names both and how to resolve it."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import httpx2
 import openai
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.settings import Settings, redact, scrub_url
 
 FORMATS = ("json_schema", "json_object", "none")
@@ -64,7 +65,7 @@ class Reply:
         return cls(**{k: d[k] for k in keys if k in d}, cached=True)
 
 
-class LLMCallError(Exception):
+class LLMCallError(ReRankEvalError):
     """A call that failed after the client's retries; ``error_class`` names the last failure."""
 
     def __init__(self, error_class: str, message: str, retries: int = 0):

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.settings import DEFAULT_LLAMA_THREADS
 
 DEFAULT_CTX = 8192
@@ -28,7 +29,7 @@ DEFAULT_PARALLEL = 1  # docs/CONVENTIONS.md#local-llm: 2 slots on 2 cores are no
 FIRST_REQUEST_TIMEOUT = 120.0  # seconds the start-up probe (one token) may take
 
 
-class EndpointError(RuntimeError):
+class EndpointError(ReRankEvalError, RuntimeError):
     pass
 
 

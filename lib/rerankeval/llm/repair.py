@@ -17,8 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from rerankeval.core.errors import ReRankEvalError
 
-class Unusable(ValueError):
+
+class Unusable(ReRankEvalError, ValueError):
     """A reply that yields nothing usable; ``error_class`` goes to the ledger."""
 
     def __init__(self, error_class: str, message: str = ""):

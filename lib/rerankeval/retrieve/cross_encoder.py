@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rerankeval.core import paths
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.runs import Run
 from rerankeval.core.settings import load_settings
 
@@ -26,7 +27,7 @@ NOT_ON_DISK = ("no cross-encoder weights on this machine, and nothing is downloa
                f"disk and set cross_encoder_model or ${ENV_VAR}.")  # why stage 03 skips the variant
 
 
-class CrossEncoderUnavailable(RuntimeError):
+class CrossEncoderUnavailable(ReRankEvalError, RuntimeError):
     pass
 
 

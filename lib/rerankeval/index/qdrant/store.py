@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import sha256_json
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
@@ -47,7 +48,7 @@ UPSERT_BATCH = 256
 QUERY_BATCH = 64
 
 
-class QdrantUnavailable(RuntimeError):
+class QdrantUnavailable(ReRankEvalError, RuntimeError):
     """The configured Qdrant server (QDRANT_URL) cannot be reached."""
 
 
