@@ -104,3 +104,44 @@ def write_corpus(folder: Path, rows: list[dict], *, gz: bool = False) -> Path:
     path = folder / ("corpus.jsonl.gz" if gz else "corpus.jsonl")
     path.write_bytes(gzip.compress(text, mtime=0) if gz else text)
     return path
+
+
+# the chunks of test_variants' and test_retrieve_stage's end-to-end retrieval cases: several chunks per page
+# (unit = page), so the unit mapping matters; no two chunks share a text
+MANUAL_CHUNKS = [
+    ("m.pdf#p1:0", "m.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
+    ("m.pdf#p1:300", "m.pdf#p1", "apt-get resolves package dependencies before it installs a package."),
+    ("m.pdf#p2:0", "m.pdf#p2", "Configure the network interfaces in the file /etc/network/interfaces."),
+    ("m.pdf#p2:300", "m.pdf#p2", "Network configuration with ifupdown: static addresses and DHCP."),
+    ("m.pdf#p3:0", "m.pdf#p3", "The kernel is started by the bootloader, GRUB, at boot time."),
+    ("m.pdf#p4:0", "m.pdf#p4", "Debian policy requires a copyright file in every binary package."),
+    ("m.pdf#p5:0", "m.pdf#p5", "Mail transfer agents such as exim deliver local mail to users."),
+]
+
+
+def hand_made_stages(folder: Path, page_text: dict[str, list[str]], qids: list[str]):
+    """Stage 01-03 outputs written by hand, for the LLM stages' tests: the chunks of each page (``page_text``,
+    pages in order, ``<unit>#c<j>``), queries ``question <qid>`` all judged on the second page, and a hybrid run
+    (chunk and unit level) in which each query ranks the pages rotated by its position, each by its first chunk."""
+    from rerankeval.core import runs
+    from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+    from rerankeval.core.paths import resolve_dataset
+
+    folder.mkdir(parents=True)
+    dp = resolve_dataset(str(folder))
+    units = list(page_text)
+    chunks, start = [], {}
+    for i, u in enumerate(units):
+        for j, text in enumerate(page_text[u]):
+            chunks.append({"chunk_id": f"{u}#c{j}", "unit_id": u, "source": "m.pdf", "page": i + 1,
+                           "start": start.setdefault(u, 0), "title": "", "text": text})
+            start[u] += len(text) + 1
+    atomic_write_jsonl(dp.chunks, chunks)
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
+    runs.write_qrels({q: {units[1]: 1} for q in qids}, dp.qrels)
+    atomic_write_json(dp.corpus_stats, {"unit": "page"})
+    chunk_run = {q: {f"{units[(i + j) % len(units)]}#c0": 1.0 / (j + 1) for j in range(len(units))}
+                 for i, q in enumerate(qids)}
+    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
+    runs.write_trec(runs.to_units(chunk_run, {f"{u}#c0": u for u in units}), dp.run_file("hybrid"), "hybrid")
+    return dp

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from builders import hand_made_stages
 from fakellm import FakeLLM
 from rerankeval import rerank
 from rerankeval.apps import ask, explore
-from rerankeval.core import runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.rerank import expand
 from rerankeval.rerank.ledger import read_ledger
@@ -28,23 +27,7 @@ UNITS = [f"m.pdf#p{p}" for p in range(1, 4)]
 def _dataset(root: Path, page_text: dict[str, list[str]]):
     """Stage 01-03 outputs by hand: the chunks of each page (``page_text``), two judged queries, a hybrid run
     whose best chunk of each page is its first."""
-    (root / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(root / "ds"))
-    chunks, start = [], {}
-    for i, u in enumerate(UNITS):
-        for j, text in enumerate(page_text[u]):
-            chunks.append({"chunk_id": f"{u}#c{j}", "unit_id": u, "source": "m.pdf", "page": i + 1,
-                           "start": start.setdefault(u, 0), "title": "", "text": text})
-            start[u] += len(text) + 1
-    atomic_write_jsonl(dp.chunks, chunks)
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
-    runs.write_qrels({q: {UNITS[1]: 1} for q in QIDS}, dp.qrels)
-    atomic_write_json(dp.corpus_stats, {"unit": "page"})
-    chunk_run = {q: {f"{UNITS[(i + j) % len(UNITS)]}#c0": 1.0 / (j + 1) for j in range(len(UNITS))}
-                 for i, q in enumerate(QIDS)}
-    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
-    runs.write_trec(runs.to_units(chunk_run, {f"{u}#c0": u for u in UNITS}), dp.run_file("hybrid"), "hybrid")
-    return dp
+    return hand_made_stages(root / "ds", page_text, QIDS)
 
 
 def _files_with(root: Path, needle: str) -> list[str]:

@@ -16,11 +16,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from builders import hand_made_stages
 from fakellm import FakeLLM, make_inputs
 from rerankeval import rerank
 from rerankeval.apps import ask
-from rerankeval.core import progress, runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core import progress
+from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.llm.client import LLMCallError, LLMClient
 from rerankeval.llm.scrub import endpoint_identity, redact_frame, redact_tree
@@ -36,19 +37,8 @@ POOL_K = 3
 
 def _dataset(root: Path):
     """Stage 01-03 outputs by hand: one chunk per page, three judged queries, a hybrid run."""
-    (root / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(root / "ds"))
-    atomic_write_jsonl(dp.chunks, [
-        {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "",
-         "text": f"page {i + 1} text" + (" GOLD" if i == 1 else "")} for i, u in enumerate(UNITS)])
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
-    runs.write_qrels({q: {UNITS[1]: 1} for q in QIDS}, dp.qrels)
-    atomic_write_json(dp.corpus_stats, {"unit": "page"})
-    chunk_run = {q: {f"{UNITS[(i + j) % len(UNITS)]}#c0": 1.0 / (j + 1) for j in range(len(UNITS))}
-                 for i, q in enumerate(QIDS)}
-    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
-    runs.write_trec(runs.to_units(chunk_run, {f"{u}#c0": u for u in UNITS}), dp.run_file("hybrid"), "hybrid")
-    return dp
+    return hand_made_stages(root / "ds", {u: [f"page {i + 1} text" + (" GOLD" if i == 1 else "")]
+                                          for i, u in enumerate(UNITS)}, QIDS)
 
 
 def _settings(url: str, **kw) -> rerank.Settings:
@@ -177,7 +167,7 @@ def test_a_url_password_is_in_no_cache_file_and_no_rates_key(tmp_path):
 def test_the_identity_of_a_url_without_credentials_is_unchanged():
     """Cache keys of endpoints without a credential are what they were before (the raw base URL)."""
     for url in ("http://127.0.0.1:8080/v1", "https://api.openai.com/v1/", "https://h.test/v1?api-version=2024-06-01"):
-        s = rerank.Settings(base_url=url, api_key="sk-something-long-enough")
+        s = rerank.Settings(base_url=url, api_key="test-key-not-a-secret-0001")
         assert endpoint_identity(s) == s.cache_endpoint
     s = rerank.Settings(base_url="https://h.test/v1?api-key=SECRET1234&api-version=1", api_key="x")
     assert "SECRET1234" not in endpoint_identity(s) and "api-version=1" in endpoint_identity(s)

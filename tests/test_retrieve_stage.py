@@ -11,6 +11,7 @@ from dataclasses import fields
 
 import pytest
 
+from builders import MANUAL_CHUNKS
 from fakellm import FakeLLM
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
@@ -21,15 +22,7 @@ from rerankeval.index.build import build_indexes
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import reformulate, stage, variants
 
-CHUNKS = [
-    ("m.pdf#p1:0", "m.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
-    ("m.pdf#p1:300", "m.pdf#p1", "apt-get resolves package dependencies before it installs a package."),
-    ("m.pdf#p2:0", "m.pdf#p2", "Configure the network interfaces in the file /etc/network/interfaces."),
-    ("m.pdf#p2:300", "m.pdf#p2", "Network configuration with ifupdown: static addresses and DHCP."),
-    ("m.pdf#p3:0", "m.pdf#p3", "The kernel is started by the bootloader, GRUB, at boot time."),
-    ("m.pdf#p4:0", "m.pdf#p4", "Debian policy requires a copyright file in every binary package."),
-    ("m.pdf#p5:0", "m.pdf#p5", "Mail transfer agents such as exim deliver local mail to users."),
-]
+CHUNKS = MANUAL_CHUNKS
 QUERIES = {"q1": "install a package with apt", "q2": "where do network settings live", "q3": "grub boot loader"}
 VARIANTS = ["vector", "bm25", "hybrid", "qdrant_hybrid", "cross_encoder", "hybrid_reformulate"]
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from builders import MANUAL_CHUNKS
 from rerankeval.core import names, paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import assert_run_contract, read_run_checked, to_units, write_qrels
@@ -97,16 +98,7 @@ def test_complete_and_rank_scores():
 
 
 # --------------------------------------------------------------------------- the fusion variants, end to end
-# several chunks per page (unit = page), so the unit mapping matters; no two chunks share a text
-CHUNKS = [
-    ("m.pdf#p1:0", "m.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
-    ("m.pdf#p1:300", "m.pdf#p1", "apt-get resolves package dependencies before it installs a package."),
-    ("m.pdf#p2:0", "m.pdf#p2", "Configure the network interfaces in the file /etc/network/interfaces."),
-    ("m.pdf#p2:300", "m.pdf#p2", "Network configuration with ifupdown: static addresses and DHCP."),
-    ("m.pdf#p3:0", "m.pdf#p3", "The kernel is started by the bootloader, GRUB, at boot time."),
-    ("m.pdf#p4:0", "m.pdf#p4", "Debian policy requires a copyright file in every binary package."),
-    ("m.pdf#p5:0", "m.pdf#p5", "Mail transfer agents such as exim deliver local mail to users."),
-]
+CHUNKS = MANUAL_CHUNKS  # several chunks per page (unit = page); no two chunks share a text
 QUERIES = {"q1": "install a package with apt", "q2": "network configuration file", "q3": "grub boot loader"}
 
 
