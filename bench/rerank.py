@@ -137,12 +137,10 @@ def one_run(args, inputs, settings, base, name: str, pool: int, conc: int, cache
     }
 
 
-NO_REPACK = False  # --no-repack: time the server as the crash fallback starts it
-
-
-def started(server_bin: Path | list[str], model: Path) -> tuple[MetricsServer, Any]:
-    """A fresh local server (empty prompt cache) and the settings that point the reranker at it."""
-    srv = MetricsServer(server_bin, model, no_repack=NO_REPACK)
+def started(server_bin: Path | list[str], model: Path, no_repack: bool = False) -> tuple[MetricsServer, Any]:
+    """A fresh local server (empty prompt cache) and the settings that point the reranker at it (``no_repack``:
+    started as the crash fallback starts it)."""
+    srv = MetricsServer(server_bin, model, no_repack=no_repack)
     srv.start()
     env = {
         "OPENAI_BASE_URL": f"{srv.base}/v1",
@@ -158,7 +156,7 @@ def bench(args, inputs, server_bin: Path | list[str], model: Path) -> list[dict[
     for name in args.modes.split(","):
         for pool in [int(p) for p in args.pools.split(",")]:
             for conc in [int(c) for c in args.concurrency.split(",")]:
-                srv, settings = started(server_bin, model)
+                srv, settings = started(server_bin, model, args.no_repack)
                 try:
                     with tempfile.TemporaryDirectory(prefix="bench-rerank-") as tmp:
                         cold = one_run(args, inputs, settings, srv.base, name, pool, conc, Path(tmp))
@@ -194,8 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-repack", action="store_true", help="start the server with --no-repack (crash fallback)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "rerank.json")
     args = ap.parse_args(argv)
-    global NO_REPACK
-    NO_REPACK = args.no_repack
 
     dp = resolve_dataset(args.dataset)
     inputs = rerank.load_inputs(dp, pool_k=max(int(p) for p in args.pools.split(",")))
@@ -204,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     server_bin, model = llm_server.setup_paths(backend=args.backend)
     server_bin = args.server_bin or server_bin
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
-    srv, _ = started(server_bin, model)
+    srv, _ = started(server_bin, model, args.no_repack)
     try:
         name = llm_server.model_name(model)
         all_texts = [t for q in qids for t in texts[q].values()]

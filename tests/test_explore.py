@@ -135,7 +135,7 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
         res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(), pool_k=3, progress=False,
                                 settings=rerank.load_settings())
         rerank.write_outputs(dp, res, rerank.load_settings())
-        analyse.write_analysis(dp, analyse.run_analysis(dp, {"ks": [1, 3], "final_k": 3, "n_boot": 50, "n_perm": 50}))
+        analyse.write(dp, analyse.run(dp, {"ks": [1, 3], "final_k": 3, "n_boot": 50, "n_perm": 50}))
         calls = f.count
         out = tmp_path / "00.ipynb"
         papermill.execute_notebook(str(NOTEBOOKS_DIR / "00-explore.ipynb"), str(out), kernel_name="python3",

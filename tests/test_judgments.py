@@ -55,9 +55,9 @@ def _dataset(tmp_path):
 
 
 def _analyse(dp):
-    a = analyse.run_analysis(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 50, "n_perm": 50,
+    a = analyse.run(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 50, "n_perm": 50,
                                   "verify_with": []})
-    analyse.write_analysis(dp, a)
+    analyse.write(dp, a)
     return a
 
 

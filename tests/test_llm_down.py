@@ -52,9 +52,9 @@ def _dead_url() -> str:
 
 def _analyse(dp) -> None:
     """Notebook 05's analysis and writer (small n_boot), so that metrics.csv and the summary exist."""
-    a = analyse.run_analysis(dp, {"ks": [1, 3, 10], "final_k": POOL_K, "pool_k": POOL_K, "n_boot": 200, "n_perm": 200,
+    a = analyse.run(dp, {"ks": [1, 3, 10], "final_k": POOL_K, "pool_k": POOL_K, "n_boot": 200, "n_perm": 200,
                                   "stats_seed": 0})
-    analyse.write_analysis(dp, a)
+    analyse.write(dp, a)
 
 
 @pytest.fixture

@@ -136,7 +136,7 @@ def test_an_unknown_unit_stops_the_analysis_instead_of_lowering_recall(tmp_path)
     dp = _dataset(tmp_path)
     _hand_edit(dp, "q1\td99\t2")
     with pytest.raises(InputError, match=r"judgments-test.tsv:2: unit 'd99'"):
-        analyse.run_analysis(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 20, "n_perm": 20,
+        analyse.run(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 20, "n_perm": 20,
                                   "verify_with": []})
 
 

@@ -8,8 +8,8 @@ from fakellm import FakeLLM, make_inputs
 from rerankeval import rerank
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import Settings, redact
+from rerankeval.evaluate import manifest
 from rerankeval.index.qdrant import store as qdrant_store
-from rerankeval.report import manifest
 
 KEY = "sk-SENTINEL-llm-key-0123456789"
 QD_PASSWORD = "SENTINEL-qdrant-password-42"

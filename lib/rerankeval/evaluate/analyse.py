@@ -370,7 +370,6 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     return out
 
 
-run_analysis, write_analysis = run, write  # the names earlier callers use
 
 
 def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None) -> dict[str, Path]:

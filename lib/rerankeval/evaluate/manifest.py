@@ -1,6 +1,6 @@
 """Reproducibility manifest: what data, parameters, models, endpoints and code produced these numbers.
 
-Stage 05 writes it (:func:`rerankeval.evaluate.analyse.write_analysis`) beside its metrics; the report reads it
+Stage 05 writes it (:func:`rerankeval.evaluate.analyse.write`) beside its metrics; the report reads it
 (:func:`read_manifest`).
 
 Read only from what the stages saved (``dp.corpus_stats``, small JSON files in ``dp.index_dir`` and the

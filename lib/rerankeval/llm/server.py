@@ -109,24 +109,25 @@ def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: fl
     """A started local server: ``backend``'s; when that is the build and it cannot be built or started (even with
     --no-repack), the portable prebuilt server from the xllamacpp wheel, saying so. Each server is appended to
     ``started`` before it starts, so a caller can stop it whatever happens."""
-    order = [backend] + (["wheel"] if backend == "build" and importlib.util.find_spec("xllamacpp") else [])
-    for i, name in enumerate(order):
-        try:
-            server_bin, model = setup_paths(backend=name)
-            srv = LocalServer(server_bin, model, ctx=ctx, parallel=parallel, threads=threads)
-            if started is not None:
-                started.append(srv)
-            srv.start(wait=wait)
-            return srv
-        except EndpointError as exc:
-            if i == len(order) - 1:
-                raise
-            lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-            why = "\n  ".join(ln[:300] for ln in lines[:1] + lines[1:][-4:])
-            print(f"[llm] the llama-server build could not serve:\n  {why}\n[llm] using the prebuilt, portable "
-                  "llama.cpp server from the xllamacpp wheel instead (slower prompts; RERANKEVAL_LLAMA_BACKEND=wheel "
-                  "makes it the choice, `make llama` retries the build)", file=sys.stderr, flush=True)
-    raise AssertionError("unreachable")
+    def one(name: str) -> LocalServer:
+        server_bin, model = setup_paths(backend=name)
+        srv = LocalServer(server_bin, model, ctx=ctx, parallel=parallel, threads=threads)
+        if started is not None:
+            started.append(srv)
+        srv.start(wait=wait)
+        return srv
+
+    if backend != "build" or importlib.util.find_spec("xllamacpp") is None:
+        return one(backend)
+    try:
+        return one("build")
+    except EndpointError as exc:
+        lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+        why = "\n  ".join(ln[:300] for ln in lines[:1] + lines[1:][-4:])
+        print(f"[llm] the llama-server build could not serve:\n  {why}\n[llm] using the prebuilt, portable "
+              "llama.cpp server from the xllamacpp wheel instead (slower prompts; RERANKEVAL_LLAMA_BACKEND=wheel "
+              "makes it the choice, `make llama` retries the build)", file=sys.stderr, flush=True)
+    return one("wheel")
 
 
 @contextlib.contextmanager
