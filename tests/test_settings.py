@@ -71,6 +71,21 @@ def test_every_variable_from_env_file_and_environment_wins(tmp_path):
         st.load_settings(environ={"RERANKEVAL_LLAMA_THREADS": "0"}, env_file=env_file)
 
 
+def test_local_model_from_env_file_environment_wins_and_unknown_names_are_listed(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("LOCAL_MODEL=qwen2.5-coder-1.5b   # the bigger one\n", encoding="utf-8")
+    assert st.load_settings(environ={}, env_file=env_file).local_model == "qwen2.5-coder-1.5b"
+    assert st.load_settings(environ={"LOCAL_MODEL": "qwen2.5-coder-0.5b"}, env_file=env_file).local_model == (
+        "qwen2.5-coder-0.5b")
+    assert st.load_settings(environ={"LOCAL_MODEL": " "}, env_file=tmp_path / "none").local_model == (
+        st.DEFAULT_LOCAL_MODEL)
+    with pytest.raises(ValueError) as err:
+        st.load_settings(environ={"LOCAL_MODEL": "qwen2.5-coder-7b"}, env_file=env_file)
+    msg = str(err.value)
+    assert "LOCAL_MODEL='qwen2.5-coder-7b' (in the environment)" in msg
+    assert all(name in msg for name in st.LOCAL_MODELS) and "LOCAL_MODEL" not in st.LLM_ENV_KEYS
+
+
 def test_settings_in_code_read_nothing_else(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-environment-0001")
     monkeypatch.setenv("RERANK_ENDPOINT_ID", "from-env")

