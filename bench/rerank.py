@@ -14,6 +14,11 @@ at the fastest rate measured alone (1.0 = at the hardware floor).
 
     python bench/rerank.py                                   # 5 queries, default modes, pools 10 and 20
     python bench/rerank.py --queries 10 --modes yesno-plain --pools 10 --concurrency 1,2
+    python bench/rerank.py --model qwen2.5-coder-1.5b --modes yesno-plain --pools 10   # the other local model
+
+``--model`` (a LOCAL_MODEL name, default the settings' LOCAL_MODEL) picks the local model; its default output is
+``results/bench/rerank.json`` for the default model and ``results/bench/rerank-<model>.json`` for another. The
+quality of each model (nDCG@10, AUC) is ``bench/models.py``'s.
 
 Needs ``results/<dataset>/runs/hybrid.trec`` (notebook 03). Starts its own llama-server (with
 ``--metrics``); an endpoint configured in .env is not used (its server counters are not readable).
@@ -37,6 +42,7 @@ from typing import Any
 from rerankeval import rerank
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.core.settings import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, load_settings
 from rerankeval.llm import server as llm_server
 
 MODES: dict[str, dict[str, Any]] = {
@@ -190,14 +196,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=llm_server.BACKENDS, default=llm_server.DEFAULT_BACKEND,
                     help="wheel: the prebuilt xllamacpp server; build: llama-server compiled for this CPU")
     ap.add_argument("--no-repack", action="store_true", help="start the server with --no-repack (crash fallback)")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "rerank.json")
+    ap.add_argument("--model", choices=LOCAL_MODELS, default=None, help="the local model (default: LOCAL_MODEL)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: results/bench/rerank.json (rerank-<model>.json for a model other than the default)")
     args = ap.parse_args(argv)
+    args.model = args.model or load_settings().local_model
+    if args.out is None:
+        name = "rerank.json" if args.model == DEFAULT_LOCAL_MODEL else f"rerank-{args.model}.json"
+        args.out = ROOT / "results" / "bench" / name
 
     dp = resolve_dataset(args.dataset)
     inputs = rerank.load_inputs(dp, pool_k=max(int(p) for p in args.pools.split(",")))
     fused, queries, texts = inputs
     qids = rerank.select_queries(fused, queries, args.queries)
-    server_bin, model = llm_server.setup_paths(backend=args.backend)
+    server_bin, model = llm_server.setup_paths(backend=args.backend, model=args.model)
     server_bin = args.server_bin or server_bin
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
     srv, _ = started(server_bin, model, args.no_repack)
@@ -217,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": dp.name,
         "queries": len(qids),
         "max_passage_chars": args.max_passage_chars,
+        "local_model": args.model,
         "backend": args.backend if not args.server_bin else "build",
         "server_bin": str(server_bin),
         "endpoint_id": llm_server.endpoint_id(server_bin, model, args.no_repack),

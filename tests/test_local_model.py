@@ -14,6 +14,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from fakellm import FakeLLM, make_inputs
@@ -161,3 +162,39 @@ def test_switching_models_keeps_their_reply_caches_apart(tmp_path):
         assert (other["cache_hits"], fake.count) == (0, 20)
         again = run(small), run(big)
         assert [a["cache_hits"] for a in again] == [10, 10] and fake.count == 20
+
+
+def bench_module(name: str):
+    """A script of bench/ imported as a module (bench/ is not a package; its scripts import each other)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def test_the_benches_auc_counts_pairs_and_leaves_one_class_queries_out():
+    models = bench_module("models")
+    cands = pd.DataFrame({"qid": ["a"] * 4 + ["b"] * 2, "pass": "main", "docid": ["r1", "r2", "n1", "x", "r3", "n3"],
+                          "llm_score": [0.9, 0.8, 0.1, 0.85, 0.5, float("nan")]})
+    qrels = {"a": {"r1": 2, "r2": 1, "n1": 0}, "b": {"r3": 1}}
+    got = models.auc_summary(cands, qrels, ["a", "b"], n_boot=50)
+    # a: relevant .9 and .8 against .1 (judged 0) and .85 (unjudged): 3 of the 4 pairs ordered; b: one class left
+    assert got["auc_per_query"] == {"a": 0.75} and got["auc_macro"] == 0.75
+    assert (got["auc_queries"], got["auc_one_class_queries"], got["unjudged_as_non_relevant"]) == (1, 1, 1)
+    assert got["auc_pooled"] == pytest.approx(4 / 6)  # relevant .9 .8 .5 vs .1 .85: 4 of the 6 pairs ordered
+
+
+def test_the_scifact_bench_chooses_the_smallest_best_alpha_and_keeps_unscored_pools():
+    sci = bench_module("scifact_rerank")
+    assert sci.choose_alpha({0.0: 0.5, 0.1: 0.6, 0.2: 0.6, 0.3: float("nan"), 0.5: 0.55}) == 0.1
+    fused = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
+    cands = pd.DataFrame({"qid": ["q1"] * 3 + ["q2"] * 3, "pass": "main", "docid": ["d1", "d2", "d3"] * 2,
+                          "llm_score": [0.0, 0.1, 1.0, 0.0, float("nan"), 1.0]})
+    run, fell_back = sci.reranked_at(fused, cands, 1.0, 3, ["q1", "q2"])
+    assert [d for d, _ in sorted(run["q1"].items(), key=lambda x: -x[1])] == ["d3", "d2", "d1"]  # by the LLM alone
+    assert run["q2"] == fused["q2"] and fell_back == 1  # an unscored candidate: the first stage's order
+    same, _ = sci.reranked_at(fused, cands, 0.0, 3, ["q1"])
+    assert [d for d, _ in sorted(same["q1"].items(), key=lambda x: -x[1])] == ["d1", "d2", "d3"]
