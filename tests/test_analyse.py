@@ -264,3 +264,60 @@ def test_a_fused_run_missing_means_no_funnel(tmp_path, monkeypatch):
     a = analyse.run(dp, FAST)
     assert views.funnel_note(a) == "No funnel: the fused variant (hybrid) has no run file."
     assert views.funnel_tables(a) == []
+
+
+# --------------------------------------------------------------------------- issue 22: the reranker's discrimination
+def _with_candidates(tmp_path, monkeypatch, score):
+    """hybrid (gold at rank 2) and hybrid_rerank (gold at 1), stage 04's candidates scored by ``score(gold: bool,
+    i)`` and its summary naming the model; the qrels judge only the gold units (like debian-manuals)."""
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(2), hybrid_rerank=_good(1))
+    rows = []
+    for q in QIDS:
+        for i, (u, _) in enumerate(runs.ranked(_ranking(q, 2))):
+            rows.append({"qid": q, "pass": "main", "docid": u, "fused_rank": i + 1, "presented_rank": i + 1,
+                         "llm_score": score(u == GOLD[q], i), "final_rank": 1 if u == GOLD[q] else i + 1 + (i < 1)})
+    dp.rerank_dir.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(dp.rerank_candidates, index=False)
+    atomic_write_json(dp.rerank_summary, {"model": "fake-0.5b", "variant": "hybrid_rerank"})
+    return dp
+
+
+def test_the_analysis_measures_the_rerankers_model_and_the_verdict_says_so(tmp_path, monkeypatch):
+    dp = _with_candidates(tmp_path, monkeypatch, lambda gold, i: 0.9 if gold else 0.1 * i)
+    a = analyse.run(dp, FAST)
+    d = a.discrimination
+    assert (d.model, d.auc, d.status, d.n_defined, d.negatives) == ("fake-0.5b", 1.0, "informative", 5, "unjudged")
+    assert d.n_unjudged == 25 and d.shift["relevant"] == {"n": 5, "mean_abs_change": 1.0, "up": 1.0, "down": 0.0,
+                                                            "same": 0.0}
+    auc_line = next(s for s in a.verdict if "ROC AUC" in s)
+    assert a.verdict.index(auc_line) == 2 and "(fake-0.5b) separates relevant" in auc_line  # after the rerank line
+    assert a.summary.discrimination["auc"] == 1.0
+    written = analyse.write(dp, a)
+    assert pd.read_csv(written["discrimination"]).auc.tolist() == [1.0] * 5
+    assert analyse.read_summary(dp).discrimination == a.summary.discrimination
+    note = views.discrimination_note(a).splitlines()
+    assert note[0] == auc_line and "25 unjudged counted as non-relevant" in note[1] and "rank shift" in note[2]
+    assert list(views.discrimination_table(a).columns) == ["n_relevant", "n_non_relevant", "auc", "constant"]
+
+
+def test_a_model_at_chance_makes_the_verdict_say_no_gain_can_be_expected(tmp_path, monkeypatch):
+    dp = _with_candidates(tmp_path, monkeypatch, lambda gold, i: 0.5)  # one score for everything
+    a = analyse.run(dp, FAST)
+    assert a.discrimination.status == "undefined" and "same score (0.5)" in a.discrimination.reason
+    text = " ".join(a.verdict)
+    assert "(fake-0.5b) gave all 30 judged candidates the same score" in text
+    assert "no reranking gain can be expected from it" in text and "LOCAL_MODEL=qwen2.5-coder-1.5b" in text
+    analyse.write(dp, a)
+    page = report.write_index(dp, []).read_text(encoding="utf-8")
+    assert 'class="auc undefined"' in page and "no reranking gain can be expected" in page
+
+
+def test_no_candidates_file_means_no_discrimination_line(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(2), vector=_good(1))
+    a = analyse.run(dp, FAST)
+    assert a.discrimination is None and a.summary.discrimination == {}
+    assert not any("ROC AUC" in s for s in a.verdict)
+    assert views.discrimination_note(a).startswith("No rerank candidates file")
+    assert views.discrimination_table(a).empty
+    kt = views.key_table(a)  # moved from Analysis.key_table: gold at rank 2 everywhere, nDCG@5 = 1 / log2(3)
+    assert kt.at["hybrid", "nDCG@5"] == "0.631 [0.631, 0.631]" and kt.at["vector", "nDCG@5"] == "1.000 [1.000, 1.000]"

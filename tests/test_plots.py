@@ -80,3 +80,23 @@ def test_funnel_and_quality_cost(tmp_path):
         }
     )
     _check(P.quality_cost(summary, "ndcg@10"), tmp_path, "quality-cost")
+
+
+def test_discrimination(tmp_path):
+    """The reranker model's scores by class and its AUC per query; undefined pools draw their reason."""
+    import numpy as np
+
+    from rerankeval.evaluate import discrimination as D
+
+    rng = np.random.default_rng(0)
+    rows = [{"qid": f"q{q}", "docid": f"d{i}", "llm_score": float(rng.uniform() + (i < 3) * 0.3)}
+            for q in range(12) for i in range(8)]
+    qrels = {f"q{q}": {f"d{i}": int(i < 3) for i in range(8)} for q in range(12)}
+    d = D.measure(pd.DataFrame(rows), qrels, model="m", n_boot=200)
+    assert d.status in (D.INFORMATIVE, D.UNINFORMATIVE) and math.isfinite(d.ci_low)
+    _check(P.discrimination(d), tmp_path, "discrimination")
+    for cands in (pd.DataFrame(rows).assign(llm_score=math.nan), pd.DataFrame(rows).assign(llm_score=0.3)):
+        undefined = D.measure(cands, qrels, model="m", n_boot=50)
+        assert undefined.status == D.UNDEFINED
+        plt.close(P.discrimination(undefined))
+    plt.close(P.discrimination(D.Discrimination(reason="nothing")))  # from a summary: no frames

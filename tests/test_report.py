@@ -399,3 +399,47 @@ def test_index_says_when_the_headline_comes_from_an_earlier_run_on_other_inputs(
     assert report.stale_inputs(dp, None) == []  # no manifest (05 never ran): nothing to compare
     dp.run_file("bm25").unlink()
     assert "runs/bm25.trec" in report.stale_inputs(dp, manifest.read_manifest(dp))
+
+
+def _discrimination(auc: float, lo: float, hi: float, status: str) -> dict:
+    return {"pool": "reranker", "model": "qwen2.5-coder-0.5b-instruct", "status": status, "auc": auc, "ci_low": lo,
+            "ci_high": hi, "n_candidates": 300, "n_unjudged": 200, "n_relevant": 40, "n_non_relevant": 60,
+            "n_queries": 30, "n_defined": 28, "n_one_class": 2, "negatives": "judged",
+            "shift": {"relevant": {"n": 40, "mean_abs_change": 1.2, "up": 0.4, "down": 0.3, "same": 0.3}}}
+
+
+@pytest.mark.parametrize("auc, lo, hi, status, words, not_words", [
+    (0.93, 0.88, 0.97, "informative", "separates relevant from non-relevant candidates better than chance",
+     "no reranking gain"),
+    (0.51, 0.45, 0.57, "uninformative", "its judgments are uninformative and no reranking gain can be expected",
+     "better than chance"),
+    (0.08, 0.03, 0.14, "inverted", "its judgments are inverted and reranking with them can only hurt",
+     "better than chance"),
+])
+def test_the_verdict_names_the_model_and_its_discrimination(auc, lo, hi, status, words, not_words):
+    lines = verdict.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20,
+                                  discrimination=_discrimination(auc, lo, hi, status))
+    assert len(lines) == 4 and "raised nDCG@10" in lines[1] and lines[3].startswith("Pool ceiling")
+    assert lines[2].startswith("The reranker's model (qwen2.5-coder-0.5b-instruct)")
+    assert f"ROC AUC {auc:.3f} (95% CI {lo:.3f}\u2013{hi:.3f}" in lines[2] and "over 28 queries" in lines[2]
+    assert words in lines[2] and not_words not in lines[2]
+    assert ("OPENAI_BASE_URL" in lines[2]) == (status != "informative")
+
+
+def test_index_shows_the_auc_line_in_the_verdict_above_the_fold(dp):
+    dp.root.mkdir(parents=True, exist_ok=True)
+    _metrics().to_csv(dp.metrics_csv, index=False)
+    d = _discrimination(0.51, 0.45, 0.57, "uninformative")
+    analyse.write_summary(dp, analyse.Summary(headline_metric="ndcg@10", pool_k=20, discrimination=d),
+                          _comparisons())
+    dp.figures_dir.mkdir(parents=True)
+    for stem in ("05-funnel", "05-metric-bars", "05-discrimination"):  # written in this order
+        (dp.figures_dir / f"{stem}.png").write_bytes(base64.b64decode(_png_b64()))
+    text = report.write_index(dp, []).read_text()
+    body = text.split("<h2>Headline</h2>", 1)[1]
+    auc = body.index('<p class="auc uninformative">The reranker&#39;s model (qwen2.5-coder-0.5b-instruct) cannot')
+    assert body.index("</table>") < auc < body.index("<h2>Cost per query") < body.index("<h2>Figures")
+    assert auc < body.index("200 unjudged left out")  # the facts line (what the AUC was computed over) follows
+    assert "relevant: 40% moved up, 30% down" in body
+    figs = re.findall(r'<figcaption>([^<]+)</figcaption>', body)
+    assert figs == ["05-metric-bars.png", "05-discrimination.png", "05-funnel.png"]  # the AUC's figure second

@@ -1,6 +1,7 @@
 """Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes everything notebook 05 shows
 (:mod:`.views` words and tabulates it), ``write(dp, analysis)`` writes its files (``metrics.csv``, ``per_query.csv``,
-``analyse/summary.json``, ``analyse/comparisons.csv``, the manifest). Everything calls these two.
+``analyse/summary.json``, ``analyse/comparisons.csv``, ``analyse/discrimination.csv``: the reranker model's AUC per
+query, :mod:`.discrimination`; the manifest). Everything calls these two.
 
 Reads (stages 01, 03, 04): the query table, qrels and corpus statistics, every unit-level run in
 ``dp.runs_dir`` (and the chunk-level runs), the rerank ledger, the parameters stages 03/04 recorded.
@@ -35,6 +36,7 @@ from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths, cache_dir
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, manifest, metrics, stats, verdict
+from rerankeval.evaluate import discrimination as discrim
 from rerankeval.rerank import ledger as ledger_mod
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
@@ -100,6 +102,7 @@ class Summary:
     warnings: list[str] = field(default_factory=list)
     external: list[str] = field(default_factory=list)  # one note per run file from another system
     judging: dict[str, Any] = field(default_factory=dict)  # Judged@k, unjudged pool, merged judgments (judgments.py)
+    discrimination: dict[str, Any] = field(default_factory=dict)  # the reranker model's ROC AUC (discrimination.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -148,6 +151,7 @@ class Analysis:
     summary: Summary
     warnings: list[str] = field(default_factory=list)
     known_limitations: pd.DataFrame | None = None  # issue 11: rerankeval.evaluate.limitations.table
+    discrimination: discrim.Discrimination | None = None  # issue 22: the reranker model's AUC
 
     @property
     def verdict(self) -> list[str]:
@@ -156,14 +160,6 @@ class Analysis:
     def missing(self) -> dict[str, list[str]]:
         """variant -> evaluated queries it did not answer (sorted)."""
         return {v: sorted(set(self.query_set.qids) - got) for v, got in self.answered.items()}
-
-    def key_table(self) -> pd.DataFrame:
-        """The headline metrics per variant as ``mean [ci_low, ci_high]`` strings."""
-        cols = verdict.key_metrics(self.table, self.headline, self.pool_k)
-        t = self.table
-        show = {metrics.label(m) + (" (pool ceiling)" if m == f"recall@{self.pool_k}" else ""): [
-            f"{r[m]:.3f} [{r[m + '_ci_low']:.3f}, {r[m + '_ci_high']:.3f}]" for _, r in t.iterrows()] for m in cols}
-        return pd.DataFrame(show, index=pd.Index(t.variant, name="variant"))
 
     def diff_view(self) -> tuple[list[str], list[str]]:
         """The pair of variants and the queries the diff view shows (largest headline change first); the view
@@ -297,6 +293,14 @@ def _funnel(loaded, qrels, qids, p: AnalysisParams, pool_k, cutoffs, fallback_qi
     return att, by_k
 
 
+def _tables(dp: DatasetPaths, p: AnalysisParams, loaded, per_query, ledger, qids):
+    """The bootstrap CIs, the cost table and metrics.csv's table."""
+    ci = stats.bootstrap_table(per_query, n_boot=p.n_boot, seed=p.stats_seed)
+    cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qids),
+                            costs.retrieval_seconds(dp.stage_dir("retrieve"), loaded))
+    return ci, cost, metrics.summary_table(ci, cost)
+
+
 def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysis:
     """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
     p = AnalysisParams.of(params)
@@ -315,22 +319,20 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
     warn += _degenerate_warnings(qs)
     ledger = ledger_mod.read_ledger(dp.ledger, missing_ok=True)
     warn += ledger_pool_warnings(ledger, pool_k)
-    ci = stats.bootstrap_table(per_query, n_boot=p.n_boot, seed=p.stats_seed)
-    cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qs.qids),
-                            costs.retrieval_seconds(dp.stage_dir("retrieve"), loaded))
-    table = metrics.summary_table(ci, cost)
+    ci, cost, table = _tables(dp, p, loaded, per_query, ledger, qs.qids)
     answered = _answered(dp, loaded, ledger, len(queries), qs.qids)
     comparisons = _compare_all(per_query, columns, headline, p.final_k, pool_k, p, answered)
     reranked = next((v for v in RERANKERS if v in loaded), RERANKED)
     missing = {v: len(set(qs.qids) - got) for v, got in answered.items()}
+    disc = discrim.reranker(dp, qrels, qs.qids, n_boot=p.n_boot, seed=p.stats_seed)
     summary = Summary(
         headline_metric=headline, k=p.final_k, pool_k=pool_k, cutoffs=cutoffs, variants=list(loaded),
         n_queries=qs.n, query_set=qs.describe(), policy=p.missing_queries, missing=missing,
         relevance_unit=stats_.get("unit", "unknown"), verified_against=conformance.checker_versions(p.verify_with),
         max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}", test=p.test,
         n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
-        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing),
-        external=[n.describe() for n in external],
+        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing, discrimination=disc),
+        external=[n.describe() for n in external], discrimination=disc.to_dict() if disc else {},
         judging=judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k))
     fallback_qids = ledger_mod.fallback_queries(ledger, variant=reranked)
     att, by_k = _funnel(loaded, qrels, qs.qids, p, pool_k, cutoffs, fallback_qids, reranked)
@@ -346,7 +348,8 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         funnel_by_k=by_k, first_ranks=funnel.first_relevant_ranks(loaded, qrels, qs.qids),
         rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
-        summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries))
+        summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries),
+        discrimination=disc)
 
 
 def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.DataFrame:
@@ -364,12 +367,11 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         **write_summary(dp, a.summary, a.comparisons),
         "review": judgments.write_review(dp, a.runs, a.qrels, a.query_set.qids, a.params.final_k, a.chunk_runs),
         **limitations.write(dp, a.known_limitations),
+        **discrim.write(dp, a.discrimination),
     }
     man = manifest.build_manifest(dp, variants=list(a.runs), extra=a.summary.to_dict())
     out["manifest"] = manifest.write_manifest(dp, man)
     return out
-
-
 
 
 def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None) -> dict[str, Path]:

@@ -1,5 +1,6 @@
-"""The verdict: three plain-language sentences generated from the numbers (winner, what reranking did, pool
-ceiling). Prose only; the notebook and the report page render it (escaped).
+"""The verdict: plain-language sentences generated from the numbers (winner, what reranking did, how well the
+reranker's model separates relevant from non-relevant candidates, pool ceiling). Prose only; the notebook and
+the report page render it (escaped).
 
 A verdict is made only from comparable numbers: a variant that did not answer some of the evaluated queries
 (e.g. notebook 04 with ``max_queries``) is never ranked against the others on means that count those
@@ -16,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
+from rerankeval.evaluate import discrimination as discrimination_mod
 from rerankeval.evaluate.metrics import label, parse_column
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
@@ -157,8 +159,10 @@ def verdict_lines(
     fused: str = FUSED,
     reranked: str | None = None,
     missing: Mapping[str, int] | None = None,
+    discrimination: Mapping[str, Any] | discrimination_mod.Discrimination | None = None,
 ) -> list[str]:
-    """Plain-language sentences generated from the numbers: winner, what reranking did, pool ceiling, and
+    """Plain-language sentences generated from the numbers: winner, what reranking did, the reranker model's
+    discrimination (when measured: :func:`rerankeval.evaluate.discrimination.sentence`), pool ceiling, and
     (only when some variant did not answer every query) which variants lack queries.
 
     ``metrics`` is the metrics.csv table (one row per variant, columns ``<metric>``, ``<metric>_ci_low``,
@@ -176,9 +180,11 @@ def verdict_lines(
     fam = None
     if comparisons is not None and not comparisons.empty:
         fam = int((comparisons.metric == headline).sum()) or None
+    auc = discrimination_mod.sentence(discrimination)
     lines = [
         _winner_line(m, comparisons, headline, missing, fam, n),
         _rerank_line(m, comparisons, headline, fused, reranked, fam),
+        *([auc] if auc else []),
         _ceiling_line(m, headline, pool_k, fused, reranked),
     ]
     cover = _coverage_line(missing, n)

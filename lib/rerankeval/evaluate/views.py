@@ -14,7 +14,7 @@ import pandas as pd
 
 from rerankeval.core.names import HYBRID
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.evaluate import funnel, manifest, metrics, stats
+from rerankeval.evaluate import discrimination, funnel, manifest, metrics, stats, verdict
 
 if TYPE_CHECKING:
     from rerankeval.evaluate.analyse import Analysis
@@ -65,6 +65,15 @@ def metric_table(a: Analysis) -> pd.DataFrame:
     return a.table.set_index("variant")[[c for c in a.columns if c in a.table]]
 
 
+def key_table(a: Analysis) -> pd.DataFrame:
+    """The headline metrics per variant as ``mean [ci_low, ci_high]`` strings."""
+    t = a.table
+    show = {metrics.label(m) + (" (pool ceiling)" if m == f"recall@{a.pool_k}" else ""): [
+        f"{r[m]:.3f} [{r[m + '_ci_low']:.3f}, {r[m + '_ci_high']:.3f}]" for _, r in t.iterrows()]
+        for m in verdict.key_metrics(t, a.headline, a.pool_k)}
+    return pd.DataFrame(show, index=pd.Index(t.variant, name="variant"))
+
+
 def cost_table(a: Analysis) -> pd.DataFrame:
     """The cost columns per variant that have any value."""
     return a.costs.set_index("variant").dropna(axis=1, how="all")
@@ -102,6 +111,25 @@ def comparison_note(a: Analysis) -> str:
     mdd = [stats.mdd_sentence(row.iloc[0])] if len(pair) == 2 and len(row) else []
     return _lines([*mdd, f"Test: {a.params.test}; Holm family = all pairs within a metric; wins/ties/losses count "
                          "queries where a beats b."])
+
+
+# --------------------------------------------------------------------------- the reranker's discrimination
+def discrimination_note(a: Analysis) -> str:
+    """How well the reranker's model separates relevant from non-relevant candidates (its ROC AUC), what the AUC
+    was computed over, and the rank shift the rerank caused; or why there is nothing to measure."""
+    d = a.discrimination
+    if d is None:
+        return "No rerank candidates file (rerank/candidates.csv): run 04-rerank to measure the reranker's model."
+    return _lines([s for s in (discrimination.sentence(d), discrimination.coverage(d),
+                               discrimination.shift_sentence(d)) if s])
+
+
+def discrimination_table(a: Analysis) -> pd.DataFrame:
+    """Per query: relevant and non-relevant candidates and the AUC (NaN: one class only), worst first."""
+    d = a.discrimination
+    if d is None or d.per_query is None:
+        return pd.DataFrame(columns=discrimination.PER_QUERY_COLUMNS).set_index("qid")
+    return d.per_query.sort_values("auc", kind="stable", na_position="last").set_index("qid")
 
 
 # --------------------------------------------------------------------------- the funnel

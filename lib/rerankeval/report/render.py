@@ -3,8 +3,8 @@
 - :func:`write_index` writes ``dp.report_dir/index.html`` from the Jinja2 template
   ``templates/index.html.j2``, sized for a 1280 px laptop screen: the headline table (variants x key metrics,
   each 95% CI on a second line, fallback rate), the verdict (:mod:`rerankeval.evaluate.verdict`, from the numbers the
-  analysis wrote), a cost table (tokens and seconds per query), the figures that answer the question first
-  (:data:`FIGURE_ORDER`) and the corpus figures in an appendix, links to each notebook page and the manifest.
+  analysis wrote; the reranker model's ROC AUC line marked), a cost table (tokens and seconds per query), the
+  figures answering the question first (:data:`FIGURE_ORDER`), the corpus figures last, page links, the manifest.
   It renders, with a note, when the analysis has not produced ``metrics.csv`` yet, and says so when the
   headline comes from an earlier analysis on different inputs (:func:`stale_inputs`: e.g. after
   ``--only 01 --only 02 --only 03`` on a changed corpus).
@@ -35,7 +35,7 @@ import pandas as pd
 
 from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.evaluate import limitations, verdict
+from rerankeval.evaluate import discrimination, limitations, verdict
 from rerankeval.evaluate.metrics import label
 
 if TYPE_CHECKING:  # the analysis imports the reranker's package (openai): load it only when needed
@@ -50,7 +50,8 @@ HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback chan
 COST_COLUMNS = ("tokens_per_query", "fresh_tokens_per_query", "cost_per_query", "retrieval_seconds_per_query",
                 "llm_seconds_per_query", "seconds_per_query")
 # Figures that answer the question come first (by stem, in this order); the corpus figures (01-, 02-) go last.
-FIGURE_ORDER = ("05-metric-bars", "05-rank-heatmap", "05-funnel", "05-rank-shift", "05-quality-cost")
+FIGURE_ORDER = ("05-metric-bars", "05-discrimination", "05-rank-heatmap", "05-funnel", "05-rank-shift",
+                "05-quality-cost")
 APPENDIX_PREFIXES = ("01", "02")
 COLUMN_LABELS = {
     "variant": "variant", "n_queries": "queries", "n": "queries", "a": "variant a", "b": "variant b",
@@ -207,6 +208,8 @@ def _facts(summary: Summary | None) -> list[str]:
     if summary.verified_against:
         facts.append(f"metrics computed with {summary.primary}, verified against {summary.verified_against} on "
                      f"the TREC run files (max difference {summary.max_abs_diff})")
+    d = summary.discrimination or None
+    facts += [x for x in (discrimination.coverage(d), discrimination.shift_sentence(d)) if x]
     return facts + list(summary.external) + [f"warning: {w}" for w in summary.warnings]
 
 
@@ -271,11 +274,13 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     if "fallback_rate" in metrics.columns:
         fallbacks = [{"variant": r["variant"], "rate": f"{100 * float(r['fallback_rate']):.1f}%"}
                      for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows()]
+    disc = (summary.discrimination if summary else None) or None
     lines = verdict.verdict_lines(metrics, analyse.read_comparisons(dp), headline, pool_k,
-                                  missing=summary.missing if summary else None)
+                                  missing=summary.missing if summary else None, discrimination=disc)
+    auc = discrimination.sentence(disc)
     return {"headline": headline_table(metrics, headline, pool_k), "costs": cost_table(metrics),
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
-            "stale": _staleness(dp)}
+            "stale": _staleness(dp), "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
 
 
 def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
@@ -345,16 +350,10 @@ def _notebook_dataset(nb: Any) -> list[tuple[str, str]]:
     return [(ds, Path(ds).name)] if Path(ds).is_absolute() else []
 
 
-
-_REMOTE_SCRIPT = re.compile(
-    r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>\s*</script\s*>", re.I | re.S
-)
+_REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>\s*</script\s*>", re.I | re.S)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>", re.I | re.S)
-_REMOTE_IMPORT = re.compile(
-    r"<script\b[^>]*>(?:(?!</script).)*?import\(\s*[\"'](?:https?:)?//(?:(?!</script).)*"
-    r"</script\s*>",
-    re.I | re.S,
-)
+_REMOTE_IMPORT = re.compile(r"<script\b[^>]*>(?:(?!</script).)*?import\(\s*[\"'](?:https?:)?//(?:(?!</script).)*"
+                            r"</script\s*>", re.I | re.S)
 
 
 def strip_remote_resources(html_text: str) -> str:
