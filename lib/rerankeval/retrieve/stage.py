@@ -45,22 +45,24 @@ headline metric (nDCG@final_k). Runs are written at full depth, never truncated 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.ioutil import atomic_write_json, sha256_json
 from rerankeval.core.names import BM25, CROSS_ENCODER, HYBRID, HYBRID_REFORMULATE, QDRANT_HYBRID, VECTOR
 from rerankeval.core.paths import DEFAULT_DATASET, DatasetPaths
 from rerankeval.core.runs import Run, ranked, to_units, write_trec
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
-from rerankeval.retrieve import cross_encoder, reformulate, variants
+from rerankeval.retrieve import cross_encoder, reformulate, runcache, variants
 from rerankeval.retrieve.fusion import RRF_K, rrf
 from rerankeval.retrieve.retriever import BASE_VARIANTS as BASE_VARIANTS  # re-exported: callers import them here
 from rerankeval.retrieve.retriever import REWRITES as REWRITES
@@ -76,11 +78,18 @@ def write_runs(dp: DatasetPaths, res: Retrieval) -> tuple[Path, Path]:
     and the variant's parameters to ``dp.stage_dir("retrieve")/<variant>.json``."""
     a = write_trec(res.run, dp.run_file(res.variant), tag=res.variant)
     b = write_trec(res.chunk_run, dp.chunk_run_file(res.variant), tag=res.variant)
-    record = variants.REGISTRY.get(res.variant, variants.Variant).record(res.params)
-    atomic_write_json(dp.stage_dir("retrieve") / f"{res.variant}.json", {
-        "variant": res.variant, **res.params, **record, "seconds": round(res.seconds, 3), "queries": len(res.run),
-    })
+    write_record(dp, res)
     return a, b
+
+
+def write_record(dp: DatasetPaths, res: Retrieval, *, seconds: float | None = None, read_back: bool = False) -> Path:
+    """``dp.variant_record(variant)``: the parameters, the search's wall ``seconds`` (default ``res.seconds``; a run
+    read back keeps those of the search that made it, ``read_back`` true) and the query count."""
+    record = variants.REGISTRY.get(res.variant, variants.Variant).record(res.params)
+    seconds = res.seconds if seconds is None else seconds
+    return atomic_write_json(dp.variant_record(res.variant), {
+        "variant": res.variant, **res.params, **record, "seconds": round(seconds, 3), "queries": len(res.run),
+        **({"read_back": True} if read_back else {})})
 
 
 def retrieve(
@@ -98,13 +107,9 @@ def retrieve(
 ) -> Retrieval:
     """One call per variant: search ``queries`` (default: the judged queries of ``dp``) and write the runs."""
     queries = corpus.load_queries(dp) if queries is None else queries
-    if retriever is None:
-        with Retriever(dp) as r:
-            res = r.search(variant, queries, leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights,
-                           cross_encoder=cross_encoder)
-    else:
-        res = retriever.search(variant, queries, leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights,
-                               cross_encoder=cross_encoder)
+    with Retriever(dp) if retriever is None else contextlib.nullcontext(retriever) as r:
+        res = r.search(variant, queries, leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights,
+                       cross_encoder=cross_encoder)
     if write:
         write_runs(dp, res)
     return res
@@ -135,6 +140,7 @@ class RetrieveParams:
     explain_queries: int = 50  # queries of the Qdrant comparison (Qdrant's local sparse search is slow)
     reformulate_threshold: float = reformulate.THRESHOLD
     reformulate_guard_k: int = reformulate.GUARD_K
+    reuse_runs: bool = True  # read back a variant whose inputs did not change (False: search every one again)
 
 
 @dataclass(frozen=True)
@@ -166,41 +172,131 @@ class QdrantComparison:
 
 @dataclass
 class RetrieveResult:
-    """What :func:`run` found: each variant's runs in the order run, the variants skipped and why, the
-    rewrite ledger of ``hybrid_reformulate`` and the Qdrant comparison (when both hybrids ran)."""
+    """What :func:`run` found: each variant's runs in the order run, the variants skipped and why, the rewrite
+    ledger, the Qdrant comparison (when both hybrids ran), the variants read back (``read_back``: -> the seconds of
+    the search that made the run) and whether each was read back or searched and why (``reuse``, :meth:`notes`)."""
 
     retrievals: dict[str, Retrieval] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     ledger: pd.DataFrame | None = None
     qdrant: QdrantComparison | None = None
+    reuse: dict[str, str] = field(default_factory=dict)
+    read_back: dict[str, float] = field(default_factory=dict)
+    keys: dict[str, dict] = field(default_factory=dict)  # variant -> its key parts (write() saves them)
+    llm_keys: dict[str, list[str]] = field(default_factory=dict)  # hybrid_reformulate -> its replies' cache keys
+    qdrant_key: str | None = None
 
     @property
     def runs(self) -> dict[str, Run]:
         """variant -> its unit-level run."""
         return {v: res.run for v, res in self.retrievals.items()}
 
+    def notes(self) -> list[str]:
+        """One line per variant: read back (``hybrid: unchanged, read back``) or searched and why; the skips."""
+        return [f"{v}: {why}" for v, why in self.reuse.items()] + list(self.skipped.values())
+
     def table(self, dp: DatasetPaths) -> pd.DataFrame:
-        """One row per variant: seconds, mean units and chunks per query, its run file."""
+        """One row per variant: seconds, whether it was read back, mean units and chunks per query, its run file."""
         return pd.DataFrame([{
-            "variant": v, "seconds": round(res.seconds, 2),
+            "variant": v, "seconds": round(res.seconds, 2), "read back": v in self.read_back,
             "units per query (mean)": sum(map(len, res.run.values())) / max(1, len(res.run)),
             "chunks per query (mean)": sum(map(len, res.chunk_run.values())) / max(1, len(res.chunk_run)),
             "run file": str(dp.run_file(v).relative_to(dp.root))} for v, res in self.retrievals.items()])
+
+
+class _Searcher(contextlib.AbstractContextManager):
+    """The :class:`Retriever`, opened on first use: a run whose variants are all read back never opens the indexes."""
+
+    def __init__(self, dp: DatasetPaths) -> None:
+        self.dp, self._r = dp, None
+
+    def get(self) -> Retriever:
+        self._r = self._r or Retriever(self.dp)
+        return self._r
+
+    def __exit__(self, *exc) -> None:
+        if self._r is not None:
+            self._r.close()
 
 
 def run(dp: DatasetPaths, params: RetrieveParams, *, settings: Settings | None = None,
         cache: LLMCache | None = None) -> RetrieveResult:
     """Search each of ``params.variants`` for the judged queries of ``dp``, in order; writes nothing (:func:`write`).
 
-    ``cross_encoder`` is skipped (with the reason in ``skipped``) when no weights are on disk; ``hybrid_reformulate``
-    asks the LLM of ``settings`` (default: the environment's) and falls back to ``hybrid`` without one."""
+    A variant whose inputs did not change since :func:`write` saved its run is read back instead
+    (:mod:`rerankeval.retrieve.runcache`; ``reuse_runs=False`` searches every one). ``cross_encoder`` is skipped
+    (with the reason in ``skipped``) when no weights are on disk; ``hybrid_reformulate`` asks the LLM of
+    ``settings`` (default: the environment's) and falls back to ``hybrid`` without one."""
     queries = corpus.load_queries(dp)
     result = RetrieveResult()
-    with Retriever(dp) as r:
+    inputs = runcache.Inputs.of(dp, queries)
+    with _Searcher(dp) as searcher:
         for v in params.variants:
-            _run_variant(r, v, queries, params, result, settings=settings, cache=cache)
-        result.qdrant = compare_qdrant(r, result.retrievals, queries, params)
+            _variant(dp, searcher, v, queries, params, inputs, result, settings=settings, cache=cache)
+        result.qdrant = _comparison(dp, searcher, result, queries, params)
     return result
+
+
+def _variant(dp: DatasetPaths, searcher: _Searcher, v: str, queries: Mapping[str, str], p: RetrieveParams,
+             inputs: runcache.Inputs, result: RetrieveResult, *, settings: Settings | None,
+             cache: LLMCache | None) -> None:
+    """Read ``v`` back when its inputs did not change, else search it, into ``result``."""
+    extra = None
+    if v == CROSS_ENCODER and (extra := runcache.cross_encoder_identity(p.cross_encoder_model)) is None:
+        result.skipped[v] = f"Skipping {v}: {cross_encoder.NOT_ON_DISK}"
+        return
+    if v == HYBRID_REFORMULATE:
+        from rerankeval.core.settings import load_settings
+
+        settings = settings or load_settings()
+        extra = runcache.rewrite_identity(settings)
+    budget = {"leg_k": p.leg_k, "pool_k": p.pool_k, "rrf_k": p.rrf_k, "weights": None,
+              "threshold": p.reformulate_threshold, "guard_k": p.reformulate_guard_k}
+    parts = runcache.key_parts(inputs, v, budget, extra)
+    why = _read_back(dp, v, parts, queries, p, result, cache) if p.reuse_runs else "reuse_runs is off"
+    if why is None:
+        return
+    _run_variant(searcher.get(), v, queries, p, result, settings=settings, cache=cache)
+    result.keys[v] = parts
+    if v == HYBRID_REFORMULATE:
+        why = _rewrites_saved(v, queries, result, settings, why if extra is not None else "no model name to check")
+    result.reuse[v] = f"searched ({why})"
+
+
+def _read_back(dp: DatasetPaths, v: str, parts: dict, queries: Mapping[str, str], p: RetrieveParams,
+               result: RetrieveResult, cache: LLMCache | None) -> str | None:
+    """Put ``v``'s saved runs in ``result`` and return None, or return why they cannot be read back."""
+    ledger = dp.retrieve_dir / reformulate.LEDGER if v == HYBRID_REFORMULATE else None
+    hit = runcache.load(dp, v, parts, ledger)
+    if not hit.found:
+        return hit.reason
+    if ledger is not None:
+        from rerankeval.llm.cache import LLMCache
+
+        if not runcache.replies_cached(hit.entry, cache if cache is not None else LLMCache()):
+            return "a rewrite's reply is no longer in the LLM cache"
+        result.ledger = runcache.read_ledger(ledger, reformulate.LEDGER_COLUMNS)
+    found = variants.complete(variants.Runs(hit.run, hit.chunk_run), queries)
+    budget = variants.Params(leg_k=p.leg_k, pool_k=p.pool_k, rrf_k=p.rrf_k).record()
+    result.retrievals[v] = Retrieval(v, found.run, found.chunk_run, hit.seconds, {**hit.entry["record"], **budget})
+    result.read_back[v] = float(hit.entry.get("seconds") or 0.0)
+    result.keys[v] = parts
+    result.reuse[v] = "unchanged, read back"
+    return None
+
+
+def _rewrites_saved(v: str, queries: Mapping[str, str], result: RetrieveResult, settings: Settings,
+                    why: str) -> str:
+    """Keep ``hybrid_reformulate``'s key only when every rewrite asked had a usable reply (so the replies are in
+    the LLM cache) and the model is named; note the LLM cache keys; return the reason to show."""
+    ledger = result.ledger
+    asked = ledger[ledger.status != reformulate.NOT_REWRITTEN] if ledger is not None else None
+    failed = asked is None or ((asked.status == reformulate.LLM_FAILED) & (asked.error != "NoNewQuery")).any()
+    if failed or runcache.rewrite_identity(settings) is None:
+        result.keys.pop(v, None)
+        return f"{why}; not saved for reading back: {'a rewrite failed' if failed else 'no model name'}"
+    result.llm_keys[v] = runcache.rewrite_keys(settings, [queries[q] for q in asked.qid])
+    return why
 
 
 def _run_variant(r: Retriever, v: str, queries: Mapping[str, str], p: RetrieveParams, result: RetrieveResult,
@@ -258,9 +354,46 @@ def compare_qdrant(r: Retriever, found: Mapping[str, Retrieval], queries: Mappin
                             mean_overlap(sparse_leg, bm25_leg, p.final_k))
 
 
+COMPARISON = "qdrant_comparison.json"  # in dp.retrieve_dir: the Qdrant comparison and its key
+
+
+def _comparison(dp: DatasetPaths, searcher: _Searcher, result: RetrieveResult, queries: Mapping[str, str],
+                p: RetrieveParams) -> QdrantComparison | None:
+    """The Qdrant comparison (:func:`compare_qdrant`), read back when both hybrids' inputs and its own did not
+    change (its key: both runs' keys, its parameters, the code), else computed."""
+    if not {HYBRID, QDRANT_HYBRID} <= set(result.retrievals):
+        return None
+    result.qdrant_key = sha256_json({
+        "runs": [runcache.key_of(result.keys[v]) for v in (HYBRID, QDRANT_HYBRID) if v in result.keys],
+        "params": [p.explain_queries, p.final_k, p.leg_k, p.rrf_k], "code": runcache.code_version(QDRANT_HYBRID)})
+    try:
+        saved = json.loads((dp.retrieve_dir / COMPARISON).read_text(encoding="utf-8"))
+        if p.reuse_runs and saved["key"] == result.qdrant_key:
+            return QdrantComparison(**saved["comparison"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return compare_qdrant(searcher.get(), result.retrievals, queries, p)
+
+
 def write(dp: DatasetPaths, result: RetrieveResult) -> list[Path]:
-    """Write each variant's runs and record (:func:`write_runs`) and the rewrite ledger; the files written."""
-    out = [f for res in result.retrievals.values() for f in write_runs(dp, res)]
-    if result.ledger is not None:
-        out.append(reformulate.write_ledger(dp, result.ledger))
+    """Write each searched variant's runs and record (:func:`write_runs`), the rewrite ledger and, last, the key
+    file that lets the next run read them back (:func:`rerankeval.retrieve.runcache.store`); a variant read back
+    gets its record only (its files are intact: their hashes were checked). The files written."""
+    out: list[Path] = []
+    for v, res in result.retrievals.items():
+        if v in result.read_back:
+            out.append(write_record(dp, res, seconds=result.read_back[v], read_back=True))
+            continue
+        out += write_runs(dp, res)
+        ledger = None
+        if v == HYBRID_REFORMULATE and result.ledger is not None:
+            out.append(ledger := reformulate.write_ledger(dp, result.ledger))
+        if v in result.keys:
+            runcache.store(dp, v, result.keys[v], res.params, res.seconds, ledger=ledger,
+                           llm_keys=result.llm_keys.get(v))
+        else:
+            runcache.forget(dp, v)
+    if result.qdrant is not None and result.qdrant_key:
+        out.append(atomic_write_json(dp.retrieve_dir / COMPARISON,
+                                     {"key": result.qdrant_key, "comparison": asdict(result.qdrant)}))
     return out

@@ -1,0 +1,342 @@
+"""Cached runs of stage 03 (issue 24): a variant whose inputs did not change is read back, not searched again.
+
+A variant's run is a function of its inputs, so :func:`rerankeval.retrieve.stage.write` saves, next to
+``runs/<variant>.trec``, a small key file ``runs/<variant>.key.json`` (:func:`key_file`, written atomically and
+last, after the run files it vouches for) holding the hash of everything the run depends on:
+
+- ``corpus``: the SHA-256 of stage 01's chunk table (``corpus/chunks.jsonl``: chunk ids, units, texts);
+- ``index``: stage 02's manifest (collection, model key, BM25 directory, parameters and analyser, backend,
+  dimension), without its timings and the store's location (the collection name is content-addressed);
+- ``store``: the Qdrant backend configured now and whether a server (``QDRANT_URL``) is used;
+- ``queries``: the judged queries, id and text;
+- ``params``: only the parameters the variant reads (:func:`reads`: ``vector`` and ``bm25`` read ``leg_k`` only,
+  so a new ``rrf_k`` or ``pool_k`` reads them back; a variant this module does not know reads them all);
+- ``code``: the code version, a hash of the *syntax tree* of every package module the variant's search runs
+  through (:func:`code_version`) plus the versions of the libraries that compute scores (:data:`LIBRARIES`);
+- ``extra``: the cross-encoder's weights (folder, file sizes and times) or, for ``hybrid_reformulate``, the LLM's
+  identity (the rewrite's cache-key material without the query: model, endpoint, prompt, schema, generation).
+
+Why a source hash rather than a version constant per variant: a constant must be bumped by hand on every change
+that alters a run, and a forgotten bump silently serves stale runs; the hash cannot be forgotten. The syntax
+tree (``ast.dump``) rather than the text, so comments and formatting do not invalidate; docstrings and any code
+edit do (conservative: a needless recompute costs seconds, a stale run costs a wrong answer).
+
+A run is read back only when the key file reads, its key equals the key computed now, and every file it names
+(unit run, chunk run, the rewrite ledger) still has the recorded SHA-256; anything else (a missing or corrupt
+file, another code version, another input) is ignored and the variant searched again, with the reason
+(:meth:`Lookup.reason`). A ``hybrid_reformulate`` run is saved only when every rewrite asked had a usable reply
+(those replies are in the LLM cache), and read back only while each of those replies is still in the LLM cache.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rerankeval.core import names
+from rerankeval.core.ioutil import atomic_write_json, sha256_file, sha256_json
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.runs import Run, read_trec
+from rerankeval.retrieve import variants
+
+FORMAT = 1  # the key file's layout
+BUDGET = ("leg_k", "pool_k", "rrf_k", "weights")  # what every variant is given (variants.Params)
+LEGS_ONLY = {variants.VectorLeg: ("leg_k",), variants.Bm25Leg: ("leg_k",)}
+READS: dict[type, tuple[str, ...]] = {  # built-in classes only (exact class): what their search reads
+    **LEGS_ONLY,
+    variants.Hybrid: ("leg_k", "rrf_k", "weights"),
+    variants.QdrantHybrid: ("leg_k", "rrf_k", "weights"),
+    variants.HybridCombSum: ("leg_k", "weights"),
+    variants.HybridCombMnz: ("leg_k", "weights"),
+    variants.HybridDbsf: ("leg_k", "weights"),
+    variants.QdrantDbsf: ("leg_k", "weights"),
+    variants.CrossEncoderRerank: BUDGET,
+}
+REWRITE_READS = ("leg_k", "rrf_k", "weights", "threshold", "guard_k")  # hybrid_reformulate: hybrid + its step
+COMMON_MODULES = (
+    "rerankeval.core.runs", "rerankeval.corpus.contract", "rerankeval.index.bm25", "rerankeval.index.embed",
+    "rerankeval.index.build", "rerankeval.index.qdrant.store", "rerankeval.index.qdrant.edge",
+    "rerankeval.index.qdrant.rrf", "rerankeval.retrieve.fusion", "rerankeval.retrieve.variants",
+    "rerankeval.retrieve.source", "rerankeval.retrieve.retriever", "rerankeval.retrieve.stage",
+    "rerankeval.retrieve.runcache",
+)
+EXTRA_MODULES = {
+    names.CROSS_ENCODER: ("rerankeval.retrieve.cross_encoder",),
+    names.HYBRID_REFORMULATE: ("rerankeval.retrieve.reformulate", "rerankeval.llm.call", "rerankeval.llm.repair",
+                               "rerankeval.llm.schemas"),
+}
+LIBRARIES = ("numpy", "qdrant-client", "qdrant-edge-py", "rank-bm25", "PyStemmer", "sentence-transformers",
+             "torch", "transformers")
+
+
+def key_file(dp: DatasetPaths, variant: str) -> Path:
+    """``runs/<variant>.key.json``, beside the variant's run file (not a ``*.trec``: no stage reads it as a run)."""
+    return dp.run_file(variant).with_suffix(".key.json")
+
+
+def reads(variant: str) -> tuple[str, ...]:
+    """The parameters ``variant``'s run depends on (every budget parameter for a class not in :data:`READS`)."""
+    if variant == names.HYBRID_REFORMULATE:
+        return REWRITE_READS
+    cls = variants.REGISTRY.get(variant)
+    return READS.get(cls, BUDGET) if cls is not None else BUDGET
+
+
+# -- the code version --
+def _module_file(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    return Path(spec.origin) if spec is not None and spec.origin else None
+
+
+@lru_cache(maxsize=256)
+def _tree_hash(path: str, mtime_ns: int, size: int) -> str:
+    """The hash of a Python file's syntax tree (comments and layout do not count)."""
+    source = Path(path).read_text(encoding="utf-8")
+    return sha256_json(ast.dump(ast.parse(source, filename=path)))
+
+
+def source_hash(path: Path) -> str:
+    st = path.stat()
+    return _tree_hash(str(path), st.st_mtime_ns, st.st_size)
+
+
+def variant_modules(variant: str) -> list[str]:
+    """The package modules ``variant``'s search runs through: the common ones, its extras and, for a registered
+    class defined elsewhere (a user's variant), the modules of its class hierarchy."""
+    mods = [*COMMON_MODULES, *EXTRA_MODULES.get(variant, ())]
+    cls = variants.REGISTRY.get(names.HYBRID if variant == names.HYBRID_REFORMULATE else variant)
+    for klass in inspect.getmro(cls) if cls is not None else ():
+        if klass.__module__ not in mods and klass.__module__ not in ("builtins", "abc"):
+            mods.append(klass.__module__)
+    return mods
+
+
+def code_parts(variant: str) -> dict[str, Any]:
+    """The syntax-tree hash of each of :func:`variant_modules` and the versions of :data:`LIBRARIES`."""
+    files = {m: (source_hash(p) if (p := _module_file(m)) is not None else None) for m in variant_modules(variant)}
+    return {"modules": files, "libraries": _library_versions()}
+
+
+def code_version(variant: str) -> str:
+    """``variant``'s code version: the hash of :func:`code_parts`."""
+    return sha256_json(code_parts(variant))
+
+
+@lru_cache(maxsize=1)
+def _library_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for lib in LIBRARIES:
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = None
+    return out
+
+
+# -- what the variants share: corpus, index, store, queries --
+INDEX_VOLATILE = ("actions", "seconds", "qdrant")  # how the last build went and where the store lives
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The inputs every variant of one run shares (None: not there, so nothing can be read back)."""
+
+    corpus: str | None
+    index: str | None
+    store: str
+    queries: str
+
+    @classmethod
+    def of(cls, dp: DatasetPaths, queries: Mapping[str, str]) -> Inputs:
+        from rerankeval.core.settings import load_settings
+
+        corpus = sha256_file(dp.chunks) if dp.chunks.is_file() else None
+        try:
+            manifest = json.loads(dp.index_manifest.read_text(encoding="utf-8"))
+            index = sha256_json({k: v for k, v in manifest.items() if k not in INDEX_VOLATILE})
+        except (OSError, ValueError, AttributeError):
+            index = None
+        s = load_settings()
+        store = f"{s.qdrant_backend}{'+server' if s.qdrant_url else ''}"
+        return cls(corpus, index, store, sha256_json(sorted(queries.items())))
+
+
+def key_parts(inputs: Inputs, variant: str, params: Mapping[str, Any], extra: Any = None) -> dict[str, Any]:
+    """Everything ``variant``'s run depends on (``params``: the budget and step parameters; only those the variant
+    :func:`reads` are kept); its hash is the key."""
+    return {"format": FORMAT, "variant": variant, "corpus": inputs.corpus, "index": inputs.index,
+            "store": inputs.store, "queries": inputs.queries,
+            "params": {k: _plain(params.get(k)) for k in reads(variant)},
+            "code": code_parts(variant),
+            "extra": extra}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, (tuple, list)) else value
+
+
+def key_of(parts: Mapping[str, Any]) -> str:
+    return sha256_json(parts)
+
+
+def what_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """In words, which inputs differ between two key parts ("rrf_k 60 -> 30", "the code (retrieve.fusion)")."""
+    said = []
+    for part in ("corpus", "index", "store", "queries", "extra", "format"):
+        if old.get(part) != new.get(part):
+            said.append({"corpus": "the chunk table", "index": "the indexes", "store": "the Qdrant backend",
+                         "queries": "the queries", "extra": "the model", "format": "the key format"}[part])
+    op, np_ = old.get("params") or {}, new.get("params") or {}
+    said += [f"{k} {op.get(k)!r} -> {np_.get(k)!r}" for k in sorted(set(op) | set(np_)) if op.get(k) != np_.get(k)]
+    oc, nc = old.get("code") or {}, new.get("code") or {}
+    mods = [".".join(m.split(".")[-2:]) for m in (nc.get("modules") or {})
+            if (oc.get("modules") or {}).get(m) != nc["modules"][m]]
+    if mods or oc.get("libraries") != nc.get("libraries"):
+        said.append(f"the code ({', '.join(mods) or 'library versions'})")
+    return ", ".join(said) or "its inputs"
+
+
+# -- the key file --
+@dataclass
+class Lookup:
+    """What :func:`load` found: the saved runs (``found``) or why not (``reason``)."""
+
+    variant: str
+    reason: str = ""
+    run: Run | None = None
+    chunk_run: Run | None = None
+    entry: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+    @property
+    def found(self) -> bool:
+        return self.run is not None
+
+
+def _files(dp: DatasetPaths, variant: str, ledger: Path | None) -> dict[str, Path]:
+    files = {"run": dp.run_file(variant), "chunk_run": dp.chunk_run_file(variant)}
+    return {**files, "ledger": ledger} if ledger is not None else files
+
+
+def load(dp: DatasetPaths, variant: str, parts: Mapping[str, Any], ledger: Path | None = None) -> Lookup:
+    """The saved runs of ``variant`` when its key file matches ``parts`` and its files are intact."""
+    t0 = time.perf_counter()
+    out = Lookup(variant)
+    path = key_file(dp, variant)
+    if not path.is_file():
+        out.reason = "no saved run" if not dp.run_file(variant).exists() else "no key file beside its run"
+        return out
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        ok = isinstance(entry, dict) and entry.get("format") == FORMAT and isinstance(entry.get("files"), dict)
+    except (OSError, UnicodeDecodeError, ValueError):
+        ok = False
+    if not ok:
+        out.reason = f"its key file {path.name} is unreadable"
+        return out
+    if entry.get("key") != key_of(parts):
+        out.reason = f"changed: {what_changed(entry.get('parts') or {}, parts)}"
+        return out
+    for name, f in _files(dp, variant, ledger).items():
+        if not f.is_file() or sha256_file(f) != entry["files"].get(name):
+            out.reason = f"{f.relative_to(dp.root)} {'is missing' if not f.is_file() else 'changed on disk'}"
+            return out
+    try:
+        out.run, out.chunk_run = read_trec(dp.run_file(variant)), read_trec(dp.chunk_run_file(variant))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        out.run, out.reason = None, f"its run file does not read ({exc})"[:200]
+        return out
+    out.entry, out.seconds = entry, time.perf_counter() - t0
+    return out
+
+
+def store(dp: DatasetPaths, variant: str, parts: Mapping[str, Any], record: Mapping[str, Any], seconds: float, *,
+          ledger: Path | None = None, llm_keys: list[str] | None = None) -> Path:
+    """Write the key file of the run files just written (atomically, last: it vouches for them)."""
+    files = {name: sha256_file(f) for name, f in _files(dp, variant, ledger).items()}
+    return atomic_write_json(key_file(dp, variant), {
+        "format": FORMAT, "key": key_of(parts), "parts": dict(parts), "files": files, "record": dict(record),
+        "seconds": round(seconds, 3), "llm_keys": list(llm_keys or []),
+        "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+
+def forget(dp: DatasetPaths, variant: str) -> None:
+    """Remove ``variant``'s key file (its run is not to be read back)."""
+    key_file(dp, variant).unlink(missing_ok=True)
+
+
+# -- the model a variant asks: cross-encoder weights, the rewrite LLM --
+def cross_encoder_identity(name_or_path: str | None) -> dict[str, Any] | None:
+    """The cross-encoder found on disk (:func:`~rerankeval.retrieve.cross_encoder.find_cross_encoder`) as its
+    folder's files (name, size, modification time; no weights are read), or None when none is on disk."""
+    from rerankeval.retrieve import cross_encoder
+
+    found = cross_encoder.find_cross_encoder(name_or_path or None)
+    if found is None:
+        return None
+    folder = found if isinstance(found, Path) else _hub_folder(found)
+    files = sorted((p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in folder.rglob("*") if p.is_file()) if folder is not None else None
+    return {"model": str(found) if isinstance(found, Path) else found, "files": files}
+
+
+def _hub_folder(name: str) -> Path | None:
+    from huggingface_hub import try_to_load_from_cache
+
+    hit = try_to_load_from_cache(name, "config.json")
+    return Path(hit).parent if isinstance(hit, str) else None
+
+
+def rewrite_material(settings: Any, query: str) -> dict[str, Any] | None:
+    """The rewrite's LLM cache-key material for ``query`` (:meth:`~rerankeval.retrieve.reformulate.Rewriter.material`,
+    the one definition, on the configured model and endpoint), or None without an endpoint and a model name
+    (``RERANK_MODEL``; a model found only by asking the endpoint cannot be checked without a request)."""
+    from types import SimpleNamespace
+
+    from rerankeval.llm.scrub import endpoint_identity
+    from rerankeval.retrieve.reformulate import Rewriter
+
+    if not settings.base_url or not settings.model:
+        return None
+    asker = SimpleNamespace(client=SimpleNamespace(model=settings.model), endpoint=endpoint_identity(settings),
+                            seed=0)  # the seed open_rewriter's Rewriter uses
+    return Rewriter.material(asker, query)  # type: ignore[arg-type]
+
+
+def rewrite_identity(settings: Any) -> dict[str, Any] | None:
+    """The LLM a rewrite asks (the material without the query), or None (see :func:`rewrite_material`)."""
+    material = rewrite_material(settings, "")
+    return None if material is None else {k: v for k, v in material.items() if k != "query"}
+
+
+def rewrite_keys(settings: Any, texts: list[str]) -> list[str]:
+    """The LLM cache keys of the rewrites of ``texts``."""
+    from rerankeval.llm.cache import LLMCache
+
+    return [LLMCache.key(rewrite_material(settings, t)) for t in texts]
+
+
+def replies_cached(entry: Mapping[str, Any], cache: Any) -> bool:
+    """Every rewrite reply a saved ``hybrid_reformulate`` run used is still in the LLM cache ``cache``."""
+    return all(cache.get(k) is not None for k in entry.get("llm_keys") or [])
+
+
+def read_ledger(path: Path, columns: list[str]) -> Any:
+    """The rewrite ledger as :meth:`~rerankeval.retrieve.reformulate.Reformulate.apply` made it (text columns as
+    text, empty numbers as NaN, ``cache_hit`` as bool), from the CSV :func:`~.reformulate.write_ledger` wrote."""
+    import pandas as pd
+
+    text = ["qid", "query", "status", "rewrite", "error"]
+    df = pd.read_csv(path, dtype={c: str for c in text}, keep_default_na=False,
+                     na_values={c: [""] for c in columns if c not in text and c != "cache_hit"})
+    df["cache_hit"] = df["cache_hit"].astype(str).eq("True")
+    return df.reindex(columns=columns)
