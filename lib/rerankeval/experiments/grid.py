@@ -95,6 +95,7 @@ class Grid:
     pool_k: list[int] = field(default_factory=lambda: [10])
     bm25: list[list[float]] = field(default_factory=list)  # [k1, b] pairs
     chunking: list[list[int]] = field(default_factory=list)  # [size, overlap] pairs (PDF datasets)
+    alpha: list[float] = field(default_factory=list)  # rerank blend weights replayed on stage 04's scores (.blend)
 
     def points(self, default: Point = Point(), pdf: bool = False) -> list[Point]:
         """``default`` first, then every fusion combination, then the BM25 and chunking points."""
@@ -129,6 +130,8 @@ def load_grid(name: str, path: Path = GRID_FILE) -> Grid:
     bad = [m for m in grid.method if m not in FUSION_METHODS]
     if bad:
         raise ValueError(f"grid {name!r}: unknown fusion method(s) {bad}; choose from {', '.join(FUSION_METHODS)}")
+    if any(not 0 <= float(a) <= 1 for a in grid.alpha):
+        raise ValueError(f"grid {name!r}: alpha {grid.alpha} must lie in [0, 1] (the LLM score's share of the blend)")
     return grid
 
 
@@ -279,15 +282,22 @@ def evaluate_run(run: Run, qrels: Qrels, qids: Sequence[str], cols: Sequence[str
 
 
 def score_points(engine: Engine, points: Sequence[Point], qids: Sequence[str], qrels: Qrels,
-                 cols: Sequence[str]) -> tuple[pd.DataFrame, dict[str, float]]:
+                 cols: Sequence[str], *, vectorised: bool = True) -> tuple[pd.DataFrame, dict[str, float]]:
     """Per-query metrics of every point on ``qids``: long ``point, qid, metric, value``; and the seconds
     per query of each point. Only ``qrels[q]`` for ``q`` in ``qids`` is ever read.
 
     With recorded LLM scores (``engine.llm``, :func:`recorded_llm`) each pool (``recall@k`` columns) is also
     reranked from them, on the queries whose whole pool was scored: metrics ``reranked@<k> <cols[0]>`` and,
-    on the same queries, ``fused@<k> <cols[0]>``. Nothing calls the LLM."""
-    frames, secs = [], {}
+    on the same queries, ``fused@<k> <cols[0]>``. Nothing calls the LLM.
+
+    ``vectorised`` (the default): all points of a leg setting are fused and evaluated at once
+    (:mod:`.fastscore`, same values); the per-point loop below runs when False or for a column it lacks (``map``)."""
+    from rerankeval.experiments import fastmetrics, fastscore
+
     qids = [q for q in qids if q in qrels]
+    if vectorised and fastmetrics.supported(cols) and fastscore.evaluable(qids, qrels):
+        return fastscore.score_points(engine, points, qids, qrels, cols)
+    frames, secs = [], {}
     pool_ks = [int(c.split("@")[1]) for c in cols if c.startswith("recall@")]
     cutoffs = [metrics.parse_column(c)[1] for c in cols]
     depth = None if None in cutoffs else max(cutoffs)  # every metric is cut at most here: fuse no deeper

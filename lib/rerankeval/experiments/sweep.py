@@ -27,6 +27,7 @@ from rerankeval.core.names import HYBRID_TUNED
 from rerankeval.core.paths import DEFAULT_DATASET, DatasetPaths
 from rerankeval.core.runs import write_trec
 from rerankeval.corpus import contract as corpus
+from rerankeval.experiments import blend as blendmod
 from rerankeval.experiments import splits
 from rerankeval.experiments.grid import Engine, Grid, Point, columns, load_grid, score_points, summarise
 from rerankeval.experiments.replay import recorded_llm
@@ -73,6 +74,7 @@ class SweepResult:
     llm_note: str = ""  # whether reranked results were replayed from stage 04's recorded scores, and why not
     skipped: str = ""  # why nothing was swept or tuned (too few judged queries, see splits.too_few), else ""
     params: SweepParams | None = None  # the stage's parameters when run by :func:`run`
+    blend: blendmod.Blend | None = None  # the rerank blend (alpha x pool_k) chosen from stage 04's scores, if any
 
     @property
     def default(self) -> Point:
@@ -109,13 +111,27 @@ def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 
         else:
             k = min(folds, len(evaluated.qids))  # a tiny query set: leave-one-out
             tuning = splits.kfold(eng, points, evaluated, cols, objective, k=k, seed=seed, n_boot=n_boot)
+        blend = _blend(eng, points[0], grid, train, evaluated, objective, folds=folds, seed=seed, n_boot=n_boot)
     t2 = time.perf_counter()
     table = pd.concat([summarise(pq, points, secs, name, final_k, grid.pool_k, llm)
                        for name, pq, secs in tuning.scored], ignore_index=True)
     table["chosen"] = table.point.isin(set(tuning.chosen.values()))
     table["is_default"] = table.point == points[0].name
     seconds = {"legs": t1 - t0, "points": t2 - t1, "total": t2 - t0}
-    return SweepResult(table, tuning, points, grid, objective, seconds, llm_note)
+    return SweepResult(table, tuning, points, grid, objective, seconds, llm_note, blend=blend)
+
+
+def _blend(eng: Engine, point: Point, grid: Grid, train: splits.Split | None, evaluated: splits.Split,
+           objective: str, **kw) -> blendmod.Blend | None:
+    """The rerank blend over the grid's ``alpha`` x ``pool_k`` on ``point`` (the run stage 04 reranked), chosen on
+    train or by k-fold (:func:`rerankeval.experiments.blend.tune`); None without recorded scores or alpha axis."""
+    if eng.llm is None or not grid.alpha:
+        return None
+    parts = [blendmod.blend_values(eng, point, s.qids, s.qrels, objective, grid.pool_k, grid.alpha)
+             for s in ([train] if train else []) + [evaluated]]
+    values = pd.concat(parts, ignore_index=True)
+    return blendmod.tune(values, set(train.qids) if train else set(), set(evaluated.qids), objective, grid.pool_k,
+                         grid.alpha, **kw)
 
 
 def run(dp: DatasetPaths, params: SweepParams, *, engine: Engine | None = None) -> SweepResult:
@@ -167,7 +183,12 @@ def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False
     summary = {"protocol": t.protocol, "objective": res.objective, "chosen": t.chosen,
                "default": res.default.name, "headline": splits.headline(t, res.objective),
                "grid": res.grid.axes(), "points": len(res.points), "seconds": res.seconds,
-               "points_per_second": res.points_per_second}
+               "points_per_second": res.points_per_second, "blend": _blend_summary(res)}
+    blend_csv = dp.sweep_dir / "blend.csv"
+    if res.blend is not None:
+        out["blend"] = atomic_write_text(blend_csv, res.blend.table.to_csv(index=False, float_format="%.6g"))
+    else:
+        blend_csv.unlink(missing_ok=True)
     out["summary"] = atomic_write_json(dp.sweep_dir / "summary.json", summary)
     if write_tuned:
         out["run"] = write_trec(t.run, dp.run_file(TUNED_VARIANT), tag=TUNED_VARIANT)
@@ -178,8 +199,19 @@ def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False
     return out
 
 
+def _blend_summary(res: SweepResult) -> dict:
+    """The blend's protocol, choice, note and headline for ``summary.json`` (why there is none, else)."""
+    b = res.blend
+    if b is None:
+        why = res.llm_note if not res.llm_note.startswith("reranked from") else "the grid has no alpha axis"
+        return {"protocol": None, "note": why}
+    return {"protocol": b.protocol or None, "note": b.note, "objective": res.objective,
+            "chosen": {k: {"pool_k": pk, "alpha": a} for k, (pk, a) in b.chosen.items()},
+            "headline": blendmod.headline(b) or None}
+
+
 def _write_skipped(dp: DatasetPaths, res: SweepResult, write_tuned: bool) -> dict[str, Path]:
-    stale = [dp.sweep_dir / "folds.csv", *dp.figures_dir.glob(f"{NOTEBOOK}-*.png")]
+    stale = [dp.sweep_dir / "folds.csv", dp.sweep_dir / "blend.csv", *dp.figures_dir.glob(f"{NOTEBOOK}-*.png")]
     if write_tuned:
         stale += [dp.run_file(TUNED_VARIANT), dp.variant_record(TUNED_VARIANT)]
     for f in stale:
@@ -303,3 +335,20 @@ def reranked_table(table: pd.DataFrame, points: Sequence[str] | None = None) -> 
             "reranked_seconds_per_query", "reranked_llm_tokens_per_query"]
     keep = (table.reranked_queries > 0) & (table.point.isin(points) if points is not None else True)
     return table[keep][cols].reset_index(drop=True)
+
+
+def blend_sentence(res: SweepResult) -> str:
+    """The rerank blend chosen from stage 04's replayed scores, or why there is none."""
+    if res.blend is None:
+        return f"Rerank blend: not swept ({_blend_summary(res)['note']})."
+    return blendmod.sentence(res.blend, res.objective)
+
+
+def blend_grid(res: SweepResult) -> pd.DataFrame | None:
+    """Mean replayed reranked ``objective`` per split and pool_k (rows) and alpha (columns), fused beside it."""
+    if res.blend is None or res.blend.table.empty:
+        return None
+    t = res.blend.table
+    grid = t.pivot_table(index=["split", "pool_k"], columns="alpha", values=blendmod.BLEND, sort=False)
+    grid.columns = [f"alpha {a:g}" for a in grid.columns]
+    return grid.join(t.groupby(["split", "pool_k"], sort=False)[[blendmod.FUSED, "n_queries"]].first())
