@@ -10,14 +10,21 @@ analyser, the embedding model): a second call with the same inputs computes noth
 The manifest is written last, so it marks a complete build.
 
 The Qdrant side is filled by the backend ``RERANKEVAL_QDRANT_BACKEND`` names
-(:func:`rerankeval.index.qdrant.edge.backend`): ``client`` (qdrant-client, the default) or ``edge``
-(:mod:`rerankeval.index.qdrant.edge`); the manifest records it, and a collection counts as built only by the backend the
-manifest names.
+(:func:`rerankeval.index.qdrant.edge.backend`): ``client`` (qdrant-client's local mode, or the server at
+``QDRANT_URL``) or ``edge`` (:mod:`rerankeval.index.qdrant.edge`, Qdrant's engine in-process); the manifest
+records it with the collection, and a collection counts as built only by the backend the manifest names: one
+built by the other backend is rebuilt, with a message (``actions["backend switch"]``, and a logged warning).
+
+The manifest's ``dense_search`` (:class:`rerankeval.index.qdrant.recall.DenseSearch`) says how stage 03's dense
+search runs (exact below Qdrant's indexing threshold, HNSW above) and its recall@10 against exact search on a
+sample of the dataset's queries (:meth:`IndexInfo.messages` words it for notebook 02).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import shutil
 import time
 from collections.abc import Mapping
@@ -34,8 +41,10 @@ from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import bm25 as bm25mod
 from rerankeval.index.embed import Embedder
 from rerankeval.index.qdrant import edge as qdrant_edge
+from rerankeval.index.qdrant import recall
 from rerankeval.index.qdrant import store as qdrant_store
 
+log = logging.getLogger(__name__)
 MANIFEST_VERSION = 2
 
 
@@ -69,11 +78,19 @@ class IndexInfo:
     actions: dict = field(default_factory=dict)  # step -> what happened ("built", "loaded", ...)
     seconds: dict = field(default_factory=dict)  # step -> wall seconds
     version: int = MANIFEST_VERSION
+    dense_search: dict = field(default_factory=dict)  # recall.DenseSearch.record(): exact or HNSW, recall@10
 
     @property
     def cold(self) -> bool:
         """True if anything had to be computed (not just found in caches)."""
         return any(a not in ("loaded", "reused", "cached") for a in self.actions.values())
+
+    def messages(self) -> list[str]:
+        """What notebook 02 prints: a backend switch (if any) and how dense search runs, with its recall@10."""
+        out = [self.actions["backend switch"]] if "backend switch" in self.actions else []
+        if self.dense_search:
+            out.append(recall.DenseSearch(**self.dense_search).describe())
+        return out
 
     def timings(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -112,11 +129,28 @@ class _Fill:
     old: dict | None  # the previous manifest
     force: bool
     progress: bool
+    queries: Mapping[str, str] = field(default_factory=dict)  # the dataset's queries (for the recall check)
 
     def built_by(self, backend: str) -> bool:
         """The previous manifest records this collection, built by ``backend``."""
         return (self.old is not None and self.old.get("collection") == self.name
                 and self.old.get("backend", qdrant_edge.CLIENT) == backend)
+
+    def switched_from(self, backend: str) -> str | None:
+        """The other backend, when the previous manifest records this very collection as built by it."""
+        if self.old is None or self.old.get("collection") != self.name:
+            return None
+        before = self.old.get("backend", qdrant_edge.CLIENT)
+        return before if before != backend else None
+
+    @functools.cached_property
+    def sparse(self) -> list[tuple[list[int], list[float]]]:
+        return self.index.sparse_doc_vectors()
+
+    @property
+    def sparse_points(self) -> int:
+        """Chunks with a sparse vector (a chunk without BM25 terms has none)."""
+        return sum(1 for s in self.sparse if s[0])
 
 
 def _bm25_step(b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, params: bm25mod.BM25Params,
@@ -156,14 +190,50 @@ def _qdrant_step(b: _Build, client, f: _Fill) -> int:
     t = time.perf_counter()
     qdrant_store.ensure_collection(client, f.name, dim)
     qdrant_store.upsert_chunks(client, f.name, f.ids, [f.unit_of[i] for i in f.ids], vectors,
-                               f.index.sparse_doc_vectors(), progress=f.progress)
+                               f.sparse, progress=f.progress)
     _check_count(qdrant_store.point_count(client, f.name), f)
     b.step("qdrant", t, "upserted")
     return dim
 
 
-def _client_store(b: _Build, f: _Fill) -> tuple[int, str]:
-    """Fill (or find complete) the qdrant-client collection; return (dim, where it lives)."""
+def _note_switch(b: _Build, f: _Fill, backend: str) -> None:
+    """Say so when this collection was built by the other backend (it is rebuilt by ``backend``)."""
+    before = f.switched_from(backend)
+    if before is None:
+        return
+    msg = (f"The Qdrant collection {f.name} was built by the {before!r} backend, and RERANKEVAL_QDRANT_BACKEND "
+           f"now selects {backend!r}: rebuilding it with {backend!r} (set RERANKEVAL_QDRANT_BACKEND={before} "
+           "to go back; that rebuilds it again).")
+    log.warning(msg)
+    b.actions["backend switch"] = msg
+
+
+def _kept_check(b: _Build, f: _Fill, reused: bool) -> dict | None:
+    """The previous manifest's dense-search record, when the collection it describes is reused as is."""
+    if reused and f.old is not None and f.old.get("dense_search"):
+        return dict(f.old["dense_search"])  # no step: nothing was done
+    return None
+
+
+def _dense_check(b: _Build, f: _Fill, search, *, backend: str, dim: int, hnsw: int | None) -> dict:
+    """Measure the approximate dense search's recall@10 against exact search on sampled queries."""
+    t = time.perf_counter()
+    found = recall.check(search, f.queries, f.emb, f.ids, backend=backend, dim=dim, hnsw=hnsw)
+    b.step("recall check", t, "measured")
+    return found.record()
+
+
+def _client_check(b: _Build, f: _Fill, client, loc, dim: int) -> dict:
+    """Local mode scores every point (nothing to measure); a server is measured (stage 03 asks it for exact)."""
+    if loc.url:
+        return _dense_check(b, f, functools.partial(qdrant_store.search_dense, client, f.name),
+                            backend=qdrant_edge.CLIENT, dim=dim, hnsw=None)
+    return recall.DenseSearch(qdrant_edge.CLIENT, recall.EXACT, len(f.ids), None, None, None, 0,
+                              reason="qdrant-client's local mode scores every point, always").record()
+
+
+def _client_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
+    """Fill (or find complete) the qdrant-client collection; return (dim, where it lives, its dense search)."""
     with qdrant_store.open_client(b.dp) as client:
         loc = qdrant_store.location(b.dp)
         complete = qdrant_store.point_count(client, f.name) == len(f.ids) and f.built_by(qdrant_edge.CLIENT)
@@ -172,11 +242,13 @@ def _client_store(b: _Build, f: _Fill) -> tuple[int, str]:
             b.reused("qdrant")
             dim = int(f.old["dim"])
         else:
+            _note_switch(b, f, qdrant_edge.CLIENT)
             dim = _qdrant_step(b, client, f)
+        dense = _kept_check(b, f, complete and not f.force) or _client_check(b, f, client, loc, dim)
         stale = qdrant_store.drop_stale(client, b.dp.name, keep=f.name)
     if stale:
         b.actions["dropped stale collections"] = ", ".join(stale)
-    return dim, loc.describe()
+    return dim, loc.describe(), dense
 
 
 def _edge_complete(path: Path, f: _Fill) -> bool:
@@ -186,26 +258,37 @@ def _edge_complete(path: Path, f: _Fill) -> bool:
         return qdrant_edge.point_count(shard) == len(f.ids)
 
 
-def _edge_store(b: _Build, f: _Fill) -> tuple[int, str]:
-    """Fill (or find complete) the qdrant-edge shard; return (dim, where it lives)."""
+def _edge_check(b: _Build, f: _Fill, shard, dim: int) -> dict:
+    return _dense_check(b, f, functools.partial(qdrant_edge.search_dense, shard), backend=qdrant_edge.EDGE,
+                        dim=dim, hnsw=qdrant_edge.hnsw_points(shard, f.sparse_points))
+
+
+def _edge_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
+    """Fill (or find complete) the qdrant-edge shard; return (dim, where it lives, its dense search)."""
     path = qdrant_edge.shard_path(b.dp, f.name)
-    if _edge_complete(path, f):
+    reused = _edge_complete(path, f)
+    if reused:
         b.reused("embeddings")
         b.reused("qdrant")
         dim = int(f.old["dim"])
+        dense = _kept_check(b, f, True)
+        if dense is None:
+            with qdrant_edge.open_shard(path, dim) as shard:
+                dense = _edge_check(b, f, shard, dim)
     else:
+        _note_switch(b, f, qdrant_edge.EDGE)
         vectors = _encode(b, f)
         dim = int(vectors.shape[1])
         t = time.perf_counter()
         with qdrant_edge.open_shard(path, dim) as shard:
-            qdrant_edge.upsert_chunks(shard, f.ids, [f.unit_of[i] for i in f.ids], vectors,
-                                      f.index.sparse_doc_vectors())
+            qdrant_edge.upsert_chunks(shard, f.ids, [f.unit_of[i] for i in f.ids], vectors, f.sparse)
             _check_count(qdrant_edge.point_count(shard), f)
-        b.step("qdrant", t, "upserted")
+            b.step("qdrant", t, "upserted")
+            dense = _edge_check(b, f, shard, dim)
     stale = qdrant_edge.drop_stale(b.dp, keep=f.name)
     if stale:
         b.actions["dropped stale collections"] = ", ".join(stale)
-    return dim, f"edge shard {path}"
+    return dim, f"edge shard {path}", dense
 
 
 def build_indexes(
@@ -240,8 +323,8 @@ def build_indexes(
     emb = embedder or Embedder(model, progress=progress)
     name = qdrant_store.collection_name(dp.name, model_key=emb.key, corpus_hash=chash, bm25_key=bm25_key)
     backend = _backend(backend)
-    fill = _Fill(name, emb, ids, texts, unit_of, index, _read_manifest(dp), force, progress)
-    dim, where = (_edge_store if backend == qdrant_edge.EDGE else _client_store)(st, fill)
+    fill = _Fill(name, emb, ids, texts, unit_of, index, _read_manifest(dp), force, progress, _queries(dp))
+    dim, where, dense = (_edge_store if backend == qdrant_edge.EDGE else _client_store)(st, fill)
     st.seconds["total"] = time.perf_counter() - t_all
     info = IndexInfo(
         dataset=dp.name, collection=name, qdrant=where,
@@ -249,7 +332,7 @@ def build_indexes(
         dim=dim, corpus_hash=chash, n_chunks=len(ids),
         bm25_dir=str((dp.index_dir / "bm25" / bm25_key).relative_to(dp.root)),
         bm25_params=asdict(params), analyzer=analyzer.spec(), vocab_size=len(index.vocab),
-        backend=backend, actions=st.actions, seconds=st.seconds,
+        backend=backend, actions=st.actions, seconds=st.seconds, dense_search=dense,
     )
     atomic_write_json(manifest_path(dp), asdict(info))
     return info
@@ -262,6 +345,14 @@ def _backend(backend: str | None) -> str:
     if backend not in (qdrant_edge.CLIENT, qdrant_edge.EDGE):
         raise ValueError(f"unknown Qdrant backend {backend!r}: use 'client' or 'edge'")
     return qdrant_edge.backend(load_settings().model_copy(update={"qdrant_backend": backend}))
+
+
+def _queries(dp: DatasetPaths) -> dict[str, str]:
+    """The dataset's queries for the recall check ({} when stage 01 wrote none)."""
+    try:
+        return corpus.load_queries(dp)
+    except (StageMissing, OSError):
+        return {}
 
 
 def _read_manifest(dp: DatasetPaths) -> dict | None:

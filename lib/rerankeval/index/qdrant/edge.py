@@ -8,15 +8,19 @@ store, so a run from either backend can be compared line by line (``tests/test_q
 
 Differences from qdrant-client's local mode: upserts are applied by Rust (no per-point pickling),
 :func:`upsert_chunks` ends with ``optimize()``, which builds the HNSW graph once the segment passes
-Qdrant's indexing threshold (so dense search is approximate, as on a server; ``exact=True`` asks for
-an exhaustive search), and the sparse leg uses an inverted index instead of a scan of every point.
+Qdrant's indexing threshold (``indexing_threshold_kb``, 10,000 KB by default: about 6,500 vectors of 384
+dimensions); below it every point is scored (exact search), above it dense search is approximate, as on a
+server (``exact=True`` asks for an exhaustive search; stage 02 measures what HNSW costs in recall@10,
+:mod:`rerankeval.index.qdrant.recall`), and the sparse leg uses an inverted index instead of a scan of every point.
 
     with open_shard(folder, dim=384) as shard:
         upsert_chunks(shard, ids, unit_ids, vectors, sparse)
         run = search_dense(shard, qids, qvecs, 100, id_to_chunk)
 
-Stages 02 and 03 use it when ``RERANKEVAL_QDRANT_BACKEND=edge`` (:func:`backend`): the shard of collection
-``name`` lives in :func:`shard_path` (``<qdrant_path>/edge/<name>``), the index manifest records the backend.
+Stages 02 and 03 use it when :func:`backend` says ``edge`` (``RERANKEVAL_QDRANT_BACKEND``; ``QDRANT_URL``
+means a server, so the qdrant-client backend, unless ``edge`` is set explicitly, which is refused): the shard
+of collection ``name`` lives in :func:`shard_path` (``<qdrant_path>/edge/<name>``), the index manifest
+records the backend.
 """
 
 from __future__ import annotations
@@ -47,19 +51,24 @@ from rerankeval.index.qdrant.store import (
 Sparse = tuple[list[int], list[float]]
 CLIENT = "client"  # qdrant-client: its local mode, or the server at QDRANT_URL
 EDGE = "edge"  # this module: Qdrant's engine in-process (local only)
+INDEXING_THRESHOLD_KB: int | None = None  # of new shards; None: Qdrant's default (tests lower it to get HNSW)
 
 
 def backend(settings: Settings | None = None) -> str:
     """The configured backend, ``RERANKEVAL_QDRANT_BACKEND`` (:data:`CLIENT` or :data:`EDGE`).
 
-    ``settings`` default: :func:`rerankeval.core.settings.load_settings`. Edge with ``QDRANT_URL`` is an error."""
+    ``QDRANT_URL`` means a server, so with it the backend is :data:`CLIENT` unless ``edge`` is set
+    explicitly, which is an error (edge runs in-process). ``settings`` default:
+    :func:`rerankeval.core.settings.load_settings`."""
     settings = settings if settings is not None else load_settings()
-    if settings.qdrant_backend == EDGE and settings.qdrant_url:
+    if not settings.qdrant_url:
+        return settings.qdrant_backend
+    if settings.qdrant_backend == EDGE and "qdrant_backend" in settings.model_fields_set:
         raise ValueError(
             f"RERANKEVAL_QDRANT_BACKEND=edge runs Qdrant in-process and cannot use the server at "
-            f"QDRANT_URL={scrub_url(settings.qdrant_url)}: unset QDRANT_URL to use the edge store, or set "
-            "RERANKEVAL_QDRANT_BACKEND=client (the default) to use the server.")
-    return settings.qdrant_backend
+            f"QDRANT_URL={scrub_url(settings.qdrant_url)}: unset QDRANT_URL to use the edge store, or unset "
+            "RERANKEVAL_QDRANT_BACKEND (or set it to client) to use the server.")
+    return CLIENT
 
 
 def shard_path(dp: DatasetPaths, name: str) -> Path:
@@ -91,24 +100,34 @@ def _edge():
     return qdrant_edge
 
 
-def config(dim: int):
-    """The shard layout of :func:`rerankeval.index.qdrant.store.ensure_collection`: dense cosine + sparse IDF."""
+def config(dim: int, indexing_threshold_kb: int | None = None):
+    """The shard layout of :func:`rerankeval.index.qdrant.store.ensure_collection`: dense cosine + sparse IDF.
+
+    ``indexing_threshold_kb``: the segment size above which Qdrant builds the HNSW graph (None: Qdrant's
+    default, :data:`rerankeval.index.qdrant.recall.INDEXING_THRESHOLD_KB`; tests lower it)."""
     qe = _edge()
+    optimizers = None if indexing_threshold_kb is None else qe.EdgeOptimizersConfig(
+        indexing_threshold=int(indexing_threshold_kb))
     return qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=int(dim), distance=qe.Distance.Cosine)},
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        optimizers=optimizers,
     )
 
 
 @contextmanager
-def open_shard(path: str | os.PathLike[str], dim: int) -> Iterator:
-    """An ``EdgeShard`` in ``path`` (created if the folder holds none), closed on exit."""
+def open_shard(path: str | os.PathLike[str], dim: int, *, indexing_threshold_kb: int | None = None) -> Iterator:
+    """An ``EdgeShard`` in ``path`` (created if the folder holds none), closed on exit.
+
+    ``indexing_threshold_kb`` (default :data:`INDEXING_THRESHOLD_KB`) applies to a new shard (an existing one
+    keeps the threshold it was created with)."""
     qe = _edge()
     path = Path(path)
     if path.is_dir() and any(path.iterdir()):
         shard = qe.EdgeShard.load(str(path), config(dim))
     else:
-        shard = qe.EdgeShard.create(str(path), config(dim))
+        kb = INDEXING_THRESHOLD_KB if indexing_threshold_kb is None else indexing_threshold_kb
+        shard = qe.EdgeShard.create(str(path), config(dim, kb))
     try:
         yield shard
     finally:
@@ -117,6 +136,12 @@ def open_shard(path: str | os.PathLike[str], dim: int) -> Iterator:
 
 def point_count(shard) -> int:
     return int(shard.info().points_count)
+
+
+def hnsw_points(shard, sparse_points: int) -> int:
+    """Dense vectors in an HNSW graph: the shard's indexed vectors less the sparse ones (Qdrant indexes every
+    sparse vector in its inverted index, so ``indexed_vectors_count`` counts each once)."""
+    return max(int(shard.info().indexed_vectors_count) - int(sparse_points), 0)
 
 
 def upsert_chunks(shard, chunk_ids: Sequence[str], unit_ids: Sequence[str], dense: np.ndarray,
