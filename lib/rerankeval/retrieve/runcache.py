@@ -45,7 +45,7 @@ from typing import Any
 from rerankeval.core import names
 from rerankeval.core.ioutil import atomic_write_json, sha256_file, sha256_json
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.core.runs import Run, read_trec
+from rerankeval.core.runs import Run
 from rerankeval.retrieve import variants
 
 FORMAT = 1  # the key file's layout
@@ -251,11 +251,22 @@ def load(dp: DatasetPaths, variant: str, parts: Mapping[str, Any], ledger: Path 
             out.reason = f"{f.relative_to(dp.root)} {'is missing' if not f.is_file() else 'changed on disk'}"
             return out
     try:
-        out.run, out.chunk_run = read_trec(dp.run_file(variant)), read_trec(dp.chunk_run_file(variant))
+        out.run, out.chunk_run = _read_run(dp.run_file(variant)), _read_run(dp.chunk_run_file(variant))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         out.run, out.reason = None, f"its run file does not read ({exc})"[:200]
         return out
     out.entry, out.seconds = entry, time.perf_counter() - t0
+    return out
+
+
+def _read_run(path: Path) -> Run:
+    """A run file whose hash matched the one :func:`~rerankeval.core.runs.write_trec` gave it, so its lines are
+    well formed, ranked and strictly decreasing per query: read without :func:`~rerankeval.core.runs.read_trec`'s
+    per-line checks and sort (the same run, several times faster)."""
+    out: dict[str, dict[str, float]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        q, _, doc, _, score, _ = line.split()
+        out.setdefault(q, {})[doc] = float(score)
     return out
 
 

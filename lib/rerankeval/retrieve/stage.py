@@ -259,7 +259,7 @@ def _variant(dp: DatasetPaths, searcher: _Searcher, v: str, queries: Mapping[str
     _run_variant(searcher.get(), v, queries, p, result, settings=settings, cache=cache)
     result.keys[v] = parts
     if v == HYBRID_REFORMULATE:
-        why = _rewrites_saved(v, queries, result, settings, why if extra is not None else "no model name to check")
+        why = _rewrites_saved(v, queries, result, settings, why if extra is not None else "no LLM model named")
     result.reuse[v] = f"searched ({why})"
 
 
