@@ -61,3 +61,21 @@ def test_real_model_reranks_with_json_schema(endpoint, tmp_path, mode, extra):
         assert s.notna().all() and ((s > 0) & (s < 1)).all()  # real probabilities, not 0/1 answers
     again = run()
     assert again.run == res.run and again.ledger.iloc[0].requests == 0
+
+
+def test_real_model_answers_setwise_with_a_label(endpoint, tmp_path):
+    """Setwise (Zhuang et al. 2024) on the real model: each call's reply reads as a label of the set (JSON schema),
+    the pool comes back as a permutation, and a second run is served from the cache."""
+    from rerankeval.llm.call import CallStats
+    from rerankeval.rerank.config import Candidate
+    from rerankeval.rerank.reranker import Reranker
+
+    pool = [Candidate(d, t, 1.0 / (i + 1), i) for i, (d, t) in enumerate(PASSAGES.items())]
+    cfg = rerank.RerankConfig(mode="setwise", alpha=1.0, set_size=4)
+    with Reranker(cfg, settings=endpoint, cache=rerank.LLMCache(tmp_path)) as rr:
+        stats = CallStats()
+        scores, counts = rr._setwise(QUERY, pool, [c.text for c in pool], stats)
+        assert stats.calls == 3 and stats.failed == 0 and stats.requests >= 3  # heap sort of 4 in sets of 4
+        assert sorted(scores) == [0.0, 1 / 3, 2 / 3, 1.0]
+        again = CallStats()
+        assert rr._setwise(QUERY, pool, [c.text for c in pool], again)[0] == scores and again.requests == 0

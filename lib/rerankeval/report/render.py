@@ -48,7 +48,7 @@ CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
 HEADLINE = verdict.HEADLINE
 HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback changes what a row measures
 COST_COLUMNS = ("tokens_per_query", "fresh_tokens_per_query", "cost_per_query", "retrieval_seconds_per_query",
-                "llm_seconds_per_query", "seconds_per_query")
+                "llm_seconds_per_query", "seconds_per_query", "calls_per_query")
 # Figures that answer the question come first (by stem, in this order); the corpus figures (01-, 02-) go last.
 FIGURE_ORDER = ("05-metric-bars", "05-discrimination", "05-rank-heatmap", "05-funnel", "05-rank-shift",
                 "05-quality-cost")

@@ -1,4 +1,5 @@
-"""Stage 04's reranking parameters and the records of one query (the modes are described in :mod:`.core`)."""
+"""Stage 04's reranking parameters and the records of one query (the modes are described in :mod:`.core`;
+``setwise``: Zhuang et al., SIGIR 2024, in :mod:`.modes`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 from rerankeval.core.names import HYBRID_RERANK
 
-MODES = ("listwise", "pointwise", "yesno")
+MODES = ("listwise", "pointwise", "yesno", "setwise")
+MAX_SET = 10  # setwise: the most passages one call shows (labels A-J)
 STABILITY = ("none", "reversed", "shuffled")
 VARIANT = HYBRID_RERANK
 CACHE_VERSION = 1
@@ -20,6 +22,8 @@ class RerankConfig:
     window: int = 20  # listwise: passages per call
     step: int = 10  # listwise: window stride
     batch_size: int = 1  # pointwise: candidates per call
+    set_size: int = 4  # setwise: candidates per call (a heap node and its set_size - 1 children)
+    setwise_k: int = 0  # setwise: top places the heap sort settles (the rest keep heap order); 0 = the whole pool
     max_passage_chars: int = 200  # passage text is clipped to this many characters (0 = whole text); bench/rerank.py
     seed: int = 0
     top_logprobs: int = 10  # yesno
@@ -39,6 +43,9 @@ class RerankConfig:
             raise ValueError(f"need window >= 2 and 1 <= step <= window, got {self.window}/{self.step}")
         if self.batch_size < 1 or self.concurrency < 1 or self.content_retries < 0:
             raise ValueError("batch_size and concurrency must be >= 1, content_retries >= 0")
+        if not 2 <= self.set_size <= MAX_SET or self.setwise_k < 0:
+            raise ValueError(f"setwise needs 2 <= set_size <= {MAX_SET} and setwise_k >= 0 (0 = the whole pool), "
+                             f"got {self.set_size}/{self.setwise_k}")
         if self.max_calls < 0 or self.max_cost < 0:
             raise ValueError(
                 f"max_calls and max_cost must be >= 0 (0 = no limit), got {self.max_calls}/{self.max_cost}"

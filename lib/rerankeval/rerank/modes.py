@@ -2,15 +2,23 @@
 
 :class:`ModeCalls` is the part of :class:`~rerankeval.rerank.reranker.Reranker` that talks to the model: each
 call goes through the one cached call, :meth:`rerankeval.llm.call.CachedLLM.call`.
+
+``setwise`` (Zhuang et al., "A Setwise Approach for Effective and Highly Efficient Zero-shot Ranking with Large
+Language Models", SIGIR 2024): the pool is heap-sorted (:func:`.scores.setwise_heapsort`), each sift-down step
+asking which of a node and its ``set_size - 1`` children is the most relevant (``{"most_relevant": "B"}``). A
+label the model wraps ("Passage B", "2") is repaired and counted; a call without a usable reply picks the candidate
+the first stage ranked highest (the authors' code keeps the node), and a query none of whose calls answered falls
+back to the fused order.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from rerankeval.core.ioutil import sha256_text
 from rerankeval.llm import schemas
@@ -19,9 +27,41 @@ from rerankeval.llm.client import Reply
 from rerankeval.llm.repair import Counts, Unusable, parse, repair_order, repair_scores
 from rerankeval.rerank import prompts
 from rerankeval.rerank.config import CACHE_VERSION, Candidate, RerankConfig
-from rerankeval.rerank.scores import sliding_windows, yes_prob
+from rerankeval.rerank.scores import rank_scores, setwise_heapsort, sliding_windows, yes_prob
 
 T = TypeVar("T")
+
+
+# -- setwise replies: the strict schema asked for, the lenient one read, and the label repair --
+class SetwiseReply(BaseModel):
+    most_relevant: str | int
+
+
+def setwise_model(m: int) -> type[BaseModel]:
+    """``{"most_relevant": "A".."<m-th letter>"}``."""
+    labels = Literal[tuple(prompts.SETWISE_LABELS[:m])]  # type: ignore[valid-type]
+    return create_model("SetwiseChoice", __config__=ConfigDict(extra="forbid"),
+                        most_relevant=(labels, Field(description="label of the most relevant passage")))
+
+
+_LABEL = re.compile(r"^\W*(?:passage\s*)?\[?([A-J]|\d{1,2})\]?\W*$", re.I)
+
+
+def read_choice(content: str, m: int) -> tuple[int, Counts]:
+    """The 0-based index of the passage the reply picks of ``m``; a wrapped label ("Passage B", "[2]", a bare
+    ``B`` instead of JSON) is read and counted as repaired. Raises :class:`Unusable`."""
+    try:
+        raw, repaired = str(parse(content, SetwiseReply)[0].most_relevant).strip(), False
+    except Unusable:
+        raw, repaired = (content or "").strip(), True  # not the JSON asked for: maybe a bare label
+        if not _LABEL.match(raw):
+            raise
+    hit = _LABEL.match(raw)
+    label = hit.group(1).upper() if hit else ""
+    idx = int(label) - 1 if label.isdigit() else prompts.SETWISE_LABELS.find(label) if label else -1
+    if not 0 <= idx < m:
+        raise Unusable("WrongShape", f"no passage label A-{prompts.SETWISE_LABELS[m - 1]} in {raw[:80]!r}")
+    return idx, Counts(n_invalid=int(repaired or raw != label or label.isdigit()))
 
 
 @dataclass
@@ -40,6 +80,11 @@ class CallSpec:
     @property
     def prompt(self) -> str:
         return "\n".join(m["content"] for m in self.messages)
+
+
+def _fused_best(pool: list[Candidate], ids: list[int]) -> int:
+    """The index in ``ids`` of the candidate the first stage ranked highest."""
+    return min(range(len(ids)), key=lambda j: pool[ids[j]].fused_rank)
 
 
 class ModeCalls:
@@ -67,10 +112,18 @@ class ModeCalls:
         return CallSpec("listwise", prompts.listwise(query, texts), schemas.listwise_model(m), "listwise_ranking",
                         cands, texts, max_tokens=5 * m + 24, top_logprobs=0)
 
+    def _setwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
+        m = len(cands)
+        return CallSpec("setwise", prompts.setwise(query, texts), setwise_model(m), "setwise_choice", cands, texts,
+                        max_tokens=16, top_logprobs=0)
+
     def specs(self, query: str, pool: list[Candidate], texts: list[str]) -> list[CallSpec]:
         """Every call one pool needs, in order. Listwise windows after the first are shown on the input
-        order (their real contents depend on the earlier windows' replies): good for estimates only."""
+        order (their real contents depend on the earlier windows' replies): good for estimates only. Setwise
+        sets follow the cached replies where there are some, else a model agreeing with the fused order."""
         cfg = self.config
+        if cfg.mode == "setwise":
+            return self._setwise_specs(query, pool, texts)
         if cfg.mode == "yesno":
             return [self._yesno_spec(query, c, t) for c, t in zip(pool, texts, strict=True)]
         if cfg.mode == "pointwise":
@@ -145,11 +198,7 @@ class ModeCalls:
             cur[s:e] = [sub[j] for j in perm]
         if not informative:
             return None, counts
-        # rank-derived LLM score: 1 at the top, 0 at the bottom
-        scores: list[float | None] = [0.0] * n
-        for pos, i in enumerate(cur):
-            scores[i] = (n - 1 - pos) / (n - 1) if n > 1 else 1.0
-        return scores, counts
+        return rank_scores(cur, n), counts  # rank-derived LLM score: 1 at the top, 0 at the bottom
 
     def _pointwise(self, query: str, pool: list[Candidate], texts: list[str], stats: CallStats):
         cfg = self.config
@@ -185,3 +234,38 @@ class ModeCalls:
             # a failed call leaves None: the candidate keeps its fused place (n_failed)
             scores[i] = self._call(stats, self._yesno_spec(query, c, t), query, lambda r: yes_prob(r, json_reply))
         return scores, Counts()
+
+    def _setwise(self, query: str, pool: list[Candidate], texts: list[str], stats: CallStats):
+        """Setwise heap sort (Zhuang et al. 2024) of the pool; rank-derived scores, 1 at the top."""
+        counts = Counts()
+        answered, asked = [0], [0]
+
+        def best(ids: list[int]) -> int:
+            spec = self._setwise_spec(query, [pool[i] for i in ids], [texts[i] for i in ids])
+            m = len(ids)
+            got = self._repaired_call(stats, spec, query, lambda r: read_choice(r.content, m), counts)
+            asked[0] += 1
+            answered[0] += got is not None
+            return _fused_best(pool, ids) if got is None else got  # no usable reply: the first stage decides
+
+        order = setwise_heapsort(list(range(len(pool))), self.config.set_size - 1, self.config.setwise_k, best)
+        if asked[0] and not answered[0]:
+            return None, counts
+        return rank_scores(order, len(pool)), counts
+
+    def _setwise_specs(self, query: str, pool: list[Candidate], texts: list[str]) -> list[CallSpec]:
+        """The sets :meth:`_setwise` would ask about: a cached reply's choice where there is one, else the
+        candidate best in the fused order (exact on a warm cache, an estimate on a cold one)."""
+        out: list[CallSpec] = []
+
+        def best(ids: list[int]) -> int:
+            spec = self._setwise_spec(query, [pool[i] for i in ids], [texts[i] for i in ids])
+            out.append(spec)
+            cached = self.cache.get(self.cache.key(self._material(spec, query)))
+            try:
+                return read_choice(Reply.from_cache(cached).content, len(ids))[0]
+            except (Unusable, TypeError, KeyError, ValueError, AttributeError):
+                return _fused_best(pool, ids)
+
+        setwise_heapsort(list(range(len(pool))), self.config.set_size - 1, self.config.setwise_k, best)
+        return out

@@ -1,4 +1,4 @@
-"""Prompt templates for the three modes. Their hash is part of every cache key.
+"""Prompt templates for the four modes. Their hash is part of every cache key.
 
 Layout for prompt caching: what a query's calls share comes first (system message, instructions, query),
 then the passage(s), then a short reminder. llama-server keeps the last prompt's KV cache in its slot
@@ -60,11 +60,23 @@ YESNO_USER_PLAIN = (
     "Relevant (yes or no)?"
 )
 
+# Zhuang et al., "A Setwise Approach for Effective and Highly Efficient Zero-shot Ranking with Large Language
+# Models", SIGIR 2024: the model picks the most relevant of a small set, by its label (their prompt, JSON reply)
+SETWISE_LABELS = "ABCDEFGHIJ"
+SETWISE_SYSTEM = "You are a careful search relevance assessor."
+SETWISE_USER = (
+    'Given a query "{query}", which of the following passages is the most relevant one to the query?\n\n'
+    "{passages}\n\n"
+    "Output only the label of the most relevant passage ({labels}). "
+    'Reply only with JSON: {{"most_relevant": "<label>"}}.'
+)
+
 TEMPLATES = {
     "listwise": (LISTWISE_SYSTEM, LISTWISE_USER),
     "pointwise": (POINTWISE_SYSTEM, POINTWISE_USER_ONE, POINTWISE_USER_BATCH),
     "yesno": (YESNO_SYSTEM, YESNO_USER_JSON),
     "yesno-plain": (YESNO_SYSTEM, YESNO_USER_PLAIN),
+    "setwise": (SETWISE_SYSTEM, SETWISE_USER, SETWISE_LABELS),
 }
 
 
@@ -108,3 +120,13 @@ def yesno(query: str, passage: str, json_reply: bool = True) -> list[dict[str, s
         {"role": "system", "content": YESNO_SYSTEM},
         {"role": "user", "content": tmpl.format(query=query, passage=passage)},
     ]
+
+
+def setwise(query: str, passages: list[str]) -> list[dict[str, str]]:
+    """Which of ``passages`` (labelled A, B, ... in this order) is the most relevant to ``query``."""
+    if not 2 <= len(passages) <= len(SETWISE_LABELS):
+        raise ValueError(f"a setwise prompt shows 2 to {len(SETWISE_LABELS)} passages, got {len(passages)}")
+    labels = SETWISE_LABELS[: len(passages)]
+    body = "\n".join(f"Passage {lab}: {p}" for lab, p in zip(labels, passages, strict=True))
+    user = SETWISE_USER.format(query=query, passages=body, labels=", ".join(labels))
+    return [{"role": "system", "content": SETWISE_SYSTEM}, {"role": "user", "content": user}]

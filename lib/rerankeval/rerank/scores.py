@@ -5,17 +5,23 @@
 - p(yes) / (p(yes) + p(no)) from the answer token's probabilities: Nogueira et al., "Document Ranking with a
   Pretrained Sequence-to-Sequence Model", Findings of EMNLP 2020 (monoT5), as used for LLM yes/no relevance.
 - Kendall, "A New Measure of Rank Correlation", Biometrika 1938.
+- Setwise heap sort: Zhuang et al., "A Setwise Approach for Effective and Highly Efficient Zero-shot Ranking with
+  Large Language Models", SIGIR 2024 (their code: ielab/llm-rankers, ``SetwiseLlmRanker.heapSort``).
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from typing import TypeVar
 
 from rerankeval.llm import schemas
 from rerankeval.llm.client import Reply
 from rerankeval.llm.repair import Unusable, parse
 from rerankeval.rerank.config import Candidate
+
+T = TypeVar("T")
 
 
 def sliding_windows(n: int, window: int, step: int) -> list[tuple[int, int]]:
@@ -82,6 +88,40 @@ def yes_prob(reply: Reply, json_reply: bool) -> float:
         return 0.0
     raise Unusable("NoYesNo", f"no yes/no answer in {reply.content[:80]!r}")
 
+
+def setwise_heapsort(items: list[T], children: int, k: int, best: Callable[[list[T]], int]) -> list[T]:
+    """``items`` most relevant first, by a ``children``-ary max-heap whose every sift-down step asks
+    ``best(node and its children)`` for the index of the most relevant (0: the node stays); the heap sort stops
+    once the top ``k`` are settled (``k`` = 0: all), the rest in heap order. Zhuang et al. 2024's heap sort."""
+    arr, n = list(items), len(items)
+    k = k or n
+
+    def sift(size: int, i: int) -> None:
+        while children * i + 1 < size:
+            inds = [i, *range(children * i + 1, min(children * (i + 1) + 1, size))]
+            j = best([arr[x] for x in inds])
+            top = inds[j] if 0 <= j < len(inds) else i
+            if top == i:
+                return
+            arr[i], arr[top] = arr[top], arr[i]
+            i = top
+
+    for i in range(n // children, -1, -1):
+        sift(n, i)
+    for ranked, end in enumerate(range(n - 1, 0, -1), start=1):
+        arr[end], arr[0] = arr[0], arr[end]
+        if ranked == k:
+            break
+        sift(end, 0)
+    return arr[::-1]
+
+
+def rank_scores(order: list[int], n: int) -> list[float | None]:
+    """Scores by presented index from an order of indices: 1 at the top, 0 at the bottom (1 for a pool of one)."""
+    scores: list[float | None] = [0.0] * n
+    for pos, i in enumerate(order):
+        scores[i] = (n - 1 - pos) / (n - 1) if n > 1 else 1.0
+    return scores
 
 
 def perturb(pool: list[Candidate], how: str, seed: int, qid: str) -> list[Candidate]:
