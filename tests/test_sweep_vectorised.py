@@ -189,3 +189,49 @@ def test_map_falls_back_to_the_per_point_path():
     (slow, _), (fast, _) = _both(eng, points, list(QUERIES), QRELS, ["ndcg@3", "map"])
     pd.testing.assert_frame_equal(fast, slow, check_exact=True)
     assert len(LEX) == len(QUERIES) and set(UNIT_OF.values()) == {"d1", "d2", "d3", "d4"}
+
+
+def test_row_normalisations_are_fusion_s_own_bit_for_bit():
+    from rerankeval.retrieve import fusion
+
+    rng = np.random.default_rng(3)
+    rows = [rng.random(n) * scale for n in (*range(1, 20), 127, 128, 129, 300, 300) for scale in (1.0, 37.5)]
+    rows += [np.full(5, .25), np.array([2.0]), np.array([1.0, 1.0])]  # degenerate lists
+    for fn in (fusion.minmax_norm, fusion.zscore_norm, fusion.dbsf_norm):
+        got = fs.norm_rows(fn.__name__, rows)
+        for r, g in zip(rows, got, strict=True):
+            assert list(g) == fn(list(r)), (fn.__name__, len(r))
+    with pytest.raises(ValueError, match="unknown normalisation"):
+        fs.norm_rows("nope", [np.ones(3)])
+
+
+def test_compiled_top_selection_is_the_stable_sort_s_prefix():
+    rng = np.random.default_rng(4)
+    scores = np.round(rng.random((3, 40, 60)), 1)  # many ties
+    scores[:, :10, 25:] = -np.inf  # short rows (padding after their columns)
+    full = np.argsort(-scores, axis=-1, kind="stable")
+    for depth in (1, 10, 25, 60):
+        got = fs.top(scores, depth)
+        assert np.array_equal(got[:, 10:], full[:, 10:, :depth])
+        assert np.array_equal(got[:, :10, :min(depth, 25)], full[:, :10, :min(depth, 25)])
+    assert fs.columns([["b", "a", "c"], ["a", "d", "b"]]) == ["a", "b", "d", "c"]  # best rank, then id
+
+
+def test_long_legs_give_identical_results():
+    rng = random.Random(9)
+    queries = {f"q{i}": "t" for i in range(4)}
+    unit_of = {f"c{j}": f"u{j // 2}" for j in range(400)}
+    chunks = list(unit_of)
+
+    def leg() -> Run:
+        return {q: dict(sorted(((c, rng.random()) for c in rng.sample(chunks, 300)), key=lambda kv: -kv[1]))
+                for q in queries}
+
+    dense, lex = leg(), leg()
+    qrels = {q: {f"u{j}": rng.choice([1, 2]) for j in rng.sample(range(200), 30)} for q in queries}
+    eng = sweep.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=300)
+    points = sweep.Grid(method=list(FUSION_METHODS), rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[50, 300],
+                        pool_k=[10, 50]).points(sweep.Point(leg_k=300))
+    _same_runs(eng, points, list(queries), depth=50)
+    (slow, _), (fast, _) = _both(eng, points, list(queries), qrels, sweep.columns(10, [10, 50]))
+    pd.testing.assert_frame_equal(fast, slow, check_exact=True, check_dtype=False)

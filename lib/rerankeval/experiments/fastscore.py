@@ -104,7 +104,7 @@ def score_points(engine, points: Sequence, qids: Sequence[str], qrels: Qrels,
     return _frame(points, segments, qids), secs
 
 
-Segment = tuple[str, list[str], np.ndarray]  # metric, qids, values
+Segment = tuple[str, np.ndarray, np.ndarray]  # metric, qids (object array), values
 
 
 def _score_chunk(block: fs.Block, points: Sequence, depth: int, cols: Sequence[str], judged: fm.Judgments,
@@ -114,7 +114,8 @@ def _score_chunk(block: fs.Block, points: Sequence, depth: int, cols: Sequence[s
     order = fs.top(scores, depth)
     gains = fs.ranked_gains(block, order)
     values = {c: fm.metric(gains, c, judged) for c in cols}
-    out = [[(c, block.qids, values[c][i]) for c in cols] for i in range(len(points))]
+    qarr = np.asarray(block.qids, dtype=object)
+    out = [[(c, qarr, values[c][i]) for c in cols] for i in range(len(points))]
     if llm is None:
         return out
     col = cols[0]
@@ -125,21 +126,19 @@ def _score_chunk(block: fs.Block, points: Sequence, depth: int, cols: Sequence[s
             keep = np.flatnonzero(covered[i])
             if not len(keep):
                 continue
-            q = [block.qids[j] for j in keep]
+            q = qarr[keep]
             out[i] += [(f"reranked@{pk} {col}", q, rr_values[i, keep]), (f"fused@{pk} {col}", q, values[col][i, keep])]
     return out
 
 
-def _frame(points: Sequence, segments: dict[str, list], qids: Sequence[str]) -> pd.DataFrame:
+def _frame(points: Sequence, segments: dict[str, list[Segment]], qids: Sequence[str]) -> pd.DataFrame:
     """The long table, in the points' order and, inside a point, in its segments' order."""
-    names, metrics, qs, vals = [], [], [], []
-    for p in points:
-        for metric, q, v in segments.get(p.name, []):
-            names.append(np.full(len(q), p.name, dtype=object))
-            metrics.append(np.full(len(q), metric, dtype=object))
-            qs.append(np.asarray(q, dtype=object))
-            vals.append(np.asarray(v, dtype=np.float64))
-    if not names:
+    segs = [(p.name, *seg) for p in points for seg in segments.get(p.name, [])]
+    if not segs:
         return pd.DataFrame(columns=COLUMNS)
-    return pd.DataFrame({"point": np.concatenate(names), "qid": np.concatenate(qs),
-                         "metric": np.concatenate(metrics), "value": np.concatenate(vals)})[COLUMNS]
+    sizes = [len(q) for _, _, q, _ in segs]
+    names = np.repeat(np.array([s[0] for s in segs], dtype=object), sizes)
+    metrics = np.repeat(np.array([s[1] for s in segs], dtype=object), sizes)
+    qs = np.concatenate([q if isinstance(q, np.ndarray) else np.asarray(q, dtype=object) for _, _, q, _ in segs])
+    vals = np.concatenate([np.asarray(v, dtype=np.float64) for *_, v in segs])
+    return pd.DataFrame({"point": names, "qid": qs, "metric": metrics, "value": vals})[COLUMNS]

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from rerankeval.core.runs import Qrels, Run, ranked
-from rerankeval.retrieve.fusion import SCORE_METHODS
+from rerankeval.retrieve.fusion import DEGENERATE_MINMAX, SCORE_METHODS
 
 LEGS = 2  # dense, bm25 (the engine's order, as stage 03 fuses them)
 MAX_CELLS = 4_000_000  # points x queries x columns fused in one go (memory: ~8 bytes each, a few arrays)
@@ -47,38 +48,90 @@ class Block:
         return np.isfinite(self.rank).sum(axis=0)
 
 
+def columns(legs: Sequence[Sequence[str]]) -> list[str]:
+    """The union of the legs' ranked ids in the fusion's tie-break order (best single-leg rank, then id), without a
+    sort: a unit is first met at its best rank, and at most one new unit per leg comes in at each rank."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for r in range(max((len(ids) for ids in legs), default=0)):
+        new = [ids[r] for ids in legs if r < len(ids) and ids[r] not in seen]
+        if len(new) == 2:
+            a, b = new
+            new = [a] if a == b else [a, b] if a < b else [b, a]
+        elif len(new) > 2:
+            new = sorted(set(new))
+        seen.update(new)
+        out += new
+    return out
+
+
+def _ranked(scores: dict[str, float]) -> list[tuple[str, float]]:
+    """:func:`rerankeval.core.runs.ranked` (a stable sort by score): a list already in non-increasing order, as the
+    engine's unit-level legs are, is returned as it is (the stable sort's result)."""
+    items = list(scores.items())
+    s = np.fromiter((v for _, v in items), dtype=np.float64, count=len(items))
+    return items if len(s) < 2 or bool((s[1:] <= s[:-1]).all()) else ranked(scores)
+
+
+def norm_rows(name: str, rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """:mod:`rerankeval.retrieve.fusion`'s normalisation ``name`` (``minmax_norm``, ``zscore_norm``, ``dbsf_norm``)
+    of many score lists at once: lists of one length are stacked and reduced along rows (numpy's row reduction is
+    the same pairwise sum as its 1-D one, so the values are bit-identical; a test checks it)."""
+    out: list[np.ndarray] = [np.empty(0)] * len(rows)
+    by_len: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_len.setdefault(len(r), []).append(i)
+    for n, idx in by_len.items():
+        if n:
+            for i, v in zip(idx, _norm_stack(name, np.stack([rows[i] for i in idx])), strict=True):
+                out[i] = v
+    return out
+
+
+def _norm_stack(name: str, a: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if name == "minmax_norm":
+            lo, hi = a.min(axis=1, keepdims=True), a.max(axis=1, keepdims=True)
+            return np.where(hi == lo, DEGENERATE_MINMAX, (a - lo) / (hi - lo))
+        if a.shape[1] < 2:
+            return np.full(a.shape, 0.0 if name == "zscore_norm" else DEGENERATE_MINMAX)
+        if name == "zscore_norm":
+            sd = a.std(axis=1, keepdims=True)
+            return np.where(sd == 0.0, 0.0, (a - a.mean(axis=1, keepdims=True)) / sd)
+        if name == "dbsf_norm":
+            sd = a.std(axis=1, ddof=1, keepdims=True)
+            lo = a.mean(axis=1, keepdims=True) - 3.0 * sd
+            return np.where(sd == 0.0, DEGENERATE_MINMAX, (a - lo) / (6.0 * sd))
+    raise ValueError(f"unknown normalisation {name!r}; fusion.SCORE_METHODS has "
+                     f"{', '.join(sorted({fn.__name__ for fn, _ in SCORE_METHODS.values()}))}")
+
+
 def build_block(legs: Sequence[Run], qids: Sequence[str], qrels: Qrels, norms: Sequence[str] | None = None) -> Block:
     """The block of ``legs`` (unit-level runs, dense then bm25) over ``qids``, with the normalisations ``norms``
     (names of :data:`~rerankeval.retrieve.fusion.SCORE_METHODS`' functions; all of them if None)."""
-    fns = {fn.__name__: fn for fn, _ in SCORE_METHODS.values()}
-    names = list(fns) if norms is None else list(dict.fromkeys(norms))
-    items = [[ranked(r.get(q, {})) for r in legs] for q in qids]
-    width = max([len({d for leg in its for d, _ in leg}) for its in items] or [0]) or 1
+    names = sorted({fn.__name__ for fn, _ in SCORE_METHODS.values()}) if norms is None else list(dict.fromkeys(norms))
+    items = [[_ranked(r.get(q, {})) for r in legs] for q in qids]
+    docs = [columns([[d for d, _ in leg] for leg in its]) for its in items]
+    width = max([len(c) for c in docs] or [0]) or 1
     shape = (len(legs), len(qids), width)
-    rank = np.full(shape, np.inf)
-    norm = {k: np.zeros(shape) for k in names}
-    gain = np.zeros((len(qids), width), dtype=np.int64)
-    docs, n = [], np.zeros(len(qids), dtype=np.int64)
-    for qi, (q, its) in enumerate(zip(qids, items, strict=True)):
-        best: dict[str, int] = {}
-        for leg in its:
-            for r, (d, _) in enumerate(leg, start=1):
-                if r < best.get(d, 1 << 62):
-                    best[d] = r
-        cols = sorted(best, key=lambda d: (best[d], d))
+    rank, gain = np.full(shape, np.inf), np.zeros((len(qids), width), dtype=np.int64)
+    where: list[tuple[int, int, np.ndarray]] = []  # (leg, query, columns) of each non-empty leg list
+    scores: list[np.ndarray] = []
+    for qi, (q, its, cols) in enumerate(zip(qids, items, docs, strict=True)):
         pos = {d: i for i, d in enumerate(cols)}
         for li, leg in enumerate(its):
-            if not leg:
-                continue
-            at = np.fromiter((pos[d] for d, _ in leg), dtype=np.int64, count=len(leg))
-            rank[li, qi, at] = np.arange(1, len(leg) + 1)
-            for k in names:
-                norm[k][li, qi, at] = fns[k]([s for _, s in leg])
+            if leg:
+                at = np.fromiter((pos[d] for d, _ in leg), dtype=np.int64, count=len(leg))
+                rank[li, qi, at] = np.arange(1, len(leg) + 1)
+                where.append((li, qi, at))
+                scores.append(np.fromiter((s for _, s in leg), dtype=np.float64, count=len(leg)))
         judged = qrels.get(q, {})
         gain[qi, : len(cols)] = [judged.get(d, 0) for d in cols]
-        docs.append(cols)
-        n[qi] = len(cols)
-    return Block(list(qids), docs, n, rank, norm, gain)
+    norm = {k: np.zeros(shape) for k in names}
+    for k in names:
+        for (li, qi, at), v in zip(where, norm_rows(k, scores), strict=True):
+            norm[k][li, qi, at] = v
+    return Block(list(qids), docs, np.array([len(c) for c in docs], dtype=np.int64), rank, norm, gain)
 
 
 def fused_scores(block: Block, points: Sequence) -> np.ndarray:
@@ -106,9 +159,39 @@ def fused_scores(block: Block, points: Sequence) -> np.ndarray:
 
 def top(scores: np.ndarray, depth: int | None) -> np.ndarray:
     """``[point, query, rank]`` column of each rank: fuse()'s order (score descending; ties keep the columns'
-    tie-break order, as the sort is stable), cut at ``depth``."""
-    order = np.argsort(-scores, axis=-1, kind="stable")
-    return order if depth is None else order[..., :depth]
+    tie-break order), cut at ``depth``. Positions past a query's ``n`` columns are fillers (callers mask them).
+
+    With a cut, a compiled selection (:func:`_select`) keeps each row's best ``depth`` in one pass; without one, a
+    stable argsort. Both give the stable sort's order: a column displaces only strictly lower scores."""
+    if depth is None:
+        return np.argsort(-scores, axis=-1, kind="stable")
+    flat = np.ascontiguousarray(scores.reshape(-1, scores.shape[-1]))
+    n = np.isfinite(flat).sum(axis=-1).astype(np.int64)  # padding (-inf) sits after a row's columns
+    return _select(flat, n, int(depth)).reshape(*scores.shape[:-1], int(depth))
+
+
+@numba.njit(cache=True)
+def _select(scores: np.ndarray, n: np.ndarray, depth: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Per row, the columns of the ``depth`` best scores among its first ``n`` columns, best first, ties in column
+    order (insertion into a sorted list of at most ``depth``; a later equal score goes after)."""
+    out = np.full((scores.shape[0], depth), scores.shape[1] - 1, dtype=np.int64)
+    vals = np.empty(depth)
+    for r in range(scores.shape[0]):
+        cnt = 0
+        for c in range(n[r]):
+            v = scores[r, c]
+            if cnt == depth and v <= vals[depth - 1]:
+                continue
+            j = cnt if cnt < depth else depth - 1
+            while j > 0 and vals[j - 1] < v:
+                vals[j] = vals[j - 1]
+                out[r, j] = out[r, j - 1]
+                j -= 1
+            vals[j] = v
+            out[r, j] = c
+            if cnt < depth:
+                cnt += 1
+    return out
 
 
 def gather(values: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -128,7 +211,7 @@ def to_run(block: Block, scores: np.ndarray, order: np.ndarray) -> Run:
     """One point's fused run (``scores``/``order`` of that point: ``[query, column]``/``[query, rank]``)."""
     out: Run = {}
     for qi, q in enumerate(block.qids):
-        cols = [int(c) for c in order[qi] if c < block.n[qi]]
+        cols = [int(c) for c in order[qi][: block.n[qi]]]
         out[q] = {block.docs[qi][c]: float(scores[qi, c]) for c in cols}
     return out
 
