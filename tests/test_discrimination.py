@@ -191,5 +191,8 @@ def test_the_reranker_pool_is_read_from_stage_04s_files(tmp_path, monkeypatch):
     assert d.model == MODEL and d.n_queries == 3 and d.auc == 1.0
     assert D.write(dp, d)["discrimination"].read_text().startswith("qid,n_relevant,n_non_relevant,auc")
     cands.drop(columns="llm_score").to_csv(dp.rerank_candidates, index=False)
-    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['llm_score'\].*re-run 04-rerank"):
-        D.reranker(dp, qrels)
+    broken = D.reranker(dp, qrels)  # said, and the analysis goes on
+    assert broken.status == D.UNDEFINED and "rerank/candidates.csv lacks the column(s) ['llm_score']" in broken.reason
+    assert "re-run 04-rerank" in D.sentence(broken) and f"({MODEL}) could not be measured" in D.sentence(broken)
+    dp.rerank_candidates.write_bytes(b"\xff\xfe\x00garbage")
+    assert "cannot be read" in D.reranker(dp, qrels).reason

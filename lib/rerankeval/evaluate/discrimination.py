@@ -259,8 +259,8 @@ def sentence(d: Discrimination | Mapping[str, Any] | None) -> str | None:
                 f"right way round (the prompt, p(yes) against p(no)), or use {WAY_OUT}.")
     if d.reason.startswith("the model gave all"):
         return f"{who} {d.reason[len('the model '):]}: its ROC AUC is undefined, {hopeless}."
-    tail = ("; judge more of its candidates (review/unjudged.tsv) to measure it" if "judged" in d.reason
-            else "; see the ledger in 04-rerank" if "score" in d.reason else "")
+    tail = ("" if "re-run" in d.reason else "; judge more of its candidates (review/unjudged.tsv) to measure it"
+            if "judged" in d.reason else "; see the ledger in 04-rerank" if "has a score" in d.reason else "")
     return f"{who} could not be measured (ROC AUC undefined): {d.reason}{tail}."
 
 
@@ -307,20 +307,22 @@ def reranker_model(dp: DatasetPaths) -> str:
 
 def reranker(dp: DatasetPaths, qrels: Qrels, qids: Collection[str] | None = None, *, n_boot: int = stats.N_BOOT,
              seed: int = 0) -> Discrimination | None:
-    """The discrimination of stage 04's LLM scores (``rerank/candidates.csv``), or None when stage 04 wrote none."""
+    """The discrimination of stage 04's LLM scores (``rerank/candidates.csv``), or None when stage 04 wrote none.
+    A file that cannot be read gives an undefined one whose reason says so (the rest of the analysis goes on)."""
     from rerankeval.corpus.contract import read_table
 
     if not dp.rerank_candidates.is_file():
         return None
+    model, where = reranker_model(dp), dp.rerank_candidates.relative_to(dp.root)
     try:
         cands = read_table(dp.rerank_candidates, ids=("qid", "docid"))
     except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read {dp.rerank_candidates} ({e}): re-run 04-rerank to write it again") from e
-    missing = {"qid", "docid", "llm_score"} - set(cands.columns)
+        return Discrimination(model=model, reason=f"{where} cannot be read ({e}); re-run 04-rerank to write it")
+    missing = sorted({"qid", "docid", "llm_score"} - set(cands.columns))
     if missing:
-        raise ValueError(f"{dp.rerank_candidates} lacks the column(s) {sorted(missing)}: it was written by another "
-                         "version of 04-rerank; re-run 04-rerank")
-    return measure(cands, qrels, qids, model=reranker_model(dp), n_boot=n_boot, seed=seed)
+        return Discrimination(model=model, reason=f"{where} lacks the column(s) {missing} (written by another "
+                                                  "version of 04-rerank); re-run 04-rerank")
+    return measure(cands, qrels, qids, model=model, n_boot=n_boot, seed=seed)
 
 
 def per_query_csv(dp: DatasetPaths) -> Path:
