@@ -1,0 +1,398 @@
+"""Benchmark: what the next question costs from a warm default run (issue 24, item 1).
+
+On a copy of the default dataset's state (its folder, ``results/<dataset>/``, its Qdrant store, and the embedding
+and LLM caches; the venv, the llama.cpp build and the model weights are linked, not copied) it warms the chain
+(``python -m rerankeval.chain``, what ``make report`` runs), keeps a snapshot, and times each follow-up from that
+snapshot, as a user makes it:
+
+- ``rrf_k``: ``make report P="rrf_k=30"``;
+- ``hybrid_dbsf``: ``make report P="variants=[..., hybrid_dbsf]"`` (a fusion variant added);
+- ``pool_k``: ``make report P="pool_k=20"``: before it, the LLM cache copy is stripped of exactly the replies the
+  10 new candidates per query need (their keys recorded by reranking pools of 10 and 20 against a cache that only
+  records, endpoint unreachable), so the run must send those and only those: the 04 ledger's requests and cache
+  hits are counted per query;
+- ``chunk_size``: ``make report P="chunk_size=600"`` (everything downstream of 01 changes);
+- ``judgment``: one grade recorded through the explorer's API (``apps.explore.judge``), then ``--only 05``;
+- ``free_text``: a new free-text query in the explorer (``Explorer.show``): the explorer opened and its first
+  free text (cold), then a second new text (warm).
+
+Each follow-up gets: wall seconds, the notebooks re-run and their seconds (the chain's figures), texts encoded (new
+vectors in the embedding cache copy), LLM calls (new replies in the LLM cache copy; the 04 ledger's requests and
+cache hits) and the stage-03 variants read back. Parameter follow-ups are also run with ``--only`` the notebooks
+they change (``minimal``). The local LLM server is started once (``endpoint_start_s``) and given to every chain
+run as a configured endpoint, as ``make lab`` or an ``OPENAI_BASE_URL`` would.
+
+Writes ``results/bench/next_question.json`` (keys include ``warm_03_s``: notebook 03's seconds in the warm chain);
+the last line printed is ``name=value ...``. Timings depend on the machine's load (recorded).
+
+    python bench/next_question.py [--dataset debian-manuals] [--only rrf_k,judgment] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+
+from rerankeval.core import paths
+from rerankeval.core.ioutil import atomic_write_json
+
+LINKED = ("venv", "models", "llama.cpp", "conformance")  # set-up, shared read-only
+COPIED = ("embeddings", "llm", "llm.rates.json")  # the caches a follow-up may add to (counted)
+DBSF_VARIANTS = "[vector, bm25, hybrid, qdrant_hybrid, cross_encoder, hybrid_reformulate, hybrid_dbsf]"
+FOLLOW_UPS: dict[str, tuple[str, list[str]]] = {  # name -> (P=..., the notebooks it changes: the minimal run)
+    "rrf_k": ("rrf_k=30", ["03", "04", "05"]),
+    "hybrid_dbsf": (f"variants={DBSF_VARIANTS}", ["03", "05"]),
+    "pool_k": ("pool_k=20", ["03", "04", "05"]),
+    "chunk_size": ("chunk_size=600", []),
+}
+ORDER = ("rrf_k", "hybrid_dbsf", "judgment", "free_text", "pool_k", "chunk_size")
+CHAIN_LINE = re.compile(r"^\[chain\] (\d\d-[\w-]+)\.ipynb (\w+) in ([\d.]+) s", re.M)
+
+
+class Workspace:
+    """A copy of one dataset's state under ``root``: ``data/<name>``, ``results``, ``qdrant``, ``cache``."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.root, self.name = root, name
+        self.data, self.results, self.qdrant, self.cache = (root / "data" / name, root / "results", root / "qdrant",
+                                                            root / "cache")
+
+    @classmethod
+    def seed(cls, root: Path, dp: paths.DatasetPaths) -> Workspace:
+        ws = cls(root, dp.name)
+        shutil.copytree(dp.source, ws.data)
+        shutil.copytree(dp.root, ws.results / dp.name, ignore=shutil.ignore_patterns("executed", "report"))
+        if dp.qdrant_path.exists():
+            shutil.copytree(dp.qdrant_path, ws.qdrant / dp.name)
+        atomic_write_json(ws.results / dp.name / paths.SOURCE_RECORD, {"source": str(ws.data)})
+        cache = paths.cache_dir()
+        ws.cache.mkdir(parents=True)
+        for name in LINKED:
+            if (cache / name).exists():
+                (ws.cache / name).symlink_to(cache / name)
+        for name in COPIED:
+            src = cache / name
+            if src.is_dir():
+                shutil.copytree(src, ws.cache / name)
+            elif src.is_file():
+                shutil.copy2(src, ws.cache / name)
+        return ws
+
+    def env(self) -> dict[str, str]:
+        return {"RERANKEVAL_RESULTS": str(self.results), "RERANKEVAL_QDRANT_PATH": str(self.qdrant),
+                "RERANKEVAL_CACHE": str(self.cache)}
+
+    def dp(self) -> paths.DatasetPaths:
+        return paths.DatasetPaths(self.name, self.data, self.results / self.name)
+
+    def _parts(self) -> list[Path]:
+        return [self.data, self.results, self.qdrant, *(self.cache / n for n in COPIED)]
+
+    def snapshot(self) -> None:
+        for p in self._parts():
+            dst = self.root / "snapshot" / p.relative_to(self.root)
+            if p.is_dir():
+                shutil.copytree(p, dst, symlinks=True)
+            elif p.is_file():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(p, dst)
+
+    def restore(self) -> None:
+        for p in self._parts():
+            src = self.root / "snapshot" / p.relative_to(self.root)
+            if p.is_dir():
+                shutil.rmtree(p)
+                shutil.copytree(src, p, symlinks=True)
+            elif src.is_file():
+                shutil.copy2(src, p)
+
+
+# -- counters --
+def embedded_hashes(ws: Workspace) -> set[str]:
+    """Every text hash in the embedding cache copy (a new one is a text encoded)."""
+    out: set[str] = set()
+    for shard in (ws.cache / "embeddings").rglob("*.npz"):
+        with contextlib.suppress(Exception), np.load(shard) as z:
+            out.update(z["hashes"].tolist())
+    return out
+
+
+def llm_entries(ws: Workspace) -> set[str]:
+    return {p.name for p in (ws.cache / "llm").rglob("*.json")}
+
+
+def counters(ws: Workspace) -> dict[str, set[str]]:
+    return {"texts": embedded_hashes(ws), "llm": llm_entries(ws)}
+
+
+def counted(before: dict[str, set[str]], after: dict[str, set[str]]) -> dict[str, int]:
+    return {"texts_encoded": len(after["texts"] - before["texts"]), "llm_calls": len(after["llm"] - before["llm"])}
+
+
+def ledger_counts(ws: Workspace) -> dict[str, Any]:
+    """The 04 ledger's main pass: requests, cache hits and calls, summed and per query."""
+    import pandas as pd
+
+    path = ws.dp().ledger
+    if not path.is_file():
+        return {}
+    led = pd.read_csv(path, dtype={"qid": str})
+    led = led[led["pass"] == "main"] if "pass" in led else led
+    return {"rerank_requests": int(led.requests.sum()), "rerank_cache_hits": int(led.cache_hits.sum()),
+            "rerank_calls": int(led.llm_calls.sum()), "per_query": led[["qid", "n_pool", "requests",
+                                                                         "cache_hits"]].to_dict("records")}
+
+
+def read_back(ws: Workspace) -> list[str]:
+    """The stage-03 variants whose records say they were read back."""
+    out = []
+    for rec in sorted(ws.dp().retrieve_dir.glob("*.json")):
+        with contextlib.suppress(ValueError, OSError):
+            if json.loads(rec.read_text(encoding="utf-8")).get("read_back"):
+                out.append(rec.stem)
+    return out
+
+
+# -- running the chain as a user would --
+def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[str] | None = None) -> dict[str, Any]:
+    """``python -m rerankeval.chain --dataset <copy> [--params P] [--only NN ...]``, timed and counted."""
+    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(ws.data)]
+    cmd += ["--params", params] if params else []
+    for nb in only or []:
+        cmd += ["--only", nb]
+    env = {**os.environ, **ws.env(), **endpoint, "PYTHONPATH": str(paths.ROOT / "lib"), "PYTHONHASHSEED": "0"}
+    before = counters(ws)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - t0
+    notebooks = {m.group(1): float(m.group(3)) for m in CHAIN_LINE.finditer(r.stdout)}
+    failed = [m.group(1) for m in CHAIN_LINE.finditer(r.stdout) if m.group(2).lower() != "ok"]
+    out = {"command": " ".join(["python -m rerankeval.chain", *cmd[4:]]), "wall_s": round(wall, 1),
+           "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,
+           **counted(before, counters(ws)), "read_back_03": read_back(ws)}
+    if r.returncode != 0 or failed:
+        out["error"] = (r.stderr or r.stdout)[-1500:]
+    return out
+
+
+def stage_cell_seconds(ws: Workspace, notebook: str = "03-retrieve.ipynb") -> dict[str, float]:
+    """From the executed copy: papermill's duration and the run/write cell's (the stage's own wall time)."""
+    nb = json.loads(ws.dp().executed_notebook(notebook).read_text(encoding="utf-8"))
+    cells = [c for c in nb["cells"] if "retrieve.run(dp, params)" in "".join(c.get("source", ""))]
+    cell = cells[0]["metadata"].get("papermill", {}).get("duration") if cells else None
+    return {"papermill_s": round(nb["metadata"]["papermill"]["duration"], 2),
+            "run_cell_s": round(cell, 2) if cell is not None else None}
+
+
+def parameter_follow_up(ws: Workspace, endpoint: dict[str, str], name: str, minimal: bool) -> dict[str, Any]:
+    """A ``make report P=...`` follow-up from the snapshot; (``minimal``) again with ``--only`` what it changes."""
+    params, changed = FOLLOW_UPS[name]
+    ws.restore()
+    out = {"full": chain(ws, endpoint, params)}
+    out["full"]["rerank"] = {k: v for k, v in ledger_counts(ws).items() if k != "per_query"}
+    if minimal and changed:
+        ws.restore()
+        out["minimal"] = chain(ws, endpoint, params, only=changed)
+    return out
+
+
+# -- pool_k 10 -> 20: exactly the new candidates reach the LLM --
+def recording_cache(root: Path) -> Any:
+    """An LLM cache that serves what the copy holds, stores nothing and records every key asked for (``keys``)."""
+    from rerankeval.llm.cache import LLMCache
+
+    class Recording(LLMCache):
+        def get(self, key: str) -> dict[str, Any] | None:
+            self.keys.append(key)
+            return super().get(key)
+
+    rec = Recording(root, write=False)
+    rec.keys = []
+    return rec
+
+
+def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int) -> list[str]:
+    """The LLM cache keys stage 04 asks for with ``pool_k`` (first attempts), the endpoint made unreachable so
+    that nothing is sent (misses fail at once) and nothing stored."""
+    from rerankeval.core.settings import load_settings
+    from rerankeval.rerank import stage as rstage
+    from rerankeval.rerank.core import rerank_run
+
+    dead = load_settings({**endpoint, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "RERANK_MAX_RETRIES": "0"})
+    p = rstage.RerankParams(pool_k=pool_k)
+    i = rstage.load(ws.dp(), p)
+    rec = recording_cache(ws.cache / "llm")
+    with contextlib.redirect_stderr(open(os.devnull, "w")):  # noqa: SIM115 - the fallback warnings
+        rerank_run(i.fused, i.queries, i.texts, p.config(), pool_k=pool_k, max_queries=0, stability="none",
+                   settings=dead, cache=rec, progress=False)
+    return list(dict.fromkeys(rec.keys))
+
+
+def pool_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
+    """``pool_k=20`` after stripping the copy's LLM cache of the new candidates' replies: counted per query."""
+    ws.restore()
+    k10, k20 = pool_keys(ws, endpoint, 10), pool_keys(ws, endpoint, 20)
+    new = [k for k in k20 if k not in set(k10)]
+    from rerankeval.llm.cache import LLMCache
+
+    removed = 0
+    for k in new:
+        p = LLMCache(ws.cache / "llm").path(k)
+        removed += p.exists()
+        p.unlink(missing_ok=True)
+    out = chain(ws, endpoint, FOLLOW_UPS["pool_k"][0])
+    led = ledger_counts(ws)
+    per_query = led.pop("per_query", [])
+    exact = [r for r in per_query if r["requests"] == r["n_pool"] - 10 and r["cache_hits"] == 10]
+    out.update(rerank=led, keys_pool_10=len(k10), keys_pool_20=len(k20), new_keys=len(new),
+               new_replies_removed=removed, queries=len(per_query), queries_exactly_new_sent=len(exact))
+    return out
+
+
+# -- the explorer's follow-ups (in this process, on the copy) --
+def unjudged_pair(ws: Workspace) -> tuple[str, str]:
+    """The first unjudged unit of stage 05's judging pool (its best-ranked one)."""
+    import pandas as pd
+
+    pool = pd.read_csv(ws.dp().unjudged_review, sep="\t", dtype=str)
+    return pool.qid.iloc[0], pool.unit_id.iloc[0]
+
+
+def judgment_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
+    """A grade recorded with ``explore.judge``, then the analysis only (``--only 05``)."""
+    from rerankeval.apps import explore
+
+    ws.restore()
+    qid, unit = unjudged_pair(ws)
+    t0 = time.perf_counter()
+    said = explore.judge(ws.dp(), qid, unit, 2)
+    judge_s = time.perf_counter() - t0
+    out = chain(ws, endpoint, only=["05"])
+    out.update(judged=f"{qid} {unit} 2", judge_s=round(judge_s, 3), said=said[:200],
+               wall_s=round(out["wall_s"] + judge_s, 1))
+    return out
+
+
+def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
+    """A new free-text query in the explorer: opened + first text (cold), then another new text (warm)."""
+    from rerankeval.apps import explore
+
+    ws.restore()
+    texts = ["how do I keep a package from being upgraded", "where are the boot loader settings kept"]
+    out: dict[str, Any] = {}
+    with mock.patch.dict(os.environ, endpoint):
+        for label, text in zip(("cold", "warm"), texts, strict=True):
+            before = counters(ws)
+            t0 = time.perf_counter()
+            ex = explore.explorer(ws.dp())
+            x = ex.show(text, 10)
+            wall = time.perf_counter() - t0
+            ledger = x.ledger or {}
+            out[label] = {"text": text, "wall_s": round(wall, 2), **counted(before, counters(ws)),
+                          "rerank_requests": ledger.get("requests"), "rerank_calls": ledger.get("llm_calls"),
+                          "columns": [c.variant for c in x.columns]}
+        explore.close_all()
+    out["wall_s"] = out["warm"]["wall_s"]
+    return out
+
+
+# -- the run --
+def warm_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
+    """Bring the copy to a warm state with this code (03 writes its key files), then the warm chain, timed; then
+    notebook 03 alone twice more (its warm time, repeated)."""
+    prime = chain(ws, endpoint)
+    warm = chain(ws, endpoint)
+    alone = [chain(ws, endpoint, only=["03"]) for _ in range(2)]
+    return {"prime": prime, "warm": warm, "warm_03_alone": alone, "warm_03_stage": stage_cell_seconds(ws)}
+
+
+def follow_up(ws: Workspace, endpoint: dict[str, str], name: str, minimal: bool) -> dict[str, Any]:
+    if name in ("judgment", "free_text", "pool_k"):
+        return {"judgment": judgment_follow_up, "free_text": free_text_follow_up,
+                "pool_k": pool_follow_up}[name](ws, endpoint)
+    return parameter_follow_up(ws, endpoint, name, minimal)
+
+
+def save(out: dict[str, Any]) -> Path:
+    """Write what was measured so far (a run stopped halfway keeps its finished follow-ups)."""
+    out["headline"] = headline(out)
+    return atomic_write_json(paths.ROOT / "results" / "bench" / "next_question.json", out)
+
+
+def run(dataset: str, which: list[str], keep: bool, minimal: bool) -> dict[str, Any]:
+    from rerankeval.llm import server as llm_server
+
+    dp = paths.resolve_dataset(dataset)
+    root = Path(tempfile.mkdtemp(prefix="next_question-"))
+    ws = Workspace.seed(root, dp)
+    out: dict[str, Any] = {"dataset": dp.name, "workspace": str(root), "load_before": os.getloadavg()}
+    try:
+        with mock.patch.dict(os.environ, ws.env()), contextlib.ExitStack() as stack:
+            t0 = time.perf_counter()
+            endpoint = stack.enter_context(llm_server.ensure_endpoint())
+            out["endpoint_start_s"] = round(time.perf_counter() - t0, 1)
+            out["warm_up"] = warm_up(ws, endpoint)
+            save(out)
+            ws.snapshot()
+            for name in (n for n in ORDER if n in which):
+                print(f"[bench] {name} ...", flush=True)
+                try:
+                    out[name] = follow_up(ws, endpoint, name, minimal)
+                except Exception as exc:  # noqa: BLE001 - one broken follow-up must not lose the others
+                    out[name] = {"error": f"{type(exc).__name__}: {exc}"[:1000]}
+                save(out)
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    out["load_after"] = os.getloadavg()
+    return out
+
+
+def headline(out: dict[str, Any]) -> dict[str, Any]:
+    """The ``name=value`` figures of the last line."""
+    warm = out["warm_up"]["warm"]
+    line: dict[str, Any] = {"warm_03_s": warm["notebooks_s"].get("03-retrieve"), "warm_report_s": warm["wall_s"]}
+    for name in ORDER:
+        got = out.get(name)
+        if not got:
+            continue
+        full = got.get("full", got)
+        line[f"{name}_s"] = full.get("wall_s")
+        if "minimal" in got:
+            line[f"{name}_minimal_s"] = got["minimal"]["wall_s"]
+    if "pool_k" in out:
+        line["pool_k_new_sent_exactly"] = f"{out['pool_k']['queries_exactly_new_sent']}/{out['pool_k']['queries']}"
+    return line
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default=paths.DEFAULT_DATASET)
+    ap.add_argument("--only", default=",".join(ORDER), help=f"comma-separated follow-ups (default: {','.join(ORDER)})")
+    ap.add_argument("--no-minimal", action="store_true", help="skip the --only runs of the parameter follow-ups")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary copy (its path is in the JSON)")
+    args = ap.parse_args()
+    which = [w.strip() for w in args.only.split(",") if w.strip()]
+    unknown = sorted(set(which) - set(ORDER))
+    if unknown:
+        raise SystemExit(f"unknown follow-up(s) {unknown}; choose from {', '.join(ORDER)}")
+    out = run(args.dataset, which, args.keep, not args.no_minimal)
+    print(f"wrote {save(out)}")
+    print(" ".join(f"{k}={v}" for k, v in out["headline"].items()))
+
+
+if __name__ == "__main__":
+    main()
