@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -83,12 +85,27 @@ class Interrupt:
 
 
 def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None) -> type:
-    """A kernel manager whose kernels start with ``env`` added to this process's environment."""
+    """A kernel manager whose kernels start with ``env`` added to this process's environment.
+
+    The kernel talks to the chain over IPC (Unix sockets in a private temporary folder) rather than TCP on
+    localhost: nothing else on the machine can connect to it, and ipykernel has no reason to print its "running
+    over TCP without encryption" warning on every notebook."""
     from jupyter_client.manager import AsyncKernelManager
 
     extra = dict(env)
 
     class ChainKernelManager(AsyncKernelManager):
+        def __init__(self, **kw: Any) -> None:
+            if os.name == "posix":
+                kw.setdefault("transport", "ipc")
+                kw.setdefault("ip", os.path.join(tempfile.mkdtemp(prefix="rerankeval-kernel-"), "k"))
+            super().__init__(**kw)
+
+        async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
+            await super().shutdown_kernel(now=now, restart=restart)
+            if self.transport == "ipc" and not restart:  # the sockets' folder goes with the kernel
+                shutil.rmtree(os.path.dirname(self.ip), ignore_errors=True)
+
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             kw["env"] = {**(kw.get("env") or os.environ), **extra}
             await super().start_kernel(**kw)

@@ -1,0 +1,39 @@
+"""The chain's console: what its kernels and its Makefile print on a normal run (issue 23, "clean console")."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import tempfile
+
+import nbformat
+import pytest
+
+from rerankeval.apps.chain_signals import kernel_manager_class
+from rerankeval.core import paths
+
+TCP_WARNING = "running over TCP without encryption"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="IPC transport needs Unix sockets")
+def test_kernels_talk_over_ipc_so_ipykernel_prints_no_tcp_warning(tmp_path, capfd) -> None:
+    import papermill
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print(6 * 7)")]
+    src, out = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
+    nbformat.write(nb, src)
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "rerankeval-kernel-*")))
+    papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
+                               kernel_manager_class=kernel_manager_class({"RERANKEVAL_X": "1"}))
+    assert nbformat.read(out, as_version=4).cells[0].outputs[0]["text"] == "42\n"
+    assert TCP_WARNING not in capfd.readouterr().err  # the kernel's stderr is this process's fd 2
+    after = set(glob.glob(os.path.join(tempfile.gettempdir(), "rerankeval-kernel-*")))
+    assert after <= before  # the sockets' folder went with the kernel
+
+
+def test_make_help_expands_its_variables() -> None:
+    got = subprocess.run(["make", "--no-print-directory", "help"], cwd=paths.ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert "make report" in got and "$(" not in got
