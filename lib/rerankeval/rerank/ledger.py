@@ -169,6 +169,7 @@ def ledger_notes(
 SUMMARY_COLUMNS = [
     "variant", "n_queries", "fallback_rate", "repaired_rate", "tokens_per_query", "fresh_tokens_per_query",
     "llm_seconds_per_query", "cost_per_query", "cache_hit_rate", "retries_per_query", "repairs_per_query",
+    "calls_per_query",
 ]
 
 
@@ -187,6 +188,7 @@ def _numeric_rows(df: pd.DataFrame) -> pd.DataFrame:
         _fresh=fresh,
         _tok=fresh + col("saved_prompt_tokens") + col("saved_completion_tokens"),
         _lat=col("llm_seconds") if "llm_seconds" in df else col("latency_s"),  # what the LLM calls cost
+        _calls=col("llm_calls"),
         _cost=col("cost"),
         _ret=col("retries"),
         _rep=col("n_invalid") + col("n_duplicate") + col("n_missing"),
@@ -200,7 +202,7 @@ def _variant_row(variant: str, g: pd.DataFrame) -> dict[str, Any] | None:
     per_q = g.groupby("qid").agg(
         tok=("_tok", "sum"), fresh=("_fresh", "sum"), lat=("_lat", "sum"), cost=("_cost", "sum"),
         ret=("_ret", "sum"), rep=("_rep", "sum"), fb=("_fb", "any"), repaired=("_repaired", "any"),
-        hit=("_hit", "all"),
+        hit=("_hit", "all"), calls=("_calls", "sum"),
     )
     if not len(per_q):
         return None
@@ -217,6 +219,7 @@ def _variant_row(variant: str, g: pd.DataFrame) -> dict[str, Any] | None:
         cache_hit_rate=float(per_q.hit.mean()),
         retries_per_query=float(per_q.ret.mean()),
         repairs_per_query=float(per_q.rep.mean()),
+        calls_per_query=float(per_q.calls.mean()),
     )
 
 
@@ -230,7 +233,8 @@ def ledger_summary(
     cache: what the method needs), ``fresh_tokens_per_query`` (sent now), ``llm_seconds_per_query`` (mean
     wall time of the queries not served wholly from the cache; of all queries when every one was),
     ``cost_per_query``, ``cache_hit_rate`` (share of queries served wholly from the cache),
-    ``retries_per_query``, ``repairs_per_query`` (invalid + duplicate + missing ids). Restricted to
+    ``retries_per_query``, ``repairs_per_query`` (invalid + duplicate + missing ids), ``calls_per_query``
+    (the LLM calls the mode needs, cached or sent). Restricted to
     ``qids`` when given.
     """
     if ledger is None or ledger.empty:

@@ -59,7 +59,8 @@ class Reranker(ModeCalls, AsksLLM):
         scores: list[float | None] | None = None
         try:
             if pool:
-                fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno}[cfg.mode]
+                fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno,
+                      "setwise": self._setwise}[cfg.mode]
                 scores, counts = fn(query, pool, texts, stats)
         except Exception as exc:  # a bug must not lose the run: fall back, and say so in the ledger
             stats.error(f"{type(exc).__name__}: {redact(exc)[:200]}")

@@ -53,12 +53,14 @@ class RerankParams:
 
     dataset: str = DEFAULT_DATASET  # the caller resolves it to the DatasetPaths given to load() and run()
     pool_k: int = 10  # fused candidates per query the LLM reorders (the rest keep their fused order)
-    mode: str = "yesno"  # listwise, pointwise or yesno (rerank.core)
+    mode: str = "yesno"  # listwise, pointwise, yesno or setwise (rerank.core)
     alpha: float = 0.1  # LLM weight in the blend with the fused score
     window: int = 20  # listwise: passages per call
     step: int = 10  # listwise: window stride
     batch_size: int = 1  # pointwise: candidates graded per call
     yesno_json: bool = False  # yesno: False asks for one plain token; True constrains the reply to JSON
+    set_size: int = 4  # setwise: candidates per call (a heap node and its set_size - 1 children)
+    setwise_k: int = 0  # setwise: top places the heap sort settles; 0: the whole pool
     max_passage_chars: int = 200  # candidate text sent to the LLM is clipped to this many characters
     max_queries: int = 0  # 0: all queries; else the first N by qid
     concurrency: int = 1  # queries reranked in parallel
@@ -76,7 +78,8 @@ class RerankParams:
         """The reranker's configuration (every field of it the notebook sets)."""
         return RerankConfig(
             mode=self.mode, alpha=self.alpha, window=self.window, step=self.step, batch_size=self.batch_size,
-            yesno_json=self.yesno_json, max_passage_chars=self.max_passage_chars, seed=self.seed,
+            yesno_json=self.yesno_json, set_size=self.set_size, setwise_k=self.setwise_k,
+            max_passage_chars=self.max_passage_chars, seed=self.seed,
             concurrency=self.concurrency, price_per_mtok=(float(self.price_per_mtok[0]), float(self.price_per_mtok[1])),
             max_calls=self.max_calls, max_cost=self.max_cost)
 
