@@ -40,12 +40,12 @@ export PYTHONHASHSEED := 0
 # whichever clone last did the editable install, in this process and in every notebook kernel it starts
 export PYTHONPATH := $(CURDIR)/lib
 
-.PHONY: help setup report sweep test test-unit lab lint clean llama llama-if-local pyserver system-deps
+.PHONY: help setup report questions sweep test test-unit lab lint clean llama llama-if-local pyserver system-deps
 
 help: ## show this help
 	@echo "ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents?"
 	@echo
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s|\$$\(CACHE\)|$(CACHE)|g' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: DATASET=name-or-path (default $(DATASET)), P=\"key=value ...\" notebook parameter overrides"
 
@@ -104,6 +104,9 @@ system-deps: ## install Debian packages the report check needs (chromium), when 
 report: ## run every notebook on DATASET and render results/<dataset>/report/index.html
 	@$(MAKE) --no-print-directory -j2 setup llama-if-local
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(P_ARG)
+
+questions: setup llama-if-local ## draft questions for DATASET with the LLM (01 then 08-questions): queries.draft.jsonl, qrels/draft.tsv
+	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 01 --only 08 --set draft=always $(P_ARG)
 
 sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-03 done) and write runs/hybrid_tuned.trec
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 06 --set grid=large --set write_tuned=true \

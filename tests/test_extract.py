@@ -10,6 +10,7 @@ from builders import TINY_QUERIES, write_pdf, write_queries
 from rerankeval.core import paths
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import extract
+from rerankeval.corpus import views as corpus_views
 from rerankeval.corpus.beir import InputError
 
 
@@ -31,7 +32,7 @@ def test_pdf_dataset_pages_chunks_and_ids(tiny_pdf):
     assert s["queries_per_slice"] == {"answers": {"multi": 1, "single": 3}, "type": {"lexical": 2, "paraphrase": 2}}
     assert s["judgments_per_grade"] == {"1": 1, "2": 4}
     assert "/etc/alpha/alpha.conf" in " ".join(chunks.text)
-    assert list(extract.empty_pages(dp).unit_id) == ["beta-manual.pdf#p3"]
+    assert list(corpus_views.empty_pages(dp).unit_id) == ["beta-manual.pdf#p3"]
 
 
 def test_reextraction_is_byte_identical_and_reused(tiny_pdf):

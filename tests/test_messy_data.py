@@ -14,6 +14,7 @@ import pytest
 from builders import write_pdf
 from rerankeval.core import paths
 from rerankeval.corpus import extract
+from rerankeval.corpus import views as corpus_views
 from rerankeval.evaluate import analyse, limitations
 from rerankeval.experiments import replay, splits, sweep
 
@@ -72,11 +73,11 @@ def test_pages_with_only_form_fields_or_annotations_are_named(tiny_pdf):
     with open(tiny_pdf / "qrels" / "test.tsv", "a", encoding="utf-8") as fh:
         fh.write("t1\tform.pdf#p3\t1\n")
     dp, rep = build(tiny_pdf)
-    lines = extract.no_text_lines(dp)
+    lines = corpus_views.no_text_lines(dp)
     assert "form.pdf p2: no text layer (only form fields/annotations: 1 FreeText annotation)" in lines[1]
     assert "form.pdf p3: no text layer (only form fields/annotations: 1 form field)" in lines[2]
     assert lines[0].startswith("beta-manual.pdf p3: no text layer (blank page)") and len(lines) == 3
-    pages = extract.empty_pages(dp)
+    pages = corpus_views.empty_pages(dp)
     assert list(pages.unit_id) == ["beta-manual.pdf#p3", "form.pdf#p2", "form.pdf#p3"]
     assert rep.stats["pages_without_text"] == 3
     w = rep.warnings[rep.warnings.kind == "qrels names a page without text"].to_dict("records")
@@ -98,8 +99,8 @@ def test_a_scanned_page_is_named_as_images_only(tmp_path):
     (folder / "qrels").mkdir()
     (folder / "qrels" / "test.tsv").write_text("q\ttext.pdf#p1\t2\n", encoding="utf-8")
     dp, _ = build(folder)
-    assert extract.no_text_lines(dp) == ["scan.pdf p1: no text layer (images only: a scan?); OCR it (e.g. ocrmypdf) "
-                                         "to make it searchable"]
+    assert corpus_views.no_text_lines(dp) == [
+        "scan.pdf p1: no text layer (images only: a scan?); OCR it (e.g. ocrmypdf) to make it searchable"]
 
 
 # before: the warnings table was read back without dtype, so the query id "1" came back as the number 1

@@ -17,6 +17,7 @@ from rerankeval.core.paths import resolve_dataset
 from rerankeval.corpus.snippets import Snippets
 from rerankeval.evaluate import analyse, verdict
 from rerankeval.report import htmlsafe
+from rerankeval.report import pages as report_pages
 from rerankeval.report import render as report
 
 EVIL = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
@@ -152,7 +153,7 @@ def test_index_without_metrics(dp):
     assert path == dp.report_dir / "index.html"
     text = path.read_text()
     assert "No metrics yet" in text and "1 notebook(s) failed" in text
-    assert report.CSP_META in text.split("</head>", 1)[0]
+    assert report_pages.CSP_META in text.split("</head>", 1)[0]
     assert "<script" not in text.lower() and "<img src=x" not in text
     assert (
         "&lt;script&gt;" in text
@@ -229,7 +230,7 @@ def test_render_notebook_html_offline_and_hides_inputs(tmp_path):
     )
     src = tmp_path / "nb.ipynb"
     nbformat.write(nb, src)
-    out = report.render_notebook_html(src, tmp_path / "out" / "nb.html")
+    out = report_pages.render_notebook_html(src, tmp_path / "out" / "nb.html")
     text = out.read_text()
     assert "visible output" in text and "SECRET_PLUMBING_CODE" not in text
     assert "injected" in text  # the papermill parameters cell keeps its input
@@ -240,7 +241,7 @@ def test_render_notebook_html_offline_and_hides_inputs(tmp_path):
     assert "cdnjs" not in text and "unpkg" not in text
     assert "<script>document.title" not in text and "&lt;script&gt;" in text
     head = text.split("</head>", 1)[0]
-    assert report.CSP_META in head and "script-src" not in report.CSP  # default-src 'none' covers scripts
+    assert report_pages.CSP_META in head and "script-src" not in report_pages.CSP  # default-src none covers scripts
 
 
 def test_strip_remote_resources():
@@ -249,7 +250,7 @@ def test_strip_remote_resources():
         '<script type="module">const m = (await import("https://cdn/m.mjs"));</script>'
         '<script>local()</script><link rel="stylesheet" href="local.css"></head>'
     )
-    out = report.strip_remote_resources(html)
+    out = report_pages.strip_remote_resources(html)
     assert "cdn" not in out and "http" not in out and "local()" in out and "local.css" in out
 
 
@@ -351,7 +352,7 @@ def test_relative_paths_closed_form(monkeypatch, tmp_path):
     home = Path.home()
     text = (f'a {PROJECT}/data/x "{PROJECT}" {tmp_path}/res/ds/m.csv {home}/.cache/r {PROJECT}2/z '
             f'{tmp_path}/src/ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp')
-    assert report.relative_paths(text, [(tmp_path / "src" / "ds", "ds")]) == (
+    assert report_pages.relative_paths(text, [(tmp_path / "src" / "ds", "ds")]) == (
         f'a data/x "." results/ds/m.csv ~/.cache/r {PROJECT}2/z ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp'
     )
 
@@ -368,7 +369,7 @@ def test_notebook_page_shows_no_absolute_path(tmp_path, monkeypatch):
         metadata={"papermill": {"parameters": {"dataset": str(src)}}},
     )
     nbformat.write(nb, tmp_path / "nb.ipynb")
-    text = report.render_notebook_html(tmp_path / "nb.ipynb", tmp_path / "nb.html").read_text()
+    text = report_pages.render_notebook_html(tmp_path / "nb.ipynb", tmp_path / "nb.html").read_text()
     assert str(tmp_path) not in text and str(PROJECT) not in text and f"{Path.home()}/" not in text
     assert "wrote results/mine/metrics.csv; corpus mine/a.pdf; venv ~/v; x" in text
     assert re.search(r'>(&quot;|")mine(&quot;|")<', text)  # the injected parameter names the dataset, not its folder

@@ -292,9 +292,10 @@ def rendered(tmp_path_factory):
         ]
         t = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert t.returncode == 0, f"papermill failed:\n{t.stderr[-4000:]}"
+        from rerankeval.report import pages as report_pages
         from rerankeval.report import render as report
 
-        page = report.render_notebook_html(executed, dp.report_dir / "05-analyse.html")
+        page = report_pages.render_notebook_html(executed, dp.report_dir / "05-analyse.html")
         pages = [
             {
                 "name": "01-extract-corpus",
@@ -359,10 +360,10 @@ def _layout(exe: str, index: Path, tmp: Path) -> dict:
     gets a measuring script (the layout is the same) and reports through ``document.title``."""
     import json
 
-    from rerankeval.report import render as report
+    from rerankeval.report import pages as report_pages
 
     probe = index.with_name("layout-probe.html")
-    text = index.read_text(encoding="utf-8").replace(report.CSP_META, "")
+    text = index.read_text(encoding="utf-8").replace(report_pages.CSP_META, "")
     probe.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     try:
         dom = _dump_dom(exe, probe.resolve().as_uri(), tmp / "profile-layout")
@@ -446,7 +447,7 @@ def test_policy_blocks_an_unescaped_output(tmp_path):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from rerankeval.report import render as report
+    from rerankeval.report import pages as report_pages
 
     raw = f"<p>visible</p>{INJECT}"
     nb = new_notebook(
@@ -454,7 +455,7 @@ def test_policy_blocks_an_unescaped_output(tmp_path):
     )
     src = tmp_path / "raw.ipynb"
     nbformat.write(nb, src)
-    page = report.render_notebook_html(src, tmp_path / "raw.html")
+    page = report_pages.render_notebook_html(src, tmp_path / "raw.html")
     dom = _dump_dom(exe, page.resolve().as_uri(), tmp_path / "profile")
     assert "visible" in dom
     title = dom.split("<title>", 1)[1].split("</title>", 1)[0]

@@ -111,7 +111,7 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     from papermill.exceptions import PapermillExecutionError
 
     from rerankeval.core.progress import STAGE_ENV
-    from rerankeval.report import render as report
+    from rerankeval.report import pages as pages_mod
 
     nb_params = {k: v for k, v in params.items() if k in declared_parameters(nb)}
     nb_params["dataset"] = str(dp.source)
@@ -145,7 +145,7 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     if out.exists() and (status == "ok" or out.stat().st_mtime_ns != earlier):
         try:
             redact_file(out)
-            report.render_notebook_html(out, html)
+            pages_mod.render_notebook_html(out, html, pages_mod.questions_note(dp))
         except OSError as exc:
             problem = f"{nb.name}: its page was not rendered: {os_error(exc, dp.report_dir)}"
             status, error = ("failed", problem) if status == "ok" else (status, f"{error}; {problem}")

@@ -22,13 +22,15 @@ class PreflightError(ReRankEvalError):
 
 
 EXPLORER_AFTER = "05"  # 00-explore reads the indexes and runs 01-05 saved: the chain runs it right after 05
+QUESTIONS_AFTER = "02"  # 08-questions drafts questions for a corpus that has none: 03 on need them
+RUNS_AFTER = {"00": EXPLORER_AFTER, "08": QUESTIONS_AFTER}  # notebooks numbered out of their place in the chain
 
 
 def _chain_order(nb: Path) -> tuple[str, str]:
     """By number, except ``00-*`` (the explorer ``make lab`` opens first), which runs after ``EXPLORER_AFTER``
-    and before any later notebook (06, 07 ...)."""
+    and before any later notebook (06, 07 ...), and ``08-questions`` (added later), which runs after 02."""
     number = nb.name[:2]
-    return (EXPLORER_AFTER + "+" if number == "00" else number, nb.name)
+    return (RUNS_AFTER[number] + "+" if number in RUNS_AFTER else number, nb.name)
 
 
 def notebooks(only: list[str] | None = None) -> list[Path]:

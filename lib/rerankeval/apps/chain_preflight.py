@@ -26,10 +26,14 @@ def needs_llm(nb: Path) -> bool:
 
 
 def wants_llm(nb: Path, params: Mapping[str, Any]) -> bool:
-    """03 with ``hybrid_reformulate`` listed rewrites queries with the LLM (it falls back when the LLM is down)."""
+    """03 with ``hybrid_reformulate`` listed rewrites queries with the LLM (it falls back when the LLM is down);
+    08 drafts questions with it unless ``draft="never"``."""
     from rerankeval.core.names import HYBRID_REFORMULATE
 
-    return HYBRID_REFORMULATE in (effective_parameters(nb, params).get("variants") or [])
+    effective = effective_parameters(nb, params)
+    if nb.stem.endswith("questions"):
+        return effective.get("draft") != "never"
+    return HYBRID_REFORMULATE in (effective.get("variants") or [])
 
 
 def check_settings() -> None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from rerankeval.corpus.textnorm import QUOTE_MARKS as _QUOTE_MARKS
+from rerankeval.corpus.textnorm import norm_quote, norm_text
 
 OK = "ok"
 FABRICATED = "fabricated"
@@ -27,7 +29,6 @@ BAD = (FABRICATED, QUOTE_NOT_FOUND)
 NOT_IN_DOCS = re.compile(
     r"\bnot\s+(?:in|found\s+in|mentioned\s+in|covered\s+(?:in|by))\s+the\s+(?:provided\s+|given\s+)?"
     r"(?:documents?|passages?|context)\b", re.I)
-_QUOTE_MARKS = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb "
 _PAGE = re.compile(r"\bp\.\s*(\d+)\b")
 
 
@@ -41,29 +42,11 @@ class Cited:
     unit: str | None
 
 
-_TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-
-
-def norm_text(text: str | None) -> str:
-    """NFKC (ligatures apart), typographic quotes straightened, white space collapsed, case folded."""
-    s = unicodedata.normalize("NFKC", str(text or "")).translate(_TYPOGRAPHIC)
-    return " ".join(s.split()).casefold()
-
-
 def norm_label(label: str | None) -> str:
     """A label as compared: no brackets or quotes around it, ``p. 3`` = ``p.3``, ``file#p3`` = ``file p.3``."""
     s = norm_text(label).strip("[]() " + _QUOTE_MARKS)
     s = re.sub(r"#p(\d+)$", r" p.\1", s)
     return _PAGE.sub(r"p.\1", s)
-
-
-def norm_quote(quote: str | None) -> str:
-    s = norm_text(quote).strip(_QUOTE_MARKS)
-    for tail in ("...", "\u2026"):
-        s = s.removesuffix(tail).rstrip()
-    for head in ("...", "\u2026"):
-        s = s.removeprefix(head).lstrip()
-    return s
 
 
 def label_index(labels: Mapping[str, str]) -> dict[str, str]:

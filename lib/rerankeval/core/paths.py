@@ -87,6 +87,17 @@ class DatasetPaths:
     def source_qrels(self, split: str = "test") -> Path:
         return self.source / "qrels" / f"{split}.tsv"
 
+    @property
+    def source_draft_queries(self) -> Path:
+        """JSONL of generated questions (``_id, text, metadata``), written by the questions stage
+        (:mod:`rerankeval.questions.draft`) beside the user's files, never over them."""
+        return self.source / "queries.draft.jsonl"
+
+    @property
+    def source_draft_qrels(self) -> Path:
+        """TSV ``query-id corpus-id score``: each generated question's source unit, grade 2."""
+        return self.source / "qrels" / "draft.tsv"
+
     def judgments(self, split: str = "test") -> Path:
         """TSV ``query-id corpus-id score``: grades recorded while exploring (:mod:`rerankeval.evaluate.judgments`).
 
@@ -201,6 +212,12 @@ class DatasetPaths:
     @property
     def rerank_bench_dir(self) -> Path:
         return self.rerank_dir / "bench"
+
+    # -- questions: drafted from the corpus when the dataset has none (rerankeval.questions) --
+    @property
+    def questions_dir(self) -> Path:
+        """The questions stage's summary (counts, drops by reason, plan) and ledger (one row per unit asked)."""
+        return self.stage_dir("questions")
 
     # -- 06: sweeps --
     @property

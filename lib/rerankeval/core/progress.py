@@ -87,6 +87,17 @@ def _label(desc: str) -> str:
     return f"[{stage}] {desc}" if stage else desc
 
 
+def say(text: str, *, file: TextIO | None = None, mode: str | None = None) -> None:
+    """One line on the user's terminal (prefixed with the stage, as the bars are), e.g. the cost plan printed
+    before an LLM stage spends; nothing in ``off`` mode."""
+    stream = file if file is not None else terminal()
+    if stream is None or (mode or default_mode(stream)) == "off":
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(_label(text) + "\n")
+        stream.flush()
+
+
 class Progress:
     """A progress display for ``total`` items (None: unknown); ``update(n, **counters)`` as items finish."""
 

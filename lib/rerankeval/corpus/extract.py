@@ -21,12 +21,18 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file, sha256_json
+from rerankeval.core.ioutil import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    read_jsonl,
+    sha256_file,
+    sha256_json,
+)
 from rerankeval.core.paths import DATASET_LAYOUT, DatasetPaths, record_source
 from rerankeval.core.runs import write_qrels
-from rerankeval.corpus import beir
+from rerankeval.corpus import beir, queryset
 from rerankeval.corpus.beir import InputError
-from rerankeval.corpus.contract import read_table
 from rerankeval.corpus.pdf import PdfSkipped, iter_pages, page_id, source_name
 from rerankeval.corpus.textnorm import chunk_text
 
@@ -58,14 +64,19 @@ class CorpusReport:
 def check_inputs(dp: DatasetPaths, split: str = "test") -> str:
     """The dataset kind ("pdf" or "beir") once every required file is there, before anything is extracted.
 
-    Raises :class:`InputError` listing every missing file and the expected layout.
+    Questions are not required: a folder with documents only gets its questions drafted by the questions stage
+    (:mod:`rerankeval.corpus.queryset`). Raises :class:`InputError` listing every missing file and the layout.
     """
     if not dp.source.is_dir():
         raise InputError(f"dataset folder {dp.source} does not exist; give a folder of PDFs or a BEIR dataset")
     kind = "beir" if beir.find_corpus(dp.source) else "pdf" if _pdf_files(dp.source) else None
     missing = [] if kind else ["a corpus (put PDF files in it, or a BEIR corpus.jsonl[.gz])"]
-    missing += [p.relative_to(dp.source).as_posix() for p in (dp.source_queries, dp.source_qrels(split))
-                if not p.is_file()]
+    src = queryset.query_source(dp, split)
+    if src.kind == queryset.HUMAN:  # one of the two without the other
+        missing += [p.relative_to(dp.source).as_posix() for p in src.files() if not p.is_file()]
+    elif src.kind == queryset.GENERATED and src.qrels is not None and not src.qrels.is_file():
+        missing.append(f"{src.qrels.relative_to(dp.source).as_posix()} (the judgments of queries.draft.jsonl; "
+                       "`make questions` writes both)")
     if missing:
         raise InputError(
             f"{dp.source} is not a complete dataset; missing: {'; '.join(missing)}. Nothing was extracted. "
@@ -99,13 +110,18 @@ def pdf_sources(source: Path) -> dict[str, Path]:
     return out
 
 
-def _input_hash(dp: DatasetPaths, kind: str, split: str, sources: dict[str, Path], params: dict[str, Any]) -> str:
+def _docs_hash(dp: DatasetPaths, kind: str, sources: dict[str, Path], params: dict[str, Any]) -> str:
+    """What the chunks depend on: the documents' contents, the parameters and the extraction code."""
     corpus = beir.find_corpus(dp.source)
     files = {corpus.name: corpus} if kind == "beir" and corpus else dict(sources)
-    for p in (dp.source_queries, dp.source_qrels(split)):
-        files[str(p.relative_to(dp.source))] = p
-    digest = {name: (sha256_file(p) if p.is_file() else None) for name, p in files.items()}
+    digest = {name: sha256_file(p) for name, p in files.items()}
     return sha256_json({"files": digest, "params": params, "kind": kind, "version": STAGE_VERSION})
+
+
+def _input_hash(docs_hash: str, src: queryset.QuerySource) -> str:
+    """What the whole stage depends on: the documents and the question files evaluated with."""
+    files = {p.name: (sha256_file(p) if p.is_file() else None) for p in src.files()}
+    return sha256_json({"docs": docs_hash, "queries": src.kind, "files": files})
 
 
 def build_corpus(
@@ -120,56 +136,100 @@ def build_corpus(
     """Extract, chunk and validate the dataset at ``dp.source``; write ``dp.corpus_dir``.
 
     Everything that can be checked cheaply is checked before the first page is extracted: required
-    files, colliding file names, the results folder's owner, the queries and the judgments.
+    files, colliding file names, the results folder's owner, the queries and the judgments. When only the
+    questions changed (new drafts, an edited queries.jsonl) the saved chunks are kept: nothing is re-extracted.
     """
     kind = check_inputs(dp, split)
+    src = queryset.query_source(dp, split)
     sources = pdf_sources(dp.source) if kind == "pdf" else {}
     record_source(dp)
     params = {"split": split, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "x_tolerance": x_tolerance}
-    in_hash = _input_hash(dp, kind, split, sources, params)
+    docs_hash = _docs_hash(dp, kind, sources, params)
+    in_hash = _input_hash(docs_hash, src)
     if not force and (old := _reusable(dp, in_hash)) is not None:
         return old
 
-    queries = beir.read_queries(dp.source_queries)
-    raw_qrels, qrels_warnings = _read_judgments(dp.source_qrels(split), kind)
+    queries = queryset.read_source_queries(src)
+    raw_qrels, qrels_warnings = _read_judgments(src.qrels, kind) if src.kind != queryset.NONE else ({}, [])
+    docs = None if force else _saved_docs(dp, docs_hash)
+    if docs is None:
+        docs = _extract_docs(dp, kind, sources, chunk_size, chunk_overlap, x_tolerance)
+    no_text = {p["unit_id"]: p["note"] for p in docs.pages if p["chars"] == 0}
+    qrels, query_rows, warnings = queryset.validate_judgments(queries, raw_qrels, docs.units, no_text)
+    if not query_rows and src.kind != queryset.NONE:
+        raise InputError(
+            f"no query in {src.queries} has a judgment in {src.qrels} that names a known "
+            f"{UNITS[kind]}; check the ids (PDF pages are '<file>#p<page>')"
+        )
+    warnings = _name_warnings(dp.source, sources) + qrels_warnings + warnings
+    stats = {"dataset": dp.name, "kind": kind, "unit": UNITS[kind], "split": split, "params": params,
+             "input_hash": in_hash, "docs_hash": docs_hash, "queries_source": src.kind,
+             **_counts(kind, sources, docs.skipped, docs.pages, docs.units, docs.chunks, query_rows, qrels),
+             "warnings": len(warnings)}
+    if src.kind == queryset.GENERATED and src.queries is not None:
+        stats["generated"] = queryset.describe(queryset.read_drafts(src.queries))
+    return _write_corpus(dp, docs, query_rows, qrels, warnings, stats)
+
+
+@dataclass
+class Docs:
+    """Stage 01's document side: chunks, relevance units, page rows (PDF) and skipped files."""
+
+    chunks: list[dict[str, Any]]
+    units: set[str]
+    pages: list[dict[str, Any]]
+    skipped: list[dict[str, str]]
+    saved: bool = False  # read back from the previous run's files (only the questions changed)
+
+
+def _extract_docs(dp: DatasetPaths, kind: str, sources: dict[str, Path], size: int, overlap: int,
+                  x_tolerance: float) -> Docs:
     skipped: list[dict[str, str]] = []
     page_rows: list[dict[str, Any]] = []
     if kind == "pdf":
-        chunks, units = _pdf_chunks(sources, chunk_size, chunk_overlap, x_tolerance, skipped, page_rows)
+        chunks, units = _pdf_chunks(sources, size, overlap, x_tolerance, skipped, page_rows)
     else:
         chunks, units = _beir_chunks(beir.find_corpus(dp.source))
     if not chunks:
         why = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "no text could be extracted"
         raise InputError(f"the corpus of {dp.source} is empty ({why}). Provide readable PDFs or a non-empty corpus.")
+    return Docs(chunks, units, page_rows, skipped)
 
-    no_text = {p["unit_id"]: p["note"] for p in page_rows if p["chars"] == 0}
-    qrels, query_rows, warnings = _validate_judgments(queries, raw_qrels, units, no_text)
-    if not query_rows:
-        raise InputError(
-            f"no query in {dp.source_queries} has a judgment in qrels/{split}.tsv that names a known "
-            f"{UNITS[kind]}; check the ids (PDF pages are '<file>#p<page>')"
-        )
-    warnings = _name_warnings(dp.source, sources) + qrels_warnings + warnings
+
+def _saved_docs(dp: DatasetPaths, docs_hash: str) -> Docs | None:
+    """The previous run's document side when it was built from the same documents and parameters."""
+    if not (dp.corpus_stats.is_file() and dp.chunks.is_file()):
+        return None
+    old = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
+    if old.get("docs_hash") != docs_hash or old.get("corpus_hash") != sha256_file(dp.chunks):
+        return None
+    chunks = read_jsonl(dp.chunks)
+    pages = [{**r, "page": int(r["page"]), "chars": int(r["chars"])}
+             for r in _read_csv(dp.pages_csv).to_dict("records")] if dp.pages_csv.is_file() else []
+    units = {p["unit_id"] for p in pages} if old.get("kind") == "pdf" else {c["unit_id"] for c in chunks}
+    return Docs(chunks, units, pages, _read_csv(dp.skipped_csv).to_dict("records"), saved=True)
+
+
+def _write_corpus(dp: DatasetPaths, docs: Docs, query_rows: list[dict[str, Any]], qrels: dict[str, dict[str, int]],
+                  warnings: list[dict[str, str]], stats: dict[str, Any]) -> CorpusReport:
     # stats.json is the stage's commit marker: remove it first, write it last, so a run killed in between
     # never leaves an old marker beside a new chunk table
     dp.corpus_stats.unlink(missing_ok=True)
-    atomic_write_jsonl(dp.chunks, chunks)
+    if not docs.saved:
+        atomic_write_jsonl(dp.chunks, docs.chunks)
     atomic_write_jsonl(dp.queries, query_rows)
     write_qrels(qrels, dp.qrels)
-    skipped_df = pd.DataFrame(skipped, columns=["file", "reason"])
+    skipped_df = pd.DataFrame(docs.skipped, columns=["file", "reason"])
     warnings_df = pd.DataFrame(warnings, columns=["kind", "query-id", "corpus-id", "detail"])
     atomic_write_text(dp.skipped_csv, skipped_df.to_csv(index=False))
     atomic_write_text(dp.warnings_csv, warnings_df.to_csv(index=False))
-    if page_rows:
-        atomic_write_text(dp.pages_csv, pd.DataFrame(page_rows).to_csv(index=False))
-    stats = {"dataset": dp.name, "kind": kind, "unit": UNITS[kind], "split": split, "params": params,
-             "input_hash": in_hash, "corpus_hash": sha256_file(dp.chunks),
-             **_counts(kind, sources, skipped, page_rows, units, chunks, query_rows, qrels), "warnings": len(warnings)}
-    atomic_write_json(dp.corpus_stats, stats)
-    return CorpusReport(stats, skipped_df, warnings_df, False)
+    if docs.pages and not docs.saved:
+        atomic_write_text(dp.pages_csv, pd.DataFrame(docs.pages).to_csv(index=False))
+    atomic_write_json(dp.corpus_stats, {**stats, "corpus_hash": sha256_file(dp.chunks)})
+    return CorpusReport(stats | {"corpus_hash": sha256_file(dp.chunks)}, skipped_df, warnings_df, False)
 
 
-def _read_judgments(path: Path, kind: str) -> tuple[dict[str, dict[str, int]], list[dict[str, str]]]:
+def _read_judgments(path: Path | None, kind: str) -> tuple[dict[str, dict[str, int]], list[dict[str, str]]]:
     """The qrels keyed by unit id (white space in a PDF page id becomes ``_``, as in the page ids)."""
     unit = (lambda did: "_".join(did.split())) if kind == "pdf" else str
     return beir.merge_judgments(beir.read_judgments(path), path, unit=unit)
@@ -301,79 +361,3 @@ def _beir_chunks(path: Path):
         for did, d in sorted(docs.items())
     ]
     return chunks, set(docs)
-
-
-def _validate_judgments(queries, raw_qrels, units, no_text: dict[str, str] | None = None):
-    """The judgments of known queries and units, the evaluated query rows, and warning rows. ``no_text``
-    (page id -> why it has no text) names the judged pages no variant can retrieve: kept, with a warning."""
-    no_text = no_text or {}
-    warnings: list[dict[str, str]] = []
-    qrels: dict[str, dict[str, int]] = {}
-    for qid, rels in sorted(raw_qrels.items()):
-        if qid not in queries:
-            warnings.append({"kind": "qrels query not in queries.jsonl", "query-id": qid, "corpus-id": "",
-                             "detail": f"{len(rels)} judgment(s) dropped"})
-            continue
-        for uid, grade in sorted(rels.items()):
-            if uid not in units:
-                warnings.append({"kind": "qrels names an unknown unit", "query-id": qid, "corpus-id": uid,
-                                 "detail": "dropped: no such page/document in the corpus (skipped file or typo?)"})
-                continue
-            if uid in no_text:
-                warnings.append({"kind": "qrels names a page without text", "query-id": qid, "corpus-id": uid,
-                                 "detail": f"kept (grade {grade}), but no variant can retrieve it: {no_text[uid]}"})
-            qrels.setdefault(qid, {})[uid] = grade
-    unjudged = sorted(set(queries) - set(qrels))
-    if unjudged:
-        shown = ", ".join(unjudged[:10]) + (" ..." if len(unjudged) > 10 else "")
-        warnings.append({"kind": "queries without judgments", "query-id": shown, "corpus-id": "",
-                         "detail": f"{len(unjudged)} query(ies) not evaluated (no qrels in this split)"})
-    for qid, rels in sorted(qrels.items()):
-        if not any(g > 0 for g in rels.values()):
-            warnings.append({"kind": "query with no relevant unit", "query-id": qid, "corpus-id": "",
-                             "detail": "every judgment has grade 0: metrics are 0 for this query"})
-    query_rows = []
-    for qid in sorted(qrels):
-        n_rel = sum(1 for g in qrels[qid].values() if g > 0)
-        slices = {"answers": "multi" if n_rel > 1 else "single"}
-        if queries[qid]["slice"]:
-            slices["type"] = queries[qid]["slice"]
-        query_rows.append({"_id": qid, "text": queries[qid]["text"], "slices": slices})
-    return qrels, query_rows, warnings
-
-
-def summary_table(report: CorpusReport) -> pd.DataFrame:
-    """The corpus figures as a two-column table for the notebook and the report."""
-    s = report.stats
-    rows = [
-        ("dataset", s["dataset"]), ("kind", s["kind"]), ("relevance unit", s["unit"]),
-        ("files", s["files"]), ("files skipped", s["files_skipped"]), ("pages", s["pages"]),
-        ("pages without text", s["pages_without_text"]), ("units", s["units"]), ("chunks", s["chunks"]),
-        ("chunk length (chars) median / max", f"{s['chunk_chars']['median']:.0f} / {s['chunk_chars']['max']}"),
-        ("queries evaluated", s["queries"]),
-        ("queries per slice", "; ".join(f"{k}: {v}" for k, v in s["queries_per_slice"].items())),
-        ("judgments", s["judgments"]),
-        ("judgments per grade", ", ".join(f"grade {g}: {n}" for g, n in s["judgments_per_grade"].items())),
-        ("warnings", s["warnings"]), ("corpus hash", s["corpus_hash"][:16]),
-        ("reused from a previous run", report.reused),
-    ]
-    return pd.DataFrame([(k, "" if v is None else str(v)) for k, v in rows], columns=["figure", "value"])
-
-
-PAGE_COLUMNS = ["file", "page", "unit_id", "chars", "note"]
-
-
-def empty_pages(dp: DatasetPaths) -> pd.DataFrame:
-    """Pages with no extractable text, PDF datasets only, each with why (``note``: form fields or annotations
-    only, images only, blank; see :func:`rerankeval.corpus.pdf.no_text_note`)."""
-    path = dp.pages_csv
-    if not path.exists():
-        return pd.DataFrame(columns=PAGE_COLUMNS)
-    df = read_table(path, ids=("file", "unit_id", "note"))
-    df = df.reindex(columns=PAGE_COLUMNS, fill_value="")  # pages.csv of an older run has no note
-    return df[df.chars == 0].reset_index(drop=True)
-
-
-def no_text_lines(dp: DatasetPaths) -> list[str]:
-    """One line per page without text: ``x.pdf p3: no text layer (only form fields/annotations: ...)``."""
-    return [f"{r.file} p{r.page}: {r.note or 'no text layer'}" for r in empty_pages(dp).itertuples()]

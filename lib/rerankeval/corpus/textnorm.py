@@ -9,6 +9,8 @@ from dataclasses import dataclass
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-\n(?=[a-z])")
 _WS = re.compile(r"\s+")
+_TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+QUOTE_MARKS = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb "
 
 
 def normalise(text: str) -> str:
@@ -25,6 +27,23 @@ def normalise(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _HYPHEN_BREAK.sub("", text)
     return _WS.sub(" ", text).strip()
+
+
+def norm_text(text: str | None) -> str:
+    """Text as compared by checks (quotes of cited answers, drafted questions): NFKC (ligatures apart),
+    typographic quotes straightened, white space collapsed, case folded."""
+    s = unicodedata.normalize("NFKC", str(text or "")).translate(_TYPOGRAPHIC)
+    return " ".join(s.split()).casefold()
+
+
+def norm_quote(quote: str | None) -> str:
+    """A quoted span as compared: :func:`norm_text`, without quote marks or an ellipsis around it."""
+    s = norm_text(quote).strip(QUOTE_MARKS)
+    for tail in ("...", "\u2026"):
+        s = s.removesuffix(tail).rstrip()
+    for head in ("...", "\u2026"):
+        s = s.removeprefix(head).lstrip()
+    return s
 
 
 @dataclass(frozen=True)

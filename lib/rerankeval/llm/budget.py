@@ -74,6 +74,7 @@ class Plan:
     rate_source: str = ""
     skipped: list[list[str]] = field(default_factory=list)  # [qid, pass] of tasks the budget skips
     skip_reason: str = ""
+    what: str = "queries"  # what the tasks are ("queries"; "units" for the questions stage)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,7 +83,7 @@ class Plan:
         hit = self.cache_hits / self.calls if self.calls else 0.0
         eta = "unknown" if self.expected_s is None else f"~{self.expected_s:,.0f} s"
         text = (
-            f"Plan: {self.queries} queries, {self.calls:,} LLM calls, {self.cache_hits:,} from the cache "
+            f"Plan: {self.queries} {self.what}, {self.calls:,} LLM calls, {self.cache_hits:,} from the cache "
             f"({hit:.0%}); {self.fresh_calls:,} to send, ~{self.prompt_tokens:,} prompt tokens "
             f"(~{self.processed_tokens:,} to process after prefix caching); expected time {eta} ({self.rate_source})"
         )
@@ -90,8 +91,9 @@ class Plan:
             text += f"; expected cost ${self.cost_usd:.4f}"
         if self.skipped:
             text += (
-                f". Budget: {len(self.skipped)} queries skipped ({self.skip_reason}); they keep the fused order "
-                "and are marked budget_skipped in the ledger"
+                f". Budget: {len(self.skipped)} {self.what} skipped ({self.skip_reason})"
+                + ("; they keep the fused order and are marked budget_skipped in the ledger"
+                   if self.what == "queries" else "")
             )
         return text + "."
 

@@ -1,4 +1,4 @@
-"""The HTML report: an index page over the rendered notebooks, and the notebook renderer.
+"""The HTML report's index page over the rendered notebooks (the notebook pages are :mod:`.pages`').
 
 - :func:`write_index` writes ``dp.report_dir/index.html`` from the Jinja2 template
   ``templates/index.html.j2``, sized for a 1280 px laptop screen: the headline table (variants x key metrics,
@@ -8,11 +8,9 @@
   It renders, with a note, when the analysis has not produced ``metrics.csv`` yet, and says so when the
   headline comes from an earlier analysis on different inputs (:func:`stale_inputs`: e.g. after
   ``--only 01 --only 02 --only 03`` on a changed corpus).
-- :func:`render_notebook_html` renders an executed notebook to one self-contained HTML file (images
-  embedded, no script or style fetched from the network, inputs of ``hide-input`` cells removed).
 - :func:`column_label` names columns for people (one map, :data:`COLUMN_LABELS`); :func:`labelled` applies it
-  to a table. :func:`relative_paths` replaces this machine's absolute paths (project, results, cache, home)
-  by project-relative ones; both pages go through it.
+  to a table. The notebook pages, the path rewriting and the generated-questions banner are
+  :mod:`rerankeval.report.pages`'.
 
 Everything that comes from data (ids, texts, errors, manifest values) is HTML-escaped: the templates are
 rendered with autoescaping on, and only this module's own fixed markup is marked safe.
@@ -24,7 +22,6 @@ import base64
 import datetime as _dt
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -37,14 +34,11 @@ from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.evaluate import discrimination, limitations, verdict
 from rerankeval.evaluate.metrics import label
+from rerankeval.report.pages import CSP_META, TEMPLATES, questions_note, relative_paths
 
 if TYPE_CHECKING:  # the analysis imports the reranker's package (openai): load it only when needed
     from rerankeval.evaluate.analyse import Summary
 
-# Every page is static: no script may run (not even one that slipped into an output unescaped) and nothing
-# is fetched from the network; images and fonts are embedded as data: URLs.
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:"
-CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
 HEADLINE = verdict.HEADLINE
 HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback changes what a row measures
 COST_COLUMNS = ("tokens_per_query", "fresh_tokens_per_query", "cost_per_query", "retrieval_seconds_per_query",
@@ -68,8 +62,6 @@ COLUMN_LABELS = {
     "retrieval_seconds_per_query": "retrieval seconds per query", "llm_seconds_per_query": "LLM seconds per query",
     "seconds_per_query": "seconds per query (retrieval + LLM)",
 }
-TEMPLATES = Path(__file__).parent / "templates"
-OFFLINE_TEMPLATE = "notebook_offline.html.j2"  # nbconvert's lab template without scripts from CDNs
 
 
 @cache
@@ -306,94 +298,7 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         appendix=[f for f in figures if f["appendix"]],
         manifest=None if man is None else json.dumps(redact(man), indent=2, ensure_ascii=False),
         limitations=limitations.report_values(dp),  # issue 11
+        questions_note=questions_note(dp),
     )
     text = _env().get_template("index.html.j2").render(**values)
     return atomic_write_text(dp.report_dir / "index.html", relative_paths(text, [(dp.source, dp.name)]))
-
-
-# --------------------------------------------------------------------------- notebook pages
-def _path_rules(extra: Sequence[tuple[str | Path, str]] = ()) -> list[tuple[str, str]]:
-    """(absolute prefix, replacement) pairs, longest prefix first, each in its written and resolved form."""
-    from rerankeval.core import paths
-
-    inside = (paths.ROOT.resolve(), Path.home().resolve())
-    rules = [(p, r) for p, r in extra if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
-    rules += [(paths.results_dir(), "results"), (paths.SHARED_DATA_DIR, "../shared/data"),
-              (paths.cache_dir(), "$RERANKEVAL_CACHE"), (paths.qdrant_dir(), "$RERANKEVAL_QDRANT_PATH")]
-    rules = [(p, r) for p, r in rules if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
-    rules += [(paths.ROOT, "."), (Path.home(), "~")]
-    out = {str(q).rstrip("/"): r for p, r in rules for q in (Path(p), Path(p).resolve()) if str(q) not in ("", "/")}
-    return sorted(out.items(), key=lambda kv: -len(kv[0]))
-
-
-def relative_paths(text: str, extra: Sequence[tuple[str | Path, str]] = ()) -> str:
-    """``text`` with this machine's absolute paths made relative: the project root (``data/x``), the results,
-    cache and Qdrant roots, the shared data folder and the home directory (``~``); ``extra`` adds pairs
-    (e.g. a dataset folder outside the project -> its name). ``data:`` URLs are left alone."""
-    rules = _path_rules(extra)
-    rx = re.compile(r"(data:[^\s\"'<>)]+)|(?<![\w.+-])(" + "|".join(re.escape(p) for p, _ in rules)
-                    + r")(?:(/)|(?![\w.-]))")
-    repl = dict(rules)
-
-    def sub(m: re.Match) -> str:
-        if m.group(1):
-            return m.group(1)
-        rep, slash = repl[m.group(2)], m.group(3)
-        return ("" if rep == "." else rep + "/") if slash else rep
-
-    return rx.sub(sub, text)
-
-
-def _notebook_dataset(nb: Any) -> list[tuple[str, str]]:
-    """The papermill ``dataset`` parameter of an executed notebook as a (path, name) pair, when it is a path."""
-    ds = str(nb.metadata.get("papermill", {}).get("parameters", {}).get("dataset", ""))
-    return [(ds, Path(ds).name)] if Path(ds).is_absolute() else []
-
-
-_REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>\s*</script\s*>", re.I | re.S)
-_REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>", re.I | re.S)
-_REMOTE_IMPORT = re.compile(r"<script\b[^>]*>(?:(?!</script).)*?import\(\s*[\"'](?:https?:)?//(?:(?!</script).)*"
-                            r"</script\s*>", re.I | re.S)
-
-
-def strip_remote_resources(html_text: str) -> str:
-    """Remove ``<script src=http…>``, ``<link href=http…>`` and scripts importing remote modules."""
-    for rx in (_REMOTE_SCRIPT, _REMOTE_LINK, _REMOTE_IMPORT):
-        html_text = rx.sub("", html_text)
-    return html_text
-
-
-def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | Path) -> Path:
-    """Render an executed notebook to a self-contained, offline HTML page.
-
-    nbconvert's lab template with images embedded, without require.js/MathJax/mermaid/widget scripts from
-    CDNs, and with the inputs of cells tagged ``hide-input`` (or ``remove-input``) removed; cells tagged
-    ``remove-cell`` are dropped. The papermill ``injected-parameters`` cell keeps its input. A
-    Content-Security-Policy (:data:`CSP`) forbids every script and network fetch, so even an output that
-    forgot to escape data cannot run code in the report. Absolute paths are made relative (:func:`relative_paths`).
-    """
-    import nbformat
-    from jinja2 import DictLoader
-    from nbconvert import HTMLExporter
-    from nbconvert.preprocessors import TagRemovePreprocessor
-    from traitlets.config import Config
-
-    nb = nbformat.read(str(executed_ipynb_path), as_version=4)
-    c = Config()
-    c.TagRemovePreprocessor.enabled = True
-    c.TagRemovePreprocessor.remove_input_tags = {"hide-input", "remove-input"}
-    c.TagRemovePreprocessor.remove_cell_tags = {"remove-cell"}
-    exporter = HTMLExporter(
-        config=c,
-        template_name="lab",
-        embed_images=True,
-        extra_loaders=[DictLoader({"rerankeval_offline.html.j2": (TEMPLATES / OFFLINE_TEMPLATE).read_text()})],
-    )
-    exporter.template_file = "rerankeval_offline.html.j2"
-    exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
-    body, _ = exporter.from_notebook_node(
-        nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}}
-    )
-    body = relative_paths(strip_remote_resources(body), _notebook_dataset(nb))
-    body = re.sub(r"<head>", lambda m: m.group(0) + "\n" + CSP_META, body, count=1, flags=re.I)
-    return atomic_write_text(out_html_path, body)

@@ -1,0 +1,158 @@
+"""Which questions stage 01 evaluates with, and the file of drafted questions.
+
+A dataset folder holds the user's questions (``queries.jsonl`` + ``qrels/<split>.tsv``: **human**), or only the
+questions the questions stage drafted from the corpus (``queries.draft.jsonl`` + ``qrels/draft.tsv``:
+**generated**, see :mod:`rerankeval.questions.draft`), or no questions yet (**none**: the chain drafts them
+after stage 01). Human questions always win: drafts never mix into a human set silently.
+
+``queries.draft.jsonl`` has one ``{"_id", "text", "metadata"}`` object per line; ``metadata.status`` is
+``draft`` (not reviewed), ``accepted`` or ``rejected`` (kept so that it is never proposed again, never
+evaluated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rerankeval.core.ioutil import atomic_write_jsonl
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.corpus import beir
+from rerankeval.corpus.beir import InputError
+
+HUMAN, GENERATED, NONE = "human", "generated", "none"
+DRAFT, ACCEPTED, REJECTED = "draft", "accepted", "rejected"
+STATUSES = (DRAFT, ACCEPTED, REJECTED)
+
+
+@dataclass(frozen=True)
+class QuerySource:
+    """Where the evaluated questions come from: ``kind`` and its two files (None for :data:`NONE`)."""
+
+    kind: str
+    queries: Path | None = None
+    qrels: Path | None = None
+
+    def files(self) -> list[Path]:
+        return [p for p in (self.queries, self.qrels) if p is not None]
+
+
+def query_source(dp: DatasetPaths, split: str = "test") -> QuerySource:
+    """Human questions when the user has any (both files then required), else the drafts, else none."""
+    if dp.source_queries.exists() or dp.source_qrels(split).exists():
+        return QuerySource(HUMAN, dp.source_queries, dp.source_qrels(split))
+    if dp.source_draft_queries.is_file():
+        return QuerySource(GENERATED, dp.source_draft_queries, dp.source_draft_qrels)
+    return QuerySource(NONE)
+
+
+@dataclass
+class Draft:
+    """One drafted question as stored in ``queries.draft.jsonl``."""
+
+    qid: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return str(self.metadata.get("status") or DRAFT)
+
+    @property
+    def unit(self) -> str:
+        return str(self.metadata.get("source_unit") or "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"_id": self.qid, "text": self.text, "metadata": self.metadata}
+
+
+def read_drafts(path: Path) -> list[Draft]:
+    """The drafts of ``path`` in file order ([] when it does not exist); a broken line is an :class:`InputError`
+    naming the file, the line and the fix."""
+    if not path.is_file():
+        return []
+    out: list[Draft] = []
+    seen: set[str] = set()
+    for lineno, obj in beir.read_jsonl_checked(path, ("_id", "text")):
+        qid, meta = str(obj["_id"]), obj.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise InputError(f"{path}:{lineno}: 'metadata' must be a JSON object; fix the line or delete it (a "
+                             "re-run of `make questions` drafts a question for its unit again)")
+        if qid in seen or any(c.isspace() for c in qid):
+            raise InputError(f"{path}:{lineno}: query id {qid!r} is repeated or contains white space; give the "
+                             "line a unique one-word _id, or delete it")
+        meta = dict(meta or {})
+        if str(meta.get("status") or DRAFT) not in STATUSES:
+            raise InputError(f"{path}:{lineno}: status {meta.get('status')!r} is not one of {', '.join(STATUSES)}")
+        seen.add(qid)
+        out.append(Draft(qid, str(obj["text"]), meta))
+    return out
+
+
+def write_drafts(path: Path, drafts: Iterable[Draft]) -> None:
+    """All drafts, atomically (a reader never sees half a file)."""
+    atomic_write_jsonl(path, [d.to_json() for d in drafts])
+
+
+def draft_queries(path: Path) -> dict[str, dict[str, Any]]:
+    """The evaluated drafts (every status but ``rejected``) as :func:`rerankeval.corpus.beir.read_queries` gives
+    queries: ``qid -> {"text", "slice"}``."""
+    return {d.qid: {"text": d.text, "slice": None} for d in read_drafts(path) if d.status != REJECTED}
+
+
+def read_source_queries(src: QuerySource) -> dict[str, dict[str, Any]]:
+    """The questions of ``src`` (none for :data:`NONE`)."""
+    if src.kind == HUMAN and src.queries is not None:
+        return beir.read_queries(src.queries)
+    if src.kind == GENERATED and src.queries is not None:
+        return draft_queries(src.queries)
+    return {}
+
+
+def describe(drafts: list[Draft]) -> dict[str, Any]:
+    """Counts by review status and the models that drafted them (what the report's banner says)."""
+    by = {s: sum(1 for d in drafts if d.status == s) for s in STATUSES}
+    models = sorted({str(d.metadata.get("model")) for d in drafts if d.metadata.get("model")})
+    return {"drafts": len(drafts), **by, "models": models}
+
+
+def validate_judgments(queries: dict[str, dict[str, Any]], raw_qrels: dict[str, dict[str, int]], units: set[str],
+                       no_text: dict[str, str] | None = None):
+    """The judgments of known queries and units, the evaluated query rows, and warning rows. ``no_text``
+    (page id -> why it has no text) names the judged pages no variant can retrieve: kept, with a warning."""
+    no_text = no_text or {}
+    warnings: list[dict[str, str]] = []
+    qrels: dict[str, dict[str, int]] = {}
+    for qid, rels in sorted(raw_qrels.items()):
+        if qid not in queries:
+            warnings.append({"kind": "qrels query not in queries.jsonl", "query-id": qid, "corpus-id": "",
+                             "detail": f"{len(rels)} judgment(s) dropped"})
+            continue
+        for uid, grade in sorted(rels.items()):
+            if uid not in units:
+                warnings.append({"kind": "qrels names an unknown unit", "query-id": qid, "corpus-id": uid,
+                                 "detail": "dropped: no such page/document in the corpus (skipped file or typo?)"})
+                continue
+            if uid in no_text:
+                warnings.append({"kind": "qrels names a page without text", "query-id": qid, "corpus-id": uid,
+                                 "detail": f"kept (grade {grade}), but no variant can retrieve it: {no_text[uid]}"})
+            qrels.setdefault(qid, {})[uid] = grade
+    unjudged = sorted(set(queries) - set(qrels))
+    if unjudged:
+        shown = ", ".join(unjudged[:10]) + (" ..." if len(unjudged) > 10 else "")
+        warnings.append({"kind": "queries without judgments", "query-id": shown, "corpus-id": "",
+                         "detail": f"{len(unjudged)} query(ies) not evaluated (no qrels in this split)"})
+    for qid, rels in sorted(qrels.items()):
+        if not any(g > 0 for g in rels.values()):
+            warnings.append({"kind": "query with no relevant unit", "query-id": qid, "corpus-id": "",
+                             "detail": "every judgment has grade 0: metrics are 0 for this query"})
+    query_rows = []
+    for qid in sorted(qrels):
+        n_rel = sum(1 for g in qrels[qid].values() if g > 0)
+        slices = {"answers": "multi" if n_rel > 1 else "single"}
+        if queries[qid]["slice"]:
+            slices["type"] = queries[qid]["slice"]
+        query_rows.append({"_id": qid, "text": queries[qid]["text"], "slices": slices})
+    return qrels, query_rows, warnings

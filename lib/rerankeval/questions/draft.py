@@ -1,0 +1,429 @@
+"""The questions stage: draft evaluation questions from the corpus with an LLM, for a dataset that has none.
+
+The method is synthetic test-collection generation: InPars (Bonifacio et al., "InPars: Data Augmentation for
+Information Retrieval using Large Language Models", 2022) and Promptagator (Dai et al., "Promptagator: Few-shot
+Dense Retrieval From 8 Examples", ICLR 2023) show an LLM a document and ask for a query it answers; BEIR's GenQ
+(Thakur et al., 2021) does the same with T5. Per sampled unit:
+
+1. **Sample** (:func:`sample_units`): units (pages, documents) stratified over files with a seed: files in turn,
+   each file's units in a seeded random order; units with less than ``min_chars`` of text are not asked about.
+2. **Ask** (the one cached LLM call, JSON schema ``{"question", "quote"}``): one question the passage answers
+   and the span that answers it, word for word. ``paraphrase`` asks for other words than the passage's:
+   questions copied from a passage favour BM25 (the overlap is measured and kept: ``metadata.overlap``).
+3. **Check** (:func:`check`): the quote must occur in the passage (after the normalisation citations use); empty,
+   too long, duplicate and near-duplicate questions (word-set Jaccard >= .8), repeats of a human question, and
+   questions in another language than the corpus (fewer than half of their words occur anywhere in it; checked
+   when the corpus has at least 2,000 distinct words) are dropped; every drop is counted by reason (:data:`REASONS`).
+4. **Write** (:func:`write`) into the dataset folder, never over a human file: ``queries.draft.jsonl`` and
+   ``qrels/draft.tsv`` (the source unit, grade 2), appended to: a re-run adds only what is missing and never
+   changes a line already there. When the dataset has no human questions, stage 01's query set is refreshed
+   from the drafts (its chunks are kept).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from rerankeval.core import progress
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, sha256_json, sha256_text
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.settings import Settings
+from rerankeval.corpus import beir, queryset
+from rerankeval.corpus.contract import load_chunks
+from rerankeval.corpus.textnorm import norm_quote, norm_text
+from rerankeval.llm import budget as budget_mod
+from rerankeval.llm import schemas
+from rerankeval.llm.breaker import Breaker
+from rerankeval.llm.cache import LLMCache
+from rerankeval.llm.call import BUDGET_EXCEEDED, CachedLLM, Call, CallStats
+from rerankeval.llm.client import Reply
+from rerankeval.llm.repair import parse
+
+CACHE_VERSION = 1
+GRADE = 2  # the grade a question's source unit gets in qrels/draft.tsv
+MAX_WORDS, MAX_CHARS = 40, 300  # a longer "question" is a passage, not a query
+NEAR_DUPLICATE = 0.8  # word-set Jaccard at or above which two questions are the same question
+MIN_KNOWN_WORDS = 0.5  # share of a question's words the corpus must know, else it is in another language
+MIN_VOCABULARY = 2000  # distinct corpus words below which the language check is not made (too few to tell)
+OVERSAMPLE = 3  # units asked at most per question still missing (drops are expected)
+MAX_TOKENS = 160
+REASONS = ("no_reply", "empty", "too_long", "quote_not_in_passage", "other_language", "repeats_human_query",
+           "duplicate", "near_duplicate")
+LEDGER_COLUMNS = ["unit", "status", "reason", "question", "quote", "overlap", "cached", "seconds", "error"]
+
+SYSTEM = "You write test questions for evaluating a search engine over a collection of documents."
+USER = (
+    "Below is a passage from {place}. Write one question that a reader of these documents might ask and that "
+    "this passage answers.{paraphrase} Then copy, word for word, the shortest span of the passage (at most one "
+    'sentence) that answers it. Reply only with JSON: {{"question": "<the question>", "quote": "<the span>"}}.'
+    "\n\nPassage:\n{text}"
+)
+PARAPHRASE = (" Use your own words: a user who has not read the passage asks it, so do not copy phrases from "
+              "the passage into the question.")
+_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+class DraftReply(BaseModel):
+    question: str
+    quote: str
+
+
+class DraftStrict(DraftReply):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class QuestionsParams:
+    """The questions stage's parameters (notebook 08's parameters cell; these defaults are the only ones)."""
+
+    dataset: str = "debian-manuals"
+    draft: str = "auto"  # "auto": only when the dataset has no human questions; "always": also beside them; "never"
+    n_questions: int = 40  # drafted questions to have (a re-run adds only the missing ones)
+    draft_seed: int = 0  # seed of the unit sample and of the LLM
+    paraphrase: bool = True  # ask for other words than the passage's (questions copied from it favour BM25)
+    draft_min_chars: int = 300  # units with less text are not asked about
+    draft_passage_chars: int = 1500  # characters of the unit shown to the LLM
+    price_per_mtok: Sequence[float] = (0.0, 0.0)  # USD per 1M prompt and completion tokens
+    max_calls: int = 0  # budget: fresh LLM calls this run may send; 0: no limit
+    max_cost: float = 0.0  # budget: USD this run may spend at price_per_mtok; 0: no limit
+
+    def __post_init__(self) -> None:
+        if self.draft not in ("auto", "always", "never"):
+            raise ValueError(f"draft must be 'auto', 'always' or 'never', got {self.draft!r}")
+        if self.n_questions < 0 or self.draft_min_chars < 0 or self.draft_passage_chars < 100:
+            raise ValueError("n_questions and draft_min_chars must be >= 0 and draft_passage_chars >= 100")
+
+
+@dataclass
+class Unit:
+    """A unit the LLM may be asked about: its id, file, label and the passage shown."""
+
+    uid: str
+    source: str
+    place: str
+    text: str
+
+
+@dataclass
+class QuestionsResult:
+    params: QuestionsParams
+    existing: list[queryset.Draft]
+    new: list[queryset.Draft] = field(default_factory=list)
+    drops: Counter = field(default_factory=Counter)
+    ledger: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LEDGER_COLUMNS))
+    plan: budget_mod.Plan | None = None
+    stats: CallStats = field(default_factory=CallStats)
+    model: str = ""
+    skipped: str = ""  # why nothing was drafted (human questions, draft="never", enough drafts)
+    stopped: str = ""  # why drafting stopped before enough questions were kept (budget, endpoint down)
+    seconds: float = 0.0
+
+    @property
+    def drafts(self) -> list[queryset.Draft]:
+        return self.existing + self.new
+
+
+# -- 1. sampling --------------------------------------------------------------------------------------------
+def unit_texts(chunks: pd.DataFrame) -> dict[str, str]:
+    """Each unit's text rebuilt from its chunks (overlapping spans of the normalised page text, by offset)."""
+    out: dict[str, str] = {}
+    for uid, group in chunks.sort_values(["unit_id", "start"], kind="stable").groupby("unit_id", sort=False):
+        text = ""
+        for start, part in zip(group.start, group.text, strict=True):
+            start = int(start) if pd.notna(start) else len(text)
+            text = text[:start] + str(part) if start <= len(text) else text + " " + str(part)
+        out[str(uid)] = text
+    return out
+
+
+def sample_units(chunks: pd.DataFrame, seed: int, min_chars: int, max_chars: int) -> list[Unit]:
+    """Units with at least ``min_chars`` of text, stratified over files: a seeded random order within each file,
+    then the files taken in turn (the first unit of every file, then the second ...)."""
+    texts = unit_texts(chunks)
+    first = chunks.sort_values(["unit_id", "start"], kind="stable").drop_duplicates("unit_id").set_index("unit_id")
+    rng = random.Random(seed)
+    per_file: dict[str, list[Unit]] = {}
+    for uid in sorted(texts):
+        if len(texts[uid]) < min_chars:
+            continue
+        row = first.loc[uid]
+        page = row.get("page")
+        place = f"{row.source}, page {int(page)}" if pd.notna(page) and page != "" else f"document {uid}"
+        per_file.setdefault(str(row.source), []).append(Unit(uid, str(row.source), place, texts[uid][:max_chars]))
+    for units in per_file.values():
+        rng.shuffle(units)
+    order: list[Unit] = []
+    for i in range(max((len(u) for u in per_file.values()), default=0)):
+        order.extend(units[i] for units in per_file.values() if i < len(units))
+    return order
+
+
+# -- 2. the call ---------------------------------------------------------------------------------------------
+def messages(unit: Unit, paraphrase: bool) -> list[dict[str, str]]:
+    user = USER.format(place=unit.place, paraphrase=PARAPHRASE if paraphrase else "", text=unit.text)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def prompt_hash() -> str:
+    """The hash of the prompt templates (recorded with every draft)."""
+    return sha256_json([SYSTEM, USER, PARAPHRASE])[:12]
+
+
+def material(unit: Unit, params: QuestionsParams, model: str, endpoint: str) -> dict[str, Any]:
+    """Everything the reply depends on: its cache key."""
+    return {"v": CACHE_VERSION, "purpose": "draft-question", "model": model, "endpoint": endpoint,
+            "template": prompt_hash(), "schema": schemas.schema_hash(DraftStrict), "paraphrase": params.paraphrase,
+            "gen": {"temperature": 0, "seed": params.draft_seed, "max_tokens": MAX_TOKENS}, "unit": unit.uid,
+            "text": sha256_text(unit.text)}
+
+
+def _read(reply: Reply) -> DraftReply:
+    return parse(reply.content, DraftReply)[0]  # raises Unusable: asked again, never cached
+
+
+# -- 3. the checks -------------------------------------------------------------------------------------------
+def words(text: str) -> set[str]:
+    return set(_WORD.findall(norm_text(text)))
+
+
+def overlap(question: str, passage: str) -> float:
+    """Share of the question's words (3+ letters) that occur in the passage: 1.0 = copied from it."""
+    q = words(question)
+    return round(len(q & words(passage)) / len(q), 3) if q else 0.0
+
+
+def _key(text: str) -> str:
+    """A question as compared for duplicates: its words in order, case and punctuation aside."""
+    return " ".join(re.findall(r"\w+", norm_text(text)))
+
+
+def _same(a: set[str], b: set[str]) -> bool:
+    return bool(a or b) and len(a & b) / len(a | b) >= NEAR_DUPLICATE
+
+
+def check(question: str, quote: str, passage: str, kept: Iterable[str], human: Iterable[str],
+          vocabulary: set[str]) -> str:
+    """The reason a drafted question is dropped (one of :data:`REASONS`), or "" when it is kept."""
+    q = " ".join(question.split())
+    if not q:
+        return "empty"
+    if len(q) > MAX_CHARS or len(q.split()) > MAX_WORDS:
+        return "too_long"
+    quote_n = norm_quote(quote)
+    if not quote_n or quote_n not in norm_text(passage):
+        return "quote_not_in_passage"
+    qw = words(q)
+    if vocabulary and qw and len(qw & vocabulary) / len(qw) < MIN_KNOWN_WORDS:
+        return "other_language"
+    norm = _key(q)
+    for others, exact, near in ((human, "repeats_human_query", "repeats_human_query"),
+                                (kept, "duplicate", "near_duplicate")):
+        for other in others:
+            if _key(other) == norm:
+                return exact
+            if _same(qw, words(other)):
+                return near
+    return ""
+
+
+# -- the stage -----------------------------------------------------------------------------------------------
+def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings,
+        cache: LLMCache | None = None) -> QuestionsResult:
+    """Draft what is missing (see the module docstring) through ``settings``' endpoint and ``cache`` (default: the
+    shared LLM cache); nothing is written (:func:`write` does)."""
+    t0 = time.perf_counter()
+    existing = queryset.read_drafts(dp.source_draft_queries)
+    res = QuestionsResult(params, existing)
+    src = queryset.query_source(dp)
+    if params.draft == "never" or (params.draft == "auto" and src.kind == queryset.HUMAN):
+        res.skipped = ("the dataset has human questions (queries.jsonl): nothing drafted (draft='always' adds drafts "
+                       "beside them)" if params.draft == "auto" else "draft='never': nothing drafted")
+        return res
+    missing = params.n_questions - sum(1 for d in existing if d.status != queryset.REJECTED)
+    if missing <= 0:
+        res.skipped = f"{len(existing)} drafted questions already there (n_questions={params.n_questions})"
+        return res
+    chunks = load_chunks(dp)
+    asked = {d.unit for d in existing}
+    units = [u for u in sample_units(chunks, params.draft_seed, params.draft_min_chars, params.draft_passage_chars)
+             if u.uid not in asked][: OVERSAMPLE * missing]
+    human = [q["text"] for q in beir.read_queries(dp.source_queries).values()] if dp.source_queries.is_file() else []
+    vocabulary = set().union(*(words(t) for t in chunks.text))
+    vocabulary = vocabulary if len(vocabulary) >= MIN_VOCABULARY else set()  # empty: no language check
+    llm = CachedLLM.open(settings, cache, breaker=Breaker(threshold=2),
+                         budget=budget_mod.Budget(params.max_calls, params.max_cost),
+                         price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])))
+    try:
+        res.model = llm.model
+        res.plan = _plan(llm, units, params)
+        progress.say(res.plan.message(priced=any(params.price_per_mtok)))
+        _draft(llm, units, missing, params, res, human, vocabulary)
+    finally:
+        llm.close()
+    res.seconds = round(time.perf_counter() - t0, 1)
+    return res
+
+
+def _plan(llm: CachedLLM, units: Sequence[Unit], params: QuestionsParams) -> budget_mod.Plan:
+    """The cost plan of asking about every unit of ``units`` (the run stops earlier once enough are kept)."""
+    tasks, previous = [], ""
+    for u in units:
+        msgs = messages(u, params.paraphrase)
+        hit = llm.cache.get(llm.cache.key(material(u, params, llm.model, llm.endpoint))) is not None
+        prompt = "\n".join(m["content"] for m in msgs)
+        tasks.append((u.uid, "draft", [budget_mod.call_estimate(hit, prompt, previous, 60.0)]))
+        previous = prompt
+    rate, source = llm.measured_rate()
+    plan = budget_mod.plan(tasks, price=llm.price, max_calls=params.max_calls, max_cost=params.max_cost,
+                           s_per_token=rate, rate_source=source)
+    plan.what = "units at most (asking stops once enough questions are kept)"
+    return plan
+
+
+def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: QuestionsParams, res: QuestionsResult,
+           human: Sequence[str], vocabulary: set[str]) -> None:
+    """Ask about ``units`` in order until ``missing`` questions are kept; fills ``res``."""
+    kept = [d.text for d in res.existing]
+    rows = []
+    with progress.Progress(len(units), desc="drafting questions", unit="unit") as bar:
+        for u in units:
+            if len(res.new) >= missing:
+                break
+            t0 = time.perf_counter()
+            call = Call(messages(u, params.paraphrase), material(u, params, llm.model, llm.endpoint), MAX_TOKENS,
+                        response_format=schemas.response_format(DraftStrict, "draft_question"), seed=params.draft_seed)
+            got = llm.call(call, _read, res.stats, retries=1, label=f"unit {u.uid}")
+            if got.failure is not None and got.failure.error_class == BUDGET_EXCEEDED:
+                res.stopped = f"the budget is spent (max_calls={params.max_calls}, max_cost={params.max_cost:g})"
+                break
+            row = {"unit": u.uid, "cached": got.cached, "seconds": round(time.perf_counter() - t0, 3)}
+            if not got.ok or got.value is None:
+                reason = "no_reply"
+                row["error"] = got.failure.error_class if got.failure else (got.errors[-1] if got.errors else "")
+            else:
+                q, quote = " ".join(got.value.question.split()), got.value.quote
+                reason = check(q, quote, u.text, kept, human, vocabulary)
+                row.update(question=q, quote=quote, overlap=overlap(q, u.text))
+                if not reason:
+                    kept.append(q)
+                    res.new.append(_new_draft(u, q, quote, params, llm.model, row["overlap"]))
+            if reason:
+                res.drops[reason] += 1
+            rows.append({**row, "status": "dropped" if reason else "kept", "reason": reason})
+            bar.update(1, kept=len(res.new))
+            if got.failure is not None and llm.breaker is not None and llm.breaker.open:
+                res.stopped = f"the endpoint stopped answering ({got.failure.error_class}); a re-run resumes"
+                break  # the drafts so far are kept
+    res.ledger = pd.DataFrame(rows).reindex(columns=LEDGER_COLUMNS)
+
+
+def _new_draft(u: Unit, question: str, quote: str, params: QuestionsParams, model: str,
+               lexical: float) -> queryset.Draft:
+    qid = "gen-" + sha256_text(f"{u.uid}\n{question}")[:10]
+    return queryset.Draft(qid, question, {"source_unit": u.uid, "quote": quote, "model": model,
+                                          "prompt_hash": prompt_hash(), "seed": params.draft_seed,
+                                          "paraphrase": params.paraphrase, "overlap": lexical,
+                                          "status": queryset.DRAFT})
+
+
+def write(dp: DatasetPaths, res: QuestionsResult) -> dict[str, str]:
+    """Append the new drafts to the dataset folder's draft files (never touching a human file or a line already
+    there), write the stage's summary and ledger, and refresh stage 01's query set when it is the drafts."""
+    written: dict[str, str] = {}
+    if res.new:
+        _append(dp.source_draft_queries, [_line(d) for d in res.new])
+        header = "" if dp.source_draft_qrels.is_file() else "query-id\tcorpus-id\tscore\n"
+        _append(dp.source_draft_qrels, [f"{d.qid}\t{d.unit}\t{GRADE}" for d in res.new], header)
+        written.update(queries=str(dp.source_draft_queries), qrels=str(dp.source_draft_qrels))
+    dp.questions_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(dp.questions_dir / "ledger.csv", res.ledger.to_csv(index=False))
+    atomic_write_json(dp.questions_dir / "summary.json", summary(res))
+    if queryset.query_source(dp).kind == queryset.GENERATED:
+        refresh_corpus(dp)
+    return written
+
+
+def _line(d: queryset.Draft) -> str:
+    return json.dumps(d.to_json(), ensure_ascii=False, sort_keys=True)
+
+
+def _append(path: Path, lines: Sequence[str], header: str = "") -> None:
+    """``path`` with ``lines`` added at its end, atomically; the bytes already there are kept as they are."""
+    try:
+        old = path.read_text(encoding="utf-8") if path.is_file() else header
+        if old and not old.endswith("\n"):
+            old += "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, old + "".join(line + "\n" for line in lines))
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror}: cannot write the drafted questions to {path}; make the dataset "
+                                 f"folder writable, or copy it somewhere writable and give that folder as "
+                                 f"DATASET") from None
+
+
+def refresh_corpus(dp: DatasetPaths) -> None:
+    """Stage 01's queries and qrels from the drafts, with its parameters of the last run (chunks kept)."""
+    from rerankeval.corpus import extract
+
+    stats = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
+    p = stats.get("params", {})
+    extract.build_corpus(dp, split=p.get("split", "test"), chunk_size=p.get("chunk_size", 800),
+                         chunk_overlap=p.get("chunk_overlap", 200), x_tolerance=p.get("x_tolerance", 1.5))
+
+
+def summary(res: QuestionsResult) -> dict[str, Any]:
+    """The stage's record: counts, drops by reason, the plan, the calls, and the review state of the set."""
+    s = res.stats
+    return {"model": res.model, "params": {k: (list(v) if isinstance(v, tuple) else v)
+                                           for k, v in res.params.__dict__.items()},
+            "prompt_hash": prompt_hash(), "skipped": res.skipped, "stopped": res.stopped, "new": len(res.new),
+            "asked": int(len(res.ledger)), "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
+            "set": queryset.describe(res.drafts), "plan": res.plan.to_dict() if res.plan else None,
+            "calls": {"calls": s.calls, "cache_hits": s.cache_hits, "requests": s.requests, "failed": s.failed,
+                      "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
+                      "llm_seconds": round(s.llm_seconds, 2), "errors": list(s.errors)},
+            "mean_overlap": _mean(res.ledger.loc[res.ledger.status == "kept", "overlap"]), "seconds": res.seconds}
+
+
+def _mean(values: pd.Series) -> float | None:
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    return round(float(v.mean()), 3) if len(v) else None
+
+
+def describe(res: QuestionsResult) -> str:
+    """What the run did, in a few plain sentences (the notebook prints it)."""
+    if res.skipped:
+        return f"Nothing drafted: {res.skipped}."
+    drops = ", ".join(f"{r.replace('_', ' ')} {n}" for r, n in res.drops.most_common()) or "none"
+    s, stopped = res.stats, f" Stopped: {res.stopped}." if res.stopped else ""
+    return (f"Asked {len(res.ledger)} units with {res.model}: kept {len(res.new)} new questions "
+            f"({len(res.drafts)} drafted in all); dropped: {drops}. LLM calls: {s.calls} ({s.cache_hits} from the "
+            f"cache, {s.requests} requests, {s.failed} failed).{stopped} The questions are generated and not yet "
+            "reviewed.")
+
+
+def overlap_table(dp: DatasetPaths, drafts: Sequence[queryset.Draft], chunks: pd.DataFrame) -> pd.DataFrame:
+    """Lexical overlap with their source unit of generated and (where both exist) human questions, side by side:
+    high overlap favours BM25."""
+    texts = unit_texts(chunks)
+    rows = [{"set": "generated", "overlap": overlap(d.text, texts.get(d.unit, ""))} for d in drafts
+            if d.status != queryset.REJECTED]
+    if dp.source_queries.is_file() and dp.source_qrels().is_file():
+        queries = beir.read_queries(dp.source_queries)
+        for j in beir.read_judgments(dp.source_qrels()):
+            if j.grade > 0 and j.qid in queries and j.did in texts:
+                rows.append({"set": "human", "overlap": overlap(queries[j.qid]["text"], texts[j.did])})
+    df = pd.DataFrame(rows, columns=["set", "overlap"])
+    return df.groupby("set").overlap.describe()[["count", "mean", "50%"]].rename(columns={"50%": "median"})
+

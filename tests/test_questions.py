@@ -1,0 +1,280 @@
+"""The questions stage (rerankeval.questions.draft): sampling, the checks, the files it writes, and bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from builders import TINY_PAGES, tiny_pdf_dataset, write_pdf
+from fakellm import FakeLLM
+from rerankeval.core import paths
+from rerankeval.core.settings import Settings
+from rerankeval.corpus import extract, queryset
+from rerankeval.corpus.beir import InputError
+from rerankeval.corpus.contract import load_chunks
+from rerankeval.llm.cache import LLMCache
+from rerankeval.questions import draft
+
+PARAMS = dict(draft_min_chars=50, n_questions=3)
+
+
+def _settings(url: str) -> Settings:
+    return Settings(base_url=url, api_key="test-key-not-a-secret-0001", model="fake", timeout=2, max_retries=0)
+
+
+def _passage(body: dict) -> str:
+    user = body["messages"][-1]["content"]
+    return user.split("Passage:\n", 1)[1]
+
+
+def good_reply(n: int, body: dict) -> dict:
+    """A question made of the passage's words, and a quote copied from it (kept by every check)."""
+    text = _passage(body)
+    words = text.split()
+    return {"content": json.dumps({"question": f"what does the text say about {' '.join(words[1:4])}",
+                                   "quote": " ".join(words[:6])})}
+
+
+def _bare(tmp_path, pages=None):
+    """A folder of PDFs and nothing else, through stage 01."""
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    for name, texts in (pages or TINY_PAGES).items():
+        write_pdf(folder / name, texts)
+    dp = paths.resolve_dataset(folder)
+    extract.build_corpus(dp)
+    return dp
+
+
+def _draft(dp, url, tmp_path, **kw):
+    params = draft.QuestionsParams(**{**PARAMS, **kw})
+    res = draft.run(dp, params, _settings(url), LLMCache(tmp_path / "llm"))
+    draft.write(dp, res)
+    return res
+
+
+# -- sampling and the checks, in closed form --------------------------------------------------------------------
+def _chunks(rows):
+    return pd.DataFrame(rows, columns=["chunk_id", "unit_id", "source", "page", "start", "title", "text"])
+
+
+def test_a_unit_text_is_rebuilt_from_its_overlapping_chunks():
+    chunks = _chunks([("a#p1#c0", "a#p1", "a", 1, 0, "", "abcd"), ("a#p1#c2", "a#p1", "a", 1, 2, "", "cdef")])
+    assert draft.unit_texts(chunks) == {"a#p1": "abcdef"}
+
+
+def test_units_are_sampled_in_turn_over_files_with_a_seed_and_short_ones_left_out():
+    rows = [(f"{f}#p{i}#c0", f"{f}#p{i}", f, i, 0, "", f"text of {f} page {i} " * 5) for f in ("a", "b")
+            for i in (1, 2, 3)]
+    rows.append(("b#p9#c0", "b#p9", "b", 9, 0, "", "short"))
+    chunks = _chunks(rows)
+    order = [u.uid for u in draft.sample_units(chunks, seed=1, min_chars=20, max_chars=1000)]
+    assert len(order) == 6 and "b#p9" not in order
+    assert [u.split("#")[0] for u in order] == ["a", "b"] * 3  # stratified: the files take turns
+    assert order == [u.uid for u in draft.sample_units(chunks, seed=1, min_chars=20, max_chars=1000)]
+    others = {tuple(u.uid for u in draft.sample_units(chunks, seed=s, min_chars=20, max_chars=1000))
+              for s in range(8)}
+    assert len(others) > 1  # the seed changes the order within each file
+
+
+def test_overlap_is_the_share_of_question_words_in_the_passage():
+    # alpha and config of where, does, alpha, store, config
+    assert draft.overlap("where does alpha store config", "Alpha stores its config in /etc") == pytest.approx(2 / 5)
+    assert draft.overlap("", "anything") == 0.0
+
+
+@pytest.mark.parametrize(("question", "quote", "reason"), [
+    ("", "the alpha widget", "empty"),
+    ("why " * 41, "the alpha widget", "too_long"),
+    ("where is the alpha configuration", "a sentence that is not there", "quote_not_in_passage"),
+    ("où est le fichier de configuration", "the alpha widget", "other_language"),
+    ("Where is the alpha configuration file?", "the alpha widget", "repeats_human_query"),
+    ("where is the configuration file of alpha", "the alpha widget", "repeats_human_query"),  # same words
+    ("which command restarts the widget", "The Alpha  widget", "duplicate"),
+    ("which command restarts the widget service", "the alpha widget", "near_duplicate"),
+    ("how are alpha changes applied", "\u201cthe alpha widget\u2026\u201d", ""),  # typographic quotes, ellipsis
+])
+def test_each_drop_reason(question, quote, reason):
+    passage = "The alpha widget stores its configuration in a file. Restart the service to apply changes."
+    vocab = draft.words(passage + " where which command restarts how are is what file of")
+    kept = ["Which command restarts the widget?"]
+    assert draft.check(question, quote, passage, kept, ["where is the alpha configuration file"], vocab) == reason
+
+
+# -- the stage end to end, on a fake endpoint -------------------------------------------------------------------
+def test_a_bare_folder_of_pdfs_gets_drafts_that_stage_01_then_evaluates(tmp_path):
+    dp = _bare(tmp_path)
+    assert json.loads(dp.corpus_stats.read_text())["queries_source"] == "none"
+    with FakeLLM(rule=good_reply) as f:
+        res = _draft(dp, f.base_url, tmp_path)
+    assert len(res.new) == 3 and not res.drops
+    drafts = queryset.read_drafts(dp.source_draft_queries)
+    assert [d.qid for d in drafts] == [d.qid for d in res.new]
+    meta = drafts[0].metadata
+    assert meta["status"] == "draft" and meta["model"] == "fake" and meta["quote"] and meta["source_unit"]
+    assert meta["prompt_hash"] == draft.prompt_hash() and 0 <= meta["overlap"] <= 1
+    qrels = dp.source_draft_qrels.read_text().splitlines()
+    assert qrels[0] == "query-id\tcorpus-id\tscore" and all(line.endswith("\t2") for line in qrels[1:])
+    stats = json.loads(dp.corpus_stats.read_text())
+    assert stats["queries_source"] == "generated" and stats["queries"] == 3
+    assert stats["generated"]["draft"] == 3 and stats["generated"]["models"] == ["fake"]
+    units = {d.unit for d in drafts}
+    assert len({u.split("#")[0] for u in units}) == 3  # one from each of the three files
+    evaluated = {json.loads(line)["_id"] for line in dp.queries.read_text().splitlines()}
+    assert evaluated == {d.qid for d in drafts}
+    summary = json.loads((dp.questions_dir / "summary.json").read_text())
+    assert summary["new"] == 3 and summary["calls"]["requests"] == 3 and summary["plan"]["fresh_calls"] >= 3
+
+
+def test_a_re_run_adds_only_what_is_missing_and_keeps_every_line_as_it_was(tmp_path):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=good_reply) as f:
+        _draft(dp, f.base_url, tmp_path, n_questions=2)
+        before = dp.source_draft_queries.read_bytes()
+        sent = f.count
+        again = _draft(dp, f.base_url, tmp_path, n_questions=2)
+        assert f.count == sent and again.skipped  # enough drafts: no call
+        more = _draft(dp, f.base_url, tmp_path, n_questions=4)
+    assert len(more.new) == 2
+    after = dp.source_draft_queries.read_bytes()
+    assert after.startswith(before) and len(queryset.read_drafts(dp.source_draft_queries)) == 4
+    assert len({d.unit for d in queryset.read_drafts(dp.source_draft_queries)}) == 4  # no unit asked twice
+
+
+def test_a_rejected_draft_is_never_evaluated_nor_its_unit_asked_again(tmp_path):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=good_reply) as f:
+        _draft(dp, f.base_url, tmp_path, n_questions=2)
+        drafts = queryset.read_drafts(dp.source_draft_queries)
+        drafts[0].metadata["status"] = "rejected"
+        queryset.write_drafts(dp.source_draft_queries, drafts)
+        res = _draft(dp, f.base_url, tmp_path, n_questions=2)
+    assert len(res.new) == 1 and res.new[0].unit not in {d.unit for d in drafts}
+    evaluated = {json.loads(line)["_id"] for line in dp.queries.read_text().splitlines()}
+    assert drafts[0].qid not in evaluated and len(evaluated) == 2
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_nothing_generated_ever_changes_a_human_file(tmp_path):
+    folder = tiny_pdf_dataset(tmp_path / "human")
+    human = [folder / "queries.jsonl", folder / "qrels" / "test.tsv"]
+    before = {p: _sha(p) for p in human}
+    dp = paths.resolve_dataset(folder)
+    extract.build_corpus(dp)
+    with FakeLLM(rule=good_reply) as f:
+        auto = _draft(dp, f.base_url, tmp_path)
+        assert auto.skipped and f.count == 0  # human questions: "auto" drafts nothing
+        res = _draft(dp, f.base_url, tmp_path, draft="always")
+    assert res.new and {p: _sha(p) for p in human} == before
+    assert json.loads(dp.corpus_stats.read_text())["queries_source"] == "human"  # drafts never mixed in
+
+
+def test_replies_that_break_the_rules_are_dropped_and_counted(tmp_path):
+    replies = [{"question": "", "quote": "x"}, {"question": "what is it", "quote": "a quote that is not there"},
+               {"question": "comment ça marche ici", "quote": "?"}]
+
+    def rule(n, body):
+        if n < len(replies):
+            return {"content": json.dumps(replies[n])}
+        return {"content": "not JSON at all"} if n < 6 else good_reply(n, body)
+
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=rule) as f:
+        res = _draft(dp, f.base_url, tmp_path, n_questions=1)
+    assert res.drops["empty"] == 1 and res.drops["quote_not_in_passage"] >= 1
+    assert sum(res.drops.values()) >= 3 and len(res.new) <= 1
+    ledger = pd.read_csv(dp.questions_dir / "ledger.csv")
+    assert set(ledger.status) <= {"kept", "dropped"} and len(ledger) == len(res.ledger)
+
+
+def test_an_endpoint_that_dies_mid_way_keeps_the_drafts_so_far_and_a_re_run_resumes(tmp_path):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=lambda n, b: good_reply(n, b) if n < 2 else {"status": 500}) as f:
+        res = _draft(dp, f.base_url, tmp_path, n_questions=4)
+    assert len(res.new) == 2 and res.drops["no_reply"] >= 1
+    assert len(queryset.read_drafts(dp.source_draft_queries)) == 2
+    with FakeLLM(rule=good_reply) as f:
+        again = _draft(dp, f.base_url, tmp_path, n_questions=4)
+    assert len(again.new) == 2 and len(queryset.read_drafts(dp.source_draft_queries)) == 4
+
+
+def test_a_hand_edited_draft_file_with_a_broken_line_names_the_file_and_line(tmp_path):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=good_reply) as f:
+        _draft(dp, f.base_url, tmp_path, n_questions=2)
+    text = dp.source_draft_queries.read_text()
+    dp.source_draft_queries.write_text(text + '{"_id": "x", "text": "oops"\n')
+    with pytest.raises(InputError, match=re.escape(f"{dp.source_draft_queries}:3: malformed JSON")):
+        queryset.read_drafts(dp.source_draft_queries)
+    with pytest.raises(InputError, match=":3: malformed JSON"):
+        extract.build_corpus(dp)
+
+
+def test_a_folder_without_a_readable_document_says_so(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a PDF")
+    (folder / "broken.pdf").write_bytes(b"")
+    with pytest.raises(InputError) as exc:
+        extract.build_corpus(paths.resolve_dataset(folder))
+    assert "is empty" in str(exc.value) or "missing" in str(exc.value)
+
+
+def test_drafts_are_stratified_over_the_files_of_the_real_sampling(tmp_path):
+    dp = _bare(tmp_path)
+    units = draft.sample_units(load_chunks(dp), 0, 50, 1500)
+    assert [u.source for u in units[:3]] == sorted({u.source for u in units[:3]}, key=[u.source for u in units].index)
+    assert len({u.source for u in units[:3]}) == 3
+
+
+def test_the_chain_drafts_right_after_02_and_wants_the_llm_unless_told_never():
+    from rerankeval.apps import chain_params, chain_preflight
+
+    names = [p.stem for p in chain_params.notebooks()]
+    assert names.index("08-questions") == names.index("02-build-indexes") + 1
+    nb = paths.NOTEBOOKS_DIR / "08-questions.ipynb"
+    assert chain_preflight.wants_llm(nb, {}) and not chain_preflight.wants_llm(nb, {"draft": "never"})
+
+
+def test_a_budget_stops_drafting_and_says_so(tmp_path):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=good_reply) as f:
+        res = _draft(dp, f.base_url, tmp_path, n_questions=4, max_calls=2)
+        assert f.count == 2
+    assert len(res.new) == 2 and "budget" in res.stopped and not res.drops
+
+
+def test_every_page_says_the_questions_are_generated_and_not_reviewed(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from rerankeval.report import pages, render
+
+    dp = _bare(tmp_path)
+    assert pages.questions_note(dp) is None  # no questions yet: nothing to say
+    with FakeLLM(rule=good_reply) as f:
+        _draft(dp, f.base_url, tmp_path)
+    note = pages.questions_note(dp)
+    assert note["head"] == "The questions are generated and not yet reviewed."
+    assert "3 questions drafted by fake" in note["body"] and "3 not reviewed" in note["body"]
+    index = render.write_index(dp, []).read_text()
+    assert "generated and not yet reviewed" in index.split("<h2>", 1)[0]  # above the headline
+    src = tmp_path / "nb.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("1")]), src)
+    page = pages.render_notebook_html(src, tmp_path / "nb.html", note).read_text()
+    assert page.index("<body") < page.index("generated and not yet reviewed") < page.index('class="jp-Cell')
+
+
+def test_human_questions_get_no_banner(tmp_path):
+    from rerankeval.report import pages
+
+    dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "human"))
+    extract.build_corpus(dp)
+    assert pages.questions_note(dp) is None
