@@ -89,12 +89,14 @@ def score_points(engine, points: Sequence, qids: Sequence[str], qrels: Qrels,
     segments: dict[str, list[Segment]] = {}
     secs: dict[str, float] = {}
     for group in _groups(points).values():
+        t_block = time.perf_counter()
         dense, lex = engine.unit_legs(group[0])
         legs = [{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}]
         norms = [SCORE_METHODS[p.method][0].__name__ for p in group if p.method in SCORE_METHODS]
         block = fs.build_block(legs, qids, qrels, norms)
         llm = llm_matrix(block, engine.llm.scores) if engine.llm is not None else None
         leg_s = engine.leg("dense", group[0]).seconds_per_query + engine.leg("bm25", group[0]).seconds_per_query
+        leg_s += (time.perf_counter() - t_block) / max(1, len(qids)) / len(group)  # the block's share, per point
         for part in fs.chunks(len(group), block):
             t0 = time.perf_counter()
             got = _score_chunk(block, group[part], depth, cols, judged, llm, engine, pool_ks)

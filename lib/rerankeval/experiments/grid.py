@@ -32,7 +32,7 @@ import yaml
 
 from rerankeval.core.paths import PARAMS_DIR, DatasetPaths
 from rerankeval.core.progress import track
-from rerankeval.core.runs import Qrels, Run, to_units, truncate
+from rerankeval.core.runs import Qrels, Run, ranked, to_units
 from rerankeval.evaluate import metrics
 from rerankeval.experiments.replay import RecordedLLM, replay
 from rerankeval.index import bm25 as bm25mod
@@ -157,7 +157,7 @@ class Engine:
         self.chunk_sources = chunk_sources
         self.llm: RecordedLLM | None = None  # stage 04's recorded scores, to replay reranks (never the LLM)
         self._legs: dict[tuple, Leg] = {}
-        self._units: dict[tuple, Run] = {}
+        self._units: dict[tuple, object] = {}  # deepest legs as units (+ counts), and their cuts per leg_k
         self._sources: dict[tuple[int, int], object] = {}
 
     @classmethod
@@ -205,11 +205,14 @@ class Engine:
             raise ValueError(f"{p.name}: leg_k {p.leg_k} is deeper than the legs searched ({self.max_leg_k})")
         out = []
         for which in ("dense", "bm25"):
-            key = (which, p.chunking, p.bm25_params if which == "bm25" else None, p.leg_k)
-            if key not in self._units:
-                run = truncate(self.leg(which, p).run, p.leg_k)
-                self._units[key] = to_units(run, self._source(p).unit_of)
-            out.append(self._units[key])
+            key = (which, p.chunking, p.bm25_params if which == "bm25" else None)
+            if key + (p.leg_k,) not in self._units:
+                if key not in self._units:  # the deepest leg mapped once, with the units met in each top-k chunks
+                    run = self.leg(which, p).run
+                    self._units[key] = (to_units(run, self._source(p).unit_of), _distinct(run, self._source(p)))
+                units, distinct = self._units[key]
+                self._units[key + (p.leg_k,)] = {q: _head(d, distinct[q], p.leg_k) for q, d in units.items()}
+            out.append(self._units[key + (p.leg_k,)])
         return out[0], out[1]
 
     def run(self, p: Point, qids: Sequence[str], depth: int | None = None) -> tuple[Run, float]:
@@ -221,6 +224,26 @@ class Engine:
                      k=p.rrf_k, weights=p.weights, depth=depth)
         per_q = (time.perf_counter() - t0) / max(1, len(qids))
         return fused, per_q + self.leg("dense", p).seconds_per_query + self.leg("bm25", p).seconds_per_query
+
+
+def _distinct(run: Run, source) -> dict[str, list[int]]:
+    """Per query, the number of distinct units among its top 1, 2, ... chunks (stable score order)."""
+    out = {}
+    for q, docs in run.items():
+        seen: set[str] = set()
+        counts = []
+        for chunk, _ in ranked(docs):
+            seen.add(source.unit_of[chunk])
+            counts.append(len(seen))
+        out[q] = counts
+    return out
+
+
+def _head(units: dict[str, float], distinct: list[int], k: int) -> dict[str, float]:
+    """The units of a query's top ``k`` chunks: a prefix of its units at the deepest leg, which is exactly
+    ``to_units(truncate(run, k))`` (the first, best-ranked chunk of a unit comes first either way)."""
+    n = distinct[min(k, len(distinct)) - 1] if distinct and k > 0 else 0
+    return dict(itertools.islice(units.items(), n))
 
 
 def _warm(dense_source, index: bm25mod.BM25Index, queries: Mapping[str, str]) -> None:
