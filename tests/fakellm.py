@@ -15,6 +15,8 @@ each request ``n`` (0-based) once the script is used up. An action is a dict:
 - ``{"body": "<html>...", "content_type": "text/html"}``: answer 200 with this body as it is (an HTML page, an
   SSE stream, ...; ``content_type`` defaults to ``text/html``);
 - ``{"json": {...}}``: answer 200 with this JSON as the whole body (not a chat completion: a wrong shape);
+- a ``draft_question`` request (the questions stage) gets a question made of its passage's words and a quote
+  of the passage's first six words;
 - ``{"echo": "..."}``: behave, with this text added to the message content (after a JSON reply, inside it
   as an extra ``"note"`` field, so the reply still reads), e.g. a key the model was shown.
 
@@ -58,6 +60,10 @@ def behave(body: dict[str, Any]) -> dict[str, Any]:
     passages = _passages(user)
     rf = body.get("response_format") or {}
     name = (rf.get("json_schema") or {}).get("name", "")
+    if name == "draft_question":  # the questions stage: a question of the passage's words, quoting its start
+        words = user.split("Passage:\n", 1)[-1].split()
+        return {"content": json.dumps({"question": f"what does the text say about {' '.join(words[1:5])}",
+                                       "quote": " ".join(words[:6])})}
     if name == "listwise_ranking" or "Rank the" in user:
         order = sorted(range(len(passages)), key=lambda i: (not _relevant(passages[i]), passages[i]))
         return {"content": json.dumps({"ranking": [i + 1 for i in order]})}

@@ -278,3 +278,32 @@ def test_human_questions_get_no_banner(tmp_path):
     dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "human"))
     extract.build_corpus(dp)
     assert pages.questions_note(dp) is None
+
+
+def test_make_report_on_a_bare_folder_drafts_then_evaluates_and_labels_every_page(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "bare"
+    for name, texts in TINY_PAGES.items():
+        write_pdf(folder / name, texts)
+    results = tmp_path / "res"
+    env = {**os.environ, "RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+           "PYTHONHASHSEED": "0", "RERANKEVAL_CACHE": str(tmp_path / "cache")}
+    with FakeLLM() as fake:
+        env.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key-not-a-secret-0001")
+        cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(folder), "--kernel", "python3"]
+        for s in ("leg_k=10", "pool_k=3", "final_k=3", "ks=[1,3]", "n_questions=4", "draft_min_chars=50",
+                  "variants=[vector, bm25, hybrid]"):
+            cmd += ["--set", s]
+        for only in ("01", "02", "08", "03", "04", "05"):
+            cmd += ["--only", only]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = results / "bare"
+    assert (folder / "queries.draft.jsonl").is_file() and not (folder / "queries.jsonl").exists()
+    assert len(pd.read_csv(out / "per_query.csv").qid.unique()) == 4
+    for page in ("index", "03-retrieve", "05-analyse"):
+        html = (out / "report" / f"{page}.html").read_text()
+        assert "generated and not yet reviewed" in html, page
