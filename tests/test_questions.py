@@ -307,3 +307,72 @@ def test_make_report_on_a_bare_folder_drafts_then_evaluates_and_labels_every_pag
     for page in ("index", "03-retrieve", "05-analyse"):
         html = (out / "report" / f"{page}.html").read_text()
         assert "generated and not yet reviewed" in html, page
+
+
+# -- review, as you explore -------------------------------------------------------------------------------------
+def _drafted(tmp_path, n=3):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=good_reply) as f:
+        _draft(dp, f.base_url, tmp_path, n_questions=n)
+    return dp, [d.qid for d in queryset.read_drafts(dp.source_draft_queries)]
+
+
+def test_review_accepts_edits_and_rejects_and_the_next_01_evaluates_the_reviewed_set(tmp_path):
+    from rerankeval.apps import explore
+
+    dp, (a, b, c) = _drafted(tmp_path)
+    assert "reviewed 1 of 3 drafts (1 accepted, 0 rejected)" in explore.review(dp, a, "accept")
+    explore.review(dp, b, "edit", text="  how does beta record its upgrades ")
+    explore.review(dp, c, "reject")
+    drafts = {d.qid: d for d in queryset.read_drafts(dp.source_draft_queries)}
+    assert [drafts[q].status for q in (a, b, c)] == ["accepted", "accepted", "rejected"]
+    assert drafts[b].text == "how does beta record its upgrades" and drafts[b].metadata["original_text"]
+    from rerankeval.questions import review
+
+    assert review.progress(dp) == "reviewed 3 of 3 drafts (2 accepted, 1 rejected)"
+    extract.build_corpus(dp)
+    evaluated = {json.loads(x)["_id"]: json.loads(x)["text"] for x in dp.queries.read_text().splitlines()}
+    assert evaluated == {a: drafts[a].text, b: "how does beta record its upgrades"}
+    stats = json.loads(dp.corpus_stats.read_text())["generated"]
+    assert (stats["accepted"], stats["rejected"], stats["draft"]) == (2, 1, 0)
+
+
+def test_reviewing_a_draft_that_was_removed_says_so(tmp_path):
+    from rerankeval.questions import review
+
+    dp, (a, *_rest) = _drafted(tmp_path)
+    queryset.write_drafts(dp.source_draft_queries, queryset.read_drafts(dp.source_draft_queries)[1:])
+    with pytest.raises(review.DraftGone, match="not in .*queries.draft.jsonl"):
+        review.review(dp, a, "accept")
+    with pytest.raises(ValueError, match="edit needs the question's new text"):
+        review.review(dp, _rest[0], "edit", text="  ")
+
+
+def test_two_reviewers_recording_at_once_lose_nothing(tmp_path):
+    import threading
+
+    from rerankeval.questions import review
+
+    dp, qids = _drafted(tmp_path, n=4)
+    barrier = threading.Barrier(len(qids))
+
+    def one(q):
+        barrier.wait()
+        review.review(dp, q, "accept" if q != qids[0] else "reject")
+
+    threads = [threading.Thread(target=one, args=(q,)) for q in qids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = [d.status for d in queryset.read_drafts(dp.source_draft_queries)]
+    assert sorted(statuses) == ["accepted"] * 3 + ["rejected"]
+
+
+def test_the_source_passage_of_a_draft_is_shown_for_review(tmp_path):
+    from rerankeval.apps import explore
+
+    dp, (a, *_) = _drafted(tmp_path)
+    d = queryset.read_drafts(dp.source_draft_queries)[0]
+    text = explore.draft_source(dp, a)
+    assert text.startswith(d.unit + ": ") and d.metadata["quote"].split()[0] in text

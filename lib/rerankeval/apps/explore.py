@@ -8,6 +8,8 @@
     explore.show(dp, "how do I change the keyboard layout", k=10)   # free text: a live search
     explore.show(dp, "q12")                                          # a judged query: its saved runs
     explore.judge(dp, "q12", "debian-handbook.pdf#p33", 2)           # a grade, merged by the next make report
+    explore.drafts(dp)                                               # generated questions and their review state
+    explore.review(dp, "gen-1a2b3c4d5e", "accept")                   # or "reject", or "edit" with text="..."
 
 Each column is one variant: rank, score, unit id, a snippet with the query's terms highlighted (every text
 HTML-escaped), the grade when the query is judged (``?`` marks a unit nobody judged), and for the rerankers
@@ -55,7 +57,8 @@ from rerankeval.report.htmlsafe import SNIPPET_CHARS, esc
 
 __all__ = [  # the explorer's API, wherever each part lives (the notebook, tests and bench use these names)
     "FREE_QID", "RERANKED", "STYLE", "Column", "Exploration", "Explorer", "Hit", "LiveSearch", "close_all",
-    "example_queries", "explorer", "in_chain", "judge", "judging_table", "render_html", "show", "widget",
+    "draft_source", "drafts", "example_queries", "explorer", "in_chain", "judge", "judging_table", "render_html",
+    "review", "show", "widget",
 ]
 
 RERANKED = (HYBRID_RERANK, CROSS_ENCODER)  # columns that show each unit's hybrid rank before reranking
@@ -261,6 +264,32 @@ def judge(dp: DatasetPaths, qid: str, unit_id: str, grade: int, replace: bool = 
     if str(dp.root) in _EXPLORERS:
         return _EXPLORERS[str(dp.root)].judge(qid, unit_id, grade, replace)
     return judgments.record(dp, qid, unit_id, grade, replace=replace)
+
+
+def drafts(dp: DatasetPaths) -> pd.DataFrame:
+    """The drafted questions (``queries.draft.jsonl``) with their review status; prints the review progress."""
+    from rerankeval.questions import review as review_mod
+
+    print(review_mod.progress(dp, judged=len(judgments.read_judgments(dp.judgments(judgments.split_of(dp))))))
+    return review_mod.table(dp)
+
+
+def review(dp: DatasetPaths, qid: str, action: str, text: str | None = None) -> str:
+    """Accept, edit (``text=``, then accepted) or reject a drafted question; what was recorded and the progress.
+    Units that also answer it are graded with :func:`judge`."""
+    from rerankeval.questions import review as review_mod
+
+    d = review_mod.review(dp, qid, action, text)
+    return (f"{qid}: {d.status} ({d.text!r}); {review_mod.progress(dp)}. The next make report evaluates the "
+            f"reviewed set.")
+
+
+def draft_source(dp: DatasetPaths, qid: str) -> str:
+    """The unit a drafted question was written from, and its text (to check the question against)."""
+    from rerankeval.questions import review as review_mod
+
+    unit, text = review_mod.source_passage(dp, qid)
+    return f"{unit}: {text}"
 
 
 def judging_table(dp: DatasetPaths) -> pd.DataFrame | str:
