@@ -1,0 +1,168 @@
+"""How far to trust an LLM judge: its agreement with human grades, and the agreement of two system rankings.
+
+- :func:`cohen_kappa`: Cohen's kappa (Cohen, "A Coefficient of Agreement for Nominal Scales", Educational and
+  Psychological Measurement 20, 1960), and with linear weights the weighted kappa (Cohen, "Weighted kappa:
+  Nominal scale agreement with provision for scaled disagreement or partial credit", Psychological Bulletin 70,
+  1968): ``1 - sum(w * observed) / sum(w * expected)`` over the confusion matrix, ``expected`` the product of
+  its margins. Computed from the matrix it also returns (tests cross-check it against sklearn).
+- :func:`agreement`: on the pairs both the humans and the LLM graded, kappa binary (relevant at grade > 0) and
+  graded (0-3, linear weights), the confusion matrix, and a plain warning below :data:`LOW_KAPPA` (Landis and
+  Koch's "fair" band ends at .4). When the human grades of the overlap are all of one class kappa cannot measure
+  anything (it is 0 or undefined whatever the judge does): that is said, and the share of the humans' relevant
+  pairs the LLM also calls relevant is given instead.
+- :func:`kendall_tau`: Kendall's tau-b between two system rankings (scipy.stats.kendalltau), with the number
+  of systems and of pairs of systems it rests on.
+
+The LLM's grades are a file of their own in the dataset folder, ``qrels/llm-<model>.tsv``, written by
+:mod:`rerankeval.questions.assess` (:func:`~rerankeval.questions.assess.llm_qrels_path`); this module only reads
+it (:func:`llm_qrels_files`, :func:`read_llm_qrels`): evaluate never calls the LLM.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.runs import Qrels
+
+LOW_KAPPA = 0.4
+LOW_KAPPA_WARNING = "this judge agrees with your judgments little better than chance"
+LABELS = (0, 1, 2, 3)  # the LLM assessor's scale (UMBRELA's 0-3)
+
+
+def llm_qrels_files(dp: DatasetPaths) -> list[Path]:
+    """Every LLM assessor file of the dataset, newest first."""
+    folder = dp.source / "qrels"
+    found = list(folder.glob("llm-*.tsv")) if folder.is_dir() else []
+    return sorted(found, key=lambda p: (-p.stat().st_mtime, p.name))
+
+
+def read_llm_qrels(path: Path) -> Qrels:
+    """``qid -> {unit: grade}`` of an LLM assessor file (header line, tab-separated, integer grades 0-3)."""
+    out: Qrels = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        parts = line.split("\t")
+        if not line.strip() or (lineno == 1 and parts[0] == "query-id"):
+            continue
+        try:
+            q, u, g = parts[0].strip(), parts[1].strip(), int(parts[2])
+        except (IndexError, ValueError):
+            raise ValueError(f"{path}:{lineno}: expected 'query-id<TAB>corpus-id<TAB>grade 0-3', got {line!r}; "
+                             "delete the file and re-run 09-assess (its replies are cached)") from None
+        if g not in LABELS:
+            raise ValueError(f"{path}:{lineno}: grade {g} is outside 0-3; delete the line or the file and re-run "
+                             "09-assess")
+        out.setdefault(q, {})[u] = g
+    return out
+
+
+def confusion(a: Sequence[int], b: Sequence[int], labels: Sequence[int]) -> np.ndarray:
+    """Counts of (row: ``a``'s label, column: ``b``'s label)."""
+    index = {lab: i for i, lab in enumerate(labels)}
+    m = np.zeros((len(labels), len(labels)), dtype=int)
+    for x, y in zip(a, b, strict=True):
+        m[index[x], index[y]] += 1
+    return m
+
+
+def cohen_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int],
+                weights: str | None = None) -> tuple[float, np.ndarray]:
+    """(kappa, confusion matrix) of two raters' labels; ``weights="linear"`` for weighted kappa (Cohen 1968).
+    NaN when chance agreement is total (both raters used one and the same label)."""
+    m = confusion(a, b, labels)
+    n = m.sum()
+    if n == 0:
+        return math.nan, m
+    k = len(labels)
+    idx = np.arange(k)
+    w = np.abs(idx[:, None] - idx[None, :]).astype(float) if weights == "linear" else 1.0 - np.eye(k)
+    if weights == "linear" and k > 1:
+        w /= k - 1
+    expected = np.outer(m.sum(axis=1), m.sum(axis=0)) / n
+    denom = float((w * expected).sum())
+    return (math.nan if denom == 0 else 1.0 - float((w * m).sum()) / denom), m
+
+
+def overlap_pairs(human: Qrels, llm: Qrels) -> list[tuple[str, str, int, int]]:
+    """``(qid, unit, human grade, LLM grade)`` of every pair both graded, sorted."""
+    return [(q, u, int(human[q][u]), int(g)) for q in sorted(set(human) & set(llm))
+            for u, g in sorted(llm[q].items()) if u in human[q]]
+
+
+def agreement(human: Qrels, llm: Qrels, source: str = "") -> dict[str, Any]:
+    """Kappa binary and graded, the confusion matrices and the warning, on the pairs both graded (JSON-able)."""
+    pairs = overlap_pairs(human, llm)
+    h, g = [p[2] for p in pairs], [p[3] for p in pairs]
+    hb, gb = [int(x > 0) for x in h], [int(x > 0) for x in g]
+    labels = sorted(set(LABELS) | set(h))
+    kb, mb = cohen_kappa(hb, gb, (0, 1))
+    kg, mg = cohen_kappa(h, g, labels, weights="linear")
+    out: dict[str, Any] = {
+        "source": source, "n_pairs": len(pairs), "kappa_binary": _num(kb), "kappa_graded": _num(kg),
+        "confusion_binary": {"labels": [0, 1], "rows": "human", "columns": "llm", "counts": mb.tolist()},
+        "confusion_graded": {"labels": labels, "rows": "human", "columns": "llm", "counts": mg.tolist()},
+        "human_relevant": sum(hb), "llm_relevant_of_human_relevant": sum(1 for x, y in zip(hb, gb, strict=True)
+                                                                          if x and y),
+        "warning": "", "note": ""}
+    out["note"], out["warning"] = _words(out, set(hb))
+    return out
+
+
+def _words(a: Mapping[str, Any], human_classes: set[int]) -> tuple[str, str]:
+    n, kb = a["n_pairs"], a["kappa_binary"]
+    if n == 0:
+        return "no pair is graded by both the humans and the LLM: agreement cannot be measured", ""
+    if len(human_classes) < 2:
+        what = "relevant" if 1 in human_classes else "not relevant"
+        share = (f"; the LLM calls {a['llm_relevant_of_human_relevant']} of the {a['human_relevant']} relevant "
+                 f"({a['llm_relevant_of_human_relevant'] / a['human_relevant']:.0%})" if a["human_relevant"] else "")
+        return (f"every one of the {n} human-graded pairs the LLM also graded is {what}, so kappa cannot measure "
+                f"agreement (it is 0 or undefined whatever the judge does){share}; grade some non-relevant units "
+                "in 00-explore to measure it"), ""
+    warn = (f"kappa {kb:.2f} < {LOW_KAPPA}: {LOW_KAPPA_WARNING}" if kb is not None and kb < LOW_KAPPA else "")
+    kg = a["kappa_graded"]
+    return (f"Cohen's kappa on {n} pairs: binary {_fmt(kb)}, graded (0-3, linear weights) {_fmt(kg)}"), warn
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(float(x), 4)
+
+
+def _fmt(x: float | None) -> str:
+    return "undefined" if x is None else f"{x:.2f}"
+
+
+def kendall_tau(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, Any]:
+    """Kendall's tau-b (scipy.stats.kendalltau) between two systems' scores (``system -> score``) on the
+    systems both score, with ``n_systems`` and ``n_pairs`` (pairs of systems compared)."""
+    from scipy.stats import kendalltau
+
+    systems = sorted(set(a) & set(b))
+    n = len(systems)
+    out: dict[str, Any] = {"n_systems": n, "n_pairs": n * (n - 1) // 2, "tau": None, "p_value": None}
+    if n < 2:
+        out["note"] = f"{n} system(s) in common: Kendall's tau needs at least two"
+        return out
+    res = kendalltau([a[s] for s in systems], [b[s] for s in systems], variant="b")
+    out.update(tau=_num(float(res.statistic)), p_value=_num(float(res.pvalue)))
+    out["note"] = "" if out["tau"] is not None else "one ranking has every system tied: tau is undefined"
+    return out
+
+
+def merge_llm(human: Qrels, llm: Qrels, top: int) -> tuple[Qrels, int]:
+    """``human`` plus the LLM's grades of the pairs no human judged (a human grade is never replaced), and how
+    many were added. The LLM's 0-3 is capped at ``top``, the human scale's top grade (a 3 counts as a human's
+    best grade, not above it)."""
+    out = {q: dict(rel) for q, rel in human.items()}
+    added = 0
+    for q, rel in llm.items():
+        for u, g in rel.items():
+            if u not in out.get(q, {}):
+                out.setdefault(q, {})[u] = min(int(g), int(top))
+                added += 1
+    return out, added

@@ -1,0 +1,169 @@
+"""The LLM assessor (rerankeval.questions.assess) on hand-made stage outputs and a fake endpoint: the pool it grades,
+the overlap sample, the file it writes (never a human file), broken grades dropped and counted, budget and resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import pytest
+
+from builders import hand_made_stages
+from fakellm import FakeLLM
+from rerankeval.core import runs
+from rerankeval.core.settings import Settings
+from rerankeval.evaluate import agreement
+from rerankeval.llm.cache import LLMCache
+from rerankeval.questions import assess
+
+QIDS = ["q1", "q2", "q3"]
+PAGES = {"m.pdf#p1": ["Apt installs packages."], "m.pdf#p2": ["GOLD the network file is interfaces."],
+         "m.pdf#p3": ["GOLD grub starts the kernel."], "m.pdf#p4": ["Exim delivers mail."]}
+
+
+def _settings(url: str) -> Settings:
+    return Settings(base_url=url, api_key="test-key-not-a-secret-0001", model="fake/judge:1", timeout=2,
+                    max_retries=0)
+
+
+def _passage(body: dict) -> str:
+    user = body["messages"][-1]["content"]
+    return user.split("Passage:\n", 1)[1].split("\n\nWork it out", 1)[0]
+
+
+def gold_judge(n: int, body: dict) -> dict:
+    """The fake assessor: grade 3 for a passage containing GOLD, else 0."""
+    return {"content": json.dumps({"score": 3 if "GOLD" in _passage(body) else 0})}
+
+
+def broken_judge(n: int, body: dict) -> dict:
+    """A judge off its scale: 7 for a GOLD passage, prose for the others."""
+    return {"content": json.dumps({"score": 7}) if "GOLD" in _passage(body) else "It is somewhat relevant."}
+
+
+def _dataset(tmp_path):
+    """Three queries judged (grade 1) on page 2, two variants, and the human files in the dataset folder."""
+    dp = hand_made_stages(tmp_path / "ds", PAGES, QIDS)
+    units = list(PAGES)
+    runs.write_trec({q: {u: 1.0 / (i + 1) for i, u in enumerate(reversed(units))} for q in QIDS},
+                    dp.run_file("bm25"), "bm25")
+    (dp.source / "qrels").mkdir()
+    (dp.source / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": f"question {q}"}) + "\n"
+                                                     for q in QIDS))
+    (dp.source / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                                  + "".join(f"{q}\tm.pdf#p2\t1\n" for q in QIDS))
+    return dp
+
+
+def _hashes(dp) -> dict[str, str]:
+    files = [dp.source / "queries.jsonl", dp.source / "qrels" / "test.tsv", dp.qrels]
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def _assess(dp, url, tmp_path, **kw):
+    params = assess.AssessParams(**{"assess": True, "k": 2, **kw})
+    res = assess.run(dp, params, _settings(url), LLMCache(tmp_path / "llm"))
+    return res, assess.write(dp, res)
+
+
+def test_assess_false_makes_no_call_and_writes_nothing(tmp_path):
+    dp = _dataset(tmp_path)
+    with FakeLLM(rule=gold_judge) as f:
+        res = assess.run(dp, assess.AssessParams(), _settings(f.base_url), LLMCache(tmp_path / "llm"))
+        assert f.count == 0
+    assert res.skipped and "assess=false" in assess.describe(res)
+    assert assess.write(dp, res) == {} and not list((dp.source / "qrels").glob("llm-*"))
+
+
+def test_the_pool_is_every_variants_top_k_minus_the_judged_pairs(tmp_path):
+    dp = _dataset(tmp_path)
+    graded = assess.graded_pairs(dp)
+    assert graded == {(q, "m.pdf#p2") for q in QIDS}
+    pool = assess.pool(dp, 2, QIDS, graded)
+    # hybrid ranks the pages rotated by the query's position (q1: p1 p2 ..., q2: p2 p3 ..., q3: p3 p4 ...);
+    # bm25 ranks p4 p3 p2 p1 for every query; p2 is judged
+    want = {"q1": {"m.pdf#p1", "m.pdf#p4", "m.pdf#p3"}, "q2": {"m.pdf#p3", "m.pdf#p4"}, "q3": {"m.pdf#p3", "m.pdf#p4"}}
+    got: dict[str, set[str]] = {}
+    for p in pool:
+        got.setdefault(p.qid, set()).add(p.unit)
+    assert got == want and all(p.kind == "pool" for p in pool)
+    assert [p.unit for p in pool if p.qid == "q1"][:2] == ["m.pdf#p1", "m.pdf#p4"]  # best rank first
+
+
+def test_the_overlap_sample_is_seeded_and_capped():
+    human = {q: {f"u{i}": 1 for i in range(10)} for q in ("a", "b")}
+    one = assess.overlap_sample(human, ["a", "b"], 5, seed=3)
+    assert len(one) == 5 and one == assess.overlap_sample(human, ["a", "b"], 5, seed=3)
+    assert len({tuple(assess.overlap_sample(human, ["a", "b"], 5, seed=s)) for s in range(6)}) > 1
+    assert len(assess.overlap_sample(human, ["a"], 100, seed=0)) == 10  # only the evaluated queries, all of them
+
+
+def test_grades_land_in_their_own_file_and_no_human_file_changes(tmp_path):
+    dp = _dataset(tmp_path)
+    before = _hashes(dp)
+    with FakeLLM(rule=gold_judge) as f:
+        res, written = _assess(dp, f.base_url, tmp_path)
+        assert f.count == len(res.pairs) == res.pool_size + 3
+    assert _hashes(dp) == before
+    path = dp.source / "qrels" / "llm-fake_judge_1.tsv"
+    assert written["llm_qrels"] == str(path) and path == assess.llm_qrels_path(dp, "fake/judge:1")
+    lines = path.read_text().splitlines()
+    assert lines[0] == "query-id\tcorpus-id\tscore"
+    grades = agreement.read_llm_qrels(path)
+    assert grades["q1"] == {"m.pdf#p1": 0, "m.pdf#p2": 3, "m.pdf#p3": 3, "m.pdf#p4": 0}
+    summary = json.loads((dp.stage_dir("assess") / "summary.json").read_text())
+    assert summary["pool"] == 7 and summary["overlap"] == 3 and summary["graded"] == 10
+    assert summary["grades"] == {"0": 4, "1": 0, "2": 0, "3": 6} and summary["calls"]["requests"] == 10
+    assert summary["plan"]["fresh_calls"] == 10 and summary["model"] == "fake/judge:1"
+    # the human grade (1) of the overlap stays as it was; the LLM's grades only fill the holes
+    merged, added = agreement.merge_llm(assess.human_qrels(dp), grades, top=2)
+    assert merged["q1"]["m.pdf#p2"] == 1 and merged["q1"]["m.pdf#p3"] == 2 and added == 7
+
+
+def test_a_re_run_is_served_by_the_cache(tmp_path):
+    dp = _dataset(tmp_path)
+    with FakeLLM(rule=gold_judge) as f:
+        _assess(dp, f.base_url, tmp_path)
+        sent = f.count
+        again, _ = _assess(dp, f.base_url, tmp_path)
+        assert f.count == sent and again.stats.cache_hits == len(again.pairs)
+
+
+def test_a_grade_off_the_scale_or_prose_is_dropped_and_counted(tmp_path):
+    dp = _dataset(tmp_path)
+    with FakeLLM(rule=broken_judge) as f:
+        res, _ = _assess(dp, f.base_url, tmp_path)
+        assert f.count == 2 * len(res.pairs)  # each asked once more, then dropped
+    n_gold = sum(1 for p in res.pairs if p.unit in ("m.pdf#p2", "m.pdf#p3"))
+    assert res.drops == {"out_of_range": n_gold, "unreadable": len(res.pairs) - n_gold}
+    assert not res.grades and agreement.read_llm_qrels(assess.llm_qrels_path(dp, res.model)) == {}
+    with pytest.raises(Exception, match="GradeOutOfRange|0 to 3"):
+        assess.read_grade(type("R", (), {"content": '{"score": 2.5}'})())
+
+
+def test_the_budget_stops_the_run_and_a_re_run_resumes(tmp_path):
+    dp = _dataset(tmp_path)
+    with FakeLLM(rule=gold_judge) as f:
+        res, _ = _assess(dp, f.base_url, tmp_path, max_calls=4)
+        assert f.count == 4 and len(res.grades) == 4 and "budget" in res.stopped
+        rest, _ = _assess(dp, f.base_url, tmp_path)
+        assert f.count == 4 + len(rest.pairs) - 4  # the four graded come from the cache
+    grades = agreement.read_llm_qrels(assess.llm_qrels_path(dp, rest.model))
+    assert sum(len(r) for r in grades.values()) == 10
+
+
+def test_judge_model_replaces_the_rerankers_model(tmp_path):
+    dp = _dataset(tmp_path)
+    with FakeLLM(rule=gold_judge) as f:
+        res, written = _assess(dp, f.base_url, tmp_path, judge_model="other-judge", agreement_pairs=0)
+        assert {b["model"] for _, p, b in f.requests if p.endswith("/chat/completions")} == {"other-judge"}
+    assert res.model == "other-judge" and written["llm_qrels"].endswith("llm-other-judge.tsv")
+
+
+def test_the_prompt_follows_umbrelas_structure():
+    msgs = assess.messages("where is grub", "GRUB starts the kernel.")
+    user = msgs[-1]["content"]
+    for part in ("0 = ", "1 = ", "2 = ", "3 = ", "Query: where is grub", "Passage:\nGRUB starts", '"score"'):
+        assert part in user
+    assert re.search(r"grade only", user)
