@@ -23,11 +23,9 @@ Dense Retrieval From 8 Examples", ICLR 2023) show an LLM a document and ask for 
 from __future__ import annotations
 
 import json
-import random
-import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,6 @@ from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import beir, queryset
 from rerankeval.corpus.contract import load_chunks
-from rerankeval.corpus.textnorm import norm_quote, norm_text
 from rerankeval.llm import budget as budget_mod
 from rerankeval.llm import schemas
 from rerankeval.llm.breaker import Breaker
@@ -49,17 +46,13 @@ from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import BUDGET_EXCEEDED, CachedLLM, Call, CallStats
 from rerankeval.llm.client import Reply
 from rerankeval.llm.repair import parse
+from rerankeval.questions.checks import MIN_VOCABULARY, REASONS, check, overlap, words
+from rerankeval.questions.units import Unit, sample_units, unit_texts
 
 CACHE_VERSION = 1
 GRADE = 2  # the grade a question's source unit gets in qrels/draft.tsv
-MAX_WORDS, MAX_CHARS = 40, 300  # a longer "question" is a passage, not a query
-NEAR_DUPLICATE = 0.8  # word-set Jaccard at or above which two questions are the same question
-MIN_KNOWN_WORDS = 0.5  # share of a question's words the corpus must know, else it is in another language
-MIN_VOCABULARY = 2000  # distinct corpus words below which the language check is not made (too few to tell)
 OVERSAMPLE = 3  # units asked at most per question still missing (drops are expected)
 MAX_TOKENS = 160
-REASONS = ("no_reply", "empty", "too_long", "quote_not_in_passage", "other_language", "repeats_human_query",
-           "duplicate", "near_duplicate")
 LEDGER_COLUMNS = ["unit", "status", "reason", "question", "quote", "overlap", "cached", "seconds", "error"]
 
 SYSTEM = "You write test questions for evaluating a search engine over a collection of documents."
@@ -71,7 +64,6 @@ USER = (
 )
 PARAPHRASE = (" Use your own words: a user who has not read the passage asks it, so do not copy phrases from "
               "the passage into the question.")
-_WORD = re.compile(r"[^\W\d_]{3,}")
 
 
 class DraftReply(BaseModel):
@@ -105,20 +97,34 @@ class QuestionsParams:
             raise ValueError("n_questions and draft_min_chars must be >= 0 and draft_passage_chars >= 100")
 
 
-@dataclass
-class Unit:
-    """A unit the LLM may be asked about: its id, file, label and the passage shown."""
+@dataclass(frozen=True)
+class DraftFiles:
+    """Where a set of drafts lives: its questions, its qrels, the folder of its summary and ledger, and whether it
+    is the dataset's own set (the one stage 01 evaluates when there are no human questions)."""
 
-    uid: str
-    source: str
-    place: str
-    text: str
+    queries: Path
+    qrels: Path
+    record: Path
+    own: bool = True
+
+
+def dataset_files(dp: DatasetPaths) -> DraftFiles:
+    """The dataset folder's ``queries.draft.jsonl`` and ``qrels/draft.tsv`` (beside the user's files)."""
+    return DraftFiles(dp.source_draft_queries, dp.source_draft_qrels, dp.questions_dir)
+
+
+def validation_files(dp: DatasetPaths) -> DraftFiles:
+    """A set drafted to check a generated set against the human one (``validate_drafts``): kept in the results,
+    never evaluated as the dataset's questions, never in the dataset folder."""
+    folder = dp.questions_dir / "validation"
+    return DraftFiles(folder / "queries.draft.jsonl", folder / "draft.tsv", folder, own=False)
 
 
 @dataclass
 class QuestionsResult:
     params: QuestionsParams
     existing: list[queryset.Draft]
+    files: DraftFiles
     new: list[queryset.Draft] = field(default_factory=list)
     drops: Counter = field(default_factory=Counter)
     ledger: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LEDGER_COLUMNS))
@@ -132,41 +138,6 @@ class QuestionsResult:
     @property
     def drafts(self) -> list[queryset.Draft]:
         return self.existing + self.new
-
-
-# -- 1. sampling --------------------------------------------------------------------------------------------
-def unit_texts(chunks: pd.DataFrame) -> dict[str, str]:
-    """Each unit's text rebuilt from its chunks (overlapping spans of the normalised page text, by offset)."""
-    out: dict[str, str] = {}
-    for uid, group in chunks.sort_values(["unit_id", "start"], kind="stable").groupby("unit_id", sort=False):
-        text = ""
-        for start, part in zip(group.start, group.text, strict=True):
-            start = int(start) if pd.notna(start) else len(text)
-            text = text[:start] + str(part) if start <= len(text) else text + " " + str(part)
-        out[str(uid)] = text
-    return out
-
-
-def sample_units(chunks: pd.DataFrame, seed: int, min_chars: int, max_chars: int) -> list[Unit]:
-    """Units with at least ``min_chars`` of text, stratified over files: a seeded random order within each file,
-    then the files taken in turn (the first unit of every file, then the second ...)."""
-    texts = unit_texts(chunks)
-    first = chunks.sort_values(["unit_id", "start"], kind="stable").drop_duplicates("unit_id").set_index("unit_id")
-    rng = random.Random(seed)
-    per_file: dict[str, list[Unit]] = {}
-    for uid in sorted(texts):
-        if len(texts[uid]) < min_chars:
-            continue
-        row = first.loc[uid]
-        page = row.get("page")
-        place = f"{row.source}, page {int(page)}" if pd.notna(page) and page != "" else f"document {uid}"
-        per_file.setdefault(str(row.source), []).append(Unit(uid, str(row.source), place, texts[uid][:max_chars]))
-    for units in per_file.values():
-        rng.shuffle(units)
-    order: list[Unit] = []
-    for i in range(max((len(u) for u in per_file.values()), default=0)):
-        order.extend(units[i] for units in per_file.values() if i < len(units))
-    return order
 
 
 # -- 2. the call ---------------------------------------------------------------------------------------------
@@ -192,61 +163,18 @@ def _read(reply: Reply) -> DraftReply:
     return parse(reply.content, DraftReply)[0]  # raises Unusable: asked again, never cached
 
 
-# -- 3. the checks -------------------------------------------------------------------------------------------
-def words(text: str) -> set[str]:
-    return set(_WORD.findall(norm_text(text)))
-
-
-def overlap(question: str, passage: str) -> float:
-    """Share of the question's words (3+ letters) that occur in the passage: 1.0 = copied from it."""
-    q = words(question)
-    return round(len(q & words(passage)) / len(q), 3) if q else 0.0
-
-
-def _key(text: str) -> str:
-    """A question as compared for duplicates: its words in order, case and punctuation aside."""
-    return " ".join(re.findall(r"\w+", norm_text(text)))
-
-
-def _same(a: set[str], b: set[str]) -> bool:
-    return bool(a or b) and len(a & b) / len(a | b) >= NEAR_DUPLICATE
-
-
-def check(question: str, quote: str, passage: str, kept: Iterable[str], human: Iterable[str],
-          vocabulary: set[str]) -> str:
-    """The reason a drafted question is dropped (one of :data:`REASONS`), or "" when it is kept."""
-    q = " ".join(question.split())
-    if not q:
-        return "empty"
-    if len(q) > MAX_CHARS or len(q.split()) > MAX_WORDS:
-        return "too_long"
-    quote_n = norm_quote(quote)
-    if not quote_n or quote_n not in norm_text(passage):
-        return "quote_not_in_passage"
-    qw = words(q)
-    if vocabulary and qw and len(qw & vocabulary) / len(qw) < MIN_KNOWN_WORDS:
-        return "other_language"
-    norm = _key(q)
-    for others, exact, near in ((human, "repeats_human_query", "repeats_human_query"),
-                                (kept, "duplicate", "near_duplicate")):
-        for other in others:
-            if _key(other) == norm:
-                return exact
-            if _same(qw, words(other)):
-                return near
-    return ""
-
-
 # -- the stage -----------------------------------------------------------------------------------------------
-def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings,
-        cache: LLMCache | None = None) -> QuestionsResult:
-    """Draft what is missing (see the module docstring) through ``settings``' endpoint and ``cache`` (default: the
-    shared LLM cache); nothing is written (:func:`write` does)."""
+def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LLMCache | None = None,
+        files: DraftFiles | None = None) -> QuestionsResult:
+    """Draft what is missing (see the module docstring) into ``files`` (default: the dataset's own,
+    :func:`dataset_files`) through ``settings``' endpoint and ``cache`` (default: the shared LLM cache); nothing is
+    written (:func:`write` does). A set that is not the dataset's own is drafted whatever ``params.draft`` says."""
     t0 = time.perf_counter()
-    existing = queryset.read_drafts(dp.source_draft_queries)
-    res = QuestionsResult(params, existing)
+    files = files or dataset_files(dp)
+    existing = queryset.read_drafts(files.queries)
+    res = QuestionsResult(params, existing, files)
     src = queryset.query_source(dp)
-    if params.draft == "never" or (params.draft == "auto" and src.kind == queryset.HUMAN):
+    if files.own and (params.draft == "never" or (params.draft == "auto" and src.kind == queryset.HUMAN)):
         res.skipped = ("the dataset has human questions (queries.jsonl): nothing drafted (draft='always' adds drafts "
                        "beside them)" if params.draft == "auto" else "draft='never': nothing drafted")
         return res
@@ -341,15 +269,16 @@ def write(dp: DatasetPaths, res: QuestionsResult) -> dict[str, str]:
     """Append the new drafts to the dataset folder's draft files (never touching a human file or a line already
     there), write the stage's summary and ledger, and refresh stage 01's query set when it is the drafts."""
     written: dict[str, str] = {}
+    f = res.files
     if res.new:
-        _append(dp.source_draft_queries, [_line(d) for d in res.new])
-        header = "" if dp.source_draft_qrels.is_file() else "query-id\tcorpus-id\tscore\n"
-        _append(dp.source_draft_qrels, [f"{d.qid}\t{d.unit}\t{GRADE}" for d in res.new], header)
-        written.update(queries=str(dp.source_draft_queries), qrels=str(dp.source_draft_qrels))
-    dp.questions_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(dp.questions_dir / "ledger.csv", res.ledger.to_csv(index=False))
-    atomic_write_json(dp.questions_dir / "summary.json", summary(res))
-    if queryset.query_source(dp).kind == queryset.GENERATED:
+        _append(f.queries, [_line(d) for d in res.new])
+        header = "" if f.qrels.is_file() else "query-id\tcorpus-id\tscore\n"
+        _append(f.qrels, [f"{d.qid}\t{d.unit}\t{GRADE}" for d in res.new], header)
+        written.update(queries=str(f.queries), qrels=str(f.qrels))
+    f.record.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(f.record / "ledger.csv", res.ledger.to_csv(index=False))
+    atomic_write_json(f.record / "summary.json", summary(res))
+    if f.own and queryset.query_source(dp).kind == queryset.GENERATED:
         refresh_corpus(dp)
     return written
 

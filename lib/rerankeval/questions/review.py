@@ -87,7 +87,7 @@ def next_pending(dp: DatasetPaths) -> str | None:
 
 def source_passage(dp: DatasetPaths, qid: str) -> tuple[str, str]:
     """(unit id, its text) of the unit draft ``qid`` was written from."""
-    from rerankeval.questions.draft import unit_texts
+    from rerankeval.questions.units import unit_texts
 
     d = next((d for d in queryset.read_drafts(dp.source_draft_queries) if d.qid == qid), None)
     if d is None:
