@@ -18,14 +18,12 @@ snapshot, as a user makes it:
 
 Each follow-up gets: wall seconds, the notebooks re-run and their seconds (the chain's figures), texts encoded (new
 vectors in the embedding cache copy), LLM calls (new replies in the LLM cache copy; the 04 ledger's requests and
-cache hits) and the stage-03 variants read back. Parameter follow-ups are also run with ``--only`` the notebooks
-they change (``minimal``). The local LLM server is started once (``endpoint_start_s``) and given to every chain
-run as a configured endpoint, as ``make lab`` or an ``OPENAI_BASE_URL`` would.
+cache hits), the stage-03 variants read back. ``--scope minimal`` runs ``--only`` the notebooks a follow-up changes.
+The chain runs a frozen copy of the code (``code/``). The LLM server is started once (``endpoint_start_s``) and given
+to every chain run as a configured endpoint. Writes ``results/bench/next_question.json`` (``warm_03_s``: notebook
+03's seconds in the warm chain); the last line printed is ``name=value ...``; the load average is recorded.
 
-Writes ``results/bench/next_question.json`` (keys include ``warm_03_s``: notebook 03's seconds in the warm chain);
-the last line printed is ``name=value ...``. Timings depend on the machine's load (recorded).
-
-    python bench/next_question.py [--dataset debian-manuals] [--only rrf_k,judgment] [--keep]
+    python bench/next_question.py [--dataset NAME] [--only rrf_k,judgment] [--scope both] [--keep] [--work DIR]
 """
 
 from __future__ import annotations
@@ -56,9 +54,10 @@ FOLLOW_UPS: dict[str, tuple[str, list[str]]] = {  # name -> (P=..., the notebook
     "rrf_k": ("rrf_k=30", ["03", "04", "05"]),
     "hybrid_dbsf": (f"variants={DBSF_VARIANTS}", ["03", "05"]),
     "pool_k": ("pool_k=20", ["03", "04", "05"]),
-    "chunk_size": ("chunk_size=600", []),
+    "chunk_size": ("chunk_size=600", ["01", "02", "03", "04", "05"]),
 }
 ORDER = ("rrf_k", "hybrid_dbsf", "judgment", "free_text", "pool_k", "chunk_size")
+DEST = paths.ROOT / "results" / "bench" / "next_question.json"
 CHAIN_LINE = re.compile(r"^\[chain\] (\d\d-[\w-]+)\.ipynb (\w+) in ([\d.]+) s", re.M)
 
 
@@ -66,9 +65,8 @@ class Workspace:
     """A copy of one dataset's state under ``root``: ``data/<name>``, ``results``, ``qdrant``, ``cache``."""
 
     def __init__(self, root: Path, name: str) -> None:
-        self.root, self.name = root, name
-        self.data, self.results, self.qdrant, self.cache = (root / "data" / name, root / "results", root / "qdrant",
-                                                            root / "cache")
+        self.root, self.name, self.data = root, name, root / "data" / name
+        self.results, self.qdrant, self.cache = root / "results", root / "qdrant", root / "cache"
 
     @classmethod
     def seed(cls, root: Path, dp: paths.DatasetPaths) -> Workspace:
@@ -84,16 +82,23 @@ class Workspace:
             if (cache / name).exists():
                 (ws.cache / name).symlink_to(cache / name)
         for name in COPIED:
-            src = cache / name
-            if src.is_dir():
-                shutil.copytree(src, ws.cache / name)
-            elif src.is_file():
-                shutil.copy2(src, ws.cache / name)
+            _copy(cache / name, ws.cache / name)
         return ws
+
+    def freeze_code(self) -> dict[str, str]:
+        """Copy the package, notebooks and parameters to ``code/``: the chain runs this copy, so edits made to the
+        working tree while the bench runs (other sessions share it) cannot change a code version midway."""
+        shutil.rmtree(self.root / "code", ignore_errors=True)
+        for part in ("lib", "notebooks", "params"):
+            shutil.copytree(paths.ROOT / part, self.root / "code" / part, ignore=shutil.ignore_patterns("__pycache__"))
+        git = ["git", "-C", str(paths.ROOT)]
+        return {"head": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+                "uncommitted": subprocess.run([*git, "status", "--short", "lib", "notebooks", "params"],
+                                              capture_output=True, text=True).stdout.split("\n")}
 
     def env(self) -> dict[str, str]:
         return {"RERANKEVAL_RESULTS": str(self.results), "RERANKEVAL_QDRANT_PATH": str(self.qdrant),
-                "RERANKEVAL_CACHE": str(self.cache)}
+                "RERANKEVAL_CACHE": str(self.cache), "PYTHONPATH": str(self.root / "code" / "lib")}
 
     def dp(self) -> paths.DatasetPaths:
         return paths.DatasetPaths(self.name, self.data, self.results / self.name)
@@ -102,22 +107,24 @@ class Workspace:
         return [self.data, self.results, self.qdrant, *(self.cache / n for n in COPIED)]
 
     def snapshot(self) -> None:
+        shutil.rmtree(self.root / "snapshot", ignore_errors=True)
         for p in self._parts():
-            dst = self.root / "snapshot" / p.relative_to(self.root)
-            if p.is_dir():
-                shutil.copytree(p, dst, symlinks=True)
-            elif p.is_file():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(p, dst)
+            _copy(p, self.root / "snapshot" / p.relative_to(self.root))
 
     def restore(self) -> None:
         for p in self._parts():
-            src = self.root / "snapshot" / p.relative_to(self.root)
             if p.is_dir():
                 shutil.rmtree(p)
-                shutil.copytree(src, p, symlinks=True)
-            elif src.is_file():
-                shutil.copy2(src, p)
+            _copy(self.root / "snapshot" / p.relative_to(self.root), p)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """A folder (its symbolic links as links) or a file, when it exists."""
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=True)
+    elif src.is_file():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
 
 
 # -- counters --
@@ -130,15 +137,12 @@ def embedded_hashes(ws: Workspace) -> set[str]:
     return out
 
 
-def llm_entries(ws: Workspace) -> set[str]:
-    return {p.name for p in (ws.cache / "llm").rglob("*.json")}
-
-
 def counters(ws: Workspace) -> dict[str, set[str]]:
-    return {"texts": embedded_hashes(ws), "llm": llm_entries(ws)}
+    return {"texts": embedded_hashes(ws), "llm": {p.name for p in (ws.cache / "llm").rglob("*.json")}}
 
 
 def counted(before: dict[str, set[str]], after: dict[str, set[str]]) -> dict[str, int]:
+    """Texts encoded and LLM replies stored between two :func:`counters`."""
     return {"texts_encoded": len(after["texts"] - before["texts"]), "llm_calls": len(after["llm"] - before["llm"])}
 
 
@@ -158,12 +162,8 @@ def ledger_counts(ws: Workspace) -> dict[str, Any]:
 
 def read_back(ws: Workspace) -> list[str]:
     """The stage-03 variants whose records say they were read back."""
-    out = []
-    for rec in sorted(ws.dp().retrieve_dir.glob("*.json")):
-        with contextlib.suppress(ValueError, OSError):
-            if json.loads(rec.read_text(encoding="utf-8")).get("read_back"):
-                out.append(rec.stem)
-    return out
+    records = {p.stem: p.read_text(encoding="utf-8") for p in sorted(ws.dp().retrieve_dir.glob("*.json"))}
+    return [v for v, text in records.items() if '"read_back": true' in text]  # as atomic_write_json writes it
 
 
 # -- running the chain as a user would --
@@ -173,7 +173,7 @@ def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[
     cmd += ["--params", params] if params else []
     for nb in only or []:
         cmd += ["--only", nb]
-    env = {**os.environ, **ws.env(), **endpoint, "PYTHONPATH": str(paths.ROOT / "lib"), "PYTHONHASHSEED": "0"}
+    env = {**os.environ, **ws.env(), **endpoint, "PYTHONHASHSEED": "0"}
     before = counters(ws)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
@@ -182,30 +182,28 @@ def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[
     failed = [m.group(1) for m in CHAIN_LINE.finditer(r.stdout) if m.group(2).lower() != "ok"]
     out = {"command": " ".join(["python -m rerankeval.chain", *cmd[4:]]), "wall_s": round(wall, 1),
            "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,
-           **counted(before, counters(ws)), "read_back_03": read_back(ws)}
-    if r.returncode != 0 or failed:
-        out["error"] = (r.stderr or r.stdout)[-1500:]
-    return out
+           **counted(before, counters(ws)), "read_back_03": read_back(ws) if "03-retrieve" in notebooks else None}
+    return {**out, "error": (r.stderr or r.stdout)[-1500:]} if r.returncode != 0 or failed else out
 
 
 def stage_cell_seconds(ws: Workspace, notebook: str = "03-retrieve.ipynb") -> dict[str, float]:
-    """From the executed copy: papermill's duration and the run/write cell's (the stage's own wall time)."""
+    """From the executed copy: papermill's duration and each code cell's (the run/write cell: the stage's own)."""
     nb = json.loads(ws.dp().executed_notebook(notebook).read_text(encoding="utf-8"))
-    cells = [c for c in nb["cells"] if "retrieve.run(dp, params)" in "".join(c.get("source", ""))]
-    cell = cells[0]["metadata"].get("papermill", {}).get("duration") if cells else None
-    return {"papermill_s": round(nb["metadata"]["papermill"]["duration"], 2),
-            "run_cell_s": round(cell, 2) if cell is not None else None}
+    cells = [round(c["metadata"].get("papermill", {}).get("duration") or 0.0, 2) for c in nb["cells"]
+             if c["cell_type"] == "code"]
+    return {"papermill_s": round(nb["metadata"]["papermill"]["duration"], 2), "code_cells_s": cells}
 
 
-def parameter_follow_up(ws: Workspace, endpoint: dict[str, str], name: str, minimal: bool) -> dict[str, Any]:
-    """A ``make report P=...`` follow-up from the snapshot; (``minimal``) again with ``--only`` what it changes."""
+def parameter_follow_up(ws: Workspace, endpoint: dict[str, str], name: str, scope: str) -> dict[str, Any]:
+    """A ``make report P=...`` follow-up from the snapshot (``full``) and/or with ``--only`` what it changes
+    (``minimal``), as ``scope`` says (``full``, ``minimal`` or ``both``)."""
     params, changed = FOLLOW_UPS[name]
-    ws.restore()
-    out = {"full": chain(ws, endpoint, params)}
-    out["full"]["rerank"] = {k: v for k, v in ledger_counts(ws).items() if k != "per_query"}
-    if minimal and changed:
-        ws.restore()
-        out["minimal"] = chain(ws, endpoint, params, only=changed)
+    out = {}
+    for kind, only in (("full", None), ("minimal", changed)):
+        if scope in (kind, "both"):
+            ws.restore()
+            out[kind] = chain(ws, endpoint, params, only=only)
+            out[kind]["rerank"] = {k: v for k, v in ledger_counts(ws).items() if k != "per_query"}
     return out
 
 
@@ -241,19 +239,18 @@ def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int) -> list[str]
     return list(dict.fromkeys(rec.keys))
 
 
-def pool_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
+def pool_follow_up(ws: Workspace, endpoint: dict[str, str], scope: str) -> dict[str, Any]:
     """``pool_k=20`` after stripping the copy's LLM cache of the new candidates' replies: counted per query."""
     ws.restore()
     k10, k20 = pool_keys(ws, endpoint, 10), pool_keys(ws, endpoint, 20)
-    new = [k for k in k20 if k not in set(k10)]
     from rerankeval.llm.cache import LLMCache
 
-    removed = 0
+    new, removed = [k for k in k20 if k not in set(k10)], 0
     for k in new:
-        p = LLMCache(ws.cache / "llm").path(k)
-        removed += p.exists()
+        removed += (p := LLMCache(ws.cache / "llm").path(k)).exists()
         p.unlink(missing_ok=True)
-    out = chain(ws, endpoint, FOLLOW_UPS["pool_k"][0])
+    params, changed = FOLLOW_UPS["pool_k"]
+    out = chain(ws, endpoint, params, only=None if scope != "minimal" else changed)
     led = ledger_counts(ws)
     per_query = led.pop("per_query", [])
     exact = [r for r in per_query if r["requests"] == r["n_pool"] - 10 and r["cache_hits"] == 10]
@@ -281,9 +278,8 @@ def judgment_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any
     said = explore.judge(ws.dp(), qid, unit, 2)
     judge_s = time.perf_counter() - t0
     out = chain(ws, endpoint, only=["05"])
-    out.update(judged=f"{qid} {unit} 2", judge_s=round(judge_s, 3), said=said[:200],
-               wall_s=round(out["wall_s"] + judge_s, 1))
-    return out
+    return {**out, "judged": f"{qid} {unit} 2", "judge_s": round(judge_s, 3), "said": said[:200],
+            "wall_s": round(out["wall_s"] + judge_s, 1)}
 
 
 def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
@@ -311,36 +307,39 @@ def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, An
 
 # -- the run --
 def warm_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
-    """Bring the copy to a warm state with this code (03 writes its key files), then the warm chain, timed; then
-    notebook 03 alone twice more (its warm time, repeated)."""
-    prime = chain(ws, endpoint)
-    warm = chain(ws, endpoint)
+    """Warm the copy with this code (03 writes its key files), then the warm chain, then notebook 03 alone twice."""
+    prime, warm = chain(ws, endpoint), chain(ws, endpoint)
     alone = [chain(ws, endpoint, only=["03"]) for _ in range(2)]
     return {"prime": prime, "warm": warm, "warm_03_alone": alone, "warm_03_stage": stage_cell_seconds(ws)}
 
 
-def follow_up(ws: Workspace, endpoint: dict[str, str], name: str, minimal: bool) -> dict[str, Any]:
-    if name in ("judgment", "free_text", "pool_k"):
-        return {"judgment": judgment_follow_up, "free_text": free_text_follow_up,
-                "pool_k": pool_follow_up}[name](ws, endpoint)
-    return parameter_follow_up(ws, endpoint, name, minimal)
+def follow_up(ws: Workspace, endpoint: dict[str, str], name: str, scope: str) -> dict[str, Any]:
+    if name in ("judgment", "free_text"):
+        return {"judgment": judgment_follow_up, "free_text": free_text_follow_up}[name](ws, endpoint)
+    if name == "pool_k":
+        return pool_follow_up(ws, endpoint, scope)
+    return parameter_follow_up(ws, endpoint, name, scope)
 
 
 def save(out: dict[str, Any]) -> Path:
     """Write what was measured so far (a run stopped halfway keeps its finished follow-ups)."""
     out["headline"] = headline(out)
-    return atomic_write_json(paths.ROOT / "results" / "bench" / "next_question.json", out)
+    return atomic_write_json(DEST, out)
 
 
-def run(dataset: str, which: list[str], keep: bool, minimal: bool) -> dict[str, Any]:
+def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "") -> dict[str, Any]:
+    """Seed a copy (or take ``work``, one an earlier ``--keep`` run seeded), freeze the code, warm it, then the
+    follow-ups in :data:`ORDER`."""
     from rerankeval.llm import server as llm_server
 
     dp = paths.resolve_dataset(dataset)
-    root = Path(tempfile.mkdtemp(prefix="next_question-"))
-    ws = Workspace.seed(root, dp)
-    out: dict[str, Any] = {"dataset": dp.name, "workspace": str(root), "load_before": os.getloadavg()}
+    root = Path(work) if work else Path(tempfile.mkdtemp(prefix="next_question-"))
+    ws = Workspace(root, dp.name) if work else Workspace.seed(root, dp)
+    out: dict[str, Any] = {"dataset": dp.name, "workspace": str(root), "scope": scope, "load_before": os.getloadavg()}
+    out["code"] = ws.freeze_code()
     try:
-        with mock.patch.dict(os.environ, ws.env()), contextlib.ExitStack() as stack:
+        with mock.patch.dict(os.environ, {k: v for k, v in ws.env().items() if k != "PYTHONPATH"}), \
+                contextlib.ExitStack() as stack:
             t0 = time.perf_counter()
             endpoint = stack.enter_context(llm_server.ensure_endpoint())
             out["endpoint_start_s"] = round(time.perf_counter() - t0, 1)
@@ -350,7 +349,7 @@ def run(dataset: str, which: list[str], keep: bool, minimal: bool) -> dict[str, 
             for name in (n for n in ORDER if n in which):
                 print(f"[bench] {name} ...", flush=True)
                 try:
-                    out[name] = follow_up(ws, endpoint, name, minimal)
+                    out[name] = follow_up(ws, endpoint, name, scope)
                 except Exception as exc:  # noqa: BLE001 - one broken follow-up must not lose the others
                     out[name] = {"error": f"{type(exc).__name__}: {exc}"[:1000]}
                 save(out)
@@ -369,10 +368,9 @@ def headline(out: dict[str, Any]) -> dict[str, Any]:
         got = out.get(name)
         if not got:
             continue
-        full = got.get("full", got)
-        line[f"{name}_s"] = full.get("wall_s")
-        if "minimal" in got:
-            line[f"{name}_minimal_s"] = got["minimal"]["wall_s"]
+        for key, part in ((f"{name}_s", got.get("full", got)), (f"{name}_minimal_s", got.get("minimal", {}))):
+            if part.get("wall_s") is not None:
+                line[key] = part["wall_s"]
     if "pool_k" in out:
         line["pool_k_new_sent_exactly"] = f"{out['pool_k']['queries_exactly_new_sent']}/{out['pool_k']['queries']}"
     return line
@@ -382,14 +380,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=paths.DEFAULT_DATASET)
     ap.add_argument("--only", default=",".join(ORDER), help=f"comma-separated follow-ups (default: {','.join(ORDER)})")
-    ap.add_argument("--no-minimal", action="store_true", help="skip the --only runs of the parameter follow-ups")
+    ap.add_argument("--scope", choices=("full", "minimal", "both"), default="both",
+                    help="parameter follow-ups as make report (full), with --only what they change (minimal), or both")
+    ap.add_argument("--work", default="", help="reuse the copy an earlier --keep run seeded (its path is in the JSON)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary copy (its path is in the JSON)")
     args = ap.parse_args()
     which = [w.strip() for w in args.only.split(",") if w.strip()]
     unknown = sorted(set(which) - set(ORDER))
     if unknown:
         raise SystemExit(f"unknown follow-up(s) {unknown}; choose from {', '.join(ORDER)}")
-    out = run(args.dataset, which, args.keep, not args.no_minimal)
+    out = run(args.dataset, which, args.keep or bool(args.work), args.scope, args.work)
     print(f"wrote {save(out)}")
     print(" ".join(f"{k}={v}" for k, v in out["headline"].items()))
 
