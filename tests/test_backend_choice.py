@@ -6,6 +6,7 @@ and cross-checked with ranx). Skips the edge cases when qdrant-edge-py is not in
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 
 import numpy as np
@@ -15,7 +16,7 @@ from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import write_qrels
 from rerankeval.core.settings import Settings
-from rerankeval.index.build import build_indexes, load_index_info
+from rerankeval.index.build import build_indexes, load_index_info, manifest_path
 from rerankeval.index.embed import EncodeStats
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import recall
@@ -194,3 +195,16 @@ def test_the_query_sample_is_seeded_and_capped():
     assert len(a) == recall.SAMPLE and a == recall.sample_queries(queries) and list(a) == sorted(a)
     assert set(a) <= set(queries) and recall.sample_queries(queries, seed=1) != a
     assert recall.sample_queries({"q1": "x"}) == {"q1": "x"} and recall.threshold_points(384) == 6666
+
+
+def test_a_manifest_without_the_record_gets_it_measured_on_the_kept_shard(dp):
+    """A shard built before stage 02 recorded its dense search: reused as is, only the check runs."""
+    _edge()
+    first = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
+    m = json.loads(manifest_path(dp).read_text(encoding="utf-8"))
+    del m["dense_search"]
+    manifest_path(dp).write_text(json.dumps(m), encoding="utf-8")
+    again = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
+    assert again.actions["qdrant"] == "reused" and again.actions["recall check"] == "measured"
+    assert {k: v for k, v in again.dense_search.items() if k != "seconds"} == {
+        k: v for k, v in first.dense_search.items() if k != "seconds"}

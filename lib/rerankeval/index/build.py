@@ -208,7 +208,7 @@ def _note_switch(b: _Build, f: _Fill, backend: str) -> None:
     b.actions["backend switch"] = msg
 
 
-def _kept_check(b: _Build, f: _Fill, reused: bool) -> dict | None:
+def _kept_check(f: _Fill, reused: bool) -> dict | None:
     """The previous manifest's dense-search record, when the collection it describes is reused as is."""
     if reused and f.old is not None and f.old.get("dense_search"):
         return dict(f.old["dense_search"])  # no step: nothing was done
@@ -244,7 +244,7 @@ def _client_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
         else:
             _note_switch(b, f, qdrant_edge.CLIENT)
             dim = _qdrant_step(b, client, f)
-        dense = _kept_check(b, f, complete and not f.force) or _client_check(b, f, client, loc, dim)
+        dense = _kept_check(f, complete and not f.force) or _client_check(b, f, client, loc, dim)
         stale = qdrant_store.drop_stale(client, b.dp.name, keep=f.name)
     if stale:
         b.actions["dropped stale collections"] = ", ".join(stale)
@@ -271,7 +271,7 @@ def _edge_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
         b.reused("embeddings")
         b.reused("qdrant")
         dim = int(f.old["dim"])
-        dense = _kept_check(b, f, True)
+        dense = _kept_check(f, True)
         if dense is None:
             with qdrant_edge.open_shard(path, dim) as shard:
                 dense = _edge_check(b, f, shard, dim)
