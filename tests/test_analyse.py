@@ -321,3 +321,58 @@ def test_no_candidates_file_means_no_discrimination_line(tmp_path, monkeypatch):
     assert views.discrimination_table(a).empty
     kt = views.key_table(a)  # moved from Analysis.key_table: gold at rank 2 everywhere, nDCG@5 = 1 / log2(3)
     assert kt.at["hybrid", "nDCG@5"] == "0.631 [0.631, 0.631]" and kt.at["vector", "nDCG@5"] == "1.000 [1.000, 1.000]"
+
+
+# --------------------------------------------------------------------------- issue 21: LLM grades (09-assess)
+def _llm_file(dp, lines: str):
+    (dp.source / "qrels").mkdir(exist_ok=True)
+    (dp.source / "qrels" / "llm-m.tsv").write_text("query-id\tcorpus-id\tscore\n" + lines)
+
+
+def test_human_grades_by_default_and_the_llm_file_only_measured(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
+    base = analyse.run(dp, FAST).table.set_index("variant").at["hybrid", "precision@3"]
+    _llm_file(dp, "q1\td1\t3\nq1\td2\t3\nq2\td2\t0\n")
+    a = analyse.run(dp, FAST)
+    assert a.table.set_index("variant").at["hybrid", "precision@3"] == base == pytest.approx(1 / 3)
+    assert a.summary.qrels_source == "human" and set(a.table["qrels"]) == {"human"}
+    got = a.summary.grades["agreement"]
+    assert got["n_pairs"] == 2 and got["source"] == "llm-m.tsv" and "cannot measure" in got["note"]
+
+
+def test_human_plus_llm_fills_holes_only_and_every_table_says_so(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, bm25=_good(2), hybrid=_good(1))
+    _llm_file(dp, "q1\td1\t0\nq1\td2\t3\n")  # d1 is q1's gold unit (human grade 1): never replaced
+    a = analyse.run(dp, FAST | {"qrels_source": "human+llm"})
+    assert a.qrels["q1"] == {"d1": 1, "d2": 1}  # the LLM's 3 capped at the human scale's top grade (1)
+    # q1's top 3 now holds two relevant units: mean P@3 over five queries (2/3 + 4 * 1/3) / 5
+    assert a.table.set_index("variant").at["hybrid", "precision@3"] == pytest.approx(0.4)
+    assert a.summary.qrels_source == "human+llm" and a.summary.grades["llm_added"] == 1
+    analyse.write(dp, a)
+    assert set(pd.read_csv(dp.metrics_csv)["qrels"]) == {"human+llm"}
+    assert set(pd.read_csv(dp.analyse_comparisons)["qrels"]) == {"human+llm"}
+    summary = json.loads(dp.analyse_summary.read_text())
+    assert summary["qrels_source"] == "human+llm" and summary["grades"]["llm_file"] == "llm-m.tsv"
+    assert "LLM grades" in analyse.agree.caption(summary["grades"])
+
+
+def test_human_plus_llm_without_llm_grades_warns_and_uses_human_grades(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
+    with pytest.warns(analyse.AnalysisWarning, match="no LLM grades"):
+        a = analyse.run(dp, FAST | {"qrels_source": "human+llm"})
+    assert a.summary.qrels_source == "human" and set(a.table["qrels"]) == {"human"}
+    with pytest.raises(ValueError, match="qrels_source"):
+        analyse.run(dp, FAST | {"qrels_source": "llm"})
+
+
+def test_a_judge_that_disagrees_gets_the_low_kappa_warning(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
+    (dp.source / "qrels").mkdir(exist_ok=True)
+    dp.judgments("test").write_text("query-id\tcorpus-id\tscore\nq1\td4\t0\nq1\td5\t0\n")
+    _llm_file(dp, "q1\td1\t3\nq1\td4\t3\nq1\td5\t3\nq2\td2\t0\nq3\td3\t3\n")
+    with pytest.warns(analyse.AnalysisWarning, match="little better than chance"):
+        a = analyse.run(dp, FAST)
+    got = a.summary.grades["agreement"]
+    # human 1 0 0 1 1, LLM 1 1 1 0 1: observed 2/5, chance .6 * .8 + .4 * .2 = .56
+    assert got["n_pairs"] == 5 and got["kappa_binary"] == pytest.approx((0.4 - 0.56) / 0.44, abs=1e-4)
+    assert any("little better than chance" in w for w in a.summary.warnings)

@@ -167,3 +167,36 @@ def test_the_prompt_follows_umbrelas_structure():
     for part in ("0 = ", "1 = ", "2 = ", "3 = ", "Query: where is grub", "Passage:\nGRUB starts", '"score"'):
         assert part in user
     assert re.search(r"grade only", user)
+
+
+def test_the_chain_runs_09_after_04_and_wants_the_llm_only_when_asked():
+    from rerankeval.apps import chain_params, chain_preflight
+    from rerankeval.core.paths import NOTEBOOKS_DIR
+
+    names = [p.name[:2] for p in chain_params.notebooks()]
+    assert names.index("09") == names.index("04") + 1 < names.index("05")
+    nb = NOTEBOOKS_DIR / "09-assess.ipynb"
+    assert not chain_preflight.wants_llm(nb, {}) and chain_preflight.wants_llm(nb, {"assess": True})
+
+
+@pytest.mark.slow
+def test_notebook_09_does_nothing_when_off_and_grades_through_a_fake_endpoint_when_on(tmp_path, monkeypatch):
+    papermill = pytest.importorskip("papermill")
+    from rerankeval.core.paths import NOTEBOOKS_DIR
+
+    dp = _dataset(tmp_path)
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
+    with FakeLLM(rule=gold_judge) as f:
+        monkeypatch.setenv("OPENAI_BASE_URL", f.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-a-secret-0001")
+        monkeypatch.setenv("RERANK_MODEL", "fake-judge")
+        off = tmp_path / "off.ipynb"
+        papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(off), kernel_name="python3",
+                                   parameters={"dataset": str(dp.source)}, progress_bar=False)
+        assert f.count == 0 and "assess=false" in off.read_text()
+        on = tmp_path / "on.ipynb"
+        papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(on), kernel_name="python3",
+                                   parameters={"dataset": str(dp.source), "assess": True, "k": 2},
+                                   progress_bar=False)
+        assert f.count == 10 and "Graded 10 of 10 pairs with fake-judge" in on.read_text()
+    assert (dp.source / "qrels" / "llm-fake-judge.tsv").is_file()

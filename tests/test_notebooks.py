@@ -11,6 +11,7 @@ from rerankeval.apps import chain
 from rerankeval.core import paths
 from rerankeval.evaluate.analyse import AnalysisParams
 from rerankeval.experiments.sweep import SweepParams
+from rerankeval.questions.assess import AssessParams
 from rerankeval.questions.draft import QuestionsParams
 from rerankeval.rerank.stage import RerankParams
 
@@ -18,7 +19,7 @@ NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 MAX_CODE_LINES = 70  # issue 20: a notebook is a parameters cell, calls into the package, tables and plots
 # notebook -> the dataclass whose defaults are the only defaults
 STAGE_PARAMS = {"04-rerank": RerankParams, "05-analyse": AnalysisParams, "06-sweep": SweepParams,
-                "08-questions": QuestionsParams}
+                "08-questions": QuestionsParams, "09-assess": AssessParams}
 
 
 def test_the_chain_has_its_numbered_notebooks():

@@ -23,7 +23,7 @@ class PreflightError(ReRankEvalError):
 
 EXPLORER_AFTER = "05"  # 00-explore reads the indexes and runs 01-05 saved: the chain runs it right after 05
 QUESTIONS_AFTER = "02"  # 08-questions drafts questions for a corpus that has none: 03 on need them
-RUNS_AFTER = {"00": EXPLORER_AFTER, "08": QUESTIONS_AFTER}  # notebooks numbered out of their place in the chain
+RUNS_AFTER = {"00": EXPLORER_AFTER, "08": QUESTIONS_AFTER, "09": "04"}  # notebooks out of their place in the chain
 
 
 def _chain_order(nb: Path) -> tuple[str, str]:

@@ -27,12 +27,14 @@ def needs_llm(nb: Path) -> bool:
 
 def wants_llm(nb: Path, params: Mapping[str, Any]) -> bool:
     """03 with ``hybrid_reformulate`` listed rewrites queries with the LLM (it falls back when the LLM is down);
-    08 drafts questions with it unless ``draft="never"``."""
+    08 drafts questions with it unless ``draft="never"``; 09 grades the unjudged pool with it when ``assess=true``."""
     from rerankeval.core.names import HYBRID_REFORMULATE
 
     effective = effective_parameters(nb, params)
     if nb.stem.endswith("questions"):
         return effective.get("draft") != "never"
+    if nb.stem.endswith("assess"):
+        return effective.get("assess") is True
     return HYBRID_REFORMULATE in (effective.get("variants") or [])
 
 

@@ -29,6 +29,8 @@ import numpy as np
 
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels
+from rerankeval.corpus import queryset
+from rerankeval.evaluate import judgments
 
 LOW_KAPPA = 0.4
 LOW_KAPPA_WARNING = "this judge agrees with your judgments little better than chance"
@@ -166,3 +168,74 @@ def merge_llm(human: Qrels, llm: Qrels, top: int) -> tuple[Qrels, int]:
                 out.setdefault(q, {})[u] = min(int(g), int(top))
                 added += 1
     return out, added
+
+
+QRELS_SOURCES = ("human", "human+llm")
+
+
+def analysis_qrels(dp: DatasetPaths, qrels: Qrels, source: str) -> tuple[Qrels, dict[str, Any]]:
+    """The qrels stage 05 evaluates with for ``source`` (``human``: ``qrels``, stage 01's merged with the explorer's
+    judgments, as they are; ``human+llm``: plus the newest LLM file's grades of the pairs no human judged, capped at
+    the human scale's top grade), and the record: the source used, the LLM file, how many grades it added, and the
+    agreement with the human grades when a file exists (for a generated question set the drafts' source units are
+    not human grades: only the explorer's judgments are compared).
+    """
+
+    if source not in QRELS_SOURCES:
+        raise ValueError(f"qrels_source must be one of {', '.join(QRELS_SOURCES)}, got {source!r}")
+    files = llm_qrels_files(dp)
+    rec: dict[str, Any] = {"qrels_source": source, "requested": source, "llm_file": "", "llm_added": 0,
+                           "agreement": {}, "warning": ""}
+    if not files:
+        if source != "human":
+            rec.update(qrels_source="human", warning="qrels_source='human+llm' but the dataset has no LLM grades "
+                       "(qrels/llm-<model>.tsv): human grades only. Run 09-assess with assess=true first "
+                       "(make report P=\"assess=true qrels_source=human+llm\")")
+        return qrels, rec
+    llm = read_llm_qrels(files[0])
+    generated = queryset.query_source(dp).kind == queryset.GENERATED
+    human = judgments.merged_qrels(dp, {})[0] if generated else qrels
+    rec.update(llm_file=files[0].name, agreement=agreement(human, llm, files[0].name))
+    if source == "human":
+        return qrels, rec
+    merged, rec["llm_added"] = merge_llm(qrels, llm, judgments.grade_scale(qrels))
+    return merged, rec
+
+
+def warnings(rec: Mapping[str, Any]) -> list[str]:
+    """The record's warnings: LLM grades asked for but absent, and a low kappa."""
+    return [w for w in (rec.get("warning"), (rec.get("agreement") or {}).get("warning")) if w]
+
+
+def caption(rec: Mapping[str, Any]) -> str:
+    """The sentence every table of the analysis carries: which grades it rests on."""
+    if rec.get("qrels_source") == "human+llm":
+        return (f"Grades: human, plus {rec.get('llm_added', 0)} LLM grades ({rec.get('llm_file')}) for pairs no human "
+                "judged (qrels_source = human+llm).")
+    return "Grades: human only (qrels and the explorer's judgments; qrels_source = human)."
+
+
+def describe(rec: Mapping[str, Any]) -> str:
+    """The agreement of the LLM assessor with the human grades, in plain sentences (notebook 05, the index)."""
+    a = rec.get("agreement") or {}
+    if not a:
+        return ("No LLM grades (qrels/llm-<model>.tsv): run 09-assess with assess=true to grade the unjudged pool "
+                "and measure the judge's agreement with your grades.")
+    text = f"LLM assessor {a.get('source')}: {a.get('note')}."
+    return text + (f" WARNING: {a['warning']}." if a.get("warning") else "")
+
+
+def confusion_frame(a: Mapping[str, Any], graded: bool = True):
+    """The confusion matrix of :func:`agreement` as a table (rows: human grade, columns: LLM grade)."""
+    import pandas as pd
+
+    m = a["confusion_graded" if graded else "confusion_binary"]
+    labels = m["labels"]
+    return pd.DataFrame(m["counts"], index=pd.Index([f"human {x}" for x in labels], name=""),
+                        columns=[f"LLM {x}" for x in labels])
+
+
+def tables(rec: Mapping[str, Any]) -> list:
+    """What notebook 05 shows of the agreement: the graded confusion matrix, when some pair was graded by both."""
+    a = rec.get("agreement") or {}
+    return [confusion_frame(a)] if a.get("n_pairs") else []

@@ -1,20 +1,18 @@
 """Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes everything notebook 05 shows
 (:mod:`.views` words and tabulates it), ``write(dp, analysis)`` writes its files (``metrics.csv``, ``per_query.csv``,
 ``analyse/summary.json``, ``analyse/comparisons.csv``, ``analyse/discrimination.csv``: the reranker model's AUC per
-query, :mod:`.discrimination`; the manifest). Everything calls these two.
+query, :mod:`.discrimination`; the manifest). Everything calls these two. Reads (stages 01, 03, 04, 09): the query
+table, qrels and corpus statistics, every unit-level run in ``dp.runs_dir`` (and the chunk-level runs), the rerank
+ledger, the parameters stages 03/04 recorded, the LLM assessor's grades (:mod:`.agreement`: its kappa against the
+human grades always; its grades where no human judged with ``qrels_source = "human+llm"``, every table saying so).
 
-Reads (stages 01, 03, 04): the query table, qrels and corpus statistics, every unit-level run in
-``dp.runs_dir`` (and the chunk-level runs), the rerank ledger, the parameters stages 03/04 recorded.
-
-Queries a run has no line for: per-query metrics follow ``missing_queries`` (``zero``: scored 0, as
-trec_eval ``-c``; ``common``: only queries every run answered). Comparisons and the verdict never count
-such a query against a variant that was not run on it: each pair is compared on the queries both answered
-(``n_left_out`` says how many were left out). A query counts as *answered* when the run lists it, or when
-the stage recorded running it (stage 03's ``queries`` count covers the whole query table; stage 04's ledger
-lists the reranked queries), so a query a stage ran and found nothing for is a real 0.
-
-A run file whose name is not a chain variant is a run from another system: it is read the way trec_eval
-reads it (:func:`rerankeval.core.runs.read_external_run`) instead of being held to the run contract.
+Queries a run has no line for: per-query metrics follow ``missing_queries`` (``zero``: scored 0, as trec_eval
+``-c``; ``common``: only queries every run answered). Comparisons and the verdict never count such a query against
+a variant that was not run on it: each pair is compared on the queries both answered (``n_left_out`` says how many
+were left out). A query counts as *answered* when the run lists it, or when the stage recorded running it (stage
+03's ``queries`` count covers the whole query table; stage 04's ledger lists the reranked queries), so a query a
+stage ran and found nothing for is a real 0. A run file whose name is not a chain variant is a run from another
+system: it is read the way trec_eval reads it (:func:`rerankeval.core.runs.read_external_run`).
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths, cache_dir
 from rerankeval.corpus import contract as corpus
+from rerankeval.evaluate import agreement as agree
 from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, manifest, metrics, stats, verdict
 from rerankeval.evaluate import discrimination as discrim
 from rerankeval.rerank import ledger as ledger_mod
@@ -66,6 +65,7 @@ class AnalysisParams:
     diff_queries: list[str] = field(default_factory=list)
     diff_n: int = 6
     diff_top_k: int = 10
+    qrels_source: str = "human"  # "human", or "human+llm": LLM grades (09-assess) added where no human judged
 
     @classmethod
     def of(cls, params: AnalysisParams | Mapping[str, Any]) -> AnalysisParams:
@@ -103,6 +103,8 @@ class Summary:
     external: list[str] = field(default_factory=list)  # one note per run file from another system
     judging: dict[str, Any] = field(default_factory=dict)  # Judged@k, unjudged pool, merged judgments (judgments.py)
     discrimination: dict[str, Any] = field(default_factory=dict)  # the reranker model's ROC AUC (discrimination.py)
+    qrels_source: str = "human"  # the grades every table rests on ("human" or "human+llm")
+    grades: dict[str, Any] = field(default_factory=dict)  # LLM file, grades added, agreement (agreement.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -165,8 +167,7 @@ class Analysis:
         """The pair of variants and the queries the diff view shows (largest headline change first); the view
         itself is HTML, rendered by :func:`rerankeval.report.htmlsafe.analysis_diff_html`."""
         pair = [v for v in self.params.diff_pair if v in self.runs]
-        if len(pair) != 2:
-            pair = list(self.runs)[-2:]
+        pair = pair if len(pair) == 2 else list(self.runs)[-2:]
         if len(pair) != 2:
             return pair, []
         w = metrics.wide(self.per_query, self.headline)
@@ -177,7 +178,6 @@ class Analysis:
         return pair, chosen
 
 
-# --------------------------------------------------------------------------- parameters the stages recorded
 def resolve_pool_k(dp: DatasetPaths, override: int | None, variants: list[str]) -> tuple[int, list[str]]:
     """``pool_k`` from the stage records (or ``override``), and warnings when records and override differ.
 
@@ -188,10 +188,8 @@ def resolve_pool_k(dp: DatasetPaths, override: int | None, variants: list[str]) 
     values = sorted(set(recorded.values()))
     if override:
         other = {f: k for f, k in recorded.items() if k != override}
-        if other:
-            return int(override), [f"pool_k = {override} here, but the stages recorded {other}: pass the same "
-                                   "pool_k to every notebook (or pool_k = 0 here to use what they recorded)."]
-        return int(override), []
+        return int(override), [f"pool_k = {override} here, but the stages recorded {other}: pass the same pool_k to "
+                               "every notebook (or pool_k = 0 here to use what they recorded)."] if other else []
     if not values:
         raise ValueError(f"no stage recorded pool_k under {dp.stage_dir('retrieve')} or {dp.stage_dir('rerank')}: "
                          "run 03-retrieve first, or pass pool_k to this notebook")
@@ -212,7 +210,6 @@ def ledger_pool_warnings(ledger: pd.DataFrame | None, pool_k: int) -> list[str]:
             "re-run 04-rerank with this pool_k, or pass the pool_k it ran with"]
 
 
-# --------------------------------------------------------------------------- loading runs
 def _load_runs(dp: DatasetPaths, p: AnalysisParams, qids: list[str]):
     """``run_files, runs, checks, external notes``; chain runs are held to the run contract."""
     run_files = runs.discover_runs(dp.runs_dir, p.eval_variants or None)
@@ -306,6 +303,7 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
     p = AnalysisParams.of(params)
     stats_ = corpus.load_stats(dp)
     qrels, merge = judgments.merged_qrels(dp, corpus.load_qrels(dp))
+    qrels, grades = agree.analysis_qrels(dp, qrels, p.qrels_source)
     table_q = corpus.load_query_table(dp)
     queries = {q.qid: q.text for q in table_q}
     run_files, loaded, checks, external = _load_runs(dp, p, list(queries))
@@ -333,7 +331,10 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
         verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing, discrimination=disc),
         external=[n.describe() for n in external], discrimination=disc.to_dict() if disc else {},
-        judging=judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k))
+        judging=judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k),
+        qrels_source=grades["qrels_source"], grades=grades)
+    warn += agree.warnings(grades)
+    table["qrels"] = comparisons["qrels"] = grades["qrels_source"]  # every table says which grades it rests on
     fallback_qids = ledger_mod.fallback_queries(ledger, variant=reranked)
     att, by_k = _funnel(loaded, qrels, qs.qids, p, pool_k, cutoffs, fallback_qids, reranked)
     for w in warn:
@@ -357,7 +358,6 @@ def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.Dat
     return metrics.slice_table(per_query[per_query.qid.isin(qs.qids)], slices, wanted)
 
 
-# --------------------------------------------------------------------------- the one writer
 def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     """Write ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv`` and
     the manifest; returns ``name -> path``."""
