@@ -147,6 +147,7 @@ def test_the_budget_stops_the_run_and_a_re_run_resumes(tmp_path):
     with FakeLLM(rule=gold_judge) as f:
         res, _ = _assess(dp, f.base_url, tmp_path, max_calls=4)
         assert f.count == 4 and len(res.grades) == 4 and "budget" in res.stopped
+        assert [p.kind for p in res.pairs[:4]] == ["overlap"] * 3 + ["pool"]  # how far to trust it comes first
         rest, _ = _assess(dp, f.base_url, tmp_path)
         assert f.count == 4 + len(rest.pairs) - 4  # the four graded come from the cache
     grades = agreement.read_llm_qrels(assess.llm_qrels_path(dp, rest.model))

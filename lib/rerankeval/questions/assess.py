@@ -13,9 +13,10 @@ passage matches it, how trustworthy it is) and the score alone, here as JSON ``{
 2. **Overlap** (:func:`overlap_sample`): up to ``agreement_pairs`` pairs the humans graded (seeded sample), asked
    too so that :mod:`rerankeval.evaluate.agreement` can measure Cohen's kappa; their LLM grades go to the same LLM
    file and never replace a human grade (the analysis adds LLM grades only where no human judged);
-3. **Ask** each pair through the one cached call (plan printed first, ``max_calls`` / ``max_cost``, the breaker):
-   a reply that is not JSON, or whose grade is not a whole number 0-3, is asked once more, then dropped and
-   counted by reason (:data:`REASONS`), never clipped. A re-run resumes from the cache;
+3. **Ask** each pair, the overlap sample first (on a budget, how far to trust the judge comes first), through the
+   one cached call (plan printed first, ``max_calls`` / ``max_cost``, the breaker): a reply that is not JSON, or
+   whose grade is not a whole number 0-3, is asked once more, then dropped and counted by reason (:data:`REASONS`),
+   never clipped. A re-run resumes from the cache;
 4. **Write** (:func:`write`) ``<dataset>/qrels/llm-<model>.tsv`` (header, ``query-id corpus-id score``; the grades of
    earlier runs kept), never a human file, and ``assess/summary.json`` / ``assess/ledger.csv`` in the results.
 """
@@ -221,9 +222,10 @@ def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCa
     queries = load_queries(dp)
     qids = sorted(queries)
     human = human_qrels(dp)
-    res.pairs = pool(dp, params.k, qids, graded_pairs(dp))
-    res.pool_size = len(res.pairs)
-    res.pairs += overlap_sample(human, qids, params.agreement_pairs, params.assess_seed)
+    # the overlap first: on a budget, knowing how far to trust the judge comes before its grades
+    unjudged = pool(dp, params.k, qids, graded_pairs(dp))
+    res.pairs, res.pool_size = overlap_sample(human, qids, params.agreement_pairs, params.assess_seed) + unjudged, len(
+        unjudged)
     texts = {u: t[: params.passage_chars] for u, t in unit_texts(load_chunks(dp)).items()}
     llm = CachedLLM.open(judge_settings(settings, params.judge_model), cache, breaker=Breaker(threshold=2),
                          budget=budget_mod.Budget(params.max_calls, params.max_cost),
