@@ -4,8 +4,8 @@ one (and that they give identical per-query values), and the wall time of each g
     PYTHONPATH=lib nice -n 10 python bench/sweep.py                       # SciFact (../shared/data/scifact)
     PYTHONPATH=lib nice -n 10 python bench/sweep.py --grids small large --old-sample 40
 
-Needs SciFact prepared (``python -m rerankeval.chain --dataset ../shared/data/scifact --only 01 --only 02 --only
-03``); skips with a message otherwise. "Warm" means the caches on disk are warm (embeddings, corpus, indexes) and the
+Needs SciFact's corpus and indexes (``python -m rerankeval.chain --dataset ../shared/data/scifact --only 01 --only
+02``); skips with a message otherwise. "Warm" means the caches on disk are warm (embeddings, corpus, indexes) and the
 grid is run a second time in this process by :func:`rerankeval.experiments.sweep.run` (a fresh engine: the legs are
 searched again, from the embedding cache). Writes ``results/bench/sweep.json``; the last line is ``name=value ...``.
 """
@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SKIP: {args.dataset} is absent; this benchmark times the sweep on SciFact's train queries.")
         return 0
     dp = resolve_dataset(args.dataset)
-    if not dp.run_file("hybrid").is_file():
-        print(f"SKIP: {dp.name} is not prepared ({dp.run_file('hybrid')} is missing): run python -m rerankeval.chain "
-              f"--dataset {args.dataset} --only 01 --only 02 --only 03 first.")
+    if not dp.index_manifest.is_file():
+        print(f"SKIP: {dp.name} is not prepared ({dp.index_manifest} is missing): run python -m rerankeval.chain "
+              f"--dataset {args.dataset} --only 01 --only 02 first.")
         return 0
     large = sweep.load_grid("large")
     out: dict = {"dataset": dp.name, "load_1min_at_start": round(os.getloadavg()[0], 2), "cores": os.cpu_count()}

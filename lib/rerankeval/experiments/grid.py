@@ -5,7 +5,8 @@ A sweep point is a setting of the fusion (``method``, ``rrf_k``, per-leg ``weigh
 re-used: each leg is searched ONCE per query set at the largest ``leg_k`` of the grid, shallower depths are
 that run truncated, so a fusion-only point encodes no text and calls no LLM. A BM25 ``k1``/``b`` point
 re-weights the stored term counts (no re-tokenising); a chunking point re-extracts and re-indexes in a
-scratch dataset folder (``results/<dataset>/sweep/chunking/``) and never touches the main results.
+scratch dataset folder (``results/<dataset>/sweep/chunking/``) and never touches the main results. The legs are
+kept on disk (:mod:`.legcache`, keyed by every input and the code): a second sweep reads them back.
 
 ``pool_k`` changes nothing in a fused run: it sets the pool ceiling (Recall@pool_k of the fused run, what a
 perfect reranker could reach), evaluated for every ``pool_k`` of the grid. The sweep never calls the LLM.
@@ -156,6 +157,7 @@ class Engine:
         self.source, self.queries, self.max_leg_k = source, dict(queries), max_leg_k
         self.chunk_sources = chunk_sources
         self.llm: RecordedLLM | None = None  # stage 04's recorded scores, to replay reranks (never the LLM)
+        self.leg_cache = None  # a .legcache.LegCache: legs read back from disk when their inputs are unchanged
         self._legs: dict[tuple, Leg] = {}
         self._units: dict[tuple, object] = {}  # deepest legs as units (+ counts), and their cuts per leg_k
         self._sources: dict[tuple[int, int], object] = {}
@@ -164,10 +166,13 @@ class Engine:
     @contextmanager
     def open(cls, dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, **kw) -> Iterator[Engine]:
         """An engine over the built indexes of ``dp`` (Qdrant closed on exit)."""
+        from rerankeval.experiments.legcache import LegCache
         from rerankeval.retrieve.retriever import Retriever
 
+        cache = kw.pop("cache_legs", True)
         with Retriever(dp, progress=kw.pop("progress", False)) as r:
             eng = cls(r, queries, max_leg_k, chunk_sources=lambda size, overlap: chunking_source(dp, size, overlap))
+            eng.leg_cache = LegCache(dp, queries) if cache else None
             try:
                 yield eng
             finally:
@@ -186,6 +191,9 @@ class Engine:
     def leg(self, which: str, p: Point) -> Leg:
         """The ``dense`` or ``bm25`` leg of ``p``'s chunking (and BM25 parameters), at ``max_leg_k``."""
         key = (which, p.chunking, p.bm25_params if which == "bm25" else None)
+        cache = self.leg_cache if not p.chunk_size else None  # chunking points: scratch datasets, not cached here
+        if key not in self._legs and cache is not None and (got := cache.get(which, self.max_leg_k, key[2])):
+            self._legs[key] = Leg(*got)
         if key not in self._legs:
             src = self._source(p)
             same = p.bm25_params == (src.bm25.params.k1, src.bm25.params.b)
@@ -197,6 +205,8 @@ class Engine:
             else:
                 run = src.bm25_leg(self.queries, self.max_leg_k) if same else index.search(self.queries, self.max_leg_k)
             self._legs[key] = Leg(run, (time.perf_counter() - t0) / max(1, len(self.queries)))
+            if cache is not None:
+                cache.put(which, self.max_leg_k, key[2], run, self._legs[key].seconds_per_query)
         return self._legs[key]
 
     def unit_legs(self, p: Point) -> tuple[Run, Run]:
