@@ -124,7 +124,8 @@ def _comparisons():
 
 
 def test_verdict_lines_from_numbers():
-    lines = verdict.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20)
+    base, *lines = verdict.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20)
+    assert base.startswith("Against the baseline, bm25 (the better single retriever), hybrid retrieval (hybrid)")
     assert len(lines) == 3
     assert lines[0].startswith("hybrid_rerank wins on nDCG@10 with 0.740") and "+0.040" in lines[0]
     assert "not significant after Holm correction over 3 pairs" in lines[0] and "0.052" in lines[0]
@@ -418,8 +419,8 @@ def _discrimination(auc: float, lo: float, hi: float, status: str) -> dict:
      "better than chance"),
 ])
 def test_the_verdict_names_the_model_and_its_discrimination(auc, lo, hi, status, words, not_words):
-    lines = verdict.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20,
-                                  discrimination=_discrimination(auc, lo, hi, status))
+    _base, *lines = verdict.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20,
+                                         discrimination=_discrimination(auc, lo, hi, status))
     assert len(lines) == 4 and "raised nDCG@10" in lines[1] and lines[3].startswith("Pool ceiling")
     assert lines[2].startswith("The reranker's model (qwen2.5-coder-0.5b-instruct)")
     assert f"ROC AUC {auc:.3f} (95% CI {lo:.3f}\u2013{hi:.3f}" in lines[2] and "over 28 queries" in lines[2]

@@ -75,6 +75,49 @@ def _left_out(r: Mapping[str, Any] | None) -> int:
         return 0
 
 
+LEGS = ("vector", "bm25")  # the single retrievers: the better one is the default baseline
+
+
+def baseline_of(metrics: pd.DataFrame, headline: str = HEADLINE, baseline: str = "") -> str | None:
+    """The variant the others are compared with: ``baseline`` when it was evaluated, else the better single leg
+    (vector or BM25, by the headline metric), else None."""
+    m = metrics.set_index("variant") if "variant" in metrics else metrics
+    if baseline and baseline in m.index:
+        return baseline
+    legs = [v for v in LEGS if v in m.index and headline in m]
+    return max(legs, key=lambda v: float(m.at[v, headline])) if legs else None
+
+
+def versus(comparisons: pd.DataFrame | None, metric: str, variant: str, baseline: str) -> dict[str, Any] | None:
+    """``variant`` minus ``baseline`` on ``metric``: the difference, its CI, wins/ties/losses, the Holm mark."""
+    r = pair_row(comparisons, metric, variant, baseline)
+    if r is None:
+        return None
+    p_holm = float(r.get("p_holm", math.nan))
+    mark = "" if math.isnan(p_holm) else ("*" if p_holm < 0.05 else "")
+    return {"diff": float(r["diff"]), "low": float(r["diff_ci_low"]), "high": float(r["diff_ci_high"]),
+            "wins": int(r["wins"]), "ties": int(r["ties"]), "losses": int(r["losses"]), "p": float(r["p"]),
+            "p_holm": p_holm, "mark": mark}
+
+
+def _baseline_line(m: pd.DataFrame, comparisons, headline: str, fused: str, baseline: str | None, fam) -> str | None:
+    """One plain sentence: does fusion beat the baseline, by how much, how sure."""
+    if baseline is None or fused not in m.index or fused == baseline:
+        return None
+    r = versus(comparisons, headline, fused, baseline)
+    hl, a, b = label(headline), float(m.at[fused, headline]), float(m.at[baseline, headline])
+    head = (f"Against the baseline, {baseline} (the better single retriever), hybrid retrieval ({fused}) scores "
+            f"{fmt(a)} {hl} against {fmt(b)}")
+    if r is None:
+        return head + f" ({a - b:+.3f}; not tested)."
+    sure = ("a difference that survives Holm correction" if r["mark"] else
+            "a difference that could be chance after Holm correction")
+    fam_words = f" over {fam} pairs" if fam else ""
+    return (f"{head}: {r['diff']:+.3f} (95% CI {r['low']:+.3f} to {r['high']:+.3f}); {r['wins']} queries better, "
+            f"{r['losses']} worse, {r['ties']} tied; {sure}{fam_words} (p = {r['p']:.2g}, p_holm = "
+            f"{r['p_holm']:.2g}).")
+
+
 def _winner_line(m: pd.DataFrame, comparisons, headline: str, missing: Mapping[str, int], fam, n) -> str:
     hl = label(headline)
     full = [v for v in m.index if not missing.get(v)] or list(m.index)
@@ -160,8 +203,10 @@ def verdict_lines(
     reranked: str | None = None,
     missing: Mapping[str, int] | None = None,
     discrimination: Mapping[str, Any] | discrimination_mod.Discrimination | None = None,
+    baseline: str = "",
 ) -> list[str]:
-    """Plain-language sentences generated from the numbers: winner, what reranking did, the reranker model's
+    """Plain-language sentences generated from the numbers: hybrid against the baseline (``baseline``, else the
+    better single leg: :func:`baseline_of`), winner, what reranking did, the reranker model's
     discrimination (when measured: :func:`rerankeval.evaluate.discrimination.sentence`), pool ceiling, and
     (only when some variant did not answer every query) which variants lack queries.
 
@@ -181,7 +226,9 @@ def verdict_lines(
     if comparisons is not None and not comparisons.empty:
         fam = int((comparisons.metric == headline).sum()) or None
     auc = discrimination_mod.sentence(discrimination)
+    base = _baseline_line(m, comparisons, headline, fused, baseline_of(metrics, headline, baseline), fam)
     lines = [
+        *([base] if base else []),
         _winner_line(m, comparisons, headline, missing, fam, n),
         _rerank_line(m, comparisons, headline, fused, reranked, fam),
         *([auc] if auc else []),

@@ -126,16 +126,21 @@ def _ledger_cell(c: str, val: Any) -> dict[str, Any]:
     return {"cls": "num", "text": f"{float(val):.3g}"}
 
 
-def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int | None = None) -> dict[str, Any]:
+def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int | None = None,
+                   comparisons: pd.DataFrame | None = None, baseline: str = "") -> dict[str, Any]:
     """The headline table as plain values for the template: ``head`` (column titles) and ``rows``.
 
-    Key metrics (each 95% CI in ``ci``, shown on a second line) and the fallback rate; the cost columns are in
-    :func:`cost_table`, so that the table fits a 1280 px screen.
+    Key metrics (each 95% CI in ``ci``, shown on a second line), each variant's difference from the baseline
+    (:func:`rerankeval.evaluate.verdict.baseline_of`) with its CI, wins/ties/losses and ``*`` when it survives
+    Holm correction, and the fallback rate; the cost columns are in :func:`cost_table` (the table fits 1280 px).
     """
+    base = verdict.baseline_of(metrics, headline, baseline)
     cols = verdict.key_metrics(metrics, headline, pool_k)
     extra = [c for c in HEADLINE_EXTRA if c in metrics.columns]
     head = ["variant", "queries"] + [label(c) + (" (pool ceiling)" if pool_k and c == f"recall@{pool_k}" else "")
-                                     for c in cols] + [column_label(c) for c in extra]
+                                     for c in cols]
+    head += [f"{label(headline)} vs {base} (baseline)"] if base else []
+    head += [column_label(c) for c in extra]
     best = metrics[headline].max() if headline in metrics else None
     rows = []
     for _, r in metrics.iterrows():
@@ -145,9 +150,21 @@ def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int 
                   if f"{c}_ci_low" in r and not pd.isna(r[f"{c}_ci_low"]) else "")
             bold = c == headline and best is not None and r[c] == best
             cells.append({"cls": "num", "text": verdict.fmt(r[c]), "ci": ci, "bold": bold})
+        if base:
+            cells.append(_versus_cell(comparisons, headline, r["variant"], base))
         cells += [_ledger_cell(c, r[c]) for c in extra]
         rows.append({"variant": r["variant"], "cells": cells})
-    return {"head": head, "rows": rows}
+    return {"head": head, "rows": rows, "baseline": base}
+
+
+def _versus_cell(comparisons: pd.DataFrame | None, headline: str, variant: str, base: str) -> dict[str, Any]:
+    if variant == base:
+        return {"cls": "num", "text": "baseline"}
+    v = verdict.versus(comparisons, headline, variant, base)
+    if v is None:
+        return {"cls": "num", "text": "\u2013"}
+    return {"cls": "num", "text": f"{v['diff']:+.3f}{v['mark']}",
+            "ci": f"[{v['low']:+.3f}, {v['high']:+.3f}] {v['wins']}/{v['ties']}/{v['losses']}"}
 
 
 def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
@@ -161,7 +178,8 @@ def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
 
 def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
-                facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None)
+                facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None,
+                judged_warning=None, auc=None, questions_note=None)
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -211,6 +229,22 @@ def _judged(summary: Summary | None) -> dict[str, Any] | None:
     if not j.get("judged_at_k"):
         return None
     return {"k": j["k"], "values": {v: verdict.fmt(x) for v, x in j["judged_at_k"].items()}}
+
+
+LOW_JUDGED = 0.5  # Judged@k below which the verdict box warns that the scores are lower bounds
+
+
+def judged_warning(summary: Summary | None) -> str | None:
+    """A warning for the verdict box when a variant's top k is mostly unjudged, with the next step; else None."""
+    j = (summary.judging if summary else None) or {}
+    shares = {v: float(x) for v, x in (j.get("judged_at_k") or {}).items() if x is not None and not pd.isna(x)}
+    if not shares or min(shares.values()) >= LOW_JUDGED:
+        return None
+    low = min(shares, key=shares.get)
+    return (f"Judged@{j['k']} is low: only {100 * shares[low]:.0f}% of {low}'s top {j['k']} has a judgment "
+            f"(unjudged units count as not relevant, so these scores are lower bounds and a variant that finds "
+            f"unjudged relevant pages is punished). Next step: grade the pool in 00-explore (review/unjudged.tsv "
+            f"lists it), or let the LLM assessor grade it (make report P=\"assess=true\").")
 
 
 def stale_inputs(dp: DatasetPaths, manifest: Mapping[str, Any] | None) -> list[str]:
@@ -267,12 +301,14 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
         fallbacks = [{"variant": r["variant"], "rate": f"{100 * float(r['fallback_rate']):.1f}%"}
                      for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows()]
     disc = (summary.discrimination if summary else None) or None
-    lines = verdict.verdict_lines(metrics, analyse.read_comparisons(dp), headline, pool_k,
+    comparisons = analyse.read_comparisons(dp)
+    lines = verdict.verdict_lines(metrics, comparisons, headline, pool_k,
                                   missing=summary.missing if summary else None, discrimination=disc)
     auc = discrimination.sentence(disc)
-    return {"headline": headline_table(metrics, headline, pool_k), "costs": cost_table(metrics),
+    return {"headline": headline_table(metrics, headline, pool_k, comparisons), "costs": cost_table(metrics),
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
-            "stale": _staleness(dp), "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
+            "stale": _staleness(dp), "judged_warning": judged_warning(summary),
+            "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
 
 
 def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:

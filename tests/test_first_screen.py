@@ -1,0 +1,66 @@
+"""The index's first screen is built around a baseline: hybrid against the better single retriever, a difference
+column with its CI and Holm mark, and a warning when most of the top k is unjudged (issue 23)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rerankeval.evaluate import verdict
+from rerankeval.evaluate.analyse import Summary
+from rerankeval.report import render
+
+METRICS = pd.DataFrame({"variant": ["bm25", "vector", "hybrid"], "n_queries": [20, 20, 20],
+                        "ndcg@10": [0.50, 0.60, 0.66], "ndcg@10_ci_low": [0.4, 0.5, 0.56],
+                        "ndcg@10_ci_high": [0.6, 0.7, 0.76]})
+
+
+def _cmp(a, b, diff, p_holm, wins=12, ties=3, losses=5):
+    return {"metric": "ndcg@10", "a": a, "b": b, "n": 20, "mean_a": 0.0, "mean_b": 0.0, "diff": diff,
+            "diff_ci_low": diff - 0.05, "diff_ci_high": diff + 0.05, "wins": wins, "ties": ties, "losses": losses,
+            "p": p_holm / 3, "p_holm": p_holm, "significant": p_holm < 0.05, "sd_diff": 0.1, "mdd": 0.05,
+            "n_left_out": 0}
+
+
+COMPARISONS = pd.DataFrame([_cmp("vector", "hybrid", -0.06, 0.03, wins=5, ties=3, losses=12),
+                            _cmp("bm25", "vector", -0.10, 0.20), _cmp("bm25", "hybrid", -0.16, 0.01)])
+
+
+def test_the_baseline_is_the_better_single_retriever_unless_named():
+    assert verdict.baseline_of(METRICS) == "vector"
+    assert verdict.baseline_of(METRICS, baseline="bm25") == "bm25"
+    assert verdict.baseline_of(METRICS, baseline="nope") == "vector"  # not evaluated: the default rule
+    assert verdict.baseline_of(METRICS[METRICS.variant == "hybrid"]) is None
+
+
+def test_versus_is_oriented_variant_minus_baseline():
+    v = verdict.versus(COMPARISONS, "ndcg@10", "hybrid", "vector")  # stored as vector - hybrid
+    assert v["diff"] == pytest.approx(0.06) and (v["low"], v["high"]) == (pytest.approx(0.01), pytest.approx(0.11))
+    assert (v["wins"], v["ties"], v["losses"], v["mark"]) == (12, 3, 5, "*")
+    assert verdict.versus(COMPARISONS, "ndcg@10", "bm25", "vector")["mark"] == ""  # p_holm .20
+
+
+def test_the_first_sentence_compares_hybrid_with_the_baseline():
+    lines = verdict.verdict_lines(METRICS, COMPARISONS)
+    assert lines[0].startswith("Against the baseline, vector (the better single retriever), hybrid")
+    assert "+0.060 (95% CI +0.010 to +0.110); 12 queries better, 5 worse, 3 tied" in lines[0]
+    assert "survives Holm correction" in lines[0]
+    assert "runner-up" in lines[1]  # the winner line stays, second
+
+
+def test_the_headline_table_has_a_difference_column_with_ci_and_mark():
+    t = render.headline_table(METRICS, comparisons=COMPARISONS)
+    assert t["baseline"] == "vector" and "nDCG@10 vs vector (baseline)" in t["head"]
+    col = t["head"].index("nDCG@10 vs vector (baseline)") - 1  # cells start after the variant column
+    cells = {r["variant"]: r["cells"][col] for r in t["rows"]}
+    assert cells["vector"]["text"] == "baseline"
+    assert cells["hybrid"]["text"] == "+0.060*" and cells["hybrid"]["ci"] == "[+0.010, +0.110] 12/3/5"
+    assert cells["bm25"]["text"] == "-0.100"
+
+
+def test_a_mostly_unjudged_top_k_is_warned_about_with_the_next_step():
+    low = Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.27, "vector": 0.31}})
+    text = render.judged_warning(low)
+    assert "only 27% of hybrid's top 10 has a judgment" in text and "00-explore" in text and "assess" in text
+    assert render.judged_warning(Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.8}})) is None
+    assert render.judged_warning(None) is None
