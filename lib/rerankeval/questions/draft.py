@@ -89,6 +89,8 @@ class QuestionsParams:
     price_per_mtok: Sequence[float] = (0.0, 0.0)  # USD per 1M prompt and completion tokens
     max_calls: int = 0  # budget: fresh LLM calls this run may send; 0: no limit
     max_cost: float = 0.0  # budget: USD this run may spend at price_per_mtok; 0: no limit
+    validate_drafts: bool = False  # with human questions: draft a second set in the results, compare rankings
+    validate_grid: str = "small"  # validate_drafts: the sweep grid whose points are the systems compared
 
     def __post_init__(self) -> None:
         if self.draft not in ("auto", "always", "never"):
