@@ -64,3 +64,15 @@ def test_a_mostly_unjudged_top_k_is_warned_about_with_the_next_step():
     assert "only 27% of hybrid's top 10 has a judgment" in text and "00-explore" in text and "assess" in text
     assert render.judged_warning(Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.8}})) is None
     assert render.judged_warning(None) is None
+
+
+def test_an_id_like_string_that_is_no_id_gets_a_did_you_mean():
+    from rerankeval.apps.explore import Explorer
+
+    ex = Explorer.__new__(Explorer)  # only the query table and the dataset name are needed
+    ex.table = {f"dm-{i:03d}": f"question {i}" for i in range(1, 61)}
+    ex.dp = type("DP", (), {"name": "debian-manuals"})()
+    assert ex.did_you_mean("q12") == ("'q12' is not a query id of debian-manuals (did you mean dm-012?); searched "
+                                      "as free text instead.")
+    assert ex.did_you_mean("dm-012") == "" and ex.did_you_mean("how do I upgrade") == ""
+    assert "did you mean dm-061" not in ex.did_you_mean("x999") and "ids look like dm-001" in ex.did_you_mean("x999")

@@ -35,6 +35,7 @@ text: the live search) and :mod:`~rerankeval.apps.explore_widget` (the ipywidget
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import time
@@ -63,6 +64,7 @@ __all__ = [  # the explorer's API, wherever each part lives (the notebook, tests
 
 RERANKED = (HYBRID_RERANK, CROSS_ENCODER)  # columns that show each unit's hybrid rank before reranking
 _WORD = re.compile(r"\w+")
+_ID_LIKE = re.compile(r"([A-Za-z]{1,12}[-_]?)(\d{1,6})")  # one token, letters then digits: q12, dm-012, t3
 
 
 # --------------------------------------------------------------------------- snippets and highlighting
@@ -156,12 +158,24 @@ class Explorer:
         q = str(query).strip()
         return q if q in self.table else self.by_text.get(" ".join(q.lower().split()))
 
+    def did_you_mean(self, query: str) -> str:
+        """For an id-like string that is no query id (``q12``): the id it most likely means, as a sentence; else ""."""
+        q = str(query).strip()
+        if q in self.table or not _ID_LIKE.fullmatch(q):
+            return ""
+        number = int(_ID_LIKE.fullmatch(q).group(2))
+        same = [i for i in self.table if (m := _ID_LIKE.fullmatch(i)) and int(m.group(2)) == number]
+        guess = same or difflib.get_close_matches(q, list(self.table), n=1, cutoff=0.5)
+        where = f"did you mean {guess[0]}?" if guess else f"ids look like {next(iter(self.table), '?')}."
+        return f"{q!r} is not a query id of {self.dp.name} ({where}); searched as free text instead."
+
     def show(self, query: str, k: int = 10) -> Exploration:
         """Every variant's top ``k`` for ``query`` (a query id, or free text): see the module docstring."""
         t0 = time.perf_counter()
         if not str(query).strip():
             raise ValueError("empty query: type a question, or give a query id of queries.jsonl")
         qid = self.resolve(query)
+        note = "" if qid else self.did_you_mean(query)
         text = self.table[qid] if qid else str(query).strip()
         terms = self.texts.terms(text)
         if qid is not None:
@@ -173,7 +187,7 @@ class Explorer:
         hybrid = found.get(HYBRID, ({}, {}, ""))[0]
         columns = [self._column(v, *found[v], terms, k, gold, hybrid) for v in self.runs if v in found]
         return Exploration(self.dp.name, text, qid, qid is None, k, columns, gold, ledger, terms,
-                           time.perf_counter() - t0, lambda s: self.texts.marked(s, terms))
+                           time.perf_counter() - t0, lambda s: self.texts.marked(s, terms), note)
 
     def _best(self, v: str) -> dict[str, dict[str, str]]:
         """qid -> unit -> the chunk that brought it in: the variant's chunk run, else (a reranker without one)

@@ -47,6 +47,7 @@ class Exploration:
     terms: frozenset[str]
     seconds: float
     mark: Callable[[str], str] | None = field(default=None, repr=False)  # escaped text with query terms marked
+    note: str = ""  # said above the columns (e.g. "q12 is not a query id: did you mean dm-012?")
 
     def frame(self) -> pd.DataFrame:
         """One row per variant and rank: variant, rank, unit_id, score, grade, rank_before, snippet."""
@@ -129,5 +130,7 @@ def render_html(x: Exploration) -> str:
     head = (f'<div class="q"><b>{esc(x.qid or "free text")}</b>: {esc(x.query)}<br><span class="mv">'
             f"{esc(x.dataset)} \u00b7 top {x.k} from {esc(how)} \u00b7 {esc(judged)} \u00b7 {x.seconds:.2f} s"
             f"</span>{_ledger_html(x.ledger)}</div>")
+    if x.note:
+        head += f'<p class="na">{esc(x.note)}</p>'
     cols = "".join(_column_html(c, x) for c in x.columns)
     return f'{STYLE}<div class="rre-x">{head}<div class="cols">{cols}</div></div>'
