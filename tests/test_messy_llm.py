@@ -414,3 +414,14 @@ def test_ask_marks_each_answer_for_the_heartbeat(tmp_path, monkeypatch):
             asker.heartbeat = hb
             asker.ask(ask.Question("where", "t1"), [ask.Passage("a p.1", "a#p1", "alpha")], {})
     assert seen == ["waiting for the endpoint: 61 s on answer 1 of 1 (question t1)"]
+
+
+def test_a_re_ask_past_the_planned_total_is_not_counted_as_answer_6_of_5(monkeypatch):
+    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
+    clock = Clock()
+    hb = progress.Heartbeat(total=1, unit="answer", interval=60, file=io.StringIO(), mode="plain", clock=clock)
+    with hb.waiting("question a"):
+        pass
+    with hb.waiting("question a"):  # the same answer asked again after an unusable reply
+        clock.t = 1061.0
+        assert hb.beat() == "waiting for the endpoint: 61 s on answer 2, a re-ask beyond the 1 planned (question a)"

@@ -212,7 +212,10 @@ class Heartbeat:
                 return None
             self._last = now
             others = len(self._flight) - 1
-        of = f" of {self.total}" if self.total else ""
+        # a re-asked call is numbered past the total: say so rather than "answer 6 of 5"
+        of = ""
+        if self.total:
+            of = f" of {self.total}" if n <= self.total else f", a re-ask beyond the {self.total} planned"
         more = f", {others} more in flight" if others else ""
         where = f" ({label}{more})" if label or more else ""
         return _label(f"waiting for {self.what}: {now - start:.0f} s on {self.unit} {n}{of}{where}")
