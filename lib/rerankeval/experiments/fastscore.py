@@ -48,7 +48,7 @@ def _minmax(x: np.ndarray, inpool: np.ndarray) -> np.ndarray:
 
 
 def replay_gains(block: fs.Block, scores: np.ndarray, order: np.ndarray, llm: np.ndarray, alphas: Sequence[float],
-                 pool_k: int) -> tuple[np.ndarray, np.ndarray]:
+                 pool_k: int, gains: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rerankeval.experiments.replay.replay` for every point and every ``alpha`` at once: the grades at each
     rank ``[alpha, point, query, rank]`` after the top ``pool_k`` is reordered by ``alpha * minmax(LLM) + (1 - alpha)
     * minmax(fused)`` (ties in fused order), and ``[point, query]`` True where the whole pool was scored."""
@@ -60,7 +60,7 @@ def replay_gains(block: fs.Block, scores: np.ndarray, order: np.ndarray, llm: np
     got = fs.gather(llm, pos)
     covered = (m > 0)[None, :] & np.where(inpool, ~np.isnan(got), True).all(axis=-1)
     a, b = _minmax(got, inpool), _minmax(np.take_along_axis(scores, pos, axis=-1), inpool)
-    gains = fs.ranked_gains(block, order)
+    gains = fs.ranked_gains(block, order) if gains is None else gains
     out = np.empty((len(alphas), *gains.shape), dtype=gains.dtype)
     a, b = np.where(inpool, a, 0.0), np.where(inpool, b, 0.0)  # outside the pool: unused, kept finite
     for i, alpha in enumerate(alphas):
@@ -71,12 +71,17 @@ def replay_gains(block: fs.Block, scores: np.ndarray, order: np.ndarray, llm: np
     return out, covered
 
 
-def _groups(points: Sequence) -> dict[tuple, list]:
-    """Points by leg setting (chunking, BM25 parameters, leg_k), in first-seen order."""
-    out: dict[tuple, list] = {}
+def _groups(points: Sequence) -> dict[tuple, dict[int, list]]:
+    """Points by leg setting (chunking, BM25 parameters), then by ``leg_k``, in first-seen order."""
+    out: dict[tuple, dict[int, list]] = {}
     for p in points:
-        out.setdefault((p.chunking, p.bm25_params, p.leg_k), []).append(p)
+        out.setdefault((p.chunking, p.bm25_params), {}).setdefault(p.leg_k, []).append(p)
     return out
+
+
+def _lengths(engine, p, qids: Sequence[str]) -> np.ndarray:
+    """``[leg, query]`` units in each leg of ``p`` (a prefix of the deepest leg's, :meth:`Engine.unit_legs`)."""
+    return np.array([[len(leg.get(q, {})) for q in qids] for leg in engine.unit_legs(p)], dtype=np.int64)
 
 
 def score_points(engine, points: Sequence, qids: Sequence[str], qrels: Qrels,
@@ -88,21 +93,26 @@ def score_points(engine, points: Sequence, qids: Sequence[str], qrels: Qrels,
     judged = fm.Judgments([qrels[q] for q in qids])
     segments: dict[str, list[Segment]] = {}
     secs: dict[str, float] = {}
-    for group in _groups(points).values():
+    for by_depth in _groups(points).values():
         t_block = time.perf_counter()
-        dense, lex = engine.unit_legs(group[0])
-        legs = [{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}]
-        norms = [SCORE_METHODS[p.method][0].__name__ for p in group if p.method in SCORE_METHODS]
-        block = fs.build_block(legs, qids, qrels, norms)
-        llm = llm_matrix(block, engine.llm.scores) if engine.llm is not None else None
-        leg_s = engine.leg("dense", group[0]).seconds_per_query + engine.leg("bm25", group[0]).seconds_per_query
-        leg_s += (time.perf_counter() - t_block) / max(1, len(qids)) / len(group)  # the block's share, per point
-        for part in fs.chunks(len(group), block):
-            t0 = time.perf_counter()
-            got = _score_chunk(block, group[part], depth, cols, judged, llm, engine, pool_ks)
-            per_q = (time.perf_counter() - t0) / max(1, len(qids)) / len(group[part])
-            for p, segs in zip(group[part], got, strict=True):
-                segments[p.name], secs[p.name] = segs, per_q + leg_s
+        deepest = by_depth[max(by_depth)][0]
+        dense, lex = engine.unit_legs(deepest)
+        master = fs.build_block([{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}], qids,
+                                qrels, norms=[])
+        shared = (time.perf_counter() - t_block) / sum(len(g) for g in by_depth.values())
+        for group in by_depth.values():
+            t_cut = time.perf_counter()
+            norms = [SCORE_METHODS[p.method][0].__name__ for p in group if p.method in SCORE_METHODS]
+            block = fs.cut(master, _lengths(engine, group[0], qids), norms)
+            llm = llm_matrix(block, engine.llm.scores) if engine.llm is not None else None
+            leg_s = engine.leg("dense", group[0]).seconds_per_query + engine.leg("bm25", group[0]).seconds_per_query
+            leg_s += (shared + (time.perf_counter() - t_cut) / len(group)) / max(1, len(qids))  # the blocks' share
+            for part in fs.chunks(len(group), block):
+                t0 = time.perf_counter()
+                got = _score_chunk(block, group[part], depth, cols, judged, llm, engine, pool_ks)
+                per_q = (time.perf_counter() - t0) / max(1, len(qids)) / len(group[part])
+                for p, segs in zip(group[part], got, strict=True):
+                    segments[p.name], secs[p.name] = segs, per_q + leg_s
     return _frame(points, segments, qids), secs
 
 
@@ -113,7 +123,7 @@ def _score_chunk(block: fs.Block, points: Sequence, depth: int, cols: Sequence[s
                  llm: np.ndarray | None, engine, pool_ks: Sequence[int]) -> list[list[Segment]]:
     """Per point, its segments ``(metric, qids, values)``: every column, then each pool's replayed rerank."""
     scores = fs.fused_scores(block, points)
-    order = fs.top(scores, depth)
+    order = fs.top(scores, depth, block.n)
     gains = fs.ranked_gains(block, order)
     values = {c: fm.metric(gains, c, judged) for c in cols}
     qarr = np.asarray(block.qids, dtype=object)
@@ -122,7 +132,7 @@ def _score_chunk(block: fs.Block, points: Sequence, depth: int, cols: Sequence[s
         return out
     col = cols[0]
     for pk in pool_ks:
-        rr, covered = replay_gains(block, scores, order, llm, [engine.llm.alpha], pk)
+        rr, covered = replay_gains(block, scores, order, llm, [engine.llm.alpha], pk, gains)
         rr_values = fm.metric(rr[0], col, judged)
         for i in range(len(points)):
             keep = np.flatnonzero(covered[i])

@@ -38,6 +38,16 @@ class Block:
     rank: np.ndarray  # [leg, query, column] 1-based rank in the leg; inf where the leg did not retrieve the unit
     norm: dict[str, np.ndarray]  # normalisation name -> [leg, query, column] normalised score (0 where absent)
     gain: np.ndarray  # [query, column] qrels grade of the unit (0 unjudged or padding)
+    ranked: list[list[tuple[np.ndarray, np.ndarray]]] | None = None  # [leg][query]: (columns, scores) by rank
+    _idrank: np.ndarray | None = None  # [query, column] rank of the unit's id in its query (computed once, by cut)
+
+    @property
+    def idrank(self) -> np.ndarray:
+        if self._idrank is None:
+            self._idrank = np.zeros(self.gain.shape, dtype=np.int64)
+            for qi, ids in enumerate(self.docs):
+                self._idrank[qi, np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(len(ids))
+        return self._idrank
 
     @property
     def valid(self) -> np.ndarray:
@@ -131,7 +141,47 @@ def build_block(legs: Sequence[Run], qids: Sequence[str], qrels: Qrels, norms: S
     for k in names:
         for (li, qi, at), v in zip(where, norm_rows(k, scores), strict=True):
             norm[k][li, qi, at] = v
-    return Block(list(qids), docs, np.array([len(c) for c in docs], dtype=np.int64), rank, norm, gain)
+    by_rank = [[(np.empty(0, dtype=np.int64), np.empty(0)) for _ in qids] for _ in legs]
+    for (li, qi, at), v in zip(where, scores, strict=True):
+        by_rank[li][qi] = (at, v)
+    return Block(list(qids), docs, np.array([len(c) for c in docs], dtype=np.int64), rank, norm, gain, by_rank)
+
+
+def cut(block: Block, lengths: np.ndarray, norms: Sequence[str]) -> Block:
+    """The block of shallower legs: leg ``l`` of query ``q`` keeps its first ``lengths[l, q]`` units (a shallower
+    ``leg_k`` cuts each leg to a prefix of its units). Columns are re-ordered by the fusion's tie-break among the
+    units kept (best rank in the kept lists, then id) and the normalisations recomputed on the kept scores: the
+    same block :func:`build_block` makes from the cut legs, without re-reading them."""
+    inleg = block.rank <= lengths[:, :, None]
+    rank = np.where(inleg, block.rank, np.inf)
+    best = rank.min(axis=0)
+    order = np.lexsort((block.idrank, best), axis=-1)  # by best rank, then id; the units not kept (inf) last
+    n = np.isfinite(best).sum(axis=1)
+    width = max(int(n.max(initial=0)), 1)
+    order = order[:, :width]
+    inside = np.arange(width)[None, :] < n[:, None]
+    new_rank = np.where(inside, np.take_along_axis(rank, np.broadcast_to(order, rank.shape[:1] + order.shape), -1),
+                        np.inf)
+    gain = np.where(inside, np.take_along_axis(block.gain, order, -1), 0)
+    docs = [[block.docs[qi][c] for c in order[qi, : n[qi]]] for qi in range(len(block.qids))]
+    inverse = np.zeros(best.shape, dtype=np.int64)
+    np.put_along_axis(inverse, order, np.broadcast_to(np.arange(width), order.shape), -1)
+    where, scores = [], []
+    by_rank = [[(np.empty(0, dtype=np.int64), np.empty(0)) for _ in block.qids] for _ in range(len(lengths))]
+    for li in range(len(lengths)):
+        for qi in range(len(block.qids)):
+            k = int(lengths[li, qi])
+            if k:
+                at, v = block.ranked[li][qi]
+                at, v = inverse[qi, at[:k]], v[:k]
+                where.append((li, qi, at))
+                scores.append(v)
+                by_rank[li][qi] = (at, v)
+    norm = {k: np.zeros(new_rank.shape) for k in dict.fromkeys(norms)}
+    for k in norm:
+        for (li, qi, at), v in zip(where, norm_rows(k, scores), strict=True):
+            norm[k][li, qi, at] = v
+    return Block(list(block.qids), docs, n.astype(np.int64), new_rank, norm, gain, by_rank)
 
 
 def fused_scores(block: Block, points: Sequence) -> np.ndarray:
@@ -157,17 +207,21 @@ def fused_scores(block: Block, points: Sequence) -> np.ndarray:
     return out
 
 
-def top(scores: np.ndarray, depth: int | None) -> np.ndarray:
+def top(scores: np.ndarray, depth: int | None, n: np.ndarray | None = None) -> np.ndarray:
     """``[point, query, rank]`` column of each rank: fuse()'s order (score descending; ties keep the columns'
-    tie-break order), cut at ``depth``. Positions past a query's ``n`` columns are fillers (callers mask them).
+    tie-break order), cut at ``depth``. Positions past a query's ``n`` columns (the block's, when given) are
+    fillers (callers mask them).
 
     With a cut, a compiled selection (:func:`_select`) keeps each row's best ``depth`` in one pass; without one, a
     stable argsort. Both give the stable sort's order: a column displaces only strictly lower scores."""
     if depth is None:
         return np.argsort(-scores, axis=-1, kind="stable")
     flat = np.ascontiguousarray(scores.reshape(-1, scores.shape[-1]))
-    n = np.isfinite(flat).sum(axis=-1).astype(np.int64)  # padding (-inf) sits after a row's columns
-    return _select(flat, n, int(depth)).reshape(*scores.shape[:-1], int(depth))
+    if n is None:  # columns in use per row (the padding, -inf, sits after them)
+        rows = np.isfinite(flat).sum(axis=-1).astype(np.int64)
+    else:  # the block's n per query, for every point
+        rows = np.ascontiguousarray(np.broadcast_to(n, scores.shape[:-1]).reshape(-1), dtype=np.int64)
+    return _select(flat, rows, int(depth)).reshape(*scores.shape[:-1], int(depth))
 
 
 @numba.njit(cache=True)
@@ -196,8 +250,9 @@ def _select(scores: np.ndarray, n: np.ndarray, depth: int) -> np.ndarray:  # pra
 
 def gather(values: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``values[query, column]`` (or ``[point, query, column]``) at ``order[point, query, rank]``."""
-    full = np.broadcast_to(values, order.shape[:-1] + values.shape[-1:]) if values.ndim == 2 else values
-    return np.take_along_axis(full, order, axis=-1)
+    if values.ndim == 2:
+        return values[np.arange(values.shape[0])[:, None], order]
+    return np.take_along_axis(values, order, axis=-1)
 
 
 def ranked_gains(block: Block, order: np.ndarray) -> np.ndarray:
