@@ -203,6 +203,8 @@ def run_model(args, dp: DatasetPaths, model: str, head: dict[str, Any], test: In
                         in curve.items()}, "alpha": alpha, **auc_summary(tc, train_qrels, train[3]), **cost(tl, tw)}
         print(f"[scifact] {model}: alpha {alpha} on {len(train[3])} train queries (nDCG@10 {curve[alpha]:.4f}; "
               f"first stage {curve.get(0.0, math.nan):.4f})", flush=True)
+        row["test"] = {"n_test_queries": head["test_queries"], "reranked_queries": 0}
+        save(args.out, head, model, row)  # the train part is kept even if the test part is interrupted
 
         def on_batch(c: pd.DataFrame, led: pd.DataFrame, wall: float) -> None:
             row["test"] = test_row(test, c, led, wall, alpha, qrels, head["first_stage"], args.pool_k,
