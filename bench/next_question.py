@@ -50,11 +50,11 @@ from rerankeval.core.ioutil import atomic_write_json
 LINKED = ("venv", "models", "llama.cpp", "conformance")  # set-up, shared read-only
 COPIED = ("embeddings", "llm", "llm.rates.json")  # the caches a follow-up may add to (counted)
 DBSF_VARIANTS = "[vector, bm25, hybrid, qdrant_hybrid, cross_encoder, hybrid_reformulate, hybrid_dbsf]"
-FOLLOW_UPS: dict[str, tuple[str, list[str]]] = {  # name -> (P=..., the notebooks it changes: the minimal run)
-    "rrf_k": ("rrf_k=30", ["03", "04", "05"]),
+FOLLOW_UPS: dict[str, tuple[str, list[str]]] = {  # name -> (P=..., the notebooks it changes but the LLM's: minimal)
+    "rrf_k": ("rrf_k=30", ["03", "05"]),
     "hybrid_dbsf": (f"variants={DBSF_VARIANTS}", ["03", "05"]),
-    "pool_k": ("pool_k=20", ["03", "04", "05"]),
-    "chunk_size": ("chunk_size=600", ["01", "02", "03", "04", "05"]),
+    "pool_k": ("pool_k=20 max_queries=5", ["03", "04", "05"]),  # 5 queries: 50 fresh LLM calls
+    "chunk_size": ("chunk_size=600", ["01", "02", "03", "05"]),
 }
 ORDER = ("rrf_k", "hybrid_dbsf", "judgment", "free_text", "pool_k", "chunk_size")
 DEST = paths.ROOT / "results" / "bench" / "next_question.json"
@@ -180,7 +180,7 @@ def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[
     wall = time.perf_counter() - t0
     notebooks = {m.group(1): float(m.group(3)) for m in CHAIN_LINE.finditer(r.stdout)}
     failed = [m.group(1) for m in CHAIN_LINE.finditer(r.stdout) if m.group(2).lower() != "ok"]
-    out = {"command": " ".join(["python -m rerankeval.chain", *cmd[4:]]), "wall_s": round(wall, 1),
+    out = {"command": " ".join(["python -m rerankeval.chain", *cmd[3:]]), "wall_s": round(wall, 1),
            "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,
            **counted(before, counters(ws)), "read_back_03": read_back(ws) if "03-retrieve" in notebooks else None}
     return {**out, "error": (r.stderr or r.stdout)[-1500:]} if r.returncode != 0 or failed else out
@@ -204,6 +204,9 @@ def parameter_follow_up(ws: Workspace, endpoint: dict[str, str], name: str, scop
             ws.restore()
             out[kind] = chain(ws, endpoint, params, only=only)
             out[kind]["rerank"] = {k: v for k, v in ledger_counts(ws).items() if k != "per_query"}
+            if kind == "minimal" and "04" not in only:  # what 04 would send: pool replies not in the cache
+                out[kind]["rerank_fresh_calls_needed"] = sum(
+                    not (ws.cache / "llm" / k[:2] / f"{k}.json").exists() for k in pool_keys(ws, endpoint, 10))
     return out
 
 
@@ -213,16 +216,16 @@ def recording_cache(root: Path) -> Any:
     from rerankeval.llm.cache import LLMCache
 
     class Recording(LLMCache):
+        keys: list[str] = []
+
         def get(self, key: str) -> dict[str, Any] | None:
             self.keys.append(key)
             return super().get(key)
 
-    rec = Recording(root, write=False)
-    rec.keys = []
-    return rec
+    return Recording(root, write=False)
 
 
-def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int) -> list[str]:
+def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int, max_queries: int = 0) -> list[str]:
     """The LLM cache keys stage 04 asks for with ``pool_k`` (first attempts), the endpoint made unreachable so
     that nothing is sent (misses fail at once) and nothing stored."""
     from rerankeval.core.settings import load_settings
@@ -234,7 +237,7 @@ def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int) -> list[str]
     i = rstage.load(ws.dp(), p)
     rec = recording_cache(ws.cache / "llm")
     with contextlib.redirect_stderr(open(os.devnull, "w")):  # noqa: SIM115 - the fallback warnings
-        rerank_run(i.fused, i.queries, i.texts, p.config(), pool_k=pool_k, max_queries=0, stability="none",
+        rerank_run(i.fused, i.queries, i.texts, p.config(), pool_k=pool_k, max_queries=max_queries, stability="none",
                    settings=dead, cache=rec, progress=False)
     return list(dict.fromkeys(rec.keys))
 
@@ -242,13 +245,11 @@ def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int) -> list[str]
 def pool_follow_up(ws: Workspace, endpoint: dict[str, str], scope: str) -> dict[str, Any]:
     """``pool_k=20`` after stripping the copy's LLM cache of the new candidates' replies: counted per query."""
     ws.restore()
-    k10, k20 = pool_keys(ws, endpoint, 10), pool_keys(ws, endpoint, 20)
+    k10, k20 = pool_keys(ws, endpoint, 10, max_queries=5), pool_keys(ws, endpoint, 20, max_queries=5)
     from rerankeval.llm.cache import LLMCache
 
-    new, removed = [k for k in k20 if k not in set(k10)], 0
-    for k in new:
-        removed += (p := LLMCache(ws.cache / "llm").path(k)).exists()
-        p.unlink(missing_ok=True)
+    new = [k for k in k20 if k not in set(k10)]
+    removed = sum((p := LLMCache(ws.cache / "llm").path(k)).exists() and not p.unlink() for k in new)
     params, changed = FOLLOW_UPS["pool_k"]
     out = chain(ws, endpoint, params, only=None if scope != "minimal" else changed)
     led = ledger_counts(ws)
@@ -260,20 +261,14 @@ def pool_follow_up(ws: Workspace, endpoint: dict[str, str], scope: str) -> dict[
 
 
 # -- the explorer's follow-ups (in this process, on the copy) --
-def unjudged_pair(ws: Workspace) -> tuple[str, str]:
-    """The first unjudged unit of stage 05's judging pool (its best-ranked one)."""
+def judgment_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
+    """A grade for the first unit of stage 05's judging pool, recorded with ``explore.judge``, then ``--only 05``."""
     import pandas as pd
 
-    pool = pd.read_csv(ws.dp().unjudged_review, sep="\t", dtype=str)
-    return pool.qid.iloc[0], pool.unit_id.iloc[0]
-
-
-def judgment_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
-    """A grade recorded with ``explore.judge``, then the analysis only (``--only 05``)."""
     from rerankeval.apps import explore
 
     ws.restore()
-    qid, unit = unjudged_pair(ws)
+    qid, unit = pd.read_csv(ws.dp().unjudged_review, sep="\t", dtype=str)[["qid", "unit_id"]].iloc[0]
     t0 = time.perf_counter()
     said = explore.judge(ws.dp(), qid, unit, 2)
     judge_s = time.perf_counter() - t0
@@ -291,12 +286,9 @@ def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, An
     out: dict[str, Any] = {}
     with mock.patch.dict(os.environ, endpoint):
         for label, text in zip(("cold", "warm"), texts, strict=True):
-            before = counters(ws)
-            t0 = time.perf_counter()
-            ex = explore.explorer(ws.dp())
-            x = ex.show(text, 10)
-            wall = time.perf_counter() - t0
-            ledger = x.ledger or {}
+            before, t0 = counters(ws), time.perf_counter()
+            x = explore.explorer(ws.dp()).show(text, 10)
+            wall, ledger = time.perf_counter() - t0, x.ledger or {}
             out[label] = {"text": text, "wall_s": round(wall, 2), **counted(before, counters(ws)),
                           "rerank_requests": ledger.get("requests"), "rerank_calls": ledger.get("llm_calls"),
                           "columns": [c.variant for c in x.columns]}
@@ -306,9 +298,12 @@ def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, An
 
 
 # -- the run --
-def warm_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
-    """Warm the copy with this code (03 writes its key files), then the warm chain, then notebook 03 alone twice."""
-    prime, warm = chain(ws, endpoint), chain(ws, endpoint)
+def warm_up(ws: Workspace, endpoint: dict[str, str], skip: list[str]) -> dict[str, Any]:
+    """Warm the copy with this code (03 writes its key files), then the warm chain (without ``skip``), then
+    notebook 03 alone twice."""
+    only = [nb.name[:2] for nb in sorted((paths.ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+            if nb.name[:2] not in skip] if skip else None
+    prime, warm = chain(ws, endpoint, only=only), chain(ws, endpoint, only=only)
     alone = [chain(ws, endpoint, only=["03"]) for _ in range(2)]
     return {"prime": prime, "warm": warm, "warm_03_alone": alone, "warm_03_stage": stage_cell_seconds(ws)}
 
@@ -327,7 +322,8 @@ def save(out: dict[str, Any]) -> Path:
     return atomic_write_json(DEST, out)
 
 
-def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "") -> dict[str, Any]:
+def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "", skip: list[str] = (),
+        resume: bool = False) -> dict[str, Any]:
     """Seed a copy (or take ``work``, one an earlier ``--keep`` run seeded), freeze the code, warm it, then the
     follow-ups in :data:`ORDER`."""
     from rerankeval.llm import server as llm_server
@@ -335,17 +331,22 @@ def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "") 
     dp = paths.resolve_dataset(dataset)
     root = Path(work) if work else Path(tempfile.mkdtemp(prefix="next_question-"))
     ws = Workspace(root, dp.name) if work else Workspace.seed(root, dp)
-    out: dict[str, Any] = {"dataset": dp.name, "workspace": str(root), "scope": scope, "load_before": os.getloadavg()}
-    out["code"] = ws.freeze_code()
+    out: dict[str, Any] = {"dataset": dp.name, "workspace": str(root), "scope": scope, "skipped": list(skip),
+                           "load_before": os.getloadavg()}
+    resumed = json.loads(DEST.read_text(encoding="utf-8")) if resume else {}
+    out.update({k: resumed[k] for k in ("code", "warm_up", "endpoint_start_s", "load_before") if k in resumed})
+    if not resume:
+        out["code"] = ws.freeze_code()
     try:
         with mock.patch.dict(os.environ, {k: v for k, v in ws.env().items() if k != "PYTHONPATH"}), \
                 contextlib.ExitStack() as stack:
             t0 = time.perf_counter()
             endpoint = stack.enter_context(llm_server.ensure_endpoint())
             out["endpoint_start_s"] = round(time.perf_counter() - t0, 1)
-            out["warm_up"] = warm_up(ws, endpoint)
-            save(out)
-            ws.snapshot()
+            if not resume:  # else: the warm-up, frozen code and snapshot of the earlier run
+                out["warm_up"] = warm_up(ws, endpoint, list(skip))
+                save(out)
+                ws.snapshot()
             for name in (n for n in ORDER if n in which):
                 print(f"[bench] {name} ...", flush=True)
                 try:
@@ -364,14 +365,12 @@ def headline(out: dict[str, Any]) -> dict[str, Any]:
     """The ``name=value`` figures of the last line."""
     warm = out["warm_up"]["warm"]
     line: dict[str, Any] = {"warm_03_s": warm["notebooks_s"].get("03-retrieve"), "warm_report_s": warm["wall_s"]}
-    for name in ORDER:
-        got = out.get(name)
-        if not got:
-            continue
+    for name in (n for n in ORDER if out.get(n)):
+        got = out[name]
         for key, part in ((f"{name}_s", got.get("full", got)), (f"{name}_minimal_s", got.get("minimal", {}))):
             if part.get("wall_s") is not None:
                 line[key] = part["wall_s"]
-    if "pool_k" in out:
+    if "queries" in out.get("pool_k", {}):
         line["pool_k_new_sent_exactly"] = f"{out['pool_k']['queries_exactly_new_sent']}/{out['pool_k']['queries']}"
     return line
 
@@ -380,16 +379,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=paths.DEFAULT_DATASET)
     ap.add_argument("--only", default=",".join(ORDER), help=f"comma-separated follow-ups (default: {','.join(ORDER)})")
-    ap.add_argument("--scope", choices=("full", "minimal", "both"), default="both",
-                    help="parameter follow-ups as make report (full), with --only what they change (minimal), or both")
+    ap.add_argument("--scope", choices=("full", "minimal", "both"), default="both", help="follow-ups as make report "
+                    "(full), with --only what they change (minimal), or both")
+    ap.add_argument("--skip", default="", help="notebooks (numbers) the warm chain leaves out, e.g. 07")
+    ap.add_argument("--resume", action="store_true", help="with --work: keep its warm state and the JSON's warm-up")
     ap.add_argument("--work", default="", help="reuse the copy an earlier --keep run seeded (its path is in the JSON)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary copy (its path is in the JSON)")
     args = ap.parse_args()
     which = [w.strip() for w in args.only.split(",") if w.strip()]
-    unknown = sorted(set(which) - set(ORDER))
-    if unknown:
+    if unknown := sorted(set(which) - set(ORDER)):
         raise SystemExit(f"unknown follow-up(s) {unknown}; choose from {', '.join(ORDER)}")
-    out = run(args.dataset, which, args.keep or bool(args.work), args.scope, args.work)
+    out = run(args.dataset, which, args.keep or bool(args.work), args.scope, args.work,
+              [n.strip() for n in args.skip.split(",") if n.strip()], args.resume and bool(args.work))
     print(f"wrote {save(out)}")
     print(" ".join(f"{k}={v}" for k, v in out["headline"].items()))
 
