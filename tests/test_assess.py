@@ -201,3 +201,8 @@ def test_notebook_09_does_nothing_when_off_and_grades_through_a_fake_endpoint_wh
                                    progress_bar=False)
         assert f.count == 10 and "Graded 10 of 10 pairs with fake-judge" in on.read_text()
     assert (dp.source / "qrels" / "llm-fake-judge.tsv").is_file()
+
+
+def test_a_judge_giving_one_grade_to_nearly_everything_is_said_not_to_discriminate():
+    assert "WARNING: 19 of the 20 grades (95%) are 3" in assess.one_grade([3] * 19 + [2])
+    assert assess.one_grade([3] * 18 + [0, 0]) == "" and assess.one_grade([3] * 19) == ""  # 90%; too few grades

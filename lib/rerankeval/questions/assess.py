@@ -27,7 +27,7 @@ import random
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +55,7 @@ CACHE_VERSION = 1
 MAX_TOKENS = 16
 GRADES = (0, 1, 2, 3)
 REASONS = ("no_reply", "unreadable", "out_of_range")
+ONE_GRADE_SHARE = 0.95  # share of one grade at which the judge is said not to discriminate
 LEDGER_COLUMNS = ["qid", "unit", "kind", "grade", "reason", "cached", "seconds", "error"]
 HEADER = "query-id\tcorpus-id\tscore\n"
 
@@ -339,6 +340,7 @@ def summary(res: AssessResult) -> dict[str, Any]:
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in res.params.__dict__.items()},
             "skipped": res.skipped, "stopped": res.stopped, "pool": res.pool_size, "overlap": kinds.get("overlap", 0),
             "graded": len(res.grades), "grades": {str(g): int(by_grade.get(g, 0)) for g in GRADES},
+            "one_grade_warning": one_grade(res.grades.values()).strip(),
             "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
             "plan": res.plan.to_dict() if res.plan else None,
             "calls": {"calls": s.calls, "cache_hits": s.cache_hits, "requests": s.requests, "failed": s.failed,
@@ -356,4 +358,18 @@ def describe(res: AssessResult) -> str:
     stopped = f" Stopped: {res.stopped}." if res.stopped else ""
     return (f"Graded {len(res.grades)} of {len(res.pairs)} pairs with {res.model} ({res.pool_size} unjudged in the "
             f"pool, {len(res.pairs) - res.pool_size} human-graded for agreement); dropped: {drops}. LLM calls: "
-            f"{s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed).{stopped}")
+            f"{s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed).{stopped}"
+            + one_grade(res.grades.values()))
+
+
+def one_grade(grades: Iterable[int], share: float = ONE_GRADE_SHARE) -> str:
+    """A warning when at least ``share`` of 20 or more grades are one grade: such a judge does not tell relevant
+    from non-relevant, whatever its kappa on a one-class overlap says ("" otherwise)."""
+    counts = Counter(grades)
+    n = sum(counts.values())
+    if n < 20:
+        return ""
+    grade, top = counts.most_common(1)[0]
+    return (f" WARNING: {top} of the {n} grades ({top / n:.0%}) are {grade}: this judge hardly tells relevant from "
+            "non-relevant units; do not use its grades (qrels_source=human), or try a larger JUDGE_MODEL."
+            if top / n >= share else "")
