@@ -76,3 +76,14 @@ def test_an_id_like_string_that_is_no_id_gets_a_did_you_mean():
                                       "as free text instead.")
     assert ex.did_you_mean("dm-012") == "" and ex.did_you_mean("how do I upgrade") == ""
     assert "did you mean dm-061" not in ex.did_you_mean("x999") and "ids look like dm-001" in ex.did_you_mean("x999")
+
+
+def test_the_index_shows_the_llm_assessor_and_which_grades_the_tables_use():
+    grades = {"qrels_source": "human", "llm_file": "qrels/llm-fake.tsv", "llm_added": 0,
+              "agreement": {"n_pairs": 4, "kappa_binary": 0.0, "kappa_graded": 0.1,
+                            "warning": "this judge agrees with your judgments little better than chance",
+                            "confusion_graded": {"labels": [0, 1, 2, 3], "counts": [[1, 0, 0, 1], [0, 0, 0, 1],
+                                                                                    [0, 0, 0, 1], [0, 0, 0, 0]]}}}
+    parts = render._assessor(Summary(grades=grades))
+    assert parts["assessor"]["warning"] and parts["assessor"]["rows"][0] == [1, 0, 0, 1]
+    assert parts["grades_caption"] and render._assessor(None) == {"assessor": None, "grades_caption": ""}

@@ -179,7 +179,7 @@ def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
 def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
                 facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None,
-                judged_warning=None, auc=None, questions_note=None)
+                judged_warning=None, auc=None, questions_note=None, assessor=None, grades_caption="")
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -229,6 +229,20 @@ def _judged(summary: Summary | None) -> dict[str, Any] | None:
     if not j.get("judged_at_k"):
         return None
     return {"k": j["k"], "values": {v: verdict.fmt(x) for v, x in j["judged_at_k"].items()}}
+
+
+def _assessor(summary: Summary | None) -> dict[str, Any]:
+    """The LLM assessor's agreement with the human grades (09-assess, measured by 05) and the grades caption."""
+    from rerankeval.evaluate import agreement
+
+    grades = (summary.grades if summary else None) or {}
+    a = grades.get("agreement")
+    box = None
+    if a:
+        conf = a.get("confusion_graded") or {}
+        box = {"text": agreement.describe(grades), "warning": a.get("warning"), "labels": conf.get("labels", []),
+               "rows": conf.get("counts", [])}
+    return {"assessor": box, "grades_caption": agreement.caption(grades) if grades else ""}
 
 
 LOW_JUDGED = 0.5  # Judged@k below which the verdict box warns that the scores are lower bounds
@@ -307,7 +321,7 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     auc = discrimination.sentence(disc)
     return {"headline": headline_table(metrics, headline, pool_k, comparisons), "costs": cost_table(metrics),
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
-            "stale": _staleness(dp), "judged_warning": judged_warning(summary),
+            "stale": _staleness(dp), "judged_warning": judged_warning(summary), **_assessor(summary),
             "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
 
 
