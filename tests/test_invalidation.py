@@ -47,6 +47,8 @@ def ds(tmp_path, monkeypatch, minilm):
     """A fresh tiny PDF dataset, cache and Qdrant store per test; built once (cold)."""
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("QDRANT_URL", raising=False)
+    # these tests list the client store's collections; edge's shards: tests/test_qdrant_edge.py, test_backend_choice.py
+    monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
     folder = tiny_pdf_dataset(tmp_path / "tiny")
     dp = paths.resolve_dataset(folder)
     rep = extract.build_corpus(dp)

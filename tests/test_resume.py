@@ -242,6 +242,7 @@ def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, mo
 def test_index_stage_crash_mid_upsert_resumes_from_finished_steps(tmp_path, monkeypatch, minilm):
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("QDRANT_URL", raising=False)
+    monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")  # the crash is injected into the client store's upsert
     dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "tiny"))
     extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)
     real = qdrant_store.upsert_chunks

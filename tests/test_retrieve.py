@@ -97,8 +97,12 @@ def test_reindexing_is_idempotent(built):
     dp, emb, cold, _ = built
     again = build_indexes(dp, embedder=emb, force=True, progress=False)
     assert again.actions["qdrant"] == "upserted" and again.actions["embeddings"] == "cached"
-    with qdrant_store.open_client(dp) as client:
-        assert qdrant_store.point_count(client, cold.collection) == len(CHUNKS)
+    if again.backend == qdrant_edge.EDGE:  # Qdrant's engine in-process: one shard per collection
+        with qdrant_edge.open_shard(qdrant_edge.shard_path(dp, cold.collection), emb.dim) as shard:
+            assert qdrant_edge.point_count(shard) == len(CHUNKS)
+    else:
+        with qdrant_store.open_client(dp) as client:
+            assert qdrant_store.point_count(client, cold.collection) == len(CHUNKS)
 
 
 def test_every_variant_deduplicates_units_and_keeps_full_chunk_depth(built):

@@ -52,8 +52,9 @@ class Retriever:
     Legs are memoised per (leg, leg_k, queries), so hybrids reuse the single legs. A closed retriever
     reopens Qdrant on its next search (local mode then reloads the stored vectors from disk).
     The Qdrant legs search the backend the index manifest records (``client`` or ``edge``); it must be the
-    configured one (``RERANKEVAL_QDRANT_BACKEND``). Dense search is exact on a server and on edge (local
-    mode is always exact), so the backends return the same runs.
+    configured one (``RERANKEVAL_QDRANT_BACKEND``). Dense search is exact on a server and in local mode; on
+    edge exact below Qdrant's indexing threshold and HNSW above it (recall@10 in the manifest's ``dense_search``),
+    so on every dataset here the backends return the same runs (``bench/backend_parity.py``).
     """
 
     def __init__(self, dp: DatasetPaths, *, embedder: Embedder | None = None, progress: bool = True):
@@ -71,8 +72,9 @@ class Retriever:
         self.progress = progress
         self._id_to_chunk = {qdrant_store.point_id(c): c for c in self.texts}
         self._edge = _check_backend(self.info.backend) == qdrant_edge.EDGE
-        # servers and edge: exact dense search, not HNSW
-        self._exact = self._edge or bool(qdrant_store.location(dp).url)
+        # a server: exact dense search; local mode is exact anyway; edge: exact below Qdrant's indexing threshold,
+        # HNSW above it (stage 02 measures its recall@10 against exact search: the manifest's dense_search)
+        self._exact = bool(qdrant_store.location(dp).url)
         self._client = None
         self._client_cm = None
         self._memo: dict = {}
