@@ -7,11 +7,11 @@ snapshot, as a user makes it:
 
 - ``rrf_k``: ``make report P="rrf_k=30"``;
 - ``hybrid_dbsf``: ``make report P="variants=[..., hybrid_dbsf]"`` (a fusion variant added);
-- ``pool_k``: ``make report P="pool_k=20"``: before it, the LLM cache copy is stripped of exactly the replies the
-  10 new candidates per query need (their keys recorded by reranking pools of 10 and 20 against a cache that only
-  records, endpoint unreachable), so the run must send those and only those: the 04 ledger's requests and cache
-  hits are counted per query;
-- ``chunk_size``: ``make report P="chunk_size=600"`` (everything downstream of 01 changes);
+- ``pool_k``: ``make report P="pool_k=20 max_queries=5"`` (5 queries: 50 fresh LLM calls): before it, the LLM cache
+  copy is stripped of exactly the replies the 10 new candidates per query need (their keys recorded by reranking
+  pools of 10 and 20 against a cache that only records, endpoint unreachable), so the run must send those and only
+  those: the 04 ledger's requests and cache hits are counted per query;
+- ``chunk_size``: ``make report P="chunk_size=600"`` (everything downstream of 01 changes; minimal: without 04);
 - ``judgment``: one grade recorded through the explorer's API (``apps.explore.judge``), then ``--only 05``;
 - ``free_text``: a new free-text query in the explorer (``Explorer.show``): the explorer opened and its first
   free text (cold), then a second new text (warm).
