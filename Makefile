@@ -40,7 +40,7 @@ export PYTHONHASHSEED := 0
 # whichever clone last did the editable install, in this process and in every notebook kernel it starts
 export PYTHONPATH := $(CURDIR)/lib
 
-.PHONY: help setup report questions sweep test test-unit lab lint clean llama llama-if-local pyserver system-deps
+.PHONY: help setup report questions sweep bench-sweep test test-unit lab lint clean llama llama-if-local pyserver system-deps
 
 help: ## show this help
 	@echo "ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents?"
@@ -48,6 +48,7 @@ help: ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s|\$$\(CACHE\)|$(CACHE)|g' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: DATASET=name-or-path (default $(DATASET)), P=\"key=value ...\" notebook parameter overrides"
+	@echo "           LOCAL_MODEL=qwen2.5-coder-1.5b: the bigger local model (default qwen2.5-coder-0.5b; also in .env)"
 
 $(STAMP): ## (internal) create the venv and install pinned requirements once
 	@echo "[setup] installing requirements into $(VENV) (once per requirements.txt)"
@@ -111,6 +112,9 @@ questions: setup llama-if-local ## draft questions for DATASET with the LLM (01 
 sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-03 done) and write runs/hybrid_tuned.trec
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 06 --set grid=large --set write_tuned=true \
 	  $(P_ARG)
+
+bench-sweep: setup ## fusion points/s and the grids' wall times on SciFact (results/bench/sweep.json)
+	PYTHONPATH=$(CURDIR)/lib nice -n 10 $(PY) bench/sweep.py
 
 test: setup llama pyserver system-deps ## run the unit tests and a smoke run of the whole notebook chain
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -9,10 +9,10 @@ import json
 
 import pandas as pd
 import pytest
-from test_sweep import QRELS, QUERIES, FakeSource
 
 from rerankeval.core import paths
 from rerankeval.experiments import legcache, sweep
+from test_sweep import QRELS, QUERIES, FakeSource
 
 
 @pytest.fixture

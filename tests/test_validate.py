@@ -66,5 +66,6 @@ def test_tau_of_two_rankings_that_swap_one_pair_is_two_thirds(monkeypatch, tmp_p
     human = ({"which": "human"}, {"which": {"u": 1}})
     gen = ({"which": "generated"}, {"which": {"u": 1}})
     check = validate.validate(None, human, gen)
-    assert check.tau["tau"] == pytest.approx(4 / 6, abs=1e-4) and check.tau["n_pairs"] == 6  # 5 concordant, 1 discordant
+    # 6 pairs of systems: 5 concordant, 1 discordant
+    assert check.tau["tau"] == pytest.approx(4 / 6, abs=1e-4) and check.tau["n_pairs"] == 6
     assert "Below .9" in check.sentence() and list(check.table.point) == list("abcd")

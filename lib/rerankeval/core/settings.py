@@ -15,8 +15,12 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
 - ``RERANKEVAL_CROSS_ENCODER``: folder or cached model name of the cross-encoder.
 - ``RERANKEVAL_CACHE``, ``RERANKEVAL_RESULTS``, ``RERANKEVAL_QDRANT_PATH``: where caches, results and the
   embedded Qdrant store live (:func:`Settings.roots` gives them with their defaults).
-- ``RERANKEVAL_QDRANT_BACKEND``: the embedded store's engine, ``client`` (qdrant-client's local mode, the
-  default) or ``edge`` (qdrant-edge-py, Qdrant's own engine in-process; local only, not with ``QDRANT_URL``).
+- ``RERANKEVAL_QDRANT_BACKEND``: the embedded store's engine, ``edge`` (qdrant-edge-py, Qdrant's own engine
+  in-process, the default; its top 10s equal the client's on every dataset here: ``bench/backend_parity.py``) or
+  ``client`` (qdrant-client's local mode); ``QDRANT_URL`` means a server (the client backend) unless ``edge`` is
+  set explicitly, which is refused.
+- ``JUDGE_MODEL``, ``JUDGE_BASE_URL``, ``JUDGE_API_KEY``: the LLM assessor's model and endpoint (09-assess);
+  unset, it asks the reranker's endpoint and model.
 - ``RERANKEVAL_LLAMA_BACKEND``: how the local server is obtained, ``build`` (llama-server compiled for this CPU,
   the default; the prebuilt server stands in when it cannot be built or started) or ``wheel`` (the prebuilt,
   portable xllamacpp server: no compiler, slower prompts); the Makefile reads the same value.
@@ -76,6 +80,9 @@ FIELDS_ENV = {
     "qdrant_backend": "RERANKEVAL_QDRANT_BACKEND",
     "llama_backend": "RERANKEVAL_LLAMA_BACKEND",
     "local_model": "LOCAL_MODEL",
+    "judge_model": "JUDGE_MODEL",
+    "judge_base_url": "JUDGE_BASE_URL",
+    "judge_api_key": "JUDGE_API_KEY",
 }
 ENV_KEYS = tuple(FIELDS_ENV.values())
 # what a malformed value should look like, for the message that refuses it
@@ -114,9 +121,12 @@ class Settings(BaseSettings):
     cache: Path | None = _var("cache")
     results: Path | None = _var("results")
     qdrant_path: Path | None = _var("qdrant_path")
-    qdrant_backend: Literal["client", "edge"] = _var("qdrant_backend", "client")
+    qdrant_backend: Literal["client", "edge"] = _var("qdrant_backend", "edge")  # parity: bench/backend_parity.py
     llama_backend: Literal["build", "wheel"] = _var("llama_backend", "build")  # see rerankeval.llm.server
     local_model: str = _var("local_model", DEFAULT_LOCAL_MODEL)  # one of LOCAL_MODELS
+    judge_model: str | None = _var("judge_model")  # the LLM assessor's model (09-assess); unset: the reranker's
+    judge_base_url: str | None = _var("judge_base_url")  # the assessor's own endpoint; unset: the reranker's
+    judge_api_key: str | None = _var("judge_api_key", repr=False)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -208,9 +208,17 @@ def _reason(errors: Sequence[str], failure: Any) -> str:
 
 
 # -- the stage --------------------------------------------------------------------------------------------------
-def judge_settings(settings: Settings, judge_model: str) -> Settings:
-    """``settings`` with the judge's model when one is named (same endpoint), else as they are."""
-    return settings.model_copy(update={"model": judge_model}) if judge_model.strip() else settings
+def judge_settings(settings: Settings, judge_model: str = "") -> Settings:
+    """The judge's settings: its own endpoint when ``JUDGE_BASE_URL`` is set (key ``JUDGE_API_KEY``, else the
+    reranker's), its model ``judge_model`` or ``JUDGE_MODEL`` when named; else the reranker's settings."""
+    update: dict[str, Any] = {}
+    if settings.judge_base_url:
+        update.update(base_url=settings.judge_base_url, api_key=settings.judge_api_key or settings.api_key,
+                      endpoint_id=None)
+    model = judge_model.strip() or (settings.judge_model or "").strip()
+    if model:
+        update["model"] = model
+    return settings.model_copy(update=update) if update else settings
 
 
 def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCache | None = None) -> AssessResult:

@@ -233,7 +233,7 @@ def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: Question
             t0 = time.perf_counter()
             call = Call(messages(u, params.paraphrase), material(u, params, llm.model, llm.endpoint), MAX_TOKENS,
                         response_format=schemas.response_format(DraftStrict, "draft_question"), seed=params.draft_seed)
-            got = llm.call(call, _read, res.stats, retries=1, label=f"unit {u.uid}")
+            got = llm.call(call, _read, res.stats, label=f"unit {u.uid}")  # greedy: a re-ask repeats the reply
             if got.failure is not None and got.failure.error_class == BUDGET_EXCEEDED:
                 res.stopped = f"the budget is spent (max_calls={params.max_calls}, max_cost={params.max_cost:g})"
                 break

@@ -207,7 +207,7 @@ def endpoint_kind(settings: Settings | None) -> str:
 
 
 # -- what notebook 04 shows --
-LOCAL_NOTE = ("Note: this is the local 0.5B default, a plumbing-grade model that checks the pipeline end to end; "
+LOCAL_NOTE = ("Note: this is a small local model (LOCAL_MODEL), plumbing-grade, that checks the pipeline end to end; "
               "its ranking judgement is weak. For real conclusions set OPENAI_BASE_URL, OPENAI_API_KEY and "
               "RERANK_MODEL in .env (see .env.example) to a stronger OpenAI-compatible endpoint and re-run.")
 PROBLEM_COLUMNS = ["qid", "pass", "status", "n_invalid", "n_duplicate", "n_missing", "n_failed", "retries", "error"]
