@@ -354,6 +354,8 @@ def test_human_plus_llm_fills_holes_only_and_every_table_says_so(tmp_path, monke
     summary = json.loads(dp.analyse_summary.read_text())
     assert summary["qrels_source"] == "human+llm" and summary["grades"]["llm_file"] == "llm-m.tsv"
     assert "LLM grades" in analyse.agree.caption(summary["grades"])
+    review = pd.read_csv(dp.unjudged_review, sep="\t", dtype=str, keep_default_na=False)
+    assert ((review.qid == "q1") & (review.unit_id == "d2")).any()  # graded by the LLM only: still a human's to judge
 
 
 def test_human_plus_llm_without_llm_grades_warns_and_uses_human_grades(tmp_path, monkeypatch):

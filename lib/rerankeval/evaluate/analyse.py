@@ -154,6 +154,7 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     known_limitations: pd.DataFrame | None = None  # issue 11: rerankeval.evaluate.limitations.table
     discrimination: discrim.Discrimination | None = None  # issue 22: the reranker model's AUC
+    human_qrels: runs.Qrels | None = None  # the human grades (qrels + judgments), whatever qrels_source is
 
     @property
     def verdict(self) -> list[str]:
@@ -302,8 +303,8 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
     """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
     p = AnalysisParams.of(params)
     stats_ = corpus.load_stats(dp)
-    qrels, merge = judgments.merged_qrels(dp, corpus.load_qrels(dp))
-    qrels, grades = agree.analysis_qrels(dp, qrels, p.qrels_source)
+    human, merge = judgments.merged_qrels(dp, corpus.load_qrels(dp))
+    qrels, grades = agree.analysis_qrels(dp, human, p.qrels_source)
     table_q = corpus.load_query_table(dp)
     queries = {q.qid: q.text for q in table_q}
     run_files, loaded, checks, external = _load_runs(dp, p, list(queries))
@@ -350,7 +351,7 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
         summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries),
-        discrimination=disc)
+        discrimination=disc, human_qrels=human)
 
 
 def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.DataFrame:
@@ -365,7 +366,8 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         "metrics": atomic_write_text(dp.metrics_csv, a.table.to_csv(index=False)),
         "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),
         **write_summary(dp, a.summary, a.comparisons),
-        "review": judgments.write_review(dp, a.runs, a.qrels, a.query_set.qids, a.params.final_k, a.chunk_runs),
+        "review": judgments.write_review(dp, a.runs, a.human_qrels or a.qrels, a.query_set.qids, a.params.final_k,
+                                         a.chunk_runs),  # what no human graded: LLM grades leave a pair in it
         **limitations.write(dp, a.known_limitations),
         **discrim.write(dp, a.discrimination),
     }
