@@ -1,10 +1,9 @@
-"""Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes everything notebook 05 shows
-(:mod:`.views` words and tabulates it), ``write(dp, analysis)`` writes its files (``metrics.csv``, ``per_query.csv``,
-``analyse/summary.json``, ``analyse/comparisons.csv``, ``analyse/discrimination.csv``: the reranker model's AUC per
-query, :mod:`.discrimination`; the manifest). Everything calls these two. Reads (stages 01, 03, 04, 09): the query
-table, qrels and corpus statistics, every unit-level run in ``dp.runs_dir`` (and the chunk-level runs), the rerank
-ledger, the parameters stages 03/04 recorded, the LLM assessor's grades (:mod:`.agreement`: its kappa against the
-human grades always; its grades where no human judged with ``qrels_source = "human+llm"``, every table saying so).
+"""Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes what notebook 05 shows (:mod:`.views`
+words it), ``write(dp, analysis)`` writes ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``,
+``comparisons.csv``, ``discrimination.csv`` (:mod:`.discrimination`) and the manifest. Reads (stages 01, 03, 04, 09):
+the query table, qrels, corpus statistics, every run in ``dp.runs_dir`` (unit and chunk level), the rerank ledger,
+the parameters 03/04 recorded, the LLM assessor's grades (:mod:`.agreement`: its kappa against the human grades
+always; its grades where no human judged with ``qrels_source = "human+llm"``, every table saying so).
 
 Queries a run has no line for: per-query metrics follow ``missing_queries`` (``zero``: scored 0, as trec_eval
 ``-c``; ``common``: only queries every run answered). Comparisons and the verdict never count such a query against
