@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rerankeval.apps import explore
-from rerankeval.core import runs
+from rerankeval.core import ioutil, runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.corpus.beir import InputError
@@ -80,7 +80,7 @@ def test_two_processes_judging_at_once_lose_no_grade(tmp_path):
     assert len(got) == 60  # the old read-add-rewrite without a lock kept 44 of 60
     assert {(q, u, g) for q, u, g, _ in got} == {(q, u, 1 + i % 2) for q in ("q1", "q2")
                                                  for i, u in enumerate(UNITS[2:32])}
-    assert judgments.lock_file(dp.judgments("test")).parent == dp.judgments("test").parent
+    assert ioutil.lock_file(dp.judgments("test")).parent == dp.judgments("test").parent
 
 
 # --------------------------------------------------------------------------- bug 2: a pair graded twice

@@ -1,12 +1,14 @@
-"""Small I/O helpers shared by every stage: atomic writes and content hashes."""
+"""Small I/O helpers shared by every stage: atomic writes, content hashes, a file lock for read-modify-writes."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +67,22 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def lock_file(path: str | os.PathLike[str]) -> Path:
+    """The hidden lock file beside ``path`` (``.<name>.lock``; never read as data)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """An exclusive ``flock`` on :func:`lock_file` of ``path`` for one read-modify-write (waits for the holder)."""
+    lock = lock_file(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -24,20 +24,18 @@ a lock file beside the judgments file around its read-modify-write, and replaces
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import fcntl
 import json
 import numbers
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rerankeval.core.errors import ReRankEvalError
-from rerankeval.core.ioutil import atomic_write_text, sha256_file
+from rerankeval.core.ioutil import atomic_write_text, locked, sha256_file
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, Run, ranked
 from rerankeval.corpus import contract as corpus
@@ -81,23 +79,6 @@ def read_judgments(path: Path) -> list[tuple[str, str, int, int]]:
 
 def _write(path: Path, rows: Sequence[tuple[str, str, int]]) -> Path:
     return atomic_write_text(path, HEADER + "".join(f"{q}\t{u}\t{g}\n" for q, u, g in rows))
-
-
-def lock_file(path: Path) -> Path:
-    """The lock file beside the judgments file ``path`` (hidden, never read as judgments)."""
-    return path.with_name(f".{path.name}.lock")
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on :func:`lock_file` of ``path`` for one read-modify-write (waits for the holder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file(path), "a", encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def grade_scale(qrels: Qrels) -> int:
@@ -225,7 +206,7 @@ def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str |
     """Record ``grade`` for (``qid``, ``unit_id``) in ``dp.judgments(split)``; ``recorded``, ``unchanged`` or
     ``replaced``. Raises :class:`JudgmentConflict` when the qrels judge the pair differently, or when the file
     does and ``replace`` is False; ``ValueError`` for a grade off the dataset's scale (:func:`as_grade`) or an
-    unknown query or unit. The read-modify-write holds an exclusive lock (:func:`lock_file`)."""
+    unknown query or unit. The read-modify-write holds an exclusive lock (:func:`rerankeval.core.ioutil.locked`)."""
     qrels = corpus.load_qrels(dp)
     grade, units = _check_new(dp, qid, unit_id, grade, qrels)
     split = split or split_of(dp)
@@ -236,7 +217,7 @@ def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str |
             f"{qid} / {unit_id} is already judged {old} in the dataset's qrels/{split}.tsv; the new grade {grade} "
             f"is refused (a judgment recorded while exploring never overrides the qrels). To change it, edit "
             f"{dp.source_qrels(split)} and re-run make report.")
-    with _locked(path):
+    with locked(path):
         mine = next((g for q, u, g, _ in checked_judgments(dp, path, qrels, units)[0]
                      if (q, u) == (qid, unit_id)), None)
         if old == grade or mine == grade:

@@ -9,15 +9,12 @@ grade recorded while exploring. The next ``make report`` re-reads the questions 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import fcntl
-from collections.abc import Iterator
-from pathlib import Path
 
 import pandas as pd
 
 from rerankeval.core.errors import ReRankEvalError
+from rerankeval.core.ioutil import locked
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import queryset
 from rerankeval.corpus.contract import load_chunks
@@ -29,18 +26,6 @@ class DraftGone(ReRankEvalError, KeyError):
     """The draft under review is no longer in ``queries.draft.jsonl`` (removed or renamed since it was shown)."""
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on a hidden lock file beside ``path`` for one read-modify-write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a", encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def review(dp: DatasetPaths, qid: str, action: str, text: str | None = None) -> queryset.Draft:
     """Accept, edit (``text``: the question as it should read; it is then accepted) or reject draft ``qid``."""
     if action not in ACTIONS:
@@ -49,7 +34,7 @@ def review(dp: DatasetPaths, qid: str, action: str, text: str | None = None) -> 
     if action == "edit" and not new_text:
         raise ValueError("edit needs the question's new text: review(dp, qid, 'edit', text='...')")
     path = dp.source_draft_queries
-    with _locked(path):
+    with locked(path):
         drafts = queryset.read_drafts(path)
         found = next((d for d in drafts if d.qid == qid), None)
         if found is None:
