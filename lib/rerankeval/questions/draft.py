@@ -38,7 +38,7 @@ from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, sha256_
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import beir, queryset
-from rerankeval.corpus.contract import load_chunks
+from rerankeval.corpus.contract import load_chunks, load_stats
 from rerankeval.llm import budget as budget_mod
 from rerankeval.llm import schemas
 from rerankeval.llm.breaker import Breaker
@@ -307,7 +307,7 @@ def refresh_corpus(dp: DatasetPaths) -> None:
     """Stage 01's queries and qrels from the drafts, with its parameters of the last run (chunks kept)."""
     from rerankeval.corpus import extract
 
-    stats = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
+    stats = load_stats(dp)
     p = stats.get("params", {})
     extract.build_corpus(dp, split=p.get("split", "test"), chunk_size=p.get("chunk_size", 800),
                          chunk_overlap=p.get("chunk_overlap", 200), x_tolerance=p.get("x_tolerance", 1.5))

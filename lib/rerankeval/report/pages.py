@@ -5,7 +5,6 @@ page carries when the evaluated questions were generated (:func:`questions_note`
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.paths import DatasetPaths
+from rerankeval.corpus.contract import load_stats
 
 # Every page is static: no script may run (not even one that slipped into an output unescaped) and nothing
 # is fetched from the network; images and fonts are embedded as data: URLs.
@@ -76,8 +76,8 @@ def strip_remote_resources(html_text: str) -> str:
 def questions_note(dp: DatasetPaths) -> dict[str, str] | None:
     """What every page says at its top when the evaluated questions were generated (stage 01's record), else None."""
     try:
-        stats = json.loads(dp.corpus_stats.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        stats = load_stats(dp)
+    except (OSError, ValueError):  # StageMissing is an OSError: no stage 01 yet
         return None
     if stats.get("queries_source") != "generated":
         return None
