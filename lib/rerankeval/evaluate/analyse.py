@@ -2,16 +2,13 @@
 words it), ``write(dp, analysis)`` writes ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``,
 ``comparisons.csv``, ``discrimination.csv`` (:mod:`.discrimination`) and the manifest. Reads (stages 01, 03, 04, 09):
 the query table, qrels, corpus statistics, every run in ``dp.runs_dir`` (unit and chunk level), the rerank ledger,
-the parameters 03/04 recorded, the LLM assessor's grades (:mod:`.agreement`: its kappa against the human grades
-always; its grades where no human judged with ``qrels_source = "human+llm"``, every table saying so).
+the parameters 03/04 recorded, the LLM assessor's grades (:mod:`.agreement`: kappa against the human grades; its
+grades where no human judged with ``qrels_source = "human+llm"``). ``baseline``: the variant the rest face.
 
-Queries a run has no line for: per-query metrics follow ``missing_queries`` (``zero``: scored 0, as trec_eval
-``-c``; ``common``: only queries every run answered). Comparisons and the verdict never count such a query against
-a variant that was not run on it: each pair is compared on the queries both answered (``n_left_out`` says how many
-were left out). A query counts as *answered* when the run lists it, or when the stage recorded running it (stage
-03's ``queries`` count covers the whole query table; stage 04's ledger lists the reranked queries), so a query a
-stage ran and found nothing for is a real 0. A run file whose name is not a chain variant is a run from another
-system: it is read the way trec_eval reads it (:func:`rerankeval.core.runs.read_external_run`).
+Queries a run has no line for follow ``missing_queries`` (``zero``: scored 0, as trec_eval ``-c``; ``common``: only
+queries every run answered); each pair is compared only on the queries both answered (listed in the run, or recorded
+as run by the stage: 03's query count, 04's ledger). A run file whose name is not a chain variant is another
+system's, read as trec_eval reads it (:func:`rerankeval.core.runs.read_external_run`).
 """
 
 from __future__ import annotations
@@ -65,6 +62,7 @@ class AnalysisParams:
     diff_n: int = 6
     diff_top_k: int = 10
     qrels_source: str = "human"  # "human", or "human+llm": LLM grades (09-assess) added where no human judged
+    baseline: str = ""  # the variant every other is compared with; "": the better single leg (vector or bm25)
 
     @classmethod
     def of(cls, params: AnalysisParams | Mapping[str, Any]) -> AnalysisParams:
@@ -104,6 +102,7 @@ class Summary:
     discrimination: dict[str, Any] = field(default_factory=dict)  # the reranker model's ROC AUC (discrimination.py)
     qrels_source: str = "human"  # the grades every table rests on ("human" or "human+llm")
     grades: dict[str, Any] = field(default_factory=dict)  # LLM file, grades added, agreement (agreement.py)
+    baseline: str = ""  # the variant the others are compared with (verdict.baseline_of of the parameter)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -164,8 +163,7 @@ class Analysis:
         return {v: sorted(set(self.query_set.qids) - got) for v, got in self.answered.items()}
 
     def diff_view(self) -> tuple[list[str], list[str]]:
-        """The pair of variants and the queries the diff view shows (largest headline change first); the view
-        itself is HTML, rendered by :func:`rerankeval.report.htmlsafe.analysis_diff_html`."""
+        """The pair and the queries the diff view shows (largest headline change first; HTML: :mod:`..htmlsafe`)."""
         pair = [v for v in self.params.diff_pair if v in self.runs]
         pair = pair if len(pair) == 2 else list(self.runs)[-2:]
         if len(pair) != 2:
@@ -329,7 +327,9 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         relevance_unit=stats_.get("unit", "unknown"), verified_against=conformance.checker_versions(p.verify_with),
         max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}", test=p.test,
         n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
-        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing, discrimination=disc),
+        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing, discrimination=disc,
+                                      baseline=p.baseline),
+        baseline=verdict.baseline_of(table, headline, p.baseline) or "",
         external=[n.describe() for n in external], discrimination=disc.to_dict() if disc else {},
         judging=judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k),
         qrels_source=grades["qrels_source"], grades=grades)

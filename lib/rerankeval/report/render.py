@@ -316,10 +316,11 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
                      for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows()]
     disc = (summary.discrimination if summary else None) or None
     comparisons = analyse.read_comparisons(dp)
+    base = summary.baseline if summary else ""
     lines = verdict.verdict_lines(metrics, comparisons, headline, pool_k,
-                                  missing=summary.missing if summary else None, discrimination=disc)
+                                  missing=summary.missing if summary else None, discrimination=disc, baseline=base)
     auc = discrimination.sentence(disc)
-    return {"headline": headline_table(metrics, headline, pool_k, comparisons), "costs": cost_table(metrics),
+    return {"headline": headline_table(metrics, headline, pool_k, comparisons, base), "costs": cost_table(metrics),
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
             "stale": _staleness(dp), "judged_warning": judged_warning(summary), **_assessor(summary),
             "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
