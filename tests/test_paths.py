@@ -20,6 +20,15 @@ def test_missing_dataset_says_what_to_provide(tmp_path):
         paths.resolve_dataset(tmp_path / "nope")
 
 
+def test_a_public_collection_that_is_absent_says_where_to_get_it(tmp_path, monkeypatch):
+    """A fresh clone without ../shared: `make report DATASET=../shared/data/scifact` names the download."""
+    monkeypatch.setattr(paths, "SHARED_DATA_DIR", tmp_path / "shared")
+    with pytest.raises(paths.DatasetNotFound, match=r"not shipped.*scifact\.zip.*make report DATASET=scifact"):
+        paths.resolve_dataset(tmp_path / "shared" / "scifact")
+    with pytest.raises(paths.DatasetNotFound, match="ir_datasets' cranfield"):
+        paths.resolve_dataset("cranfield-missing/cranfield")
+
+
 def test_results_root_moves_with_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path))
     assert paths.resolve_dataset("debian-manuals").root == tmp_path / "debian-manuals"

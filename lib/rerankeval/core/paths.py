@@ -62,6 +62,14 @@ class DatasetNameClash(DatasetNotFound):
     """
 
 
+# public test collections the README and benchmarks name, which the project does not ship (their terms stay with them)
+PUBLIC_DATASETS = {
+    "scifact": "BEIR's SciFact (https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip, or "
+               "ir_datasets' beir/scifact): unzip it so that data/scifact/ holds corpus.jsonl, queries.jsonl and "
+               "qrels/test.tsv",
+    "cranfield": "Cranfield 1400 (ir_datasets' cranfield): export it in BEIR format into data/cranfield/ "
+                 "(corpus.jsonl, queries.jsonl, qrels/test.tsv)",
+}
 SOURCE_RECORD = "source.json"
 DATASET_LAYOUT = (
     "my-docs/\n"
@@ -325,6 +333,12 @@ def resolve_dataset(name_or_path: str | os.PathLike[str] = DEFAULT_DATASET) -> D
                 f"e.g. make report DATASET={guess}. Expected layout:\n{DATASET_LAYOUT}"
             )
     tried = ", ".join(str(c) for c in candidates)
+    public = PUBLIC_DATASETS.get(p.name.lower())
+    if public:
+        raise DatasetNotFound(
+            f"Dataset {raw!r} not found (looked in: {tried}). It is not shipped with ReRankEval: get {public}; "
+            f"or keep it in ../shared/data/{p.name} beside the clone. Then: make report DATASET={p.name}"
+        )
     raise DatasetNotFound(
         f"Dataset {raw!r} not found (looked in: {tried}). Give a folder holding PDFs or a BEIR dataset "
         f"(corpus.jsonl[.gz]) plus queries.jsonl and qrels/test.tsv, e.g. make report DATASET=/path/to/folder."
