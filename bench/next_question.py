@@ -18,10 +18,10 @@ snapshot, as a user makes it:
 
 Each follow-up gets: wall seconds, the notebooks re-run and their seconds (the chain's figures), texts encoded (new
 vectors in the embedding cache copy), LLM calls (new replies in the LLM cache copy; the 04 ledger's requests and
-cache hits), the stage-03 variants read back. ``--scope minimal`` runs ``--only`` the notebooks a follow-up changes.
-The chain runs a frozen copy of the code (``code/``). The LLM server is started once (``endpoint_start_s``) and given
-to every chain run as a configured endpoint. Writes ``results/bench/next_question.json`` (``warm_03_s``: notebook
-03's seconds in the warm chain); the last line printed is ``name=value ...``; the load average is recorded.
+cache hits), the stage-03 variants read back, the notebooks skipped (up to date). ``--scope minimal`` runs ``--only``
+what a follow-up changes. The chain runs a frozen copy of the code (``code/``); the LLM server is started once
+(``endpoint_start_s``). Writes ``results/bench/next_question.json`` (``warm_03_s``: 03 alone, forced), the load
+average, and a last line ``name=value ...``.
 
     python bench/next_question.py [--dataset NAME] [--only rrf_k,judgment] [--scope both] [--keep] [--work DIR]
 """
@@ -59,6 +59,7 @@ FOLLOW_UPS: dict[str, tuple[str, list[str]]] = {  # name -> (P=..., the notebook
 ORDER = ("rrf_k", "hybrid_dbsf", "judgment", "free_text", "pool_k", "chunk_size")
 DEST = paths.ROOT / "results" / "bench" / "next_question.json"
 CHAIN_LINE = re.compile(r"^\[chain\] (\d\d-[\w-]+)\.ipynb (\w+) in ([\d.]+) s", re.M)
+SKIPPED_LINE = re.compile(r"^\[chain\] (\d\d-[\w-]+)\.ipynb up to date \(skipped\)", re.M)
 
 
 class Workspace:
@@ -167,21 +168,22 @@ def read_back(ws: Workspace) -> list[str]:
 
 
 # -- running the chain as a user would --
-def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[str] | None = None) -> dict[str, Any]:
-    """``python -m rerankeval.chain --dataset <copy> [--params P] [--only NN ...]``, timed and counted."""
-    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(ws.data)]
+def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[str] | None = None,
+          force: bool = False) -> dict[str, Any]:
+    """``python -m rerankeval.chain --dataset <copy> [--params P] [--only NN ...] [--force]``, timed, counted."""
+    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(ws.data), *(["--force"] if force else [])]
     cmd += ["--params", params] if params else []
     for nb in only or []:
         cmd += ["--only", nb]
-    env = {**os.environ, **ws.env(), **endpoint, "PYTHONHASHSEED": "0"}
-    before = counters(ws)
+    env, before = {**os.environ, **ws.env(), **endpoint, "PYTHONHASHSEED": "0"}, counters(ws)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - t0
     notebooks = {m.group(1): float(m.group(3)) for m in CHAIN_LINE.finditer(r.stdout)}
     failed = [m.group(1) for m in CHAIN_LINE.finditer(r.stdout) if m.group(2).lower() != "ok"]
     out = {"command": " ".join(["python -m rerankeval.chain", *cmd[3:]]), "wall_s": round(wall, 1),
-           "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,
+           "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,  # skipped: up to date
+           "notebooks_skipped": SKIPPED_LINE.findall(r.stdout),
            **counted(before, counters(ws)), "read_back_03": read_back(ws) if "03-retrieve" in notebooks else None}
     return {**out, "error": (r.stderr or r.stdout)[-1500:]} if r.returncode != 0 or failed else out
 
@@ -299,12 +301,12 @@ def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, An
 
 # -- the run --
 def warm_up(ws: Workspace, endpoint: dict[str, str], skip: list[str]) -> dict[str, Any]:
-    """Warm the copy with this code (03 writes its key files), then the warm chain (without ``skip``), then
-    notebook 03 alone twice."""
+    """Warm the copy with this code (03 writes its key files), then the warm chain (without ``skip``; an
+    unchanged notebook is skipped), then notebook 03 alone twice, forced (what its warm run costs)."""
     only = [nb.name[:2] for nb in sorted((paths.ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
             if nb.name[:2] not in skip] if skip else None
     prime, warm = chain(ws, endpoint, only=only), chain(ws, endpoint, only=only)
-    alone = [chain(ws, endpoint, only=["03"]) for _ in range(2)]
+    alone = [chain(ws, endpoint, only=["03"], force=True) for _ in range(2)]
     return {"prime": prime, "warm": warm, "warm_03_alone": alone, "warm_03_stage": stage_cell_seconds(ws)}
 
 
@@ -332,11 +334,9 @@ def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "", 
     root = Path(work) if work else Path(tempfile.mkdtemp(prefix="next_question-"))
     ws = Workspace(root, dp.name) if work else Workspace.seed(root, dp)
     out: dict[str, Any] = {"dataset": dp.name, "workspace": str(root), "scope": scope, "skipped": list(skip),
-                           "load_before": os.getloadavg()}
-    resumed = json.loads(DEST.read_text(encoding="utf-8")) if resume else {}
+                           "load_before": os.getloadavg()}  # skipped: --skip (left out), not up to date
+    resumed = json.loads(DEST.read_text(encoding="utf-8")) if resume else {"code": ws.freeze_code()}
     out.update({k: resumed[k] for k in ("code", "warm_up", "endpoint_start_s", "load_before") if k in resumed})
-    if not resume:
-        out["code"] = ws.freeze_code()
     try:
         with mock.patch.dict(os.environ, {k: v for k, v in ws.env().items() if k != "PYTHONPATH"}), \
                 contextlib.ExitStack() as stack:
@@ -364,14 +364,15 @@ def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "", 
 def headline(out: dict[str, Any]) -> dict[str, Any]:
     """The ``name=value`` figures of the last line."""
     warm = out["warm_up"]["warm"]
-    line: dict[str, Any] = {"warm_03_s": warm["notebooks_s"].get("03-retrieve"), "warm_report_s": warm["wall_s"]}
+    alone = [a["notebooks_s"].get("03-retrieve") for a in out["warm_up"].get("warm_03_alone", [])]
+    line: dict[str, Any] = {"warm_03_s": min(filter(None, alone), default=None), "warm_report_s": warm["wall_s"]}
     for name in (n for n in ORDER if out.get(n)):
         got = out[name]
         for key, part in ((f"{name}_s", got.get("full", got)), (f"{name}_minimal_s", got.get("minimal", {}))):
             if part.get("wall_s") is not None:
                 line[key] = part["wall_s"]
-    if "queries" in out.get("pool_k", {}):
-        line["pool_k_new_sent_exactly"] = f"{out['pool_k']['queries_exactly_new_sent']}/{out['pool_k']['queries']}"
+    if "queries" in (pool := out.get("pool_k", {})):
+        line["pool_k_new_sent_exactly"] = f"{pool['queries_exactly_new_sent']}/{pool['queries']}"
     return line
 
 
@@ -379,8 +380,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=paths.DEFAULT_DATASET)
     ap.add_argument("--only", default=",".join(ORDER), help=f"comma-separated follow-ups (default: {','.join(ORDER)})")
-    ap.add_argument("--scope", choices=("full", "minimal", "both"), default="both", help="follow-ups as make report "
-                    "(full), with --only what they change (minimal), or both")
+    ap.add_argument("--scope", choices=("full", "minimal", "both"), default="both", help="as make report (full), "
+                    "with --only what they change (minimal), or both")
     ap.add_argument("--skip", default="", help="notebooks (numbers) the warm chain leaves out, e.g. 07")
     ap.add_argument("--resume", action="store_true", help="with --work: keep its warm state and the JSON's warm-up")
     ap.add_argument("--work", default="", help="reuse the copy an earlier --keep run seeded (its path is in the JSON)")

@@ -23,7 +23,7 @@ XSS_QUERY = "<script>document.title='pwned-query'</script> how to upgrade beta <
 SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]", "expand_compare=true"]
 
 
-def run_chain(dataset: Path, results: Path, *extra: str, only: list[str] | None = None):
+def run_chain(dataset: Path, results: Path, *extra: str, only: list[str] | None = None, force: bool = False):
     env = dict(os.environ)
     env.update({"RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
                 "OPENAI_API_KEY": SENTINEL, "PYTHONHASHSEED": "0"})
@@ -33,6 +33,7 @@ def run_chain(dataset: Path, results: Path, *extra: str, only: list[str] | None 
         cmd += ["--set", s]
     for o in only or []:
         cmd += ["--only", o]
+    cmd += ["--force"] if force else []
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
 
 
@@ -46,7 +47,7 @@ def chain_twice(tmp_path_factory):
     results = root / "results"
     first = run_chain(ds, results)
     snap1 = snapshot(results / "tiny")
-    second = run_chain(ds, results)
+    second = run_chain(ds, results, force=True)  # every notebook again (not skipped): determinism and the cache
     return {"first": first, "second": second, "snap1": snap1, "snap2": snapshot(results / "tiny"),
             "out": results / "tiny"}
 

@@ -16,6 +16,12 @@ unless fallbacks were asked for: ``--allow-fallback`` or ``--set allow_fallback=
 (``make report P="allow_fallback=true"``), in which case every rerank call falls back to the fused order.
 The endpoint's settings reach the notebook kernels through their environment only.
 
+A notebook whose inputs are unchanged since its last success is skipped (``[chain] 03-retrieve.ipynb up to date
+(skipped)``) and its executed copy and page are reused: its fingerprint (``executed/<stem>.fingerprint.json``) holds
+the notebook file, its parameters, the package's code, the settings that choose models, endpoints and backends, and
+every file it read and folder it listed under the dataset folder and ``results/<dataset>/``, traced in its kernel
+(:mod:`~rerankeval.apps.chain_files`). ``--force`` (``make report FORCE=1``) runs every notebook.
+
 Executed notebooks and pages are replaced atomically (a temporary file, then ``os.replace``): a full disk
 leaves the last complete copy, never a truncated one, and ends the run with one ``[chain] ERROR`` line naming
 the folder and the OS error.
@@ -48,11 +54,18 @@ from typing import Any
 from rerankeval.apps.chain_files import (
     AtomicNotebookIO,
     atomic_saves,
+    code_version,
+    forget_fingerprint,
     index_pages,
     kernel_os_hint,
+    notebook_key,
     os_error,
+    read_records,
+    record_fingerprint,
     redact_file,
     shown_path,
+    trace_line,
+    up_to_date,
 )
 from rerankeval.apps.chain_params import (
     EXPLORER_AFTER,
@@ -104,17 +117,22 @@ EXIT_FAILED, EXIT_PREFLIGHT = 1, 2
 _wants_llm = wants_llm  # the name tests/test_reformulate.py calls
 
 
+def notebook_params(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters papermill gives ``nb``: the ones its ``parameters`` cell declares, and the dataset."""
+    return {**{k: v for k, v in params.items() if k in declared_parameters(nb)}, "dataset": str(dp.source)}
+
+
 def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], kernel: str,
-                 env: Mapping[str, str], interrupt: Interrupt) -> dict[str, Any]:
-    """Execute one notebook, keep and render its executed copy; the index entry for it."""
+                 env: Mapping[str, str], interrupt: Interrupt, exec_lines: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Execute one notebook, keep and render its executed copy; the index entry for it (``exec_lines``: run in
+    the kernel before the notebook, the read trace of :class:`Freshness`)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     from rerankeval.core.progress import STAGE_ENV
     from rerankeval.report import pages as pages_mod
 
-    nb_params = {k: v for k, v in params.items() if k in declared_parameters(nb)}
-    nb_params["dataset"] = str(dp.source)
+    nb_params = notebook_params(nb, dp, params)
     out, html = dp.executed_notebook(nb.name), dp.notebook_html(nb.stem)
     earlier = out.stat().st_mtime_ns if out.exists() else None  # an earlier run's copy, until this run saves
     print(f"[chain] {nb.name} ...", flush=True)
@@ -125,7 +143,7 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
         atomic_saves(dp.executed_dir)
         papermill.execute_notebook(
             str(nb), str(out), parameters=nb_params, kernel_name=kernel, progress_bar=False, cwd=str(paths.ROOT),
-            kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt),
+            kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt, exec_lines),
         )
     except KeyboardInterrupt:
         interrupt.hit = True
@@ -162,25 +180,76 @@ def _warn_unknown(params: Mapping[str, Any]) -> None:
               f"(see the parameters cell at the top of each notebook)", file=sys.stderr)
 
 
+class Freshness:
+    """Which notebooks are up to date (skipped) and the fingerprints of those that ran (see
+    :mod:`~rerankeval.apps.chain_files`); ``force``: none is up to date, every notebook runs."""
+
+    def __init__(self, dp: paths.DatasetPaths, params: Mapping[str, Any], allow_fallback: bool, force: bool,
+                 trace_dir: Path) -> None:
+        self.dp, self.params, self.force, self.trace_dir = dp, params, force, trace_dir
+        self.extra = {"allow_fallback": allow_fallback}
+        self.code = code_version()
+        self.started: dict[str, int] = {}
+
+    def key(self, nb: Path) -> dict[str, Any]:
+        return notebook_key(nb, notebook_params(nb, self.dp, self.params), self.code, self.extra)
+
+    def skips(self, nb: Path) -> bool:
+        return not self.force and up_to_date(self.dp, nb, self.key(nb))
+
+    def before(self, nb: Path) -> tuple[str, ...]:
+        """Forget ``nb``'s fingerprint and start its trace: the kernel's start-up line."""
+        forget_fingerprint(self.dp, nb)
+        self.started[nb.stem] = time.time_ns()
+        return (trace_line(self.trace_dir / f"{nb.stem}.reads", [self.dp.source, self.dp.root]),)
+
+    def after(self, nb: Path) -> None:
+        record_fingerprint(self.dp, nb, self.key(nb), self.trace_dir / f"{nb.stem}.reads", self.started[nb.stem])
+
+
+def _skipped_page(dp: paths.DatasetPaths, nb: Path) -> dict[str, Any]:
+    print(f"[chain] {nb.name} up to date (skipped)", flush=True)
+    earlier = read_records(dp).get(nb.stem) or {}
+    return {"name": nb.stem, "href": dp.notebook_html(nb.stem).name, "status": "ok", "seconds": 0.0, "error": None,
+            "rerun": True, "skipped": True, "finished": earlier.get("finished")}
+
+
+def _uses_llm(nb: Path, params: Mapping[str, Any]) -> bool:
+    return needs_llm(nb) or wants_llm(nb, params)
+
+
 def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any], kernel: str,
-                 allow_fallback: bool, interrupt: Interrupt, pages: list[dict[str, Any]]) -> None:
-    """Run ``nbs`` in order until one fails or is interrupted, appending their index entries to ``pages``.
+                 allow_fallback: bool, interrupt: Interrupt, pages: list[dict[str, Any]], force: bool = False) -> None:
+    """Run ``nbs`` in order until one fails or is interrupted, appending their index entries to ``pages``; a
+    notebook whose inputs are unchanged since its last success is skipped (unless ``force``).
 
     ``pages`` is the caller's list, so the entries of the notebooks that finished survive a Ctrl-C that raises
-    between two notebooks (:class:`Interrupt` raises there).
+    between two notebooks (:class:`Interrupt` raises there). The LLM endpoint is started before the first notebook
+    when a notebook that uses it is not up to date, else only if one turns out to need a run after all.
     """
+    import tempfile
+
     with contextlib.ExitStack() as stack:
-        env: dict[str, str] = {}
-        needs = any(needs_llm(nb) for nb in nbs)
-        if needs or any(wants_llm(nb, params) for nb in nbs):
-            env = start_endpoint(stack, allow_fallback or not needs)
+        fresh = Freshness(dp, params, allow_fallback, force, Path(stack.enter_context(tempfile.TemporaryDirectory(
+            prefix="rerankeval-reads-"))))
+        env: dict[str, str] | None = None
+        stale = [nb for nb in nbs if not fresh.skips(nb)]
+        if any(_uses_llm(nb, params) for nb in stale):
+            env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale))
         for nb in nbs:
-            pages.append(run_notebook(nb, dp, params, kernel, env, interrupt))
+            if fresh.skips(nb):
+                pages.append(_skipped_page(dp, nb))
+                continue
+            if env is None and _uses_llm(nb, params):
+                env = start_endpoint(stack, allow_fallback or not needs_llm(nb))
+            pages.append(run_notebook(nb, dp, params, kernel, env or {}, interrupt, fresh.before(nb)))
             interrupt.in_notebook = False  # only now: a Ctrl-C while its page is rendered must not lose it
             if pages[-1]["status"] != "ok" or interrupt.hit:
                 break
             if needs_llm(nb) and not allow_fallback:
                 pages[-1]["llm_problem"] = llm_fell_back(dp)
+            if not pages[-1].get("llm_problem"):
+                fresh.after(nb)
 
 
 def _write_index(dp: paths.DatasetPaths, pages: list[dict[str, Any]]) -> tuple[str | None, OSError | None]:
@@ -222,15 +291,17 @@ def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bo
         fix = f"\n{endpoint_fix(load_settings().configured)}" if fell_back["endpoint"] else ""
         print(f"\n[chain] ERROR: {fell_back['text']}.{fix}\n[chain] report: {index}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    times = ", ".join(f"{p['name'][:2]} {p['seconds']:.0f} s" for p in pages)
+    times = ", ".join(f"{p['name'][:2]} {'skipped' if p.get('skipped') else format(p['seconds'], '.0f') + ' s'}"
+                      for p in pages)
     print(f"[chain] done: {len(pages)} notebook(s) in {time.perf_counter() - t0:.0f} s ({times}); "
           f"report: {index}", flush=True)
     return 0
 
 
 def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] | None = None,
-              kernel: str = KERNEL, allow_fallback: bool = False) -> int:
-    """Check, run and report; the exit status (see the module docstring). Raises :class:`PreflightError`."""
+              kernel: str = KERNEL, allow_fallback: bool = False, force: bool = False) -> int:
+    """Check, run and report; the exit status (see the module docstring). Raises :class:`PreflightError`.
+    ``force``: run every notebook, also those whose inputs are unchanged since their last success."""
     t0 = time.perf_counter()
     check_settings()
     dp = paths.resolve_dataset(dataset)
@@ -249,7 +320,7 @@ def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] 
     pages: list[dict[str, Any]] = []
     with interrupt.installed():
         try:
-            _execute_all(dp, nbs, params, kernel, allow_fallback, interrupt, pages)
+            _execute_all(dp, nbs, params, kernel, allow_fallback, interrupt, pages, force)
         except KeyboardInterrupt:
             interrupt.hit = True
         return _finish(dp, pages, interrupt.hit, t0, interrupt.signum)
@@ -269,10 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-fallback", action="store_true",
                     help="run even when the LLM endpoint does not answer (every rerank call falls back to the "
                          "fused order); same as --set allow_fallback=true")
+    ap.add_argument("--force", action="store_true",
+                    help="run every notebook, also those whose inputs are unchanged since their last success "
+                         "(make report FORCE=1)")
     args = ap.parse_args(argv)
     try:
         overrides = [*split_params(args.params), *args.overrides]
-        return run_chain(args.dataset, overrides, args.only, args.kernel, args.allow_fallback)
+        return run_chain(args.dataset, overrides, args.only, args.kernel, args.allow_fallback, args.force)
     except (paths.DatasetNotFound, PreflightError) as exc:
         print(f"[chain] ERROR: {exc}", file=sys.stderr)
         return EXIT_PREFLIGHT

@@ -91,7 +91,7 @@ def _records_path(dp: paths.DatasetPaths) -> Path:
     return dp.executed_dir / "pages.json"
 
 
-def _read_records(dp: paths.DatasetPaths) -> dict[str, dict[str, Any]]:
+def read_records(dp: paths.DatasetPaths) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(_records_path(dp).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -116,7 +116,7 @@ def index_pages(dp: paths.DatasetPaths, this_run: list[dict[str, Any]]) -> list[
     """Every notebook with a rendered page, in chain order: this run's entries, else an earlier run's."""
     from rerankeval.core.ioutil import atomic_write_json
 
-    records = _read_records(dp)
+    records = read_records(dp)
     records.update({p["name"]: p for p in this_run})
     atomic_write_json(_records_path(dp), records)
     now = {p["name"]: p for p in this_run}
@@ -135,3 +135,178 @@ def shown_path(path: Path) -> str:
         return str(path.resolve().relative_to(paths.ROOT))
     except ValueError:
         return str(path)
+
+
+# --- skipping a notebook whose inputs are unchanged ----------------------------------------------------------------
+# After a notebook succeeds the chain records its fingerprint (executed/<stem>.fingerprint.json): the notebook file,
+# its parameters, the package's code, the non-secret settings, and the state of every input it read. Its inputs are
+# traced inside the kernel (an audit hook on ``open`` and directory listings, see :func:`install_read_trace`) under
+# the dataset folder and results/<dataset>/: a file read and not changed by the notebook itself (size, mtime_ns and,
+# under results/, its sha256), and a folder listed (its entry names; in the dataset folder also each file's size and
+# mtime_ns, since the PDF reader opens files below Python). A notebook whose fingerprint matches is skipped.
+
+FINGERPRINT_VERSION = 1
+_SETTING_FIELDS = ("base_url", "model", "endpoint_id", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend",
+                   "llama_backend", "local_model", "judge_model", "judge_base_url")  # never a key
+
+
+def install_read_trace(log: str, roots: list[str]) -> None:
+    """Inside a notebook's kernel: append ``r<TAB>path`` for each file opened and ``d<TAB>path`` for each folder
+    listed under ``roots`` to ``log`` (once each). What the chain's fingerprint of the notebook is made of."""
+    import sys
+
+    prefixes = tuple(os.path.join(os.path.abspath(r), "") for r in roots)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    seen: set[tuple[str, str]] = set()
+    busy = [False]
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if busy[0] or event not in ("open", "os.listdir", "os.scandir") or not args:
+            return
+        where = args[0]
+        if isinstance(where, bytes):
+            where = os.fsdecode(where)
+        if not isinstance(where, str | os.PathLike):
+            return
+        busy[0] = True
+        try:
+            full = os.path.abspath(os.fspath(where))
+            kind = "r" if event == "open" else "d"
+            if (kind, full) not in seen and (full + os.sep).startswith(prefixes):
+                seen.add((kind, full))
+                os.write(fd, f"{kind}\t{full}\n".encode("utf-8", "surrogateescape"))
+        finally:
+            busy[0] = False
+
+    sys.addaudithook(hook)
+
+
+def trace_line(log: Path, roots: list[Path]) -> str:
+    """The kernel's start-up line that installs :func:`install_read_trace` (an ``IPKernelApp.exec_lines`` item)."""
+    return (f"__import__('rerankeval.apps.chain_files', fromlist=['_']).install_read_trace("
+            f"{str(log)!r}, {[str(r) for r in roots]!r})")
+
+
+def code_version() -> str:
+    """A hash of the package's code (every ``.py`` file and template under ``lib/rerankeval``)."""
+    import hashlib
+
+    import rerankeval
+
+    root = Path(rerankeval.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".html", ".css", ".j2") and p.is_file()):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def notebook_key(nb: Path, nb_params: Mapping[str, Any], code: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """What must be equal for a notebook to be skipped, besides its inputs: the notebook file, its parameters,
+    the code version, the settings that choose models, endpoints and backends (no secret), and ``extra``."""
+    import hashlib
+
+    from rerankeval.core.settings import load_settings
+
+    settings = load_settings()
+    chosen = {f: None if getattr(settings, f, None) is None else str(getattr(settings, f)) for f in _SETTING_FIELDS}
+    return {"version": FINGERPRINT_VERSION, "notebook": hashlib.sha256(nb.read_bytes()).hexdigest(),
+            "parameters": json.loads(json.dumps(dict(nb_params), sort_keys=True, default=str)), "code": code,
+            "settings": chosen, **extra}
+
+
+def fingerprint_path(dp: paths.DatasetPaths, nb: Path) -> Path:
+    return dp.executed_dir / f"{nb.stem}.fingerprint.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_LATER_FILES = ("judgments-", "llm-")  # the explorer's grades and the assessor's: opened by name, never discovered
+
+
+def _listing(folder: Path, with_stats: bool) -> dict[str, Any]:
+    names = sorted(n for n in os.listdir(folder) if not n.startswith((".", *_LATER_FILES)))
+    if not with_stats:
+        return {"names": names}
+    stats = {n: [(s := (folder / n).stat()).st_size, s.st_mtime_ns] for n in names if (folder / n).is_file()}
+    return {"names": names, "files": stats}
+
+
+def _input_state(path: Path, results: Path, with_hash: bool = True) -> dict[str, Any] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if not path.is_file():
+        return None
+    state: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if with_hash and path.is_relative_to(results):
+        state["sha256"] = _sha256(path)
+    return state
+
+
+def record_fingerprint(dp: paths.DatasetPaths, nb: Path, key: Mapping[str, Any], log: Path, started_ns: int) -> bool:
+    """Save the fingerprint of a notebook that just succeeded, from its kernel's trace ``log`` (False: no trace,
+    so nothing was recorded and the notebook will run next time)."""
+    from rerankeval.core.ioutil import atomic_write_json
+
+    try:
+        lines = log.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    except OSError:
+        return False
+    results, skip = dp.root.resolve(), (dp.executed_dir.resolve(), dp.report_dir.resolve())
+    files: dict[str, Any] = {}
+    folders: dict[str, Any] = {}
+    for kind, _, where in (ln.partition("\t") for ln in lines):
+        p = Path(where).resolve()
+        if p.is_relative_to(skip[0]) or p.is_relative_to(skip[1]) or p.name.startswith("."):
+            continue
+        if kind == "d" and p.is_dir():
+            folders[str(p)] = _listing(p, with_stats=not p.is_relative_to(results))
+        elif kind == "r" and not p.exists():
+            files[str(p)] = {"absent": True}  # looked for and not there: its arrival is a change
+        elif kind == "r" and (state := _input_state(p, results, with_hash=False)) and state["mtime_ns"] < started_ns:
+            files[str(p)] = _input_state(p, results)  # (else written by the notebook itself: not an input)
+    atomic_write_json(fingerprint_path(dp, nb), {**key, "files": files, "folders": folders})
+    return True
+
+
+def _same_file(path: Path, was: Mapping[str, Any], results: Path) -> bool:
+    if was.get("absent"):
+        return not path.exists()
+    now = _input_state(path, results, with_hash=False)
+    if now is None or now["size"] != was.get("size"):
+        return False
+    if now["mtime_ns"] == was.get("mtime_ns"):
+        return True
+    return "sha256" in was and _sha256(path) == was["sha256"]  # rewritten with the same bytes
+
+
+def up_to_date(dp: paths.DatasetPaths, nb: Path, key: Mapping[str, Any]) -> bool:
+    """Whether ``nb`` may be skipped: its recorded fingerprint matches ``key`` and every input it read is as it
+    was, and its executed copy and page exist. A missing or unreadable fingerprint means: run it."""
+    if not (dp.executed_notebook(nb.name).is_file() and dp.notebook_html(nb.stem).is_file()):
+        return False
+    try:
+        rec = json.loads(fingerprint_path(dp, nb).read_text(encoding="utf-8"))
+        if not isinstance(rec, dict) or any(rec.get(k) != v for k, v in key.items()):
+            return False
+        results = dp.root.resolve()
+        if not all(_same_file(Path(f), was, results) for f, was in rec["files"].items()):
+            return False
+        return all(Path(d).is_dir() and _listing(Path(d), "files" in was) == was for d, was in rec["folders"].items())
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False
+
+
+def forget_fingerprint(dp: paths.DatasetPaths, nb: Path) -> None:
+    """Drop ``nb``'s fingerprint (before it runs: a failed or interrupted run must not leave an old one behind)."""
+    with contextlib.suppress(OSError):
+        fingerprint_path(dp, nb).unlink()

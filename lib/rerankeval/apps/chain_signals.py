@@ -10,7 +10,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
@@ -84,8 +84,10 @@ class Interrupt:
                 signal.signal(sig, handler)
 
 
-def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None) -> type:
-    """A kernel manager whose kernels start with ``env`` added to this process's environment.
+def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None,
+                         exec_lines: Sequence[str] = ()) -> type:
+    """A kernel manager whose kernels start with ``env`` added to this process's environment (and, for an
+    ipykernel kernel, run ``exec_lines`` before the notebook: the chain's read trace).
 
     The kernel talks to the chain over IPC (Unix sockets in a private temporary folder) rather than TCP on
     localhost: nothing else on the machine can connect to it, and ipykernel has no reason to print its "running
@@ -108,6 +110,9 @@ def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = N
 
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             kw["env"] = {**(kw.get("env") or os.environ), **extra}
+            if exec_lines and any("ipykernel" in str(a) for a in (self.kernel_spec.argv if self.kernel_spec else [])):
+                kw["extra_arguments"] = [*(kw.get("extra_arguments") or []),
+                                         *(f"--IPKernelApp.exec_lines={line}" for line in exec_lines)]
             await super().start_kernel(**kw)
             pid = getattr(self.provisioner, "pid", None)
             if interrupt is not None and pid:

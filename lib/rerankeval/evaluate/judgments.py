@@ -60,6 +60,16 @@ def split_of(dp: DatasetPaths) -> str:
         return "test"
 
 
+def _looked_at(path: Path) -> bool:
+    """Whether the judgments file exists, found by opening it: the chain's read trace sees the look also when there
+    is no file yet, so a grade recorded later re-runs the analysis (``apps.chain_files``)."""
+    try:
+        with path.open("rb"):
+            return True
+    except OSError:
+        return False
+
+
 def read_judgments(path: Path) -> list[tuple[str, str, int, int]]:
     """``(qid, unit_id, grade, line number)`` of each line of a judgments file (none when it does not exist)."""
     if not path.is_file():
@@ -241,8 +251,8 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
     """
     split = split or split_of(dp)
     path = dp.judgments(split)
-    rec: dict[str, Any] = {"file": str(path), "exists": path.is_file(), "merged": 0, "already_in_qrels": 0}
-    if not path.is_file():
+    rec: dict[str, Any] = {"file": str(path), "exists": _looked_at(path), "merged": 0, "already_in_qrels": 0}
+    if not rec["exists"]:
         return qrels, rec
     rows, repeated = checked_judgments(dp, path, qrels)
     known = set(qrels) | set(corpus.load_queries(dp))

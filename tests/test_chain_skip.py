@@ -1,0 +1,106 @@
+"""The chain skips a notebook whose inputs are unchanged since its last success (its fingerprint: the notebook,
+its parameters, the code, the settings, every file it read and folder it listed, traced in its kernel).
+
+A tiny chain of three stand-in notebooks over a tiny dataset: 01 reads the dataset's queries and writes a.txt,
+03 reads a.txt and writes b.txt, 05 reads b.txt and the explorer's judgments file (when there is one) and writes
+c.txt. No timing assumption: what ran is read from the chain's own lines and the files' contents.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rerankeval.apps import chain
+from rerankeval.core import paths
+
+READ = "from rerankeval.core import paths\ndp = paths.resolve_dataset(dataset)\n"
+NOTEBOOKS = {
+    "01-extract-corpus": ("size: int = 1  # a stand-in parameter",
+                          READ + "text = (dp.source / 'queries.jsonl').read_text()\n"
+                          "(dp.root / 'a.txt').write_text(f'{size}:{len(text)}')"),
+    "03-retrieve": ("k: int = 1  # a stand-in parameter",
+                    READ + "(dp.root / 'b.txt').write_text((dp.root / 'a.txt').read_text() + f'|{k}')"),
+    "05-analyse": ("ks: list = [1]  # a stand-in parameter",
+                   READ + "j = dp.source / 'qrels' / 'judgments-test.tsv'\n"
+                   "try:\n    extra = open(j).read()\nexcept FileNotFoundError:\n    extra = ''\n"
+                   "(dp.root / 'c.txt').write_text((dp.root / 'b.txt').read_text() + '|' + extra)"),
+}
+
+
+def _notebook(params: str, body: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("dataset: str = ''  # the dataset\n" + params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell, nbformat.v4.new_code_cell(body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+@pytest.fixture
+def tiny_chain(tmp_path, tiny_pdf, monkeypatch):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    for stem, (params, body) in NOTEBOOKS.items():
+        nbformat.write(_notebook(params, body), nbdir / f"{stem}.ipynb")
+    monkeypatch.setattr(paths, "NOTEBOOKS_DIR", nbdir)
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "res"))
+    out = tmp_path / "res" / tiny_pdf.name
+    return tiny_pdf, out
+
+
+def _run(capsys, dataset: Path, *overrides: str, force: bool = False) -> tuple[set[str], set[str]]:
+    """(the notebooks that ran, those skipped)"""
+    assert chain.run_chain(str(dataset), list(overrides), kernel="python3", force=force) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ran = {ln.split()[1][:2] for ln in lines if ln.startswith("[chain] ") and ln.endswith(" ...")}
+    skipped = {ln.split()[1][:2] for ln in lines if ln.endswith("up to date (skipped)")}
+    return ran, skipped
+
+
+def test_a_second_run_skips_every_notebook_and_a_changed_input_reruns_what_it_reaches(tiny_chain, capsys):
+    dataset, out = tiny_chain
+    assert _run(capsys, dataset) == ({"01", "03", "05"}, set())
+    first = {f: (out / f).stat().st_mtime_ns for f in ("a.txt", "b.txt", "c.txt")}
+    assert _run(capsys, dataset) == (set(), {"01", "03", "05"})
+    assert {f: (out / f).stat().st_mtime_ns for f in first} == first  # nothing was rewritten
+    assert (out / "report" / "03-retrieve.html").is_file()
+
+    # 03's parameter: 03 runs, b.txt changes so 05 runs; 01 is untouched
+    assert _run(capsys, dataset, "k=2") == ({"03", "05"}, {"01"})
+    assert (out / "c.txt").read_text().startswith("1:") and "|2|" in (out / "c.txt").read_text()
+
+    # a judgment recorded in the explorer: only 05 reads it
+    (dataset / "qrels" / "judgments-test.tsv").write_text("q1\tx#p1\t2\n")
+    assert _run(capsys, dataset, "k=2") == ({"05"}, {"01", "03"})
+    assert (out / "c.txt").read_text().endswith("x#p1\t2\n")
+
+    # the dataset's own file changed: everything downstream of 01 that reads what changed
+    with (dataset / "queries.jsonl").open("a") as fh:
+        fh.write("\n")
+    assert _run(capsys, dataset, "k=2") == ({"01", "03", "05"}, set())
+
+
+def test_a_corrupted_or_missing_fingerprint_reruns_and_force_runs_everything(tiny_chain, capsys):
+    dataset, out = tiny_chain
+    _run(capsys, dataset)
+    (out / "executed" / "03-retrieve.fingerprint.json").write_text("{not json")
+    ran, skipped = _run(capsys, dataset)
+    assert ran == {"03"} and skipped == {"01", "05"}  # 03 rewrote b.txt with the same bytes: 05 stays up to date
+    record = json.loads((out / "executed" / "03-retrieve.fingerprint.json").read_text())
+    assert str(out / "a.txt") in record["files"] and str(out / "b.txt") not in record["files"]  # its own output
+    (out / "executed" / "05-analyse.fingerprint.json").unlink()
+    assert _run(capsys, dataset) == ({"05"}, {"01", "03"})
+    assert _run(capsys, dataset, force=True) == ({"01", "03", "05"}, set())
+
+
+def test_a_failed_notebook_leaves_no_fingerprint(tiny_chain, capsys):
+    dataset, out = tiny_chain
+    _run(capsys, dataset)
+    (out / "a.txt").unlink()  # 03 reads it: a changed input, and 03 now fails
+    (out / "a.txt").mkdir()
+    assert chain.run_chain(str(dataset), [], kernel="python3") == chain.EXIT_FAILED
+    assert not (out / "executed" / "03-retrieve.fingerprint.json").exists()
