@@ -25,7 +25,7 @@ class Tty(io.StringIO):
 def test_plain_mode_prints_a_line_per_tenth_with_rate_and_counters(monkeypatch):
     monkeypatch.delenv(progress.STAGE_ENV, raising=False)
     out = io.StringIO()
-    with Progress(100, desc="rerank", unit="query", file=out) as bar:
+    with Progress(100, desc="rerank", unit="query", file=out, quiet_s=0) as bar:
         for i in range(100):
             bar.update(1, calls=i + 1, cache_hits=i // 2)
     lines = out.getvalue().splitlines()
@@ -38,13 +38,34 @@ def test_plain_mode_prints_a_line_per_tenth_with_rate_and_counters(monkeypatch):
 def test_plain_mode_small_total_and_unknown_total(monkeypatch):
     monkeypatch.delenv(progress.STAGE_ENV, raising=False)
     out = io.StringIO()
-    assert list(track(["a", "b", "c"], desc="embedding", unit="text", file=out)) == ["a", "b", "c"]
+    assert list(track(["a", "b", "c"], desc="embedding", unit="text", file=out, quiet_s=0)) == ["a", "b", "c"]
     assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == [
         "embedding: 1/3 text (33%)", "embedding: 2/3 text (67%)", "embedding: 3/3 text (100%)"]
     out = io.StringIO()
-    list(track(iter(range(20)), desc="pages", unit="page", file=out))  # no len(): at 1, 2, 4, 8, 16, then the end
+    list(track(iter(range(20)), desc="pages", unit="page", file=out, quiet_s=0))  # no len(): 1, 2, 4, 8, 16, end
     assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == [
         f"pages: {n} page" for n in (1, 2, 4, 8, 16, 20)]
+
+
+def test_a_stage_done_in_a_moment_prints_nothing_and_a_slow_one_starts_after_the_quiet_seconds(monkeypatch):
+    """A warm stage (all 60 queries from the cache, no time passing) says nothing; ten lines were printed before."""
+    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
+    out = io.StringIO()
+    with Progress(60, desc="rerank", unit="query", file=out, clock=lambda: 0.0) as bar:
+        for _ in range(60):
+            bar.update(1)
+    assert out.getvalue() == ""
+    out = Tty()
+    list(track(range(60), desc="rerank", file=out, mode="bar"))  # tqdm's own clock: done well within 2 s
+    assert out.getvalue() == ""
+    out = io.StringIO()
+    now = [0.0]
+    with Progress(10, desc="pages", unit="page", file=out, clock=lambda: now[0]) as bar:
+        for i in range(10):
+            now[0] = (i + 1) * 0.5  # a page every half second
+            bar.update(1)
+    lines = [ln.split(" [")[0] for ln in out.getvalue().splitlines()]
+    assert lines == [f"pages: {n}/10 page ({n}0%)" for n in range(4, 11)], lines  # from 2 s on, each tenth
 
 
 def test_mode_follows_the_stream_and_the_environment(monkeypatch):
@@ -64,7 +85,7 @@ def test_mode_follows_the_stream_and_the_environment(monkeypatch):
 def test_bar_mode_draws_a_tqdm_bar_with_counters(monkeypatch):
     monkeypatch.setenv(progress.STAGE_ENV, "04-rerank")
     out = Tty()
-    with Progress(4, desc="rerank", unit="query", file=out, mode="bar") as bar:
+    with Progress(4, desc="rerank", unit="query", file=out, mode="bar", quiet_s=0) as bar:
         for _ in range(4):
             bar.update(1, calls=3)
     text = out.getvalue()
@@ -88,7 +109,7 @@ CELL = """\
 import os
 from rerankeval.core.progress import track
 print("mark:", os.environ.get("RERANKEVAL_TEST_MARK"))
-for _ in track(range(30), desc="encoding", unit="text"):
+for _ in track(range(30), desc="encoding", unit="text", quiet_s=0):
     pass
 """
 

@@ -14,6 +14,8 @@ stream that goes into the notebook; its ``fileno()`` is a copy of the stderr the
 and stays out of the executed notebook. How it writes (``RERANKEVAL_PROGRESS``, else chosen from that
 stream): ``bar`` on a terminal (a tqdm bar with items done, rate and ETA), ``plain`` in logs and CI (one
 line per 10% of the total, or at 1, 2, 4, 8 ... items when the total is unknown), ``off`` for nothing.
+Either says nothing for the first ``quiet_s`` seconds (default :data:`QUIET_S`): a stage answered from its caches
+in a moment prints no line, so a warm chain says one line per notebook.
 The chain sets ``RERANKEVAL_STAGE`` (the notebook's name) for its kernels; lines are prefixed with it.
 
 A bar moves when an item finishes; one item can wait on a slow endpoint for a long time (a rerank query
@@ -44,6 +46,7 @@ MODES = ("bar", "plain", "off")
 PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 PLAIN_FORMAT_NO_TOTAL = "{desc}: {n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
 HEARTBEAT_S = 60.0  # at most this long without a line while a call is in flight
+QUIET_S = 2.0  # a display starts only once its stage has taken this long
 
 T = TypeVar("T")
 
@@ -102,18 +105,19 @@ class Progress:
     """A progress display for ``total`` items (None: unknown); ``update(n, **counters)`` as items finish."""
 
     def __init__(self, total: int | None = None, *, desc: str, unit: str = "it", file: TextIO | None = None,
-                 mode: str | None = None):
+                 mode: str | None = None, quiet_s: float = QUIET_S, clock: Callable[[], float] = time.monotonic):
         self.file = file if file is not None else terminal()
+        self.quiet_s, self.clock = float(quiet_s), clock
         self.mode = mode or default_mode(self.file)
         if self.mode not in MODES:
             raise ValueError(f"progress mode {self.mode!r}: use one of {', '.join(MODES)}")
         self.total, self.desc, self.unit = total, _label(desc), unit
         self.n = 0
         self.postfix: dict[str, Any] = {}
-        self._t0 = time.monotonic()
+        self._t0 = clock()
         self._printed_at: int | None = None
         self._bar = (tqdm(total=total, desc=self.desc, unit=unit, file=self.file, dynamic_ncols=True,
-                          mininterval=0.5, leave=True) if self.mode == "bar" else None)
+                          mininterval=0.5, leave=True, delay=self.quiet_s) if self.mode == "bar" else None)
 
     def update(self, n: int = 1, **postfix: Any) -> None:
         """``n`` more items done; keyword counters (e.g. ``calls=12, cache_hits=5``) are shown beside."""
@@ -127,6 +131,8 @@ class Progress:
             self._line()
 
     def _due(self) -> bool:
+        if self.clock() - self._t0 < self.quiet_s:
+            return False
         if self.total:
             step = max(1, -(-self.total // 10))  # a line per 10% of the total
             last = self._printed_at or 0
@@ -136,7 +142,7 @@ class Progress:
     def _line(self) -> None:
         fmt = PLAIN_FORMAT if self.total else PLAIN_FORMAT_NO_TOTAL
         post = ", ".join(f"{k}={v}" for k, v in self.postfix.items())
-        line = tqdm.format_meter(self.n, self.total, time.monotonic() - self._t0, prefix=self.desc,
+        line = tqdm.format_meter(self.n, self.total, self.clock() - self._t0, prefix=self.desc,
                                  unit=self.unit, postfix=post, bar_format=fmt)
         print(line, file=self.file, flush=True)
         self._printed_at = self.n
@@ -146,7 +152,8 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        elif self.mode == "plain" and self._printed_at != self.n:
+        elif self.mode == "plain" and self._printed_at != self.n and (
+                self._printed_at is not None or self.clock() - self._t0 >= self.quiet_s):
             self._line()
         self.mode = "off"
 
@@ -158,11 +165,11 @@ class Progress:
 
 
 def track(iterable: Iterable[T], *, total: int | None = None, desc: str, unit: str = "it",
-          file: TextIO | None = None, mode: str | None = None) -> Iterator[T]:
+          file: TextIO | None = None, mode: str | None = None, quiet_s: float = QUIET_S) -> Iterator[T]:
     """Yield from ``iterable`` while showing its progress (``total`` defaults to ``len(iterable)``)."""
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)  # type: ignore[arg-type]
-    with Progress(total, desc=desc, unit=unit, file=file, mode=mode) as bar:
+    with Progress(total, desc=desc, unit=unit, file=file, mode=mode, quiet_s=quiet_s) as bar:
         for item in iterable:
             yield item
             bar.update(1)
