@@ -320,13 +320,24 @@ def _extract_file(rel: str, path: Path, size: int, overlap: int, x_tolerance: fl
 def _extract_all(sources: dict[str, Path], size, overlap, x_tolerance, workers: int) -> dict[str, FileExtract]:
     """Every PDF extracted, in ``workers`` processes when more than one (largest files first, so the
     slowest file starts at once); the result does not depend on ``workers``."""
+    from concurrent.futures import as_completed
+
+    from rerankeval.core.progress import Progress
+
     args = {rel: (rel, path, size, overlap, x_tolerance) for rel, path in sources.items()}
-    if workers <= 1:
-        return {rel: _extract_file(*a) for rel, a in args.items()}
-    order = sorted(sources, key=lambda rel: sources[rel].stat().st_size, reverse=True)
-    with ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool:
-        futures = {rel: pool.submit(_extract_file, *args[rel]) for rel in order}
-        return {rel: futures[rel].result() for rel in sources}
+    with Progress(len(args), desc="extracting PDFs", unit="PDF") as bar:
+        if workers <= 1:
+            done = {}
+            for rel, a in args.items():
+                done[rel] = _extract_file(*a)
+                bar.update(1)
+            return done
+        order = sorted(sources, key=lambda rel: sources[rel].stat().st_size, reverse=True)
+        with ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool:
+            futures = {rel: pool.submit(_extract_file, *args[rel]) for rel in order}
+            for _ in as_completed(futures.values()):
+                bar.update(1)
+            return {rel: futures[rel].result() for rel in sources}
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:

@@ -184,7 +184,8 @@ def conformance_check(
     bad = []
     for checker in checkers:
         for v, path in run_files.items():
-            mine = per_query[per_query.variant == v].set_index(["qid", "metric"])["value"]
+            sub = per_query[per_query.variant == v]
+            mine = dict(zip(zip(sub.qid, sub.metric, strict=True), sub.value, strict=True))  # (qid, metric) -> value
             theirs = _checker_values(checker, Path(path), qrels, qs.qids, columns, cache)
             for c in columns:
                 got = theirs.get(c, {})
@@ -194,7 +195,7 @@ def conformance_check(
                     if q not in got and qs.policy != "zero" and v not in qs.empty:
                         diffs.append(math.inf)
                         continue
-                    diffs.append(abs(float(mine.loc[(q, c)]) - ref))
+                    diffs.append(abs(float(mine[(q, c)]) - ref))
                 worst = max(diffs) if diffs else 0.0
                 rows.append((checker, v, c, len(diffs), worst))
                 if worst > tol:
