@@ -47,6 +47,7 @@ def tiny_chain(tmp_path, tiny_pdf, monkeypatch):
     for stem, (params, body) in NOTEBOOKS.items():
         nbformat.write(_notebook(params, body), nbdir / f"{stem}.ipynb")
     monkeypatch.setattr(paths, "NOTEBOOKS_DIR", nbdir)
+    monkeypatch.setattr(chain, "code_version", lambda: "code-1")  # not the live tree's (others may edit it)
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "res"))
     out = tmp_path / "res" / tiny_pdf.name
     return tiny_pdf, out
@@ -84,7 +85,8 @@ def test_a_second_run_skips_every_notebook_and_a_changed_input_reruns_what_it_re
     assert _run(capsys, dataset, "k=2") == ({"01", "03", "05"}, set())
 
 
-def test_a_corrupted_or_missing_fingerprint_reruns_and_force_runs_everything(tiny_chain, capsys):
+def test_a_corrupted_or_missing_fingerprint_reruns_and_force_or_new_code_runs_everything(tiny_chain, capsys,
+                                                                                         monkeypatch):
     dataset, out = tiny_chain
     _run(capsys, dataset)
     (out / "executed" / "03-retrieve.fingerprint.json").write_text("{not json")
@@ -95,6 +97,8 @@ def test_a_corrupted_or_missing_fingerprint_reruns_and_force_runs_everything(tin
     (out / "executed" / "05-analyse.fingerprint.json").unlink()
     assert _run(capsys, dataset) == ({"05"}, {"01", "03"})
     assert _run(capsys, dataset, force=True) == ({"01", "03", "05"}, set())
+    monkeypatch.setattr(chain, "code_version", lambda: "code-2")  # another version of the package
+    assert _run(capsys, dataset) == ({"01", "03", "05"}, set())
 
 
 def test_a_failed_notebook_leaves_no_fingerprint(tiny_chain, capsys):

@@ -210,8 +210,8 @@ class Freshness:
 def _skipped_page(dp: paths.DatasetPaths, nb: Path) -> dict[str, Any]:
     print(f"[chain] {nb.name} up to date (skipped)", flush=True)
     earlier = read_records(dp).get(nb.stem) or {}
-    return {"name": nb.stem, "href": dp.notebook_html(nb.stem).name, "status": "ok", "seconds": 0.0, "error": None,
-            "rerun": True, "skipped": True, "finished": earlier.get("finished")}
+    return {"name": nb.stem, "href": dp.notebook_html(nb.stem).name, "status": "ok", "seconds": None, "error": None,
+            "rerun": True, "skipped": True, "finished": earlier.get("finished")}  # when it last ran
 
 
 def _uses_llm(nb: Path, params: Mapping[str, Any]) -> bool:

@@ -179,14 +179,18 @@ def conformance_check(
     n_queries, max_abs_diff``; raises :class:`ConformanceError` when any difference exceeds ``tol``
     (unless ``raise_on_diff`` is false). ``cache``: a folder for the checkers' values (see the module doc).
     """
+    from rerankeval.core.progress import Progress
+
     columns = list(dict.fromkeys(per_query.metric))
     rows = []
     bad = []
+    bar = Progress(len(checkers) * len(run_files), desc="second evaluators", unit="run")  # silent when cached
     for checker in checkers:
         for v, path in run_files.items():
             sub = per_query[per_query.variant == v]
             mine = dict(zip(zip(sub.qid, sub.metric, strict=True), sub.value, strict=True))  # (qid, metric) -> value
             theirs = _checker_values(checker, Path(path), qrels, qs.qids, columns, cache)
+            bar.update(1, checker=checker)
             for c in columns:
                 got = theirs.get(c, {})
                 diffs = []
@@ -201,6 +205,7 @@ def conformance_check(
                 if worst > tol:
                     i = diffs.index(worst)
                     bad.append(f"{v} {c} ({checker}): query {qs.qids[i]} differs by {worst:.3g}")
+    bar.close()
     out = pd.DataFrame(rows, columns=["checker", "variant", "metric", "n_queries", "max_abs_diff"])
     if bad and raise_on_diff:
         raise ConformanceError(
