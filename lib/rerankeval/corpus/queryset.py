@@ -12,12 +12,16 @@ evaluated).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rerankeval.core.ioutil import atomic_write_jsonl
+from rerankeval.core.errors import ReRankEvalError
+from rerankeval.core.ioutil import atomic_write_jsonl, locked
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import beir
 from rerankeval.corpus.beir import InputError
@@ -156,3 +160,66 @@ def validate_judgments(queries: dict[str, dict[str, Any]], raw_qrels: dict[str, 
             slices["type"] = queries[qid]["slice"]
         query_rows.append({"_id": qid, "text": queries[qid]["text"], "slices": slices})
     return qrels, query_rows, warnings
+
+
+# --------------------------------------------------------------------------- appending to the human files
+_NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
+DEFAULT_PREFIX = "q-"
+
+
+class IdClash(ReRankEvalError, ValueError):
+    """A question id to append is already used by the human files (queries.jsonl or the qrels)."""
+
+
+def next_id(existing: Iterable[str]) -> str:
+    """The next id in the style of ``existing``: ``dm-061`` after ``dm-001`` .. ``dm-060`` (the most common
+    prefix, its widest number plus one, zero-padded as wide); ``q-001`` when no id is numbered."""
+    found = [m for m in map(_NUMBERED.match, existing) if m]
+    if not found:
+        return f"{DEFAULT_PREFIX}001"
+    prefix = Counter(m["prefix"] for m in found).most_common(1)[0][0]
+    mine = [m for m in found if m["prefix"] == prefix]
+    width = max(len(m["num"]) for m in mine)
+    return f"{prefix}{max(int(m['num']) for m in mine) + 1:0{width}d}"
+
+
+def human_ids(dp: DatasetPaths, split: str = "test") -> set[str]:
+    """Every query id the human files use: queries.jsonl's and those the qrels of ``split`` name."""
+    ids = set(beir.read_queries(dp.source_queries)) if dp.source_queries.is_file() else set()
+    qrels = dp.source_qrels(split)
+    return ids | ({j.qid for j in beir.read_judgments(qrels)} if qrels.is_file() else set())
+
+
+def _append(path: Path, lines: list[str], header: str = "") -> None:
+    """Append ``lines`` to ``path`` (created with ``header``), never rewriting a byte already there; a last line
+    without its newline gets one first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_bytes() if path.is_file() else b""
+    lead = header if not old else ("" if old.endswith(b"\n") else "\n")
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(lead + "".join(line + "\n" for line in lines))
+
+
+def append_human(dp: DatasetPaths, questions: list[dict[str, Any]], grades: Mapping[str, Mapping[str, int]],
+                 split: str = "test") -> list[str]:
+    """Append ``questions`` (``{"_id", "text", "metadata"}``) to the dataset's ``queries.jsonl`` and their
+    ``grades`` (qid -> unit -> grade) to ``qrels/<split>.tsv``, under one lock; the lines already there are never
+    rewritten. An ``_id`` of None gets the next free id (:func:`next_id`), chosen under the lock, and its grades are
+    ``grades[None]``. Raises :class:`IdClash` (nothing written) when an id is already used by either file. The ids."""
+    with locked(dp.source_queries):
+        used = human_ids(dp, split)
+        clash = sorted({str(q["_id"]) for q in questions if q["_id"] is not None} & used)
+        if clash:
+            raise IdClash(f"question id(s) {', '.join(clash)} already in {dp.source_queries} or "
+                          f"{dp.source_qrels(split)}; nothing was written. Fix: rename the draft(s) in "
+                          f"{dp.source_draft_queries} (the _id and its qrels/draft.tsv lines), or remove the "
+                          "human question that uses the id")
+        lines, rows, ids = [], [], []
+        for q in questions:
+            qid = str(q["_id"]) if q["_id"] is not None else next_id(used | set(ids))
+            lines.append(json.dumps({**q, "_id": qid}, ensure_ascii=False))
+            rows += [f"{qid}\t{u}\t{int(g)}" for u, g in grades.get(q["_id"], {}).items()]
+            ids.append(qid)
+        _append(dp.source_queries, lines)
+        _append(dp.source_qrels(split), rows, header="query-id\tcorpus-id\tscore\n")
+    return ids

@@ -5,21 +5,29 @@ text as ``metadata.original_text``), under an exclusive lock, so two reviewers r
 Accepted and unreviewed drafts are evaluated; a rejected one never is, and its unit is never asked about again.
 Other units that also answer a draft are graded with ``explore.judge``, into the same judgments file as every
 grade recorded while exploring. The next ``make report`` re-reads the questions (stage 01 keeps its chunks).
+
+:func:`promote` moves the accepted (and edited) drafts into the human files: ``queries.jsonl`` (appended, ids kept,
+``metadata.source = "drafted, reviewed"``) and ``qrels/<split>.tsv`` (the draft's qrels lines, a grade recorded
+while exploring winning over the drafted one), and marks them ``metadata.promoted`` in ``queries.draft.jsonl``.
+Human questions win over drafts (:func:`rerankeval.corpus.queryset.query_source`): once promoted, the dataset has
+human questions and the drafts not reviewed yet are no longer evaluated.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 
 import pandas as pd
 
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import locked
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.corpus import queryset
+from rerankeval.corpus import beir, queryset
 from rerankeval.corpus.contract import load_chunks
 
 ACTIONS = ("accept", "edit", "reject")
+PROMOTED_SOURCE = "drafted, reviewed"  # metadata.source of a promoted question in queries.jsonl
 
 
 class DraftGone(ReRankEvalError, KeyError):
@@ -79,3 +87,56 @@ def source_passage(dp: DatasetPaths, qid: str) -> tuple[str, str]:
         raise DraftGone(f"draft {qid!r} is not in {dp.source_draft_queries}; see explore.drafts(dp)")
     chunks = load_chunks(dp)
     return d.unit, unit_texts(chunks[chunks.unit_id == d.unit]).get(d.unit, "")
+
+
+def _split(dp: DatasetPaths) -> str:
+    """The qrels split stage 01 used (``stats.json``), ``test`` before 01 ran."""
+    try:
+        return str(json.loads(dp.corpus_stats.read_text(encoding="utf-8")).get("split") or "test")
+    except (OSError, ValueError):
+        return "test"
+
+
+def _grades(dp: DatasetPaths, qids: set[str], split: str) -> dict[str, dict[str, int]]:
+    """qid -> unit -> grade for ``qids``: the drafted qrels, then the grades recorded while exploring (they win)."""
+    out: dict[str, dict[str, int]] = {}
+    for path in (dp.source_draft_qrels, dp.judgments(split)):
+        for j in beir.read_judgments(path) if path.is_file() else []:
+            if j.qid in qids:
+                out.setdefault(j.qid, {})[j.did] = j.grade
+    return out
+
+
+def promote(dp: DatasetPaths, split: str | None = None) -> str:
+    """Move every accepted (or edited) draft not promoted yet into ``queries.jsonl`` and ``qrels/<split>.tsv``
+    (appended: the lines already there never change), mark it promoted in ``queries.draft.jsonl``, and say what
+    was done. Idempotent: a second call adds nothing. An id already used by a different human question raises
+    :class:`rerankeval.corpus.queryset.IdClash` and writes nothing. After a promotion the dataset has human
+    questions, which win over drafts: the drafts not reviewed yet stop being evaluated (the message says how many).
+    """
+    split = split or _split(dp)
+    path = dp.source_draft_queries
+    with locked(path):
+        drafts = queryset.read_drafts(path)
+        todo = [d for d in drafts if d.status == queryset.ACCEPTED and not d.metadata.get("promoted")]
+        human = beir.read_queries(dp.source_queries) if dp.source_queries.is_file() else {}
+        done = [d for d in todo if human.get(d.qid, {}).get("text") == d.text]  # appended before a crash
+        new = [d for d in todo if d not in done]
+        grades = _grades(dp, {d.qid for d in new}, split)
+        rows = [{"_id": d.qid, "text": d.text, "metadata": {**{k: v for k, v in d.metadata.items() if k != "status"},
+                                                            "source": PROMOTED_SOURCE}} for d in new]
+        if rows:
+            queryset.append_human(dp, rows, grades, split)
+        when = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        for d in todo:
+            d.metadata.update(promoted=True, promoted_at=when)
+        if todo:
+            queryset.write_drafts(path, drafts)
+    pending = sum(d.status == queryset.DRAFT for d in drafts)
+    if not new:
+        return f"nothing to promote: no accepted draft in {path.name} that is not in queries.jsonl already"
+    n_grades = sum(len(g) for g in grades.values())
+    return (f"promoted {len(new)} question(s) ({', '.join(d.qid for d in new)}) to {dp.source_queries} and "
+            f"{n_grades} grade(s) to {dp.source_qrels(split)}. The dataset now has human questions, which win over "
+            f"drafts: the next make report evaluates queries.jsonl only, and the {pending} draft(s) not reviewed "
+            "yet are no longer evaluated (review and promote them to include them).")
