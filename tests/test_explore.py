@@ -73,6 +73,21 @@ def test_a_judged_query_shows_every_saved_variant_with_grades_ledger_and_ranks_b
     assert explore.Explorer(dp).show("  Alpha   configuration ", k=3).qid == "q1"
 
 
+def test_the_rerank_column_shows_the_llm_s_own_scores_from_stage_04(tmp_path):
+    dp = _dataset(tmp_path)
+    dp.rerank_candidates.parent.mkdir(parents=True, exist_ok=True)
+    dp.rerank_candidates.write_text("qid,pass,docid,fused_rank,presented_rank,llm_score,final_rank\n"
+                                    f"q1,main,{UNITS[4]},5,5,0.875,1\nq1,main,{UNITS[3]},4,4,0.5,2\n"
+                                    f"q1,stability,{UNITS[3]},4,1,0.1,1\n", encoding="utf-8")
+    x = explore.Explorer(dp).show("q1", k=3)
+    rr = next(c for c in x.columns if c.variant == "hybrid_rerank").hits
+    assert [(h.unit_id, h.llm_score) for h in rr] == [(UNITS[4], 0.875), (UNITS[3], 0.5), (UNITS[2], None)]
+    html = x._repr_html_()
+    assert "LLM score 0.875 \u00b7 hybrid #5" in html and "LLM score 0.5 \u00b7 hybrid #4" in html
+    assert ">score 0.3333 \u00b7 hybrid #3" in html  # below the scored pool: the run's 1/rank
+    assert x.frame().llm_score.notna().sum() == 2
+
+
 def test_a_query_with_no_judged_units_is_shown_without_grades(tmp_path):
     dp = _dataset(tmp_path)
     x = explore.show(dp, "q3", k=5)
@@ -152,34 +167,8 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
     assert "live search over the saved indexes" in shown
     for v in ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_rerank"):
         assert f"<h4>{v} " in shown, v
-    assert "unavailable" not in shown and "hybrid_rerank ledger: status" in shown
+    assert "unavailable" not in shown and "hybrid_rerank ledger: status" in shown and "LLM score " in shown
+    said = "".join("".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c["outputs"])
+    assert "reranking 3 candidates with fake (listwise): 1/1 calls" in said  # the live rerank's progress
     examples = html_of("ex.examples(n_examples)")
     assert examples.count('class="rre-x"') == 3  # the diff view's largest changes, from the saved runs
-
-
-def test_the_widget_shows_a_picked_query_and_records_a_grade(tmp_path, monkeypatch):
-    pytest.importorskip("ipywidgets")
-    monkeypatch.delenv("RERANKEVAL_STAGE", raising=False)
-    dp = _dataset(tmp_path)
-    ui = explore.widget(dp, k=3)
-    text, pick, _, _, row, status = ui.children
-    unit, grade, record = row.children
-    pick.value = "q3"  # a query with no judgments yet
-    assert not record.disabled and set(unit.options) == set(UNITS)
-    unit.value, grade.value = UNITS[3], 2
-    record.click()
-    assert "recorded: q3 / m.pdf#p4 = 2" in status.value
-    assert judgments.read_judgments(dp.judgments("test")) == [("q3", UNITS[3], 2, 2)]
-    pick.value = "q1"
-    unit.value, grade.value = UNITS[0], 0  # judged 2 in the qrels: refused, shown, nothing written
-    record.click()
-    assert "refused" in status.value and len(judgments.read_judgments(dp.judgments("test"))) == 1
-
-
-def test_without_ipywidgets_the_widget_says_how_to_call_the_explorer(tmp_path, monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **kw: (_ for _ in ()).throw(ImportError(name))
-                        if name == "ipywidgets" else real(name, *a, **kw))
-    assert "explore.show(dp, query, k)" in explore.widget(_dataset(tmp_path))

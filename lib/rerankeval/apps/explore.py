@@ -15,7 +15,9 @@
 
 Each column is one variant: rank, score, unit id, a snippet with the query's terms highlighted (every text
 HTML-escaped), the grade when the query is judged (``?`` marks a unit nobody judged), and for the rerankers
-(``hybrid_rerank``, ``cross_encoder``) each unit's rank in the fused ``hybrid`` list before reranking. The
+(``hybrid_rerank``, ``cross_encoder``) each unit's rank in the fused ``hybrid`` list before reranking; the
+``hybrid_rerank`` column shows the LLM's own score of each unit it ranked (stage 04's ``rerank/candidates.csv``, or
+the live rerank's), the run's 1/rank below ``pool_k``. A live rerank prints a line per LLM call. The
 reranker's ledger row (status, repairs, retries, latency, cache) is shown above the columns.
 
 - A query id of ``queries.jsonl`` (or its exact text) shows the **saved** run files of stages 03/04 and the
@@ -28,7 +30,7 @@ reranker's ledger row (status, repairs, retries, latency, cache) is shown above 
 
 :class:`Explorer` keeps the loaded runs, corpus and indexes between queries (a warm query costs only its own
 search); :func:`show` and :func:`judge` use one explorer per dataset. :func:`widget` is the ipywidgets UI (a
-text box, a dropdown of judged and example queries, and a grade button), when ipywidgets is installed.
+text box, a dropdown of judged and example queries, grade buttons and "Add as a question").
 
 This module holds the explorer and its public functions; the parts live beside it and are re-exported here:
 :mod:`~rerankeval.apps.explore_view` (what is shown and its HTML), :mod:`~rerankeval.apps.explore_search` (free
@@ -145,6 +147,7 @@ class Explorer:
         from rerankeval.rerank.ledger import read_ledger
 
         self.ledger = read_ledger(dp.ledger, missing_ok=True)
+        self.llm_scores = _llm_scores(dp)
         self._qrels: runs.Qrels | None = None
         self._live: LiveSearch | None = None  # opened on the first free-text query
 
@@ -182,12 +185,15 @@ class Explorer:
         terms = self.texts.terms(text)
         if qid is not None:
             found = {v: (run.get(qid, {}), self._best(v).get(qid, {}), "") for v, run in self.runs.items()}
-            ledger = _ledger_row(self.ledger, qid)
+            ledger, scored = _ledger_row(self.ledger, qid), self.llm_scores.get(qid, {})
         else:
             found, ledger = self.live().search(text, list(self.runs))
+            scored = self.live().llm_scores
         gold = dict(self.qrels.get(qid, {})) if qid else {}
         hybrid = found.get(HYBRID, ({}, {}, ""))[0]
         columns = [self._column(v, *found[v], terms, k, gold, hybrid) for v in self.runs if v in found]
+        for h in (h for c in columns if c.variant == HYBRID_RERANK for h in c.hits):
+            h.llm_score = scored.get(h.unit_id)
         return Exploration(self.dp.name, text, qid, qid is None, k, columns, gold, ledger, terms,
                            time.perf_counter() - t0, lambda s: self.texts.marked(s, terms), note)
 
@@ -211,7 +217,7 @@ class Explorer:
     def live(self) -> LiveSearch:
         """The live search over the saved indexes (opened once; raises when stage 02 has not run)."""
         if self._live is None:
-            self._live = LiveSearch(self.dp, self.texts.unit_of)
+            self._live = LiveSearch(self.dp, self.texts.unit_of, say=lambda s: print(s, flush=True))
         return self._live
 
     def judge(self, qid: str, unit_id: str, grade: int, replace: bool = False) -> str:
@@ -236,6 +242,18 @@ def _ledger_row(ledger: pd.DataFrame | None, qid: str) -> dict[str, Any] | None:
         return None
     rows = ledger[(ledger.qid == qid) & (ledger["pass"] == "main")]
     return rows.iloc[0].to_dict() if len(rows) else None
+
+
+def _llm_scores(dp: DatasetPaths) -> dict[str, dict[str, float]]:
+    """qid -> unit -> the reranker's own score in stage 04's main pass (``rerank/candidates.csv``), or {}."""
+    if not dp.rerank_candidates.is_file():
+        return {}
+    df = corpus.read_table(dp.rerank_candidates, ids=("qid", "docid", "pass"))
+    df = df[(df["pass"] == "main") & df.llm_score.notna()]
+    out: dict[str, dict[str, float]] = {}
+    for q, d, s in zip(df.qid, df.docid, df.llm_score, strict=True):
+        out.setdefault(q, {})[d] = float(s)
+    return out
 
 
 def example_queries(dp: DatasetPaths, n: int = 3, pair: Sequence[str] = (HYBRID, HYBRID_RERANK)) -> list[str]:
@@ -363,6 +381,7 @@ def judging_table(dp: DatasetPaths) -> pd.DataFrame | str:
 
 
 def widget(dp: DatasetPaths, k: int = 10) -> Any:
-    """The ipywidgets explorer: a text box and a dropdown of queries, the view, and a grade button for a shown
-    unit of a judged query. Without ipywidgets (or inside a chain run) it says how to call :func:`show`."""
-    return explore_widget.widget(dp, k, explorer)
+    """The ipywidgets explorer: a text box (and Search), a dropdown of queries, the view, one button per grade for
+    a shown unit of a judged query, and "Add as a question" for free text. Without ipywidgets (or inside a chain
+    run) a Markdown message says how to call :func:`show`."""
+    return explore_widget.widget(dp, k, explorer, add_question)

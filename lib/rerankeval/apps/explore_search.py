@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import atexit
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rerankeval.core import runs
@@ -32,10 +32,11 @@ class LiveSearch:
     """Free-text search through stage 03's :class:`~rerankeval.retrieve.stage.Retriever` over the saved indexes, with
     each variant's recorded parameters, and stage 04's cached LLM reranker with its recorded configuration."""
 
-    def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str]):
+    def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str], say: Callable[[str], None] = print):
         from rerankeval.retrieve.stage import Retriever
 
-        self.dp, self.unit_of = dp, unit_of
+        self.dp, self.unit_of, self.say = dp, unit_of, say
+        self.llm_scores: dict[str, float | None] = {}  # the last live rerank's own scores, by unit
         try:
             self.retriever = Retriever(dp, progress=False)
         except FileNotFoundError as exc:  # StageMissing: no index manifest, or one built from other chunks
@@ -78,7 +79,7 @@ class LiveSearch:
     def search(self, text: str, variants: Sequence[str]) -> tuple[dict[str, tuple[Run, dict, str]], dict | None]:
         """variant -> (unit scores, unit -> best chunk, why unavailable) for ``text``; the reranker's ledger row."""
         found = {v: self._retrieve(v, text) for v in dict.fromkeys([HYBRID, *variants]) if v != HYBRID_RERANK}
-        ledger = None
+        ledger, self.llm_scores = None, {}
         if HYBRID_RERANK in variants:
             run, why, ledger = self._rerank(text, *found[HYBRID][:2])
             found[HYBRID_RERANK] = (run, found[HYBRID][1], why)
@@ -106,10 +107,31 @@ class LiveSearch:
         items = ranked(hybrid)
         pool = [Candidate(d, self.retriever.texts[best[d]], float(s), i) for i, (d, s) in enumerate(items[:pool_k])]
         with Reranker(RerankConfig(**cfg), settings=settings, cache=LLMCache()) as rr:
+            _report_calls(rr, text, pool, self.say)
             res = rr.rerank_query(FREE_QID, text, pool)
+        self.llm_scores = dict(res.llm_scores)
         order = res.order + [d for d, _ in items[pool_k:]]
         return {d: 1.0 / (i + 1) for i, d in enumerate(order)}, "", res.row
 
     def close(self) -> None:
         self.retriever.close()
         _OPEN.discard(self)
+
+
+def _report_calls(rr: Any, text: str, pool: Sequence[Any], say: Callable[[str], None]) -> None:
+    """Make ``rr`` (a :class:`~rerankeval.rerank.Reranker`) say a line per LLM call of this pool: ``reranking 10
+    candidates with <model>: 3/4 calls`` (a cached reply counts too: it is a step of the ranking)."""
+    from rerankeval.rerank import prompts
+
+    total = len(rr.specs(text, list(pool), [prompts.clip(c.text, rr.config.max_passage_chars) for c in pool]))
+    done, call = [0], rr._call
+    head = f"reranking {len(pool)} candidates with {rr.model} ({rr.config.mode})"
+    say(f"{head}: 0/{total} calls")
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        got = call(*args, **kw)
+        done[0] += 1
+        say(f"{head}: {done[0]}/{max(total, done[0])} calls")
+        return got
+
+    rr._call = counted

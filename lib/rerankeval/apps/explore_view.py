@@ -23,6 +23,7 @@ class Hit:
     snippet: str  # plain text
     where: str  # source file, title, page
     before: int | None = None  # rank in the hybrid list (reranked columns)
+    llm_score: float | None = None  # the reranker's own score (hybrid_rerank; None: not scored, below pool_k)
 
 
 @dataclass
@@ -50,10 +51,11 @@ class Exploration:
     note: str = ""  # said above the columns (e.g. "q12 is not a query id: did you mean dm-012?")
 
     def frame(self) -> pd.DataFrame:
-        """One row per variant and rank: variant, rank, unit_id, score, grade, rank_before, snippet."""
-        rows = [[c.variant, h.rank, h.unit_id, h.score, h.grade, h.before, h.snippet] for c in self.columns
-                for h in c.hits]
-        return pd.DataFrame(rows, columns=["variant", "rank", "unit_id", "score", "grade", "rank_before", "snippet"])
+        """One row per variant and rank: variant, rank, unit_id, score, llm_score, grade, rank_before, snippet."""
+        rows = [[c.variant, h.rank, h.unit_id, h.score, h.llm_score, h.grade, h.before, h.snippet]
+                for c in self.columns for h in c.hits]
+        return pd.DataFrame(rows, columns=["variant", "rank", "unit_id", "score", "llm_score", "grade", "rank_before",
+                                           "snippet"])
 
     def _repr_html_(self) -> str:
         return render_html(self)
@@ -110,9 +112,10 @@ def _column_html(c: Column, x: Exploration) -> str:
         g = "?" if h.grade is None and x.gold else g
         snip = x.mark(h.snippet) if x.mark else esc(h.snippet)
         before = "" if h.before is None else f" \u00b7 hybrid #{h.before}"
+        score = f"score {h.score:.4g}" if h.llm_score is None else f"LLM score {h.llm_score:.3g}"
         rows.append(f'<tr class="{"gold" if (h.grade or 0) > 0 else ""}"><td class="rk">{h.rank}</td>'
                     f'<td class="g">{esc(g)}</td><td><span class="unit">{esc(h.unit_id)}</span> '
-                    f'<span class="mv">score {h.score:.4g}{esc(before)}</span><br><span class="mv">{esc(h.where)}'
+                    f'<span class="mv">{esc(score)}{esc(before)}</span><br><span class="mv">{esc(h.where)}'
                     f'</span><div class="snip">{snip}</div></td></tr>')
     judged = sum(h.grade is not None for h in c.hits)
     cov = f" \u00b7 Judged@{x.k} {judged / len(c.hits):.2f}" if x.gold and c.hits else ""

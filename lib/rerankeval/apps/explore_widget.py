@@ -21,43 +21,64 @@ def in_chain() -> bool:
     return bool(os.environ.get(STAGE_ENV, "").strip())
 
 
-def widget(dp: DatasetPaths, k: int, open_explorer: Callable[[DatasetPaths], Any]) -> Any:
-    """The ipywidgets explorer over ``open_explorer(dp)`` (an :class:`~rerankeval.apps.explore.Explorer`).
-    Without ipywidgets (or inside a chain run) it says how to call ``explore.show`` instead."""
+def _markdown(text: str) -> Any:
+    """``text`` as Markdown on the page (a plain string would show as a quoted Python repr)."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
+def widget(dp: DatasetPaths, k: int, open_explorer: Callable[[DatasetPaths], Any],
+           add_question: Callable[..., str]) -> Any:
+    """The ipywidgets explorer over ``open_explorer(dp)`` (an :class:`~rerankeval.apps.explore.Explorer`), adding
+    free text as a question with ``add_question(dp, text, [unit])`` (``explore.add_question``); its
+    :class:`ExplorerUI` is the box's ``ui`` attribute. Without ipywidgets (or inside a chain run) a Markdown
+    message says how to call ``explore.show`` instead."""
     try:
         import ipywidgets as w
     except ImportError:
-        return ("ipywidgets is not installed: call explore.show(dp, query, k) and explore.judge(dp, qid, unit_id, "
-                "grade) instead (or pip install ipywidgets for the interactive explorer).")
+        return _markdown("**ipywidgets is not installed**: call `explore.show(dp, query, k)` and "
+                         "`explore.judge(dp, qid, unit_id, grade)` instead, or `pip install -r requirements.txt` "
+                         "(it pins ipywidgets) for the interactive explorer.")
     if in_chain():
-        return "Interactive explorer: open this notebook in JupyterLab (make lab)."
-    return _ExplorerUI(w, open_explorer(dp), dp, k).box
+        return _markdown("Interactive explorer: open this notebook in JupyterLab (`make lab`).")
+    ui = ExplorerUI(w, open_explorer(dp), dp, k, add_question)
+    ui.box.ui = ui
+    return ui.box
 
 
-class _ExplorerUI:
-    """The widgets of :func:`widget` and what they do; :attr:`box` is what the notebook displays."""
+class ExplorerUI:
+    """The widgets of :func:`widget` and what they do; :attr:`box` is what the notebook displays. A text box (Enter
+    or the Search button), a query picker, the view, a unit picker with one button per grade of the dataset's
+    scale (a judged query), and "Add as a question" (free text: the picked unit relevant, at the top grade)."""
 
-    def __init__(self, w: Any, ex: Any, dp: DatasetPaths, k: int) -> None:
-        self.ex = ex
+    def __init__(self, w: Any, ex: Any, dp: DatasetPaths, k: int, add_question: Callable[..., str]) -> None:
+        self.ex, self.dp, self.add_question = ex, dp, add_question
         picks = [(f"{q}: {ex.table[q][:70]}", q) for q in dict.fromkeys(ex.examples(5) + list(ex.table))]
-        text = w.Text(placeholder="type a question, or a query id, and press Enter", layout=w.Layout(width="60%"),
-                      continuous_update=False)
-        pick = w.Dropdown(options=[("(pick a query)", "")] + picks, layout=w.Layout(width="60%"))
+        self.text = w.Text(placeholder="type a question, or a query id, and press Enter",
+                           layout=w.Layout(width="60%"), continuous_update=False)
+        self.search = w.Button(description="Search", button_style="primary")
+        self.pick = w.Dropdown(options=[("(pick a query)", "")] + picks, layout=w.Layout(width="60%"))
         self.depth = w.BoundedIntText(value=k, min=1, max=100, description="k")
         self.out, self.status = w.Output(), w.HTML()
-        scale = list(range(judgments.grade_scale(corpus.load_qrels(dp)) + 1))  # the dataset's grades, 0 to its top
-        self.unit = w.Dropdown(description="unit", options=[])
-        self.grade = w.Dropdown(description="grade", options=scale)
-        self.record = w.Button(description="Record grade", disabled=True)
+        top = judgments.grade_scale(corpus.load_qrels(dp))  # the dataset's scale, 0 to its top grade
+        self.unit = w.Dropdown(description="unit", options=[], layout=w.Layout(width="40%"))
+        self.grades = [w.Button(description=f"grade {g}", tooltip=f"record grade {g} (scale 0-{top})",
+                                disabled=True, layout=w.Layout(width="auto")) for g in range(top + 1)]
+        self.add = w.Button(description="Add as a question", disabled=True,
+                            tooltip="append this free text to queries.jsonl with the picked unit as relevant")
         self.state: dict[str, Any] = {}
-        text.observe(lambda ch: ch["new"].strip() and self.run(ch["new"]), names="value")
-        pick.observe(lambda ch: ch["new"] and self.run(ch["new"]), names="value")
-        self.record.on_click(self.on_record)
-        self.box = w.VBox([text, pick, self.depth, self.out, w.HBox([self.unit, self.grade, self.record]),
-                           self.status])
+        self.text.observe(lambda ch: ch["new"].strip() and self.run(ch["new"]), names="value")
+        self.search.on_click(lambda _: self.text.value.strip() and self.run(self.text.value))
+        self.pick.observe(lambda ch: ch["new"] and self.run(ch["new"]), names="value")
+        for g, b in enumerate(self.grades):
+            b.on_click(lambda _, g=g: self.on_grade(g))
+        self.add.on_click(self.on_add)
+        self.box = w.VBox([w.HBox([self.text, self.search]), self.pick, self.depth, self.out,
+                           w.HBox([self.unit, *self.grades, self.add]), self.status])
 
     def run(self, query: str) -> None:
-        """Show ``query``; offer its units for grading when it is a judged query."""
+        """Show ``query``; offer its units for grading (a judged query) or for a new question (free text)."""
         self.out.clear_output()
         with self.out:
             try:
@@ -69,16 +90,28 @@ class _ExplorerUI:
 
             display(x)
         self.unit.options = list(dict.fromkeys(h.unit_id for c in x.columns for h in c.hits))
-        self.record.disabled = x.qid is None
-        self.status.value = "" if x.qid else "free text: add the query to queries.jsonl to judge its units"
+        for b in self.grades:
+            b.disabled = x.qid is None
+        self.add.disabled = x.qid is not None
+        self.status.value = ("" if x.qid else "free text: pick the unit that answers it and press Add as a question "
+                             "(appended to queries.jsonl; the next make report evaluates it)")
 
-    def on_record(self, _: Any) -> None:
-        """Record the chosen grade (a conflict is shown, nothing overwritten) and show the query again."""
-        x, unit, grade = self.state["x"], self.unit.value, self.grade.value
+    def on_grade(self, grade: int) -> None:
+        """Record ``grade`` for the picked unit (a conflict is shown, nothing overwritten); show the query again."""
+        x, unit = self.state["x"], self.unit.value
         try:
-            done = esc(f"{self.ex.judge(x.qid, unit, int(grade))}: {x.qid} / {unit} = {grade} "
+            done = esc(f"{self.ex.judge(x.qid, unit, grade)}: {x.qid} / {unit} = {grade} "
                        "(merged into the qrels by the next make report)")
         except ValueError as exc:  # JudgmentConflict included: shown, nothing overwritten
             done = f'<span style="color:#a33">{esc(exc)}</span>'
         self.run(x.qid)
         self.status.value = done
+
+    def on_add(self, _: Any) -> None:
+        """Append the shown free text to queries.jsonl with the picked unit at the top grade."""
+        x, unit = self.state["x"], self.unit.value
+        try:
+            self.status.value = esc(self.add_question(self.dp, x.query, [unit]))
+            self.add.disabled = True
+        except ValueError as exc:
+            self.status.value = f'<span style="color:#a33">{esc(exc)}</span>'
