@@ -169,6 +169,6 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
         assert f"<h4>{v} " in shown, v
     assert "unavailable" not in shown and "hybrid_rerank ledger: status" in shown and "LLM score " in shown
     said = "".join("".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c["outputs"])
-    assert "reranking 3 candidates with fake (listwise): 1/1 calls" in said  # the live rerank's progress
+    assert "reranking 3 candidates with fake (yesno): 0/3 calls" in said and ": 3/3 calls" in said  # live progress
     examples = html_of("ex.examples(n_examples)")
     assert examples.count('class="rre-x"') == 3  # the diff view's largest changes, from the saved runs

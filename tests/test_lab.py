@@ -104,3 +104,130 @@ def test_lab_opens_the_explorer_first(tmp_path, capsys):
     assert "http://127.0.0.1:8890/lab/tree/00-explore.ipynb?token=tok" in capsys.readouterr().out
     lab._announce("http://127.0.0.1:8890", "tok", tmp_path, {})  # a folder without it: the plain /lab
     assert "http://127.0.0.1:8890/lab?token=tok" in capsys.readouterr().out
+
+
+# -- the explorer's widget in a real JupyterLab (issue 23 item 3) ------------------------------------------------
+class _Kernel:
+    """A kernel of a running JupyterLab, driven as a browser does: over the server's websocket (JSON protocol)."""
+
+    def __init__(self, base: str, token: str) -> None:
+        import uuid
+
+        import websocket
+
+        req = urllib.request.Request(f"{base}/api/kernels?token={token}", method="POST",
+                                     data=json.dumps({"name": lab.kernel_name()}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            self.id = json.loads(r.read())["id"]
+        self.session, self.uuid = uuid.uuid4().hex, uuid.uuid4
+        ws_base = base.replace("http://", "ws://")
+        self.ws = websocket.create_connection(f"{ws_base}/api/kernels/{self.id}/channels?token={token}"
+                                              f"&session_id={self.session}", timeout=60)
+
+    def send(self, msg_type: str, content: dict) -> list[dict]:
+        """Send one shell message; every iopub message it caused, until the kernel is idle again."""
+        mid = self.uuid().hex
+        self.ws.send(json.dumps({"header": {"msg_id": mid, "username": "test", "session": self.session,
+                                            "msg_type": msg_type, "version": "5.3", "date": ""},
+                                 "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"}))
+        got: list[dict] = []
+        while True:
+            m = json.loads(self.ws.recv())
+            if m.get("parent_header", {}).get("msg_id") != mid or m["channel"] != "iopub":
+                continue
+            if m["msg_type"] == "error":
+                pytest.fail("kernel error:\n" + "\n".join(m["content"]["traceback"]))
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                return got
+            got.append(m)
+
+    def run(self, code: str) -> list[dict]:
+        return self.send("execute_request", {"code": code, "silent": False, "store_history": True,
+                                             "user_expressions": {}, "allow_stdin": False})
+
+    def value(self, expr: str) -> str:
+        out = self.run(f"print({expr})")
+        return "".join(m["content"]["text"] for m in out if m["msg_type"] == "stream").strip()
+
+    def comm(self, comm_id: str, data: dict) -> list[dict]:
+        """What the browser sends when a widget is used: a state update or a button's click."""
+        return self.send("comm_msg", {"comm_id": comm_id, "data": {"buffer_paths": [], **data}})
+
+
+def _html(msgs: list[dict]) -> str:
+    return "".join(m["content"].get("data", {}).get("text/html", "") for m in msgs
+                   if m["msg_type"] in ("display_data", "execute_result"))
+
+
+def _states(msgs: list[dict]) -> str:
+    return json.dumps([m["content"]["data"].get("state", {}) for m in msgs if m["msg_type"] == "comm_msg"])
+
+
+def test_the_explorer_widget_works_in_a_real_jupyterlab(tmp_path):
+    pytest.importorskip("jupyter_server", reason="jupyter-server is not installed: pip install -r requirements.txt")
+    from rerankeval.core.paths import NOTEBOOKS_DIR
+    from rerankeval.evaluate import judgments
+    from test_explore import UNITS, _dataset
+
+    dp = _dataset(tmp_path)
+    cells = [c for c in nbformat.read(NOTEBOOKS_DIR / "00-explore.ipynb", as_version=4).cells if c.cell_type == "code"]
+    params, setup = cells[0].source, cells[1].source
+    widget_cell = next(c.source for c in cells if "explore.widget(" in c.source)
+    nbdir = tmp_path / "nb"
+    nbdir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "RERANKEVAL_STAGE")}
+    env.update(OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_KEY="sk-dummy-lab", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "rerankeval.apps.lab", "--port", str(lab.free_port(0)),
+                             "--notebook-dir", str(nbdir)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = _lines(proc)
+        base, _, token = _url(lines, proc, timeout=60).partition("/lab?token=")
+        assert b"@jupyter-widgets/jupyterlab-manager" in _get(f"{base}/lab?token={token}")[1]  # the widget's JS
+        k = _Kernel(base, token)
+        k.run(f"{params}\ndataset = {str(dp.source)!r}\nk = 3\n{setup}")
+        shown = k.run(widget_cell)
+        assert any("application/vnd.jupyter.widget-view+json" in m["content"].get("data", {}) for m in shown)
+        k.run("ui = _.ui")
+        ids = {n: k.value(f"ui.{n}.model_id") for n in ("text", "pick", "unit", "status")}
+        ids["grade"] = k.value("ui.grades[2].model_id")
+        out = k.comm(ids["text"], {"method": "update", "state": {"value": "q2"}})  # typed, then Enter
+        assert 'class="rre-x"' in _html(out) and "how do beta upgrades run" in _html(out)
+        index = k.value("[o[1] for o in ui.pick.options].index('q3')")
+        out = k.comm(ids["pick"], {"method": "update", "state": {"index": int(index)}})  # a query picked
+        assert "what rotates weekly" in _html(out)
+        unit = int(k.value(f"ui.unit.options.index({UNITS[3]!r})"))
+        k.comm(ids["unit"], {"method": "update", "state": {"index": unit}})
+        out = k.comm(ids["grade"], {"method": "custom", "content": {"event": "click"}})  # "grade 2" pressed
+        assert "recorded: q3 / m.pdf#p4 = 2" in _states(out)
+        assert judgments.read_judgments(dp.judgments("test")) == [("q3", UNITS[3], 2, 2)]
+        k.ws.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = "".join(iter(lines.get, None))
+    assert "Traceback" not in log and "IPKernelApp" not in log, log  # the console of make lab stays clean
+    assert "extension was successfully" not in log and "websocket_ping_timeout" not in log, log
+
+
+def test_the_lab_log_filter_turns_the_kernel_ws_protocol_traceback_into_one_line():
+    import logging
+
+    try:
+        raise AttributeError("'NoneType' object has no attribute 'kernel_ws_protocol'")
+    except AttributeError:
+        rec = logging.LogRecord("ServerApp", logging.ERROR, __file__, 1, "Uncaught exception GET %s", ("/x",),
+                                sys.exc_info())
+    assert lab.QuietFilter().filter(rec) and rec.exc_info is None and rec.getMessage() == lab.WS_REATTACH
+    ping = logging.LogRecord("tornado.general", logging.WARNING, __file__, 1,
+                             "The websocket_ping_timeout (90000) cannot be longer", (), None)
+    other = logging.LogRecord("ServerApp", logging.WARNING, __file__, 1, "a real warning", (), None)
+    assert not lab.QuietFilter().filter(ping) and lab.QuietFilter().filter(other)
+    cmd = lab.lab_command(8890, "tok", lab.paths.NOTEBOOKS_DIR, "127.0.0.1", browser=False)
+    assert "--ServerApp.log_level=WARN" in cmd and "--KernelManager.transport=ipc" in cmd
+    config = next(a for a in cmd if a.startswith("--config=")).split("=", 1)[1]
+    assert "quiet_logs()" in open(config, encoding="utf-8").read()

@@ -7,17 +7,25 @@ and prints the URL with its token once the server answers. New notebooks get the
 :func:`rerankeval.llm.server.ensure_endpoint`: the configured one (``OPENAI_BASE_URL``), else the local
 llama-server, started here and given to every kernel through its environment. Ctrl-C (or SIGTERM) stops
 JupyterLab, its kernels and the local server.
+
+The console stays quiet: the server logs at WARN (no extension-by-extension start log), kernels talk over IPC
+(no IPKernelApp "running over TCP without encryption" warning), and :func:`quiet_logs` (loaded through a config
+file) drops two known harmless messages: jupyter_server's ``kernel_ws_protocol`` traceback when a browser tab
+re-attaches to a closed kernel (jupyter_server issue 1265; one line says so instead) and tornado's
+``websocket_ping_timeout`` warning.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +36,41 @@ from rerankeval.core import paths
 KERNEL = "rerankeval"
 DEFAULT_PORT = 8888
 FIRST_NOTEBOOK = "00-explore.ipynb"  # opened first when it exists
+LOG_LEVEL = "WARN"  # the server's console: warnings and errors only
+_QUIET_LOGGERS = ("ServerApp", "LabApp", "tornado.application", "tornado.general", "tornado.access")
+WS_REATTACH = ("a browser tab re-attached to a kernel that had closed (a known jupyter_server quirk, issue 1265): "
+               "reload the tab if its kernel shows as disconnected")
+
+
+class QuietFilter(logging.Filter):
+    """Drops tornado's ``websocket_ping_timeout`` warning; turns jupyter_server's ``kernel_ws_protocol`` traceback
+    (an ``AttributeError`` in ``select_subprotocol``) into the one line :data:`WS_REATTACH`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, AttributeError) and "kernel_ws_protocol" in str(exc):
+            record.msg, record.args, record.exc_info, record.exc_text = WS_REATTACH, (), None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            return True
+        return "websocket_ping_timeout" not in record.getMessage()
+
+
+def quiet_logs() -> None:
+    """Install :class:`QuietFilter` on the server's loggers (called from the config file :func:`lab_command` writes;
+    tornado's loggers keep their objects when jupyter_server renames them)."""
+    from tornado.log import access_log, app_log, gen_log
+
+    for log in {*(logging.getLogger(n) for n in _QUIET_LOGGERS), access_log, app_log, gen_log}:
+        if not any(isinstance(f, QuietFilter) for f in log.filters):
+            log.addFilter(QuietFilter())
+
+
+def config_file() -> Path:
+    """A Jupyter config file that calls :func:`quiet_logs` in the server process."""
+    path = Path(tempfile.gettempdir()) / f"rerankeval-lab-{os.getuid()}" / "jupyter_lab_config.py"
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.write_text("from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n", encoding="utf-8")
+    return path
 
 
 def free_port(preferred: int = DEFAULT_PORT, host: str = "127.0.0.1") -> int:
@@ -64,6 +107,8 @@ def lab_command(port: int, token: str, notebook_dir: Path, ip: str, browser: boo
         f"--ServerApp.ip={ip}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         f"--ServerApp.root_dir={notebook_dir}", f"--IdentityProvider.token={token}",
         f"--MappingKernelManager.default_kernel_name={kernel_name()}",
+        f"--ServerApp.log_level={LOG_LEVEL}", f"--LabApp.log_level={LOG_LEVEL}", "--KernelManager.transport=ipc",
+        f"--config={config_file()}",
     ]  # fmt: skip
     if not browser:
         cmd.append("--no-browser")
