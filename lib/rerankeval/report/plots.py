@@ -1,12 +1,16 @@
 """Figures of the analysis notebook (matplotlib/seaborn), saved as ``<notebook>-<name>.png``.
 
-Each function returns a matplotlib Figure; :func:`save` writes it atomically. Nothing here reads files.
+Each function returns a matplotlib Figure; :func:`save` writes it atomically and :func:`show` displays it with
+its caption (:mod:`rerankeval.report.captions`). Nothing here reads files. A variant has one colour in every
+figure (:func:`variant_colour`); the sweep's figures are in :mod:`rerankeval.report.sweep_plots`, the paired
+comparisons' (forest plot, per-query differences) in :mod:`rerankeval.report.compare_plots`.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,9 +18,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from rerankeval.core import names
 from rerankeval.core.ioutil import atomic_write_bytes
-from rerankeval.evaluate.discrimination import Discrimination
 from rerankeval.evaluate.metrics import label
+from rerankeval.report.captions import caption_for
 
 CLASS_COLOURS = {
     "hit": "#55a868",
@@ -29,12 +34,23 @@ CLASS_COLOURS = {
     "not lifted by rerank": "#ccb974",
 }
 
+VARIANT_COLOURS = {  # one colour per variant name, the same in every figure of every notebook
+    names.BM25: "#4c72b0", names.VECTOR: "#dd8452", names.HYBRID: "#55a868", names.QDRANT_HYBRID: "#c44e52",
+    names.HYBRID_REFORMULATE: "#8172b3", names.HYBRID_RERANK: "#937860", names.CROSS_ENCODER: "#da8bc3",
+    names.HYBRID_RERANK_EXPAND: "#ccb974", names.HYBRID_TUNED: "#64b5cd", names.HYBRID_COMBSUM: "#2f6b3a",
+    names.HYBRID_COMBMNZ: "#9ccf8f", names.HYBRID_DBSF: "#1b9e77", names.QDRANT_DBSF: "#7f2a2d",
+}
+_OTHER_COLOURS = ("#8c8c8c", "#b07aa1", "#ff9da7", "#9c755f", "#edc948", "#76b7b2", "#59a14f", "#e15759")
+LLM_VARIANTS = (names.HYBRID_REFORMULATE, names.HYBRID_RERANK, names.HYBRID_RERANK_EXPAND)  # they spend tokens
 
-def _palette(variants: Sequence[str]) -> dict[str, tuple]:
-    import seaborn as sns
 
-    cols = sns.color_palette("deep", n_colors=max(3, len(variants)))
-    return {v: cols[i] for i, v in enumerate(variants)}
+def variant_colour(variant: str) -> str:
+    """The variant's colour: fixed for the catalogue's names, a stable hash of the name for an external run."""
+    return VARIANT_COLOURS.get(variant) or _OTHER_COLOURS[zlib.crc32(variant.encode()) % len(_OTHER_COLOURS)]
+
+
+def _palette(variants: Sequence[str]) -> dict[str, str]:
+    return {v: variant_colour(v) for v in variants}
 
 
 def figure_path(figures_dir: str | Path, name: str, notebook: str = "05") -> Path:
@@ -53,21 +69,27 @@ def save(fig, figures_dir: str | Path, name: str, notebook: str = "05", dpi: int
 
 
 def show(fig, figures_dir: str | Path, name: str, notebook: str = "05") -> None:
-    """Save ``fig`` (see :func:`save`), display the same PNG inline (whatever the backend) and close it."""
+    """Save ``fig`` (see :func:`save`), display the same PNG inline (whatever the backend) with its caption
+    (:func:`rerankeval.report.captions.caption_for`) as Markdown below it, and close it."""
     path = save(fig, figures_dir, name, notebook)
     plt.close(fig)
     try:
-        from IPython.display import Image, display
+        from IPython.display import Image, Markdown, display
 
         display(Image(data=path.read_bytes(), format="png"))
+        caption = caption_for(path.stem)
+        if caption:
+            display(Markdown(f"*{caption}*"))
     except ImportError:  # pragma: no cover - IPython is always there in notebooks
         pass
 
 
 def metric_bars(
-    ci: pd.DataFrame, metrics: Sequence[str], variants: Sequence[str] | None = None, title: str = ""
+    ci: pd.DataFrame, metrics: Sequence[str], variants: Sequence[str] | None = None, title: str = "",
+    ylabel: str = "mean over queries (95% bootstrap CI)",
 ) -> plt.Figure:
-    """Grouped bars: mean per variant and metric with the bootstrap CI as error bars.
+    """Grouped bars: metrics on the x axis, one bar (coloured by variant) per variant, the CI as error bars; the
+    legend outside the axes.
 
     ``ci`` has columns ``variant, metric, mean, ci_low, ci_high`` (stats.bootstrap_table).
     """
@@ -84,7 +106,7 @@ def metric_bars(
             x + (i - (len(variants) - 1) / 2) * width,
             mean,
             width,
-            yerr=err,
+            yerr=err if np.nanmax(np.abs(err), initial=0.0) > 0 else None,
             capsize=2,
             label=v,
             color=pal[v],
@@ -93,44 +115,67 @@ def metric_bars(
         )
     ax.set_xticks(x, [label(m) for m in metrics])
     ax.set_ylim(0, 1.05)
-    ax.set_ylabel("mean over queries (95% bootstrap CI)")
+    ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(ncol=min(len(variants), 3), fontsize=8, loc="upper left", frameon=False)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="variant",
+              title_fontsize=8)  # outside the axes: never over a bar
     if title:
         ax.set_title(title)
     fig.tight_layout()
     return fig
 
 
+def variant_bars(means: pd.DataFrame, title: str = "") -> plt.Figure:
+    """:func:`metric_bars` of a ``variant x metric`` table of means (no CI: notebook 03's first look)."""
+    long = means.rename_axis(index="variant", columns="metric").stack().rename("mean").reset_index()
+    long = long.assign(ci_low=long["mean"], ci_high=long["mean"])
+    return metric_bars(long, list(means.columns), list(means.index), title=title, ylabel="mean over queries")
+
+
+RANK_COLOURS = ("#1a9850", "#66bd63", "#a6d96a", "#fee08b", "#fdae61", "#f46d43")  # rank 1 (good) ... deep
+UNRETRIEVED_COLOUR = "#bdbdbd"
+
+
+def rank_bins(max_rank: int) -> list[tuple[int, int]]:
+    """The rank heat map's discrete classes: 1, 2-3, 4-5, 6-10, 11-20, 21-max_rank (those within max_rank)."""
+    edges = [e for e in (1, 2, 4, 6, 11, 21) if e <= max_rank]
+    return [(lo, hi - 1) for lo, hi in zip(edges, [*edges[1:], max_rank + 1], strict=True)]
+
+
 def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = "") -> plt.Figure:
-    """Queries x variants: rank of the first relevant unit (log colour scale; grey = none in the run)."""
-    import seaborn as sns
-    from matplotlib.colors import LogNorm
+    """Queries x variants: rank of the first relevant unit in discrete classes (dark green = rank 1, the best;
+    grey = no relevant unit in the top ``max_rank``), a legend entry per class."""
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.patches import Patch
 
     df = first_ranks.copy()
     df = df.assign(_k=df.fillna(max_rank * 10).mean(axis=1)).sort_values("_k").drop(columns="_k")
+    bins = rank_bins(max_rank)
+    colours = [*RANK_COLOURS[: len(bins)], UNRETRIEVED_COLOUR]
+    vals = df.to_numpy(dtype=float)
+    code = np.full(vals.shape, len(bins), dtype=int)  # the last class: not retrieved within max_rank
+    for c, (lo, hi) in enumerate(bins):
+        code[(vals >= lo) & (vals <= hi)] = c
     n = len(df)
-    height = min(14.0, max(2.5, 0.22 * n + 1.5))
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * df.shape[1] + 2.5), height))
-    ax.set_facecolor("#d9d9d9")
-    clipped = df.clip(upper=max_rank)
-    sns.heatmap(
-        clipped,
-        ax=ax,
-        cmap="viridis_r",
-        norm=LogNorm(vmin=1, vmax=max(2, max_rank)),
-        mask=df.isna(),
-        annot=df if n <= 40 else False,
-        fmt=".0f",
-        annot_kws={"fontsize": 7},
-        cbar_kws={"label": "rank of first relevant unit (log)"},
-        yticklabels=n <= 60,
-    )
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * df.shape[1] + 3.5), min(14.0, max(2.5, 0.22 * n + 1.5))))
+    ax.pcolormesh(code, cmap=ListedColormap(colours), norm=BoundaryNorm(np.arange(len(colours) + 1) - 0.5,
+                  len(colours)), edgecolors="white", linewidth=0.3)
+    if n <= 40:
+        for (r, c), v in np.ndenumerate(vals):
+            if np.isfinite(v) and v <= max_rank:
+                ax.text(c + 0.5, r + 0.5, f"{v:.0f}", ha="center", va="center", fontsize=7)
+    ax.set_xlim(0, df.shape[1])
+    ax.set_ylim(n, 0)
+    ax.set_xticks(np.arange(df.shape[1]) + 0.5, [str(c) for c in df.columns], rotation=30, ha="right")
+    ax.set_yticks(np.arange(n) + 0.5 if n <= 60 else [], [str(q) for q in df.index] if n <= 60 else [], fontsize=7)
     ax.set_xlabel("variant")
-    ax.set_ylabel("query" + ("" if n <= 60 else f" ({n}, sorted by mean rank)"))
-    if n <= 60:
-        ax.tick_params(axis="y", labelsize=7)
-    ax.set_title(title or "Rank of the first relevant unit (grey: none retrieved)")
+    ax.set_ylabel("query" + (" (sorted by mean rank)" if n <= 60 else f" ({n}, sorted by mean rank)"))
+    words = [f"rank {lo}" if lo == hi else f"rank {lo}\u2013{hi}" for lo, hi in bins]
+    handles = [Patch(color=col, label=w) for col, w in zip(colours, [*words, f"not in the top {max_rank}"],
+                                                             strict=True)]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
+              title="first relevant unit", title_fontsize=8)
+    ax.set_title(title or "Rank of the first relevant unit (green: found at the top)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -217,174 +262,74 @@ def funnel_bars(funnel: pd.DataFrame, title: str = "") -> plt.Figure:
     return fig
 
 
+def place_labels(ax, points: Sequence[tuple[float, float, str]], fontsize: float = 8.0) -> list:
+    """Annotate each ``(x, y, text)`` (data coordinates) so that no two labels overlap: a label sits beside its
+    point (left of it near the right edge), moved up or down by whole lines until it is clear, and a moved label
+    gets a leader line to its point. Returns the annotations."""
+    ax.get_xlim(), ax.get_ylim()  # settle the autoscaled limits before reading the transform
+    to_axes = ax.transData + ax.transAxes.inverted()
+    box = ax.get_window_extent()
+    w_pt, h_pt = box.width * 72 / ax.figure.dpi, box.height * 72 / ax.figure.dpi
+    h, gap = 1.3 * fontsize / h_pt, 7 / w_pt
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
+    for x, y, text in sorted(points, key=lambda p: (p[1], p[0])):
+        fx, fy = to_axes.transform((x, y))
+        w = 0.6 * fontsize * len(text) / w_pt
+        left = fx + gap + w > 0.99
+        x0 = fx - gap - w if left else fx + gap
+        for step in range(80):
+            ty = min(0.98, max(0.02, fy + (step + 1) // 2 * h * (1 if step % 2 else -1)))
+            if all(x0 + w <= a or x0 >= b or ty + h / 2 <= c or ty - h / 2 >= d for a, b, c, d in placed):
+                break
+        placed.append((x0, x0 + w, ty - h / 2, ty + h / 2))
+        arrow = {"arrowstyle": "-", "color": "#888", "lw": 0.6} if abs(ty - fy) > h / 2 else None
+        out.append(ax.annotate(text, (x, y), xytext=(x0 + w if left else x0, ty), textcoords="axes fraction",
+                               ha="right" if left else "left", va="center", fontsize=fontsize, arrowprops=arrow))
+    return out
+
+
+def _cost(r: pd.Series, col: str) -> float:
+    """A variant's cost in ``col``; NaN tokens mean no LLM (0) except for a variant that calls one."""
+    x = r.get(col, math.nan)
+    x = math.nan if x is None else float(x)
+    return 0.0 if math.isnan(x) and "token" in col and r.variant not in LLM_VARIANTS else x
+
+
 def quality_cost(
     summary: pd.DataFrame, metric: str, cost_cols: Sequence[str] = ("seconds_per_query", "tokens_per_query")
 ) -> plt.Figure:
-    """Quality (``metric`` with CI) against seconds and LLM tokens per query, one point per variant.
+    """Quality (``metric`` with CI) against seconds and LLM tokens per query, one point per variant, labelled
+    without overlaps (:func:`place_labels`); seconds on a log axis when they span more than 30x.
 
     ``summary`` has one row per variant with ``variant, <metric>, <metric>_ci_low, <metric>_ci_high`` and the
-    cost columns. A variant without tokens used no LLM (drawn at 0); one without recorded seconds is left
-    out of that panel (named in its title).
+    cost columns. A variant without tokens used no LLM (drawn at 0) unless it is an LLM variant; one without a
+    recorded cost is left out of that panel (named in its title).
     """
-    variants = list(summary.variant)
-    pal = _palette(variants)
-    fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.0 * len(cost_cols), 3.9), squeeze=False)
+    fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.4 * len(cost_cols), 4.2), squeeze=False)
+    todo = []
     for ax, col in zip(axes[0], cost_cols, strict=True):
-        unknown = []
-        for _, r in summary.iterrows():
-            x = r.get(col, math.nan)
-            x = math.nan if x is None else float(x)
-            if math.isnan(x):
-                if "token" in col:
-                    x = 0.0
-                else:
-                    unknown.append(r.variant)
-                    continue
-            yv = float(r[metric])
+        xs = {r.variant: _cost(r, col) for _, r in summary.iterrows()}
+        unknown = [v for v, x in xs.items() if math.isnan(x)]
+        pts = []
+        for _, r in summary[~summary.variant.isin(unknown)].iterrows():
+            x, yv = xs[r.variant], float(r[metric])
             lo, hi = float(r.get(f"{metric}_ci_low", yv)), float(r.get(f"{metric}_ci_high", yv))
-            ax.errorbar([x], [yv], yerr=[[yv - lo], [hi - yv]], fmt="o", color=pal[r.variant], capsize=3)
-            ax.annotate(r.variant, (x, yv), textcoords="offset points", xytext=(5, 4), fontsize=8)
-        xlabel = {
-            "seconds_per_query": "seconds per query (retrieval + LLM)",
-            "tokens_per_query": "LLM tokens per query (0 = no LLM)",
-        }.get(col, col.replace("_", " "))
-        ax.set_xlabel(xlabel)
+            ax.errorbar([x], [yv], yerr=[[yv - lo], [hi - yv]], fmt="o", color=variant_colour(r.variant),
+                        capsize=3, alpha=0.85)
+            pts.append((x, yv, r.variant))
+        pos = [x for x, _, _ in pts if x > 0]
+        if "second" in col and len(pos) == len(pts) and pos and max(pos) / min(pos) > 30:
+            ax.set_xscale("log")
+        ax.set_xlabel({"seconds_per_query": "seconds per query (retrieval + LLM)",
+                       "tokens_per_query": "LLM tokens per query (0 = no LLM)"}.get(col, col.replace("_", " ")))
         ax.set_ylabel(label(metric))
         ax.grid(alpha=0.3)
         if unknown:
             ax.set_title("not recorded: " + ", ".join(unknown), fontsize=8, color="#777")
+        todo.append((ax, pts))
     fig.suptitle(f"{label(metric)} against cost", fontsize=11)
     fig.tight_layout()
-    return fig
-
-
-def _no_data(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, wrap=True)
-    ax.set_axis_off()
-
-
-def discrimination(d: Discrimination) -> plt.Figure:
-    """The reranker model's scores, relevant against non-relevant candidates (left: each class's histogram as a
-    share of the class, shared bins), and its ROC AUC per query (right: sorted, chance at 0.5, the macro AUC and
-    its CI as a band); a note saying why where there is nothing to draw (:mod:`rerankeval.evaluate.discrimination`)."""
-    scores, per_query, auc, ci, model, note = d.scores, d.per_query, d.auc, (d.ci_low, d.ci_high), d.model, d.reason
-    scores = scores if scores is not None else pd.DataFrame(columns=["score", "relevant"])
-    per_query = per_query if per_query is not None else pd.DataFrame(columns=["auc"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.8))
-    s = scores.dropna(subset=["score"]) if len(scores) else scores
-    if not len(s):
-        _no_data(left, note or "no judged candidate with a score")
-    else:
-        edges = np.histogram_bin_edges(s.score.to_numpy(dtype=float), bins=min(20, max(5, len(s) // 10)))
-        non = "non-relevant or unjudged" if d.negatives == "unjudged" else "non-relevant"
-        for flag, name, colour in ((True, "relevant", "#55a868"), (False, non, "#c44e52")):
-            x = s.score[s.relevant == flag].to_numpy(dtype=float)
-            if len(x):
-                left.hist(x, bins=edges, weights=np.full(len(x), 1 / len(x)), histtype="step", lw=1.8,
-                          color=colour, label=f"{name} ({len(x)})")
-        left.set_xlabel(f"score given by {model or 'the model'}")
-        left.set_ylabel("share of the class's candidates")
-        left.legend(fontsize=8, frameon=False)
-        left.grid(alpha=0.3)
-    aucs = np.sort(per_query.auc.dropna().to_numpy(dtype=float)) if len(per_query) else np.array([])
-    if not aucs.size:
-        _no_data(right, note or "no query with both relevant and non-relevant candidates")
-    else:
-        right.scatter(np.arange(1, aucs.size + 1), aucs, s=14, color="#4c72b0", label="one query")
-        right.axhline(0.5, color="#777", ls="--", lw=1, label="chance (0.5)")
-        if math.isfinite(auc):
-            right.axhline(auc, color="#dd8452", lw=1.5, label=f"mean AUC {auc:.3f}")
-        if all(math.isfinite(c) for c in ci):
-            right.axhspan(ci[0], ci[1], color="#dd8452", alpha=0.2, label="95% CI of the mean")
-        right.set_ylim(-0.03, 1.03)
-        right.set_xlabel("query (sorted by AUC)")
-        right.set_ylabel("ROC AUC (relevant vs non-relevant)")
-        right.legend(fontsize=7, frameon=False, loc="best")
-        right.grid(alpha=0.3)
-    fig.suptitle(f"Can {model or 'the reranker model'} tell relevant from non-relevant candidates?", fontsize=11)
-    fig.tight_layout()
-    return fig
-
-
-# --------------------------------------------------------------------------- sweeps (notebook 06)
-def _col_label(col: str) -> str:
-    """A metric's label (``nDCG@10``), or the column name in words (``pool ceiling``)."""
-    try:
-        return label(col)
-    except ValueError:
-        return col.replace("_", " ")
-
-
-def sweep_lines(slices: dict[str, pd.DataFrame], metrics: Sequence[str], title: str = "") -> plt.Figure:
-    """One panel per swept axis: ``metrics`` (e.g. nDCG@10, MRR@10) against the axis's values, every other
-    axis at its default. ``slices``: axis -> rows (:func:`rerankeval.experiments.sweep.one_at_a_time`)."""
-    axes_used = {a: d for a, d in slices.items() if len(d) > 1}
-    n = max(1, len(axes_used))
-    cols = min(3, n)
-    fig, axs = plt.subplots((n + cols - 1) // cols, cols, figsize=(4.6 * cols, 3.3 * ((n + cols - 1) // cols)),
-                            squeeze=False)
-    for ax, (axis, d) in zip(axs.flat, axes_used.items(), strict=False):
-        x = [str(v) for v in d[axis]]
-        for m in metrics:
-            ax.plot(x, d[m].to_numpy(dtype=float), marker="o", label=_col_label(m))
-        ax.set_xlabel(axis.replace("_", " "))
-        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    for ax in list(axs.flat)[len(axes_used):]:
-        ax.axis("off")
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    return fig
-
-
-def sweep_heatmap(view: pd.DataFrame, metric: str, x: str, y: str, title: str = "") -> plt.Figure:
-    """``metric`` over two axes (``view`` filtered to the other axes' defaults), the best cell outlined."""
-    import seaborn as sns
-
-    grid = view.pivot_table(index=y, columns=x, values=metric, aggfunc="mean", sort=False)
-    if pd.api.types.is_numeric_dtype(view[x]):
-        grid = grid.sort_index(axis=1)
-    if pd.api.types.is_numeric_dtype(view[y]):
-        grid = grid.sort_index(axis=0)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * max(3, grid.shape[1]), 1.2 + 0.45 * max(2, grid.shape[0])))
-    sns.heatmap(grid, annot=True, fmt=".3f", cmap="viridis", ax=ax, cbar_kws={"label": label(metric)},
-                annot_kws={"fontsize": 7})
-    if grid.notna().any().any():
-        r, c = np.unravel_index(np.nanargmax(grid.to_numpy(dtype=float)), grid.shape)
-        ax.add_patch(plt.Rectangle((c, r), 1, 1, fill=False, edgecolor="red", lw=2))
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel(y.replace("_", " "))
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked: dict[str, str],
-                 cost_cols: Sequence[str] = ("seconds_per_query", "llm_tokens_per_query")) -> plt.Figure:
-    """Quality against each cost, one dot per sweep point, the frontier (``front``) joined and ``marked``
-    points (name -> label, e.g. default, chosen) annotated. A cost that is 0 for every point (LLM tokens, when
-    no point reranks) gets no panel."""
-    cost_cols = [c for c in cost_cols if view[c].fillna(0).abs().sum() > 0] or list(cost_cols[:1])
-    fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.2 * len(cost_cols), 3.9), squeeze=False)
-    on = view[list(front)]
-    for ax, col in zip(axes[0], cost_cols, strict=True):
-        scale = 1000.0 if col == "seconds_per_query" else 1.0
-        ax.scatter(view[col] * scale, view[metric], s=12, color="#999", alpha=0.6, label="sweep point")
-        f = on.sort_values(col)
-        ax.step(f[col] * scale, f[metric], where="post", color="#c44e52", lw=1.5, label="frontier")
-        ax.scatter(f[col] * scale, f[metric], s=22, color="#c44e52")
-        for name, text in marked.items():
-            r = view[view.point == name]
-            if len(r):
-                ax.scatter(r[col] * scale, r[metric], s=60, marker="*", color="#4c72b0", zorder=3)
-                ax.annotate(text, (float(r[col].iloc[0]) * scale, float(r[metric].iloc[0])), fontsize=8,
-                            textcoords="offset points", xytext=(5, 4))
-        ax.set_xlabel({"seconds_per_query": "milliseconds per query (legs + fusion)",
-                       "llm_tokens_per_query": "LLM tokens per query"}.get(col, col))
-        ax.set_ylabel(label(metric))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{label(metric)} against cost, every sweep point", fontsize=11)
-    fig.tight_layout()
+    for ax, pts in todo:
+        place_labels(ax, pts)
     return fig

@@ -1,0 +1,151 @@
+"""Figures of the sweep notebook (06): one axis at a time, two axes as a heat map, quality against cost.
+
+Each function returns a matplotlib Figure (save/show with :mod:`rerankeval.report.plots`). Nothing here reads files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from rerankeval.evaluate.metrics import label
+from rerankeval.report.plots import place_labels
+
+_METRIC_STYLES = [("#333333", "o", "-"), ("#888888", "s", "--"), ("#555555", "^", ":")]  # grey: colour = variant
+NEGLIGIBLE_MS = 1.0  # a spread of seconds per query below this (in ms) is timing noise, not a cost axis
+
+
+def _col_label(col: str) -> str:
+    """A metric's label (``nDCG@10``), or the column name in words (``pool ceiling``)."""
+    if col == "pool_ceiling":
+        return "pool ceiling (Recall@pool_k)"
+    try:
+        return label(col)
+    except ValueError:
+        return col.replace("_", " ")
+
+
+def sweep_lines(slices: dict[str, pd.DataFrame], metrics: Sequence[str], title: str = "") -> plt.Figure:
+    """One panel per swept axis: ``metrics`` (e.g. nDCG@10, MRR@10) against the axis's values, every other
+    axis at its default, metrics in greys and line styles (colour means a variant elsewhere), named on the y axis.
+    ``slices``: axis -> rows (:func:`rerankeval.experiments.sweep.one_at_a_time`)."""
+    axes_used = {a: d for a, d in slices.items() if len(d) > 1}
+    n = max(1, len(axes_used))
+    cols = min(3, n)
+    fig, axs = plt.subplots((n + cols - 1) // cols, cols, figsize=(4.6 * cols, 3.3 * ((n + cols - 1) // cols)),
+                            squeeze=False)
+    ylabel = " / ".join(_col_label(m) for m in metrics)
+    for ax, (axis, d) in zip(axs.flat, axes_used.items(), strict=False):
+        x = [str(v) for v in d[axis]]
+        for m, (colour, marker, ls) in zip(metrics, _METRIC_STYLES * len(metrics), strict=False):
+            ax.plot(x, d[m].to_numpy(dtype=float), marker=marker, ls=ls, color=colour, label=_col_label(m))
+        ax.set_xlabel(axis.replace("_", " "))
+        ax.set_ylabel(ylabel)
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        ax.grid(alpha=0.3)
+        if len(metrics) > 1:
+            ax.legend(fontsize=8)
+    for ax in list(axs.flat)[len(axes_used):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _short(v: float) -> str:
+    """0.654 -> ".654" (three decimals, no leading zero: fits a heat-map cell)."""
+    return "" if not np.isfinite(v) else f"{v:.3f}".replace("0.", ".", 1) if abs(v) < 1 else f"{v:.2f}"
+
+
+def sweep_heatmap(view: pd.DataFrame, metric: str, x: str, y: str, title: str = "") -> plt.Figure:
+    """``metric`` over two axes (``view`` filtered to the other axes' defaults), the best cell outlined; cells
+    at least 0.9 x 0.5 inch, the values' font sized to the cell."""
+    import seaborn as sns
+
+    grid = view.pivot_table(index=y, columns=x, values=metric, aggfunc="mean", sort=False)
+    if pd.api.types.is_numeric_dtype(view[x]):
+        grid = grid.sort_index(axis=1)
+    if pd.api.types.is_numeric_dtype(view[y]):
+        grid = grid.sort_index(axis=0)
+    cell_w, cell_h = 0.9, 0.5
+    fig, ax = plt.subplots(figsize=(2.8 + cell_w * max(3, grid.shape[1]), 1.4 + cell_h * max(2, grid.shape[0])))
+    fontsize = float(np.clip(cell_w * 72 / 5.0, 6, 10))  # four characters across the cell
+    annot = grid.apply(lambda col: col.map(_short)).to_numpy()
+    sns.heatmap(grid, annot=annot, fmt="", cmap="viridis", ax=ax, cbar_kws={"label": label(metric)},
+                annot_kws={"fontsize": fontsize}, linewidths=0.5, linecolor="white")
+    if grid.notna().any().any():
+        r, c = np.unravel_index(np.nanargmax(grid.to_numpy(dtype=float)), grid.shape)
+        ax.add_patch(plt.Rectangle((c, r), 1, 1, fill=False, edgecolor="red", lw=2))
+    ax.set_xlabel(x.replace("_", " "))
+    ax.set_ylabel(y.replace("_", " "))
+    ax.tick_params(axis="y", labelrotation=0)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def negligible(view: pd.DataFrame, col: str) -> bool:
+    """Whether the cost ``col`` barely differs between points: seconds within :data:`NEGLIGIBLE_MS`, tokens
+    within one token."""
+    v = view[col].dropna().to_numpy(dtype=float)
+    if not v.size:
+        return True
+    spread = float(v.max() - v.min())
+    return spread * 1000 < NEGLIGIBLE_MS if col == "seconds_per_query" else spread < 1
+
+
+def _quality_only(ax, view: pd.DataFrame, metric: str, col: str, marked: dict[str, str]) -> None:
+    """The points' quality alone, sorted, when the cost ``col`` is the same for all of them (said in the panel)."""
+    v = view.sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
+    ax.scatter(v.index + 1, v[metric], s=12, color="#999", alpha=0.7, label="sweep point")
+    pts = []
+    for name, text in marked.items():
+        hit = v[v.point == name]
+        if len(hit):
+            ax.scatter(hit.index + 1, hit[metric], s=60, marker="*", color="#4c72b0", zorder=3)
+            pts.append((float(hit.index[0] + 1), float(hit[metric].iloc[0]), text))
+    place_labels(ax, pts)
+    c = view[col].dropna().to_numpy(dtype=float)
+    spread = (f"{c.min() * 1000:.2f}\u2013{c.max() * 1000:.2f} ms per query" if col == "seconds_per_query"
+              else f"{c.min():.0f}\u2013{c.max():.0f} tokens per query") if c.size else "not recorded"
+    ax.set_title(f"cost differs negligibly between points ({spread}):\nquality only, points sorted", fontsize=8,
+                 color="#555")
+    ax.set_xlabel("sweep point (sorted by quality)")
+
+
+def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked: dict[str, str],
+                 cost_cols: Sequence[str] = ("seconds_per_query", "llm_tokens_per_query")) -> plt.Figure:
+    """Quality against each cost, one dot per sweep point, the frontier (``front``) joined and ``marked``
+    points (name -> label, e.g. default, chosen) annotated. A cost that is 0 for every point (LLM tokens, when
+    no point reranks) gets no panel; a cost whose spread is negligible (:func:`negligible`) gets a quality-only
+    panel that says so instead of an axis of timing noise."""
+    cost_cols = [c for c in cost_cols if view[c].fillna(0).abs().sum() > 0] or list(cost_cols[:1])
+    fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.2 * len(cost_cols), 3.9), squeeze=False)
+    on = view[list(front)]
+    for ax, col in zip(axes[0], cost_cols, strict=True):
+        ax.set_ylabel(label(metric))
+        ax.grid(alpha=0.3)
+        if negligible(view, col):
+            _quality_only(ax, view, metric, col, marked)
+            continue
+        scale = 1000.0 if col == "seconds_per_query" else 1.0
+        ax.scatter(view[col] * scale, view[metric], s=12, color="#999", alpha=0.6, label="sweep point")
+        f = on.sort_values(col)
+        ax.step(f[col] * scale, f[metric], where="post", color="#c44e52", lw=1.5, label="frontier")
+        ax.scatter(f[col] * scale, f[metric], s=22, color="#c44e52")
+        pts = []
+        for name, text in marked.items():
+            r = view[view.point == name]
+            if len(r):
+                ax.scatter(r[col] * scale, r[metric], s=60, marker="*", color="#4c72b0", zorder=3)
+                pts.append((float(r[col].iloc[0]) * scale, float(r[metric].iloc[0]), text))
+        place_labels(ax, pts)
+        ax.set_xlabel({"seconds_per_query": "milliseconds per query (legs + fusion)",
+                       "llm_tokens_per_query": "LLM tokens per query"}.get(col, col))
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{label(metric)} against cost, every sweep point", fontsize=11)
+    fig.tight_layout()
+    return fig
