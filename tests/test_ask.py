@@ -208,3 +208,43 @@ def test_passages_come_from_the_saved_run_with_page_labels_and_best_chunks(tiny_
     assert [(q.qid, q.text) for q in ask.default_questions(dp, 5)] == [("t1", "question t1"), ("t2", "question t2")]
     assert ask.to_questions(dp, ["t2", "QUESTION  t1", "anything else"]) == [
         ask.Question("question t2", "t2"), ask.Question("question t1", "t1"), ask.Question("anything else")]
+
+
+class _Console:
+    """The chain's terminal in a test: each line with the time it was written."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        import time
+
+        self.lines.extend((time.monotonic(), t) for t in text.splitlines() if t.strip())
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf, tmp_path, monkeypatch):
+    from rerankeval.core import progress
+
+    console = _Console()
+    monkeypatch.setattr(progress, "terminal", lambda: console)
+    monkeypatch.setenv(progress.MODE_ENV, "plain")
+    dp = paths.resolve_dataset(tiny_pdf)
+    fake_corpus(dp)
+    with FakeLLM(rule=cite_first) as fake:
+        ask.answer(dp, ["t1", "t2"], "hybrid", k=2, settings=settings(fake), cache=rerank.LLMCache(tmp_path))
+        sent = [t for t, path, _ in fake.requests if path.endswith("/chat/completions")]
+        assert len(sent) == 2
+        plan = [t for t, line in console.lines if "answers: Plan: 2 questions, 2 LLM calls" in line]
+        final = [(t, line) for t, line in console.lines if "answers: 2 answered (2 ok" in line]
+        assert plan and plan[0] < min(sent)
+        assert final and final[0][0] > max(sent) and "2 calls, 0 from the cache" in final[0][1]
+        console.lines.clear()
+        ask.answer(dp, ["t1", "t2"], "hybrid", k=2, settings=settings(fake), cache=rerank.LLMCache(tmp_path))
+        assert fake.count == 2 and console.lines == []  # answered from the cache: nothing on the console

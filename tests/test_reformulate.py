@@ -144,7 +144,8 @@ def test_without_an_endpoint_every_weak_query_keeps_its_result_and_says_why():
     ledger = step.ledger.set_index("qid")
     assert ledger.loc["q2", "error"] == "NoEndpoint: no LLM endpoint configured" and ledger.loc["q1", "error"] == ""
     assert step.record() == {"threshold": THRESHOLD, "guard_k": 2, "rewritten": 0, "kept": 0,
-                             **dict.fromkeys(reformulate.TOKEN_FIELDS, 0)}
+                             **dict.fromkeys(reformulate.TOKEN_FIELDS, 0), "llm_calls": 0, "llm_cache_hits": 0,
+                             "llm_seconds": 0.0}
 
 
 def test_reformulate_uses_the_llm_only_through_rerankeval_llm():

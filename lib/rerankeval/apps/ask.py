@@ -36,7 +36,8 @@ this module runs and writes the stage and re-exports their names.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -71,6 +72,7 @@ from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
+from rerankeval.llm import budget
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMClient
 from rerankeval.llm.scrub import redact_tree
@@ -92,19 +94,44 @@ def answer(dp: DatasetPaths, questions: Sequence[str] = (), variant: str = "", k
     passages = source.for_questions(qs)
     qrels = corpus.load_qrels(dp)
     settings = settings or load_settings()
+    t0 = time.perf_counter()
     with Asker(settings, cache, client, max_tokens=max_answer_tokens, seed=seed, content_retries=content_retries,
                timeout=timeout) as asker:
         plan = asker.estimate(qs, passages)
-        if progress:
-            print(f"{plan.message(priced=False)[:-1]}; the time is prompt processing only: writing up to "
-                  f"{max_answer_tokens} tokens per answer comes on top.", flush=True)
-        beat = progress_mod.Heartbeat(total=len(qs), unit="answer") if progress else progress_mod.QUIET
-        asker.heartbeat = beat
-        with beat:
-            answers = [asker.ask(q, ps, qrels) for q, ps in zip(qs, passages, strict=True)]
+        if progress:  # on the console before the first call (when there is one to send), and on the page
+            text = budget.announce(plan, (0.0, 0.0), warn=False, stage="answers")
+            print(f"{text[:-1]}; the time is prompt processing only: writing up to {max_answer_tokens} tokens per "
+                  "answer comes on top.", flush=True)
+        answers = _ask_all(asker, qs, passages, qrels, progress)
         model, stats = asker.model, asker.stats
-    return AskResult(answers, variant, k, [note, *source.notes], model, endpoint_kind(settings), plan.to_dict(),
-                     stats)
+    result = AskResult(answers, variant, k, [note, *source.notes], model, endpoint_kind(settings), plan.to_dict(),
+                       stats)
+    if progress and plan.fresh_calls:
+        progress_mod.say(final_line(result, time.perf_counter() - t0))
+    return result
+
+
+def _ask_all(asker: Asker, qs: Sequence[Question], passages: Sequence[list[Passage]],
+             qrels: Mapping[str, Mapping[str, int]], progress: bool) -> list[Answer]:
+    """Every question's answer, with a progress line per question done (after the first seconds) and the
+    heartbeat while an answer is awaited."""
+    beat = progress_mod.Heartbeat(total=len(qs), unit="answer") if progress else progress_mod.QUIET
+    asker.heartbeat = beat
+    answers: list[Answer] = []
+    with beat, progress_mod.Progress(len(qs), desc="answers", unit="question",
+                                     mode=None if progress else "off") as bar:
+        for q, ps in zip(qs, passages, strict=True):
+            answers.append(asker.ask(q, ps, qrels))
+            bar.update(1, calls=asker.stats.calls, cache_hits=asker.stats.cache_hits)
+    return answers
+
+
+def final_line(result: AskResult, seconds: float) -> str:
+    """The console's last line of a run: answers and their status, calls, cache hits, seconds."""
+    status = result.summary()["status"]
+    return (f"answers: {len(result.answers)} answered ({status['ok']} ok, {status['repaired']} repaired, "
+            f"{status['failed']} failed); {result.stats.calls} calls, {result.stats.cache_hits} from the cache; "
+            f"{seconds:.0f} s")
 
 
 def write_answers(dp: DatasetPaths, result: AskResult) -> dict[str, Path]:

@@ -122,8 +122,10 @@ class Asker(AsksLLM):
             tasks.append((q.qid or f"free-{i}", "ask", [budget.call_estimate(hit, call.prompt, previous,
                                                                                self.max_tokens)]))
             previous = call.prompt
-        return budget.plan(tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=s_per_token,
+        plan = budget.plan(tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=s_per_token,
                            rate_source=source)
+        plan.what = "questions"
+        return plan
 
 
 # -- one run over many questions --

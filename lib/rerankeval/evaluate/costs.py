@@ -1,5 +1,6 @@
 """What each variant costs per query: retrieval seconds recorded by stage 03 (per variant and its inputs'
-pipeline), LLM figures from the rerank ledger; and the parameters the stages recorded (``pool_k``).
+pipeline), LLM figures from the rerank ledger and, for a variant whose 03 step called an LLM (the rewrite of
+``hybrid_reformulate``), from its record (:func:`step_llm_costs`); and the parameters the stages recorded (``pool_k``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,31 @@ def retrieval_seconds(retrieve_dir: str | Path, variants: Iterable[str]) -> dict
     return out
 
 
+STEP_TOKENS = ("prompt_tokens", "completion_tokens", "saved_prompt_tokens", "saved_completion_tokens")
+
+
+def step_llm_costs(retrieve_dir: str | Path, variants: Iterable[str]) -> pd.DataFrame:
+    """Per variant whose stage-03 record counts LLM tokens (``<retrieve_dir>/<variant>.json``: the rewrite step's
+    ``prompt_tokens`` ... ``saved_completion_tokens``, ``llm_calls``, ``llm_cache_hits``, ``llm_seconds``): the
+    ledger summary's columns per query of the record's ``queries`` (every query, rewritten or not)."""
+    rows = []
+    for v in variants:
+        try:
+            rec = json.loads((Path(retrieve_dir) / f"{v}.json").read_text(encoding="utf-8"))
+            n = int(rec["queries"])
+            fresh, saved = (sum(int(rec.get(k) or 0) for k in pair) for pair in (STEP_TOKENS[:2], STEP_TOKENS[2:]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if n <= 0 or not any(k in rec for k in STEP_TOKENS):
+            continue
+        calls = int(rec.get("llm_calls") or 0)
+        rows.append({"variant": v, "tokens_per_query": (fresh + saved) / n, "fresh_tokens_per_query": fresh / n,
+                     "llm_seconds_per_query": float(rec.get("llm_seconds") or 0.0) / n, "calls_per_query": calls / n,
+                     "cache_hit_rate": int(rec.get("llm_cache_hits") or 0) / calls if calls else math.nan})
+    return pd.DataFrame(rows, columns=["variant", "tokens_per_query", "fresh_tokens_per_query",
+                                       "llm_seconds_per_query", "calls_per_query", "cache_hit_rate"])
+
+
 PIPELINE_INPUTS = {FUSED: LEGS, RERANKED: (FUSED,), CROSS_ENCODER: (FUSED,)}
 
 
@@ -58,13 +84,24 @@ def cost_table(
     ledger_sum: pd.DataFrame | None = None,
     retrieval_s: Mapping[str, float] | None = None,
     inputs_of: Mapping[str, Sequence[str]] = PIPELINE_INPUTS,
+    step_llm: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per variant: the ledger figures, ``retrieval_seconds_per_query`` (:func:`pipeline_seconds`)
-    and ``seconds_per_query`` = retrieval + LLM seconds (NaN when neither is known)."""
+    """One row per variant: the ledger figures (and ``step_llm``'s, :func:`step_llm_costs`, for a variant the
+    ledger has not), ``retrieval_seconds_per_query`` (:func:`pipeline_seconds`; a step's LLM seconds, included in
+    its recorded time, moved to ``llm_seconds_per_query``) and ``seconds_per_query`` = retrieval + LLM seconds
+    (NaN when neither is known)."""
     retrieval_s = dict(retrieval_s or {})
     base = pd.DataFrame({"variant": list(variants)})
     if ledger_sum is not None and len(ledger_sum):
         base = base.merge(ledger_sum.drop(columns=["n_queries"], errors="ignore"), on="variant", how="left")
+    if step_llm is not None and len(step_llm):
+        step = step_llm[step_llm.variant.isin(base.variant)]
+        columns = list(base.columns) + [c for c in step.columns if c not in base.columns]
+        merged = base.set_index("variant").combine_first(step.set_index("variant"))  # the ledger's figures win
+        base = merged.reindex(list(base.variant)).reset_index()[columns]
+        for _, r in step.iterrows():
+            if r.variant in retrieval_s:
+                retrieval_s[r.variant] = max(0.0, retrieval_s[r.variant] - float(r.llm_seconds_per_query))
     base["retrieval_seconds_per_query"] = [pipeline_seconds(retrieval_s, v, inputs_of) for v in base.variant]
     llm = (
         base["llm_seconds_per_query"]

@@ -8,6 +8,8 @@ at the endpoint's measured rate (recorded by the previous run, see :func:`measur
 anything is sent: they keep their fused order and the ledger marks them (``budget_skipped``).
 :class:`Budget` also holds the limits while the run goes (a listwise run's later windows can miss the
 cache where the plan expected hits): a call past the budget is refused and counted as failed.
+:func:`announce` says the plan on the user's console (and returns it for the notebook page) before an LLM stage
+spends, with :func:`price_warning` when a non-local endpoint has no price: every LLM stage calls it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlparse
+
+from rerankeval.core import progress
 
 CHARS_PER_TOKEN = 4.0  # rough BPE average for estimates before any reply is cached; the ledger has real counts
 TEMPLATE_TOKENS = 12  # chat-template tokens around the messages
@@ -168,3 +173,40 @@ def measured_rate(
     if local:
         return 1 / LOCAL_TOKENS_PER_S, f"assumed {LOCAL_TOKENS_PER_S:.0f} tokens/s until a run measures it"
     return None, "no rate measured yet for this endpoint"
+
+
+LOCAL_HOSTS = ("localhost", "::1")
+
+
+def is_local_endpoint(base_url: str | None, endpoint_id: str | None = None) -> bool:
+    """True for the local llama-server the project starts (its endpoint id starts with ``llama-server``), no
+    endpoint at all (the project starts one), or a URL whose host is ``localhost``, ``127.x.x.x`` or ``::1``;
+    any other host (a LAN address, a hostname alias of this machine) counts as non-local."""
+    if (endpoint_id or "").startswith("llama-server") or not base_url:
+        return True
+    host = (urlparse(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+    return host in LOCAL_HOSTS or host.startswith("127.")
+
+
+def price_warning(base_url: str | None, endpoint_id: str | None, price: Sequence[float]) -> str | None:
+    """The warning for a non-local endpoint with no price set (None when priced or local)."""
+    if any(float(p) for p in price) or is_local_endpoint(base_url, endpoint_id):
+        return None
+    return ("Warning: costs are shown as $0 because no price is set: set price_per_mtok=[in, out] (USD per 1M "
+            "prompt and completion tokens), e.g. make report P=\"price_per_mtok=[0.15,0.6] max_cost=1\", or the "
+            "notebook's parameter; max_calls / max_cost cap the spend (see .env.example).")
+
+
+def announce(plan: Plan, price: Sequence[float], base_url: str | None = None, endpoint_id: str | None = None,
+             *, stage: str = "", warn: bool = True) -> str:
+    """Say the plan (and, with ``warn``, the missing-price warning) on the console before the first call;
+    returns the text (for the notebook page). A plan with nothing to send (all from the cache) stays off the
+    console, so a warm run prints no plan line."""
+    lines = [(f"{stage}: " if stage else "") + plan.message(priced=any(float(p) for p in price))]
+    warning = price_warning(base_url, endpoint_id, price) if warn else None
+    if warning:
+        lines.append(warning)
+    if plan.fresh_calls or plan.skipped:
+        for line in lines:
+            progress.say(line)
+    return "\n".join(lines)

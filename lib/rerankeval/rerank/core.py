@@ -42,6 +42,7 @@ import pandas as pd
 
 from rerankeval.core import runs as runs_mod
 from rerankeval.core.settings import Settings
+from rerankeval.llm import budget
 from rerankeval.llm.breaker import BREAKER, BREAKER_THRESHOLD, UNREACHABLE, Breaker  # noqa: F401 (re-exported)
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMClient
@@ -122,8 +123,9 @@ def rerank_run(
     pools = build_pools(fused, texts, qids, pool_k)
     with Reranker(config, settings=settings, cache=cache, client=client) as rr:
         plan = rr.estimate(queries, rr.tasks(pools, stability))
-        if progress:
-            print(plan.message(priced=any(config.price_per_mtok)), flush=True)
+        if progress:  # on the console (the chain's terminal) before the first call, and on the page
+            print(budget.announce(plan, config.price_per_mtok, rr.settings.base_url, rr.settings.endpoint_id,
+                                  stage="rerank"), flush=True)
         results = rr.rerank_pools(queries, pools, stability=stability, progress=progress, plan=plan)
         rr.record_rate(results, plan)
         model, messages = rr.model, dict(rr.messages)

@@ -10,7 +10,8 @@ is used only through :mod:`rerankeval.llm`. Per query:
    ``2 / (rrf_k + 1)`` when both legs put the same unit first) is compared with ``threshold``. At or above
    it the query is ``not_rewritten`` and its result is exactly ``hybrid``'s.
 2. **Rewrite.** Below it the LLM rewrites the query (JSON schema ``{"query": "..."}``, temperature 0, through
-   the one cached LLM call, :mod:`rerankeval.llm.call`; its tokens are counted and written in the record).
+   the one cached LLM call, :mod:`rerankeval.llm.call`; its tokens, calls and seconds are counted and written
+   in the record, which 05's cost table reads; the plan is said on the console before the first call).
 3. **Guard (no relevance judgments).** The rewrite is retrieved by both legs, and its legs are scored by
    :func:`guard_measure`: ``(agreement@k, top fused score)``, where agreement@k is the share of the top ``k``
    units the dense and BM25 legs have in common (two independent retrievers agreeing is evidence that the
@@ -111,11 +112,11 @@ class Rewriter:
     """One query rewrite per call, through the one cached LLM call (:meth:`rerankeval.llm.call.CachedLLM.call`;
     ``rewrite`` never raises). ``stats`` counts every rewrite's calls and tokens."""
 
-    def __init__(self, client: LLMClient, cache: LLMCache, endpoint: str, seed: int = 0) -> None:
+    def __init__(self, client: LLMClient, cache: LLMCache, endpoint: str, seed: int = 0, local: bool = False) -> None:
         from rerankeval.llm.breaker import Breaker
         from rerankeval.llm.call import CachedLLM, CallStats
 
-        self.llm = CachedLLM(client, cache, endpoint=endpoint, breaker=Breaker(threshold=1))
+        self.llm = CachedLLM(client, cache, endpoint=endpoint, local=local, breaker=Breaker(threshold=1))
         self.seed = seed
         self.stats = CallStats()
 
@@ -139,6 +140,25 @@ class Rewriter:
                 "endpoint": self.endpoint, "template": sha256_json([SYSTEM, USER]),
                 "schema": schemas.schema_hash(RewriteStrict),
                 "gen": {"temperature": 0, "seed": self.seed, "max_tokens": MAX_TOKENS}, "query": query}
+
+    def plan(self, queries: Mapping[str, str]) -> Any:
+        """The cost plan (:class:`rerankeval.llm.budget.Plan`) of rewriting ``queries``: one call each."""
+        from rerankeval.llm import budget
+
+        tasks, previous = [], ""
+        for q, text in queries.items():
+            hit = self.cache.get(self.cache.key(self.material(text))) is not None
+            prompt = SYSTEM + "\n" + USER.format(query=text)
+            tasks.append((q, "rewrite", [budget.call_estimate(hit, prompt, previous, MAX_TOKENS / 2)]))
+            previous = prompt
+        rate, source = self.llm.measured_rate()
+        return budget.plan(tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=rate, rate_source=source)
+
+    def announce(self, queries: Mapping[str, str]) -> str:
+        """Say the rewrite plan on the console before the first call (03 has no price: tokens, not dollars)."""
+        from rerankeval.llm import budget
+
+        return budget.announce(self.plan(queries), (0.0, 0.0), warn=False, stage="rewrite")
 
     def rewrite(self, query: str) -> tuple[str | None, bool, str]:
         """(the rewrite or None, served from the cache, the error class when there is no rewrite).
@@ -184,6 +204,8 @@ class Reformulate:
         """(unit run, chunk run) for ``queries`` from ``base``, the hybrid's (unit run, chunk run) of every query."""
         base_run, base_chunks = base
         weak = {q: t for q, t in queries.items() if _top(base_run[q]) < self.threshold}
+        if self.rewriter is not None and weak:
+            self.rewriter.announce(weak)
         rewrites = {q: self._rewrite(t) for q, t in weak.items()}
         new = {q: r[0] for q, r in rewrites.items() if r[0]}
         legs, new_legs = _LegRuns(source, queries, leg_k), _LegRuns(source, new, leg_k)
@@ -219,13 +241,16 @@ class Reformulate:
     def record(self) -> dict[str, Any]:
         """The step's parameters and counts, written in the variant's record: with the rewrites' tokens, those of
         the requests sent now (``prompt_tokens``, ``completion_tokens``) and those the cache served
-        (``saved_prompt_tokens``, ``saved_completion_tokens``), as in the rerank ledger."""
+        (``saved_prompt_tokens``, ``saved_completion_tokens``), as in the rerank ledger; ``llm_calls``,
+        ``llm_cache_hits`` and ``llm_seconds`` (a cached reply keeps its original latency) for 05's cost table."""
         ledger = self.ledger
         stats = self.rewriter.stats if self.rewriter is not None else None
         tokens = {k: getattr(stats, k, 0) for k in TOKEN_FIELDS}
         return {"threshold": self.threshold, "guard_k": self.guard_k,
                 "rewritten": int(ledger.status.isin([KEPT, REVERTED]).sum()),
-                "kept": int((ledger.status == KEPT).sum()), **tokens}
+                "kept": int((ledger.status == KEPT).sum()), **tokens,
+                "llm_calls": getattr(stats, "calls", 0), "llm_cache_hits": getattr(stats, "cache_hits", 0),
+                "llm_seconds": round(getattr(stats, "llm_seconds", 0.0), 4)}
 
 
 class _LegRuns:
@@ -279,7 +304,8 @@ def open_rewriter(settings: Settings | None = None,
         settings = settings or load_settings()
         client = LLMClient(settings, max_retries=1)
         stack.callback(client.close)
-        rewriter = Rewriter(client, cache if cache is not None else LLMCache(), endpoint_identity(settings))
+        rewriter = Rewriter(client, cache if cache is not None else LLMCache(), endpoint_identity(settings),
+                            local=(settings.endpoint_id or "").startswith("llama-server"))
     except (LLMCallError, ValueError) as exc:
         stack.close()
         problem = redact(str(exc))[:300]

@@ -17,15 +17,20 @@ Point ids are ``uuid5(POINT_NAMESPACE, chunk_id)``: re-indexing upserts the same
 Payload: ``chunk_id``, ``unit_id``.
 
 Always use clients as context managers (``with open_client(dp) as client:``): a local client left
-open prints an error when the interpreter exits, and holds the storage folder's lock.
+open holds the storage folder's lock. One left open anyway (a retriever never closed, a ``with`` block
+abandoned) is closed by :func:`close_open_clients` at exit (:mod:`atexit` runs before the interpreter tears
+its modules down): otherwise ``QdrantClient.__del__`` and the abandoned block would close it during the teardown
+and print two ``ImportError: sys.meta_path is None`` tracebacks.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sqlite3
 import uuid
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -115,10 +120,26 @@ def open_client(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] 
                 f"The embedded Qdrant store {loc.path} is in use by another process ({exc}). Close the other "
                 "notebook/kernel using it, or run a Qdrant server and set QDRANT_URL."
             ) from exc
+    _OPEN.add(client)
     try:
         yield client
     finally:
+        _OPEN.discard(client)
         client.close()
+
+
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # the clients open_client gave out and has not closed yet
+
+
+@atexit.register
+def close_open_clients() -> None:
+    """Close every client :func:`open_client` gave out that is still open (registered with :mod:`atexit`)."""
+    for client in list(_OPEN):
+        _OPEN.discard(client)
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - at exit, a client that cannot close has nothing left to lose
+            pass
 
 
 def _safe(name: str) -> str:
