@@ -81,3 +81,20 @@ def test_inside_a_chain_run_the_widget_is_a_markdown_pointer_to_make_lab(tmp_pat
     monkeypatch.setenv("RERANKEVAL_STAGE", "00-explore")
     got = explore.widget(_dataset(tmp_path))
     assert isinstance(got, Markdown) and "make lab" in got.data
+
+
+def test_the_grade_buttons_follow_a_0_to_3_scale_and_a_grade_off_it_is_refused(tmp_path, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    from rerankeval.core import runs
+
+    monkeypatch.delenv("RERANKEVAL_STAGE", raising=False)
+    dp = _dataset(tmp_path)
+    runs.write_qrels({"q1": {UNITS[0]: 3, UNITS[2]: 0}, "q2": {UNITS[1]: 1}}, dp.qrels)  # qrels that use 0-3
+    ui = explore.widget(dp, k=3).ui
+    assert [b.description for b in ui.grades] == ["grade 0", "grade 1", "grade 2", "grade 3"]
+    ui.pick.value = "q3"
+    ui.unit.value = UNITS[1]
+    ui.grades[3].click()
+    assert "recorded: q3 / m.pdf#p2 = 3" in ui.status.value
+    with pytest.raises(ValueError, match="grade 4 is outside the scale: grades are 0-3"):
+        explore.judge(dp, "q3", UNITS[2], 4)
