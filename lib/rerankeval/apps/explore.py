@@ -6,12 +6,13 @@
     from rerankeval.core import paths
     dp = paths.resolve_dataset("debian-manuals")
     explore.show(dp, "how do I change the keyboard layout", k=10)   # free text: a live search
-    explore.show(dp, "q12")                                          # a judged query: its saved runs
-    explore.judge(dp, "q12", "debian-handbook.pdf#p33", 2)           # a grade, merged by the next make report
+    explore.show(dp, "dm-012")                                       # a judged query: its saved runs
+    explore.judge(dp, "dm-012", "debian-policy.pdf#p27", 1)          # a grade, merged by the next make report
+    explore.add_question(dp, "which file lists the archives apt downloads packages from?",
+                         ["debian-reference.en.pdf#p68"])            # a question of your own, with its answer
     explore.drafts(dp)                                               # generated questions and their review state
-    explore.review(dp, "gen-1a2b3c4d5e", "accept")                   # or "reject", or "edit" with text="..."
-    explore.promote(dp)                                 # accepted drafts -> queries.jsonl + qrels (human from then)
-    explore.add_question(dp, "where are apt's sources listed", ["debian-reference.en.pdf#p40"])  # a new question
+    explore.review(dp, "gen-1a2b3c4d5e", "accept")                   # (a draft's id) or "reject", or "edit"
+    explore.promote(dp)                                              # accepted drafts -> queries.jsonl + qrels
 
 Each column is one variant: rank, score, unit id, a snippet with the query's terms highlighted (every text
 HTML-escaped), the grade when the query is judged (``?`` marks a unit nobody judged), and for the rerankers
