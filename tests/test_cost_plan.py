@@ -158,3 +158,19 @@ def test_the_rewrite_tokens_reach_the_cost_table(tmp_path):
     assert 0 < llm_s and row.seconds_per_query == pytest.approx(3.0)  # LLM seconds moved out of retrieval, not added
     assert row.retrieval_seconds_per_query == pytest.approx(3.0 - llm_s)
     assert table.loc["hybrid"].isna()["tokens_per_query"]
+
+
+def test_the_documented_p_syntax_gives_04_a_price_and_a_budget():
+    """.env.example and the README: make report P="price_per_mtok=[0.15, 0.6] max_cost=1" (a list through P)."""
+    from rerankeval.apps import chain
+    from rerankeval.core import paths
+
+    nbs = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
+    for p in ("price_per_mtok=[0.15, 0.6] max_cost=1", "price_per_mtok=[0.15,0.6] max_calls=500"):
+        items = chain.split_params(p)
+        typed = chain.typed_parameters(nbs, chain.load_params("x", items), chain.override_texts(items))
+        assert typed["price_per_mtok"] == [0.15, 0.6]
+        assert typed.get("max_cost", 1) == 1 and typed.get("max_calls", 500) == 500
+    env_example = (paths.ROOT / ".env.example").read_text()
+    assert 'make report P="price_per_mtok=[0.15, 0.6] max_cost=1"' in env_example
+    assert all(name in env_example for name in ("price_per_mtok", "max_calls", "max_cost"))
