@@ -199,6 +199,7 @@ def test_pareto_says_when_the_cost_spread_is_noise():
     assert "negligibly" in ax.get_title() and "2.30" in ax.get_title()
     assert ax.get_xlabel() == "sweep point (sorted by quality)"
     plt.close(fig)
+    assert SP.negligible(_sweep_view([0.0088, 0.0104, 0.0095]), "seconds_per_query")  # 1.6 ms of 9.5: noise
     fig = SP.sweep_pareto(_sweep_view([0.002, 0.010, 0.030]), "ndcg@10", [True, True, False], {"p2": "chosen"})
     assert "milliseconds" in fig.axes[0].get_xlabel()
     plt.close(fig)

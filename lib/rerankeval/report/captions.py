@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 CAPTIONS: dict[str, str] = {
-    "01-chunk-lengths": "Chunk lengths in characters: a long tail of tiny chunks means pages with little text; "
-                        "chunks far above the target size mean a splitter that found no break.",
-    "02-bm25-lengths": "Document lengths as BM25 sees them (tokens after analysis): BM25's length normalisation "
-                       "favours short units, so a wide spread is worth knowing.",
+    "01-chunk-lengths": "Chunk lengths in characters: most chunks should sit at the target size (the tall bar); "
+                        "a long tail of short chunks means page or section ends, or pages with little text.",
+    "02-bm25-lengths": "Chunk lengths as BM25 sees them (terms after analysis): BM25's length normalisation "
+                       "favours short units, so a wide spread or a second peak is worth knowing.",
     "03-variants": "A first look at each variant's mean per metric (no CI yet; 05 adds them): look for the fused "
                    "variants above both single legs.",
     "03-reformulate-threshold": "Top hybrid score per query: the queries left of the threshold are the ones the LLM "
@@ -29,7 +29,7 @@ CAPTIONS: dict[str, str] = {
     "05-rank-heatmap": "Rank of each query's first relevant unit per variant (dark green = rank 1, grey = not in "
                        "the list): rows that are grey for every variant are queries no variant answers.",
     "05-rank-shift": "Each relevant unit of the fused list: its fused rank against its reranked rank; below the "
-                     "diagonal (green) the reranker promoted it, above (orange) it demoted it.",
+                     "diagonal (green) the reranker promoted it, above (red) it demoted it, grey: unchanged.",
     "05-quality-cost": "Headline metric against seconds and LLM tokens per query, one point per variant: a variant "
                        "up and to the left is better and cheaper; a point far right must buy its quality.",
     "06-lines": "nDCG and MRR along each swept axis, every other axis at its default: a flat line is a setting "

@@ -79,7 +79,7 @@ def show(fig, figures_dir: str | Path, name: str, notebook: str = "05") -> None:
         display(Image(data=path.read_bytes(), format="png"))
         caption = caption_for(path.stem)
         if caption:
-            display(Markdown(f"*{caption}*"))
+            display(Markdown("*" + caption.replace("*", "\\*") + "*"))  # italic; a literal * escaped
     except ImportError:  # pragma: no cover - IPython is always there in notebooks
         pass
 
@@ -206,12 +206,13 @@ def rank_shift_plot(
     jit = np.exp(rng.uniform(-0.06, 0.06, size=len(shift)))
     colours = np.where(
         shift.dst_rank.isna(),
-        "#c44e52",
-        np.where(y < shift.src_rank, "#55a868", np.where(y > shift.src_rank, "#dd8452", "#4c72b0")),
+        "#333333",  # not in the reranked list
+        np.where(y < shift.src_rank, "#55a868", np.where(y > shift.src_rank, "#c44e52", "#999999")),
     )
     ax.scatter(shift.src_rank * jit, y * jit[::-1], c=colours, s=22, alpha=0.75, edgecolor="none")
     ax.plot([1, top], [1, top], color="#999", lw=0.8, ls="--")
-    for ref, name in ((k, f"k = {k}"), (pool_k, f"pool = {pool_k}")):
+    refs = ((k, f"k = pool = {k}"),) if k and k == pool_k else ((k, f"k = {k}"), (pool_k, f"pool = {pool_k}"))
+    for ref, name in refs:
         if ref:
             ax.axvline(ref + 0.5, color="#bbb", lw=0.7)
             ax.axhline(ref + 0.5, color="#bbb", lw=0.7)

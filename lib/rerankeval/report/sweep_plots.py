@@ -16,6 +16,7 @@ from rerankeval.report.plots import place_labels
 
 _METRIC_STYLES = [("#333333", "o", "-"), ("#888888", "s", "--"), ("#555555", "^", ":")]  # grey: colour = variant
 NEGLIGIBLE_MS = 1.0  # a spread of seconds per query below this (in ms) is timing noise, not a cost axis
+NEGLIGIBLE_SHARE = 0.25  # ... and so is one below this share of the median (timings of a busy machine vary so)
 
 
 def _col_label(col: str) -> str:
@@ -88,13 +89,15 @@ def sweep_heatmap(view: pd.DataFrame, metric: str, x: str, y: str, title: str = 
 
 
 def negligible(view: pd.DataFrame, col: str) -> bool:
-    """Whether the cost ``col`` barely differs between points: seconds within :data:`NEGLIGIBLE_MS`, tokens
-    within one token."""
+    """Whether the cost ``col`` barely differs between points: seconds within :data:`NEGLIGIBLE_MS` or within
+    :data:`NEGLIGIBLE_SHARE` of their median, tokens within one token."""
     v = view[col].dropna().to_numpy(dtype=float)
     if not v.size:
         return True
     spread = float(v.max() - v.min())
-    return spread * 1000 < NEGLIGIBLE_MS if col == "seconds_per_query" else spread < 1
+    if col != "seconds_per_query":
+        return spread < 1
+    return spread * 1000 < NEGLIGIBLE_MS or spread < NEGLIGIBLE_SHARE * float(np.median(v))
 
 
 def _quality_only(ax, view: pd.DataFrame, metric: str, col: str, marked: dict[str, str]) -> None:
