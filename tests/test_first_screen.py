@@ -87,3 +87,28 @@ def test_the_index_shows_the_llm_assessor_and_which_grades_the_tables_use():
     parts = render._assessor(Summary(grades=grades))
     assert parts["assessor"]["warning"] and parts["assessor"]["rows"][0] == [1, 0, 0, 1]
     assert parts["grades_caption"] and render._assessor(None) == {"assessor": None, "grades_caption": ""}
+
+
+def test_a_baseline_the_user_chose_is_said_to_be_chosen():
+    lines = verdict.verdict_lines(METRICS, COMPARISONS, baseline="bm25")
+    assert lines[0].startswith("Against the baseline, bm25 (chosen: baseline=bm25), hybrid retrieval (hybrid)")
+    assert "+0.160" in lines[0]
+    assert verdict.baseline_reason(METRICS, baseline="bm25") == "chosen: baseline=bm25"
+    assert verdict.baseline_reason(METRICS, baseline="vector") == "the better single retriever"  # the same leg
+    assert verdict.baseline_reason(METRICS) == "the better single retriever"
+
+
+def test_the_index_defines_every_variant_and_says_which_baseline_and_why(tmp_path, monkeypatch):
+    from rerankeval.core.paths import resolve_dataset
+    from rerankeval.report import glossary
+
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "src" / "ds").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp.root.mkdir(parents=True)
+    METRICS.assign(variant=["bm25", "vector", "hybrid"]).to_csv(dp.metrics_csv, index=False)
+    text = render.write_index(dp, []).read_text()
+    assert "<b>hybrid</b>: " + glossary.DEFINITIONS["hybrid"].replace("'", "&#39;") in text
+    assert "Cormack" in text and "(the baseline: the better single retriever)" in text
+    assert "The difference from the baseline (vector, the better single retriever)" in text
+    assert glossary.define("my_system").startswith("a run file from another system (runs/my_system.trec)")

@@ -344,7 +344,7 @@ def test_index_shows_no_absolute_path(dp, tmp_path):
     no_data = re.sub(r"data:[^\"']+", "", text)
     assert str(tmp_path) not in no_data and str(PROJECT) not in no_data and f"{Path.home()}/" not in no_data
     assert "from results/ds" in text
-    assert '&#34;results&#34;: &#34;results/ds&#34;' in text and '&#34;dataset&#34;: &#34;ds&#34;' in text
+    assert "<th>results</th>\n<td>results/ds</td>" in text and "<th>dataset</th>\n<td>ds</td>" in text
     assert "~/.cache/x" in text and "data/y" in text
 
 
@@ -443,5 +443,5 @@ def test_index_shows_the_auc_line_in_the_verdict_above_the_fold(dp):
     assert body.index("</table>") < auc < body.index("<h2>Cost per query") < body.index("<h2>Figures")
     assert auc < body.index("200 unjudged left out")  # the facts line (what the AUC was computed over) follows
     assert "relevant: 40% moved up, 30% down" in body
-    figs = re.findall(r'<figcaption>([^<]+)</figcaption>', body)
+    figs = re.findall(r'<span class="file">\(([^<]+)\)</span></figcaption>', body)
     assert figs == ["05-metric-bars.png", "05-discrimination.png", "05-funnel.png"]  # the AUC's figure second

@@ -18,13 +18,21 @@ def summary_table(report: CorpusReport) -> pd.DataFrame:
         ("pages without text", s["pages_without_text"]), ("units", s["units"]), ("chunks", s["chunks"]),
         ("chunk length (chars) median / max", f"{s['chunk_chars']['median']:.0f} / {s['chunk_chars']['max']}"),
         ("queries evaluated", s["queries"]),
-        ("queries per slice", "; ".join(f"{k}: {v}" for k, v in s["queries_per_slice"].items())),
+        ("queries per slice", _slices(s["queries_per_slice"])),
         ("judgments", s["judgments"]),
         ("judgments per grade", ", ".join(f"grade {g}: {n}" for g, n in s["judgments_per_grade"].items())),
         ("warnings", s["warnings"]), ("corpus hash", s["corpus_hash"][:16]),
-        ("reused from a previous run", report.reused),
+        ("reused from a previous run", "yes" if report.reused else "no"),
     ]
-    return pd.DataFrame([(k, "" if v is None else str(v)) for k, v in rows], columns=["figure", "value"])
+    return pd.DataFrame([(k, "\u2013" if v is None else str(v)) for k, v in rows], columns=["figure", "value"])
+
+
+def _slices(per_slice: dict) -> str:
+    """``{"answers": {"multi": 57, "single": 3}}`` -> ``answers: multi 57, single 3`` (no dict repr on the page)."""
+    def counts(v: object) -> str:
+        return ", ".join(f"{k} {n}" for k, n in v.items()) if isinstance(v, dict) else str(v)
+
+    return "; ".join(f"{k}: {counts(v)}" for k, v in per_slice.items()) or "\u2013"
 
 
 PAGE_COLUMNS = ["file", "page", "unit_id", "chars", "note"]

@@ -88,6 +88,17 @@ def baseline_of(metrics: pd.DataFrame, headline: str = HEADLINE, baseline: str =
     return max(legs, key=lambda v: float(m.at[v, headline])) if legs else None
 
 
+def baseline_reason(metrics: pd.DataFrame, headline: str = HEADLINE, baseline: str = "") -> str:
+    """Why the baseline is the baseline, for the page: ``the better single retriever`` when the default rule chose
+    it (or the user named that same leg), else ``chosen: baseline=<name>``; "" without a baseline."""
+    base = baseline_of(metrics, headline, baseline)
+    if base is None:
+        return ""
+    if base == baseline_of(metrics, headline, ""):
+        return "the better single retriever"
+    return f"chosen: baseline={base}"
+
+
 def versus(comparisons: pd.DataFrame | None, metric: str, variant: str, baseline: str) -> dict[str, Any] | None:
     """``variant`` minus ``baseline`` on ``metric``: the difference, its CI, wins/ties/losses, the Holm mark."""
     r = pair_row(comparisons, metric, variant, baseline)
@@ -100,13 +111,14 @@ def versus(comparisons: pd.DataFrame | None, metric: str, variant: str, baseline
             "p_holm": p_holm, "mark": mark}
 
 
-def _baseline_line(m: pd.DataFrame, comparisons, headline: str, fused: str, baseline: str | None, fam) -> str | None:
-    """One plain sentence: does fusion beat the baseline, by how much, how sure."""
+def _baseline_line(m: pd.DataFrame, comparisons, headline: str, fused: str, baseline: str | None, fam,
+                   why: str = "the better single retriever") -> str | None:
+    """One plain sentence: does fusion beat the baseline (``why``: how it was chosen), by how much, how sure."""
     if baseline is None or fused not in m.index or fused == baseline:
         return None
     r = versus(comparisons, headline, fused, baseline)
     hl, a, b = label(headline), float(m.at[fused, headline]), float(m.at[baseline, headline])
-    head = (f"Against the baseline, {baseline} (the better single retriever), hybrid retrieval ({fused}) scores "
+    head = (f"Against the baseline, {baseline} ({why}), hybrid retrieval ({fused}) scores "
             f"{fmt(a)} {hl} against {fmt(b)}")
     if r is None:
         return head + f" ({a - b:+.3f}; not tested)."
@@ -226,7 +238,8 @@ def verdict_lines(
     if comparisons is not None and not comparisons.empty:
         fam = int((comparisons.metric == headline).sum()) or None
     auc = discrimination_mod.sentence(discrimination)
-    base = _baseline_line(m, comparisons, headline, fused, baseline_of(metrics, headline, baseline), fam)
+    base = _baseline_line(m, comparisons, headline, fused, baseline_of(metrics, headline, baseline), fam,
+                          baseline_reason(metrics, headline, baseline))
     lines = [
         *([base] if base else []),
         _winner_line(m, comparisons, headline, missing, fam, n),

@@ -73,6 +73,24 @@ def strip_remote_resources(html_text: str) -> str:
     return html_text
 
 
+_MISSING_CELL = re.compile(r"<(td|th)([^>]*)>\s*(NaN|nan|None|NaT|&lt;NA&gt;|&lt;NaN&gt;)\s*</\1>")
+_PLAIN_TH = re.compile(r"<th([^>]*)>([^<]*_[^<]*)</th>")  # a header cell of text only, with an underscore
+_BOOL_CELL = re.compile(r"<(td|th)([^>]*)>\s*(True|False)\s*</\1>")
+
+
+def clean_tables(html_text: str) -> str:
+    """Table cells of pandas' HTML made readable: a missing value (``NaN``, ``None``, ``NaT``, ``<NA>``) shows
+    "\u2013", a Python bool yes/no (the tables a notebook shows without :func:`rerankeval.evaluate.views.tidy`),
+    a header may wrap after an underscore (``hybrid_<wbr>reformulate``), and every table sits in a ``div.scroll``
+    that scrolls sideways on a narrow screen instead of the page."""
+    html_text = _MISSING_CELL.sub(lambda m: f"<{m.group(1)}{m.group(2)}>\u2013</{m.group(1)}>", html_text)
+    html_text = _BOOL_CELL.sub(
+        lambda m: f"<{m.group(1)}{m.group(2)}>{'yes' if m.group(3) == 'True' else 'no'}</{m.group(1)}>", html_text)
+    html_text = _PLAIN_TH.sub(lambda m: f"<th{m.group(1)}>{m.group(2).replace('_', '_<wbr>')}</th>", html_text)
+    html_text = re.sub(r"<table\b", '<div class="scroll"><table', html_text)
+    return re.sub(r"</table\s*>", "</table></div>", html_text)
+
+
 def questions_note(dp: DatasetPaths) -> dict[str, str] | None:
     """What every page says at its top when the evaluated questions were generated (stage 01's record), else None."""
     try:
@@ -108,7 +126,8 @@ def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | P
     ``remove-cell`` are dropped. The papermill ``injected-parameters`` cell keeps its input. A
     Content-Security-Policy (:data:`CSP`) forbids every script and network fetch, so even an output that
     forgot to escape data cannot run code in the report. Absolute paths are made relative (:func:`relative_paths`).
-    ``note`` (:func:`questions_note`) is shown at the top of the page.
+    ``note`` (:func:`questions_note`) is shown at the top of the page. Tables scroll sideways and show no
+    NaN or True/False (:func:`clean_tables`).
     """
     import nbformat
     from jinja2 import DictLoader
@@ -132,7 +151,7 @@ def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | P
     body, _ = exporter.from_notebook_node(
         nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}}
     )
-    body = relative_paths(strip_remote_resources(body), _notebook_dataset(nb))
+    body = clean_tables(relative_paths(strip_remote_resources(body), _notebook_dataset(nb)))
     body = re.sub(r"<head>", lambda m: m.group(0) + "\n" + CSP_META, body, count=1, flags=re.I)
     if note:  # the generated-questions banner, at the top of the page
         body = re.sub(r"<body[^>]*>", lambda m: m.group(0) + _banner_html(note), body, count=1, flags=re.I)

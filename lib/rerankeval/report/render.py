@@ -3,8 +3,11 @@
 - :func:`write_index` writes ``dp.report_dir/index.html`` from the Jinja2 template
   ``templates/index.html.j2``, sized for a 1280 px laptop screen: the headline table (variants x key metrics,
   each 95% CI on a second line, fallback rate), the verdict (:mod:`rerankeval.evaluate.verdict`, from the numbers the
-  analysis wrote; the reranker model's ROC AUC line marked), a cost table (tokens and seconds per query), the
-  figures answering the question first (:data:`FIGURE_ORDER`), the corpus figures last, page links, the manifest.
+  analysis wrote; the reranker model's ROC AUC line marked), the table's exports (:mod:`.export`: Markdown,
+  LaTeX, CSV), this run against the previous one (:mod:`.history`), a one-line definition of every variant
+  (:mod:`.glossary`), a cost table (tokens and seconds per query), the figures answering the question first
+  (:data:`FIGURE_ORDER`, captions from :mod:`.captions`), the corpus figures last, page links, and the manifest as
+  a table (:mod:`.manifest_view`; the raw ``manifest.json`` linked). Every table scrolls sideways on a phone.
   It renders, with a note, when the analysis has not produced ``metrics.csv`` yet, and says so when the
   headline comes from an earlier analysis on different inputs (:func:`stale_inputs`: e.g. after
   ``--only 01 --only 02 --only 03`` on a changed corpus).
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import json
 import math
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -34,6 +36,7 @@ from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.evaluate import discrimination, limitations, verdict
 from rerankeval.evaluate.metrics import label
+from rerankeval.report import export, glossary, history, manifest_view
 from rerankeval.report.pages import CSP_META, TEMPLATES, questions_note, relative_paths
 
 if TYPE_CHECKING:  # the analysis imports the reranker's package (openai): load it only when needed
@@ -43,9 +46,10 @@ HEADLINE = verdict.HEADLINE
 HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback changes what a row measures
 COST_COLUMNS = ("tokens_per_query", "fresh_tokens_per_query", "cost_per_query", "retrieval_seconds_per_query",
                 "llm_seconds_per_query", "seconds_per_query", "calls_per_query")
-# Figures that answer the question come first (by stem, in this order); the corpus figures (01-, 02-) go last.
-FIGURE_ORDER = ("05-metric-bars", "05-discrimination", "05-rank-heatmap", "05-funnel", "05-rank-shift",
-                "05-quality-cost")
+# Figures that answer the question come first (by stem, in this order; ``*`` ends a prefix: every per-query
+# difference chart), then by notebook; the corpus figures (01-, 02-) go last, in an appendix.
+FIGURE_ORDER = ("05-forest", "05-delta-*", "05-metric-bars", "05-discrimination", "05-rank-heatmap", "05-funnel",
+                "05-rank-shift", "05-quality-cost")
 APPENDIX_PREFIXES = ("01", "02")
 COLUMN_LABELS = {
     "variant": "variant", "n_queries": "queries", "n": "queries", "a": "variant a", "b": "variant b",
@@ -69,8 +73,18 @@ def _env():
     """The Jinja2 environment over :data:`TEMPLATES`, autoescaping every value."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
-                       keep_trailing_newline=True)
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
+                      keep_trailing_newline=True)
+    env.filters["breakable"] = breakable
+    return env
+
+
+def breakable(text: Any) -> Any:
+    """``text`` escaped, with a line-break opportunity after each underscore: a long name such as
+    ``hybrid_reformulate`` wraps inside its header cell instead of running into the next one."""
+    from markupsafe import Markup, escape
+
+    return Markup(str(escape(text)).replace("_", "_<wbr>"))
 
 
 # --------------------------------------------------------------------------- index page
@@ -128,43 +142,43 @@ def _ledger_cell(c: str, val: Any) -> dict[str, Any]:
 
 def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int | None = None,
                    comparisons: pd.DataFrame | None = None, baseline: str = "") -> dict[str, Any]:
-    """The headline table as plain values for the template: ``head`` (column titles) and ``rows``.
+    """The headline table as plain values for the template: ``head`` (column titles), ``rows``, ``baseline``
+    and ``frame`` (:func:`rerankeval.report.export.headline_frame`, the numbers the exports write).
 
     Key metrics (each 95% CI in ``ci``, shown on a second line), each variant's difference from the baseline
     (:func:`rerankeval.evaluate.verdict.baseline_of`) with its CI, wins/ties/losses and ``*`` when it survives
     Holm correction, and the fallback rate; the cost columns are in :func:`cost_table` (the table fits 1280 px).
     """
-    base = verdict.baseline_of(metrics, headline, baseline)
-    cols = verdict.key_metrics(metrics, headline, pool_k)
+    f = export.headline_frame(metrics, headline, pool_k, comparisons, baseline)
+    base, cols = f.attrs["baseline"], f.attrs["metrics"]
     extra = [c for c in HEADLINE_EXTRA if c in metrics.columns]
-    head = ["variant", "queries"] + [label(c) + (" (pool ceiling)" if pool_k and c == f"recall@{pool_k}" else "")
-                                     for c in cols]
+    head = ["variant", "queries"] + [export.metric_title(c, pool_k) for c in cols]
     head += [f"{label(headline)} vs {base} (baseline)"] if base else []
     head += [column_label(c) for c in extra]
     best = metrics[headline].max() if headline in metrics else None
     rows = []
-    for _, r in metrics.iterrows():
-        cells = [{"cls": "num", "text": str(r.get("n_queries", ""))}]
+    for (_, r), (_, m) in zip(f.iterrows(), metrics.iterrows(), strict=True):
+        cells = [{"cls": "num", "text": "\u2013" if pd.isna(r["queries"]) else str(int(r["queries"]))}]
         for c in cols:
             ci = (f"[{verdict.fmt(r[c + '_ci_low'])}, {verdict.fmt(r[c + '_ci_high'])}]"
-                  if f"{c}_ci_low" in r and not pd.isna(r[f"{c}_ci_low"]) else "")
+                  if not pd.isna(r[f"{c}_ci_low"]) else "")
             bold = c == headline and best is not None and r[c] == best
             cells.append({"cls": "num", "text": verdict.fmt(r[c]), "ci": ci, "bold": bold})
         if base:
-            cells.append(_versus_cell(comparisons, headline, r["variant"], base))
-        cells += [_ledger_cell(c, r[c]) for c in extra]
+            cells.append(_versus_cell(r, base))
+        cells += [_ledger_cell(c, m[c]) for c in extra]
         rows.append({"variant": r["variant"], "cells": cells})
-    return {"head": head, "rows": rows, "baseline": base}
+    return {"head": head, "rows": rows, "baseline": base, "frame": f}
 
 
-def _versus_cell(comparisons: pd.DataFrame | None, headline: str, variant: str, base: str) -> dict[str, Any]:
-    if variant == base:
+def _versus_cell(r: pd.Series, base: str) -> dict[str, Any]:
+    if r["variant"] == base:
         return {"cls": "num", "text": "baseline"}
-    v = verdict.versus(comparisons, headline, variant, base)
-    if v is None:
+    if pd.isna(r["diff"]):
         return {"cls": "num", "text": "\u2013"}
-    return {"cls": "num", "text": f"{v['diff']:+.3f}{v['mark']}",
-            "ci": f"[{v['low']:+.3f}, {v['high']:+.3f}] {v['wins']}/{v['ties']}/{v['losses']}"}
+    return {"cls": "num", "text": f"{r['diff']:+.3f}{'*' if r['significant'] else ''}",
+            "ci": f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}] {int(r['wins'])}/{int(r['ties'])}/"
+                  f"{int(r['losses'])}"}
 
 
 def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
@@ -179,7 +193,8 @@ def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
 def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
                 facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None,
-                judged_warning=None, auc=None, questions_note=None, assessor=None, grades_caption="")
+                judged_warning=None, auc=None, questions_note=None, assessor=None, grades_caption="", variants=[],
+                exports={}, baseline_why="", since=None)
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -195,17 +210,33 @@ def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _figure_rank(stem: str) -> int:
+    for i, s in enumerate(FIGURE_ORDER):
+        if stem == s or (s.endswith("*") and stem.startswith(s[:-1])):
+            return i
+    return len(FIGURE_ORDER)
+
+
 def _figure_key(f: Path) -> tuple:
     """Answers first (:data:`FIGURE_ORDER`), then by notebook (file name prefix), then in the order written."""
-    rank = FIGURE_ORDER.index(f.stem) if f.stem in FIGURE_ORDER else len(FIGURE_ORDER)
-    return rank, f.name.split("-", 1)[0], f.stat().st_mtime, f.name
+    return _figure_rank(f.stem), f.name.split("-", 1)[0], f.stat().st_mtime, f.name
+
+
+def caption(stem: str, name: str) -> str:
+    """What to look for in a figure (:func:`rerankeval.report.captions.caption_for`), else its file name."""
+    try:
+        from rerankeval.report.captions import caption_for
+    except ImportError:
+        return name
+    return caption_for(stem) or name
 
 
 def _figures(figures_dir: Path) -> list[dict[str, str]]:
     if not figures_dir.is_dir():
         return []
     figs = sorted(figures_dir.glob("*.png"), key=_figure_key)
-    return [{"stem": f.stem, "name": f.name, "data": base64.b64encode(f.read_bytes()).decode("ascii"),
+    return [{"stem": f.stem, "name": f.name, "caption": caption(f.stem, f.name),
+             "data": base64.b64encode(f.read_bytes()).decode("ascii"),
              "appendix": f.name.split("-", 1)[0] in APPENDIX_PREFIXES} for f in figs]
 
 
@@ -304,6 +335,7 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     if metrics is None or metrics.empty:
         return {}
     from rerankeval.evaluate import analyse
+    from rerankeval.evaluate.manifest import read_manifest
 
     summary = analyse.read_summary(dp)
     headline = summary.headline_metric if summary else HEADLINE
@@ -320,7 +352,11 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     lines = verdict.verdict_lines(metrics, comparisons, headline, pool_k,
                                   missing=summary.missing if summary else None, discrimination=disc, baseline=base)
     auc = discrimination.sentence(disc)
-    return {"headline": headline_table(metrics, headline, pool_k, comparisons, base), "costs": cost_table(metrics),
+    table = headline_table(metrics, headline, pool_k, comparisons, base)
+    exports = {k: p.name for k, p in export.write(dp, table["frame"]).items()}
+    return {"headline": table, "costs": cost_table(metrics), "exports": exports,
+            "variants": glossary.variants(metrics["variant"]), "since": history.since_previous(
+                dp, read_manifest(dp), headline), "baseline_why": verdict.baseline_reason(metrics, headline, base),
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
             "stale": _staleness(dp), "judged_warning": judged_warning(summary), **_assessor(summary),
             "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
@@ -347,7 +383,7 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         pages=_pages(pages),
         figures=[f for f in figures if not f["appendix"]],
         appendix=[f for f in figures if f["appendix"]],
-        manifest=None if man is None else json.dumps(redact(man), indent=2, ensure_ascii=False),
+        manifest=None if man is None else manifest_view.rows(redact(man)),
         limitations=limitations.report_values(dp),  # issue 11
         questions_note=questions_note(dp),
     )

@@ -1,0 +1,219 @@
+"""Every rendered page is clean (issue 23 item 5): no NaN, None or Python True/False cell, no dict/list repr, no
+17-digit float, no capitalised "DOES NOT", no header cell a long name can run out of, every table in a sideways
+scrolling box.
+
+The real report: the default dataset's results (``results/debian-manuals``, left by ``make report``) copied to a
+temporary folder and rendered again with this code (every executed notebook and the index); skipped when that
+run is absent. The index of a small hand-made dataset is checked always.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from html.parser import HTMLParser
+
+import pytest
+
+from rerankeval.core import paths
+
+BAD_CELLS = {"NaN", "nan", "None", "NaT", "<NA>", "True", "False"}
+LONG_FLOAT = re.compile(r"(?<![\w.])\d+\.\d{10,}")
+REPR = re.compile(r"[{\[]'[^']{0,60}'\s*[:,]")
+DEFAULT = paths.ROOT / "results" / "debian-manuals"
+
+
+class _Page(HTMLParser):
+    """The visible text (code inputs and styles left out), the text of every table cell, the header cells'
+    markup, and whether each table sits in a ``div.scroll``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.cells: list[str] = []
+        self.headers: list[str] = []
+        self.unwrapped = 0
+        self._stack: list[tuple[str, bool, bool]] = []  # tag, hidden (code/style), a div.scroll
+        self._cell: list[str] | None = None
+        self._th: list[str] | None = None
+
+    def _hidden(self) -> bool:
+        return any(h for _, h, _ in self._stack)
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        cls = dict(attrs).get("class") or ""
+        hidden = tag in ("style", "script") or "highlight" in cls.split() or "jp-InputArea" in cls
+        if tag == "table" and not any(scroll for _, _, scroll in self._stack):  # inside a scrolling box
+            self.unwrapped += 1
+        if tag in ("td", "th"):
+            self._cell = []
+            self._th = [] if tag == "th" else None
+        elif self._th is not None:
+            self._th.append(f"<{tag}>")
+        if tag not in ("br", "wbr", "img", "meta", "link", "input", "hr"):
+            self._stack.append((tag, hidden, tag == "div" and "scroll" in cls.split()))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._stack:
+            if self._stack.pop()[0] == tag:
+                break
+        if tag in ("td", "th") and self._cell is not None:
+            self.cells.append("".join(self._cell).strip())
+            if self._th is not None:
+                self.headers.append("".join(self._th))
+            self._cell = self._th = None
+
+    def handle_data(self, data: str) -> None:
+        if self._hidden():
+            return
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._th is not None:
+            self._th.append(data)
+
+
+def defects(html_text: str) -> list[str]:
+    """What is wrong with one page, in words (empty: clean)."""
+    page = _Page()
+    page.feed(re.sub(r"data:[^\"')\s]+", "", html_text))
+    text = " ".join(page.text)
+    out = [f"cell {c!r}" for c in page.cells if c in BAD_CELLS]
+    out += [f"repr {m!r}" for m in REPR.findall(text)]
+    out += [f"long float {m}" for m in LONG_FLOAT.findall(text)]
+    out += ["capitalised 'DOES NOT'"] * text.count("DOES NOT")
+    out += [f"header {h!r} cannot wrap" for h in page.headers
+            if any(len(w) > 14 and "_" in w for w in re.sub(r"<[^>]+>", " ", h).split()) and "<wbr>" not in h]
+    out += [f"{page.unwrapped} table(s) without a scroll box"] if page.unwrapped else []
+    return out
+
+
+def test_the_checker_finds_each_defect():
+    bad = ("<table><tr><th>hybrid_reformulate</th><td>NaN</td><td>False</td></tr></table>"
+           "<p>{'k1': 1.2} 0.51647037981859410 unit run DOES NOT match</p>")
+    found = defects(bad)
+    assert any("NaN" in d for d in found) and any("False" in d for d in found) and any("repr" in d for d in found)
+    assert any("long float" in d for d in found) and any("DOES NOT" in d for d in found)
+    assert any("cannot wrap" in d for d in found) and any("scroll box" in d for d in found)
+    good = ('<div class="scroll"><table><tr><th>hybrid_<wbr>reformulate</th><td>\u2013</td><td>no</td></tr>'
+            '</table></div><div class="highlight"><pre>{\'code\': 1}</pre></div>')
+    assert defects(good) == []
+
+
+@pytest.fixture(scope="module")
+def real_report(tmp_path_factory):
+    """The default dataset's report rendered again by this code in a copy of its results."""
+    if not (DEFAULT / "executed" / "pages.json").is_file():
+        pytest.skip(f"{DEFAULT} has no executed notebooks: run make report first")
+    tmp = tmp_path_factory.mktemp("clean")
+    shutil.copytree(DEFAULT, tmp / "debian-manuals", ignore=shutil.ignore_patterns("report"))
+    old = os.environ.get("RERANKEVAL_RESULTS")
+    os.environ["RERANKEVAL_RESULTS"] = str(tmp)
+    try:
+        from rerankeval.report import pages, render
+
+        dp = paths.resolve_dataset("debian-manuals")
+        listed = list(json.loads((dp.executed_dir / "pages.json").read_text()).values())
+        note = pages.questions_note(dp)
+        for p in listed:
+            nb = dp.executed_dir / f"{p['name']}.ipynb"
+            if nb.is_file():
+                pages.render_notebook_html(nb, dp.report_dir / f"{p['name']}.html", note)
+        render.write_index(dp, listed)
+        yield dp
+    finally:
+        if old is None:
+            os.environ.pop("RERANKEVAL_RESULTS", None)
+        else:
+            os.environ["RERANKEVAL_RESULTS"] = old
+
+
+def test_every_page_of_the_default_report_is_clean(real_report):
+    pages = sorted(real_report.report_dir.glob("*.html"))
+    assert len(pages) >= 6 and real_report.report_index in pages
+    found = {p.name: defects(p.read_text(encoding="utf-8")) for p in pages}
+    assert not {k: v for k, v in found.items() if v}, found
+
+
+def test_the_index_of_a_small_dataset_is_clean(tmp_path):
+    from rerankeval.evaluate import analyse
+    from rerankeval.report import render
+    from test_report_screenshot import make_fake_dataset
+
+    dp = make_fake_dataset(tmp_path / "src")
+    a = analyse.run(dp, analyse.AnalysisParams(dataset=str(dp.source), n_boot=200, n_perm=200,
+                                               verify_with=[]))
+    analyse.write(dp, a)
+    text = render.write_index(dp, [{"name": "05-analyse", "href": "05-analyse.html", "status": "ok",
+                                    "seconds": 1.0, "error": None}]).read_text(encoding="utf-8")
+    assert defects(text) == []
+    assert "The variants." in text and "Markdown" in text and "manifest.json" in text
+
+
+def test_tidy_shows_dashes_yes_no_and_small_tables():
+    import math
+
+    import pandas as pd
+
+    from rerankeval.evaluate import views
+
+    t = views.tidy(pd.DataFrame({"x": [1.0, math.nan], "ok": [True, False], "d": [{"a": 1}, None],
+                                 "w": [0.5, 0.25]}))
+    assert t.x.tolist() == ["1", "\u2013"] and t.ok.tolist() == ["yes", "no"] and t.d.tolist() == ["a: 1", "\u2013"]
+    assert t.w.dtype.kind == "f"  # a column of numbers without gaps stays numbers
+    kv = views.kv_table({"bm25_params": {"k1": 1.2, "b": 0.75}, "recall": None, "exact": True})
+    assert kv.to_dict()["value"] == {"bm25 params: k1": "1.200", "bm25 params: b": "0.750", "recall": "\u2013",
+                                     "exact": "yes"}
+    assert views.rounded({"auc": 0.5164703798185941, "n": [1.1102230246251565e-16]}) == {"auc": 0.5165,
+                                                                                          "n": [1.11e-16]}
+    assert "DOES NOT" not in views.unit_mapping_note("bm25", 3) and "re-run 03-retrieve" in \
+        views.unit_mapping_note("bm25", 3)
+    assert "by design" in views.unit_mapping_note("hybrid", 60) and "as expected" in views.unit_mapping_note("bm25", 0)
+
+
+def test_the_manifest_is_a_table_of_rounded_values():
+    from rerankeval.report import manifest_view
+
+    rows = manifest_view.rows({"created_utc": "2026", "analysis": {"auc": 0.5164703798185941, "exact": False},
+                               "runs": [{"name": "bm25"}], "cutoffs": [1, 10], "missing": None})
+    assert [r["key"] for r in rows] == ["created_utc", "analysis", "runs", "cutoffs", "missing"]
+    assert rows[1]["children"] == [{"key": "auc", "value": "0.5165", "children": []},
+                                   {"key": "exact", "value": "no", "children": []}]
+    assert rows[2]["children"][0]["children"] == [{"key": "name", "value": "bm25", "children": []}]
+    assert rows[3]["value"] == "1, 10" and rows[4]["value"] == "\u2013"
+
+
+def test_this_run_against_the_previous_one(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from rerankeval.report import history
+
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "src" / "ds").mkdir(parents=True)
+    dp = paths.resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp.root.mkdir(parents=True)
+    pd.DataFrame({"variant": ["hybrid_rerank", "bm25"], "ndcg@10": [0.642, 0.5]}).to_csv(dp.metrics_csv, index=False)
+    assert history.since_previous(dp, {"created_utc": "2026-12-01T10:00:00+00:00"}, "ndcg@10") == history.FIRST_RUN
+    assert history.since_previous(dp, {"created_utc": "2026-12-01T10:00:00+00:00"}, "ndcg@10") == history.FIRST_RUN
+    pd.DataFrame({"variant": ["hybrid_rerank", "vector"], "ndcg@10": [0.651, 0.6]}).to_csv(dp.metrics_csv, index=False)
+    line = history.since_previous(dp, {"created_utc": "2026-12-02T12:49:01+00:00"}, "ndcg@10")
+    assert line == ("nDCG@10 since the run of 2026-12-01 10:00 UTC: hybrid_rerank 0.642 \u2192 0.651 (+0.009); "
+                    "new: vector; no longer run: bm25.")
+    again = history.since_previous(dp, {"created_utc": "2026-12-02T12:49:01+00:00"}, "ndcg@10")
+    assert again == line  # rendering the same analysis twice keeps the comparison
+
+
+def test_the_pool_ceiling_column_is_labelled_once():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from rerankeval.evaluate import views
+
+    table = pd.DataFrame({"variant": ["hybrid"], "ndcg@10": [0.6], "recall@10": [0.7], "recall@20": [0.8]})
+    same = SimpleNamespace(params=SimpleNamespace(final_k=10), pool_k=10, headline="ndcg@10", table=table)
+    assert list(views.ceiling_table(same).columns) == ["nDCG@10", "Recall@10 (= pool ceiling, pool_k = 10)"]
+    other = SimpleNamespace(params=SimpleNamespace(final_k=10), pool_k=20, headline="ndcg@10", table=table)
+    assert list(views.ceiling_table(other).columns) == ["nDCG@10", "Recall@10", "Recall@20 (pool ceiling)"]
