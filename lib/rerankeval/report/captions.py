@@ -18,14 +18,15 @@ CAPTIONS: dict[str, str] = {
     "03-reformulate-threshold": "Top hybrid score per query: the queries left of the threshold are the ones the LLM "
                                 "rewrites; the threshold should cut off the weak tail, not the bulk.",
     "05-forest": "Each variant minus the baseline on the headline metric, with its 95% CI: a bar clear of the zero "
-                 "line is a difference the queries support; a filled marker (and *) survives Holm correction. "
-                 "Right: queries better / tied / worse than the baseline.",
+                 "line is a difference beyond chance for that pair alone; a filled marker (and *) also survives "
+                 "Holm correction over all pairs. Right: queries better / tied / worse than the baseline.",
     "05-metric-bars": "Mean per metric with its 95% bootstrap CI, one colour per variant: overlapping intervals "
                       "say the means alone cannot separate the variants (the forest plot's paired test can).",
     "05-discrimination": "Left: the reranker model's scores for relevant and non-relevant candidates (the further "
                          "apart, the better); right: its ROC AUC per query (0.5 is chance).",
     "05-funnel": "Where each query's relevant units were lost, per cutoff: grey (neither leg found it) is a "
-                 "retrieval problem, red (lost in fusion) a fusion problem, the rerank colours the reranker's.",
+                 "retrieval problem, red (lost in fusion) a fusion problem, the other colours the pool size's or the "
+                 "reranker's.",
     "05-rank-heatmap": "Rank of each query's first relevant unit per variant (dark green = rank 1, grey = not in "
                        "the list): rows that are grey for every variant are queries no variant answers.",
     "05-rank-shift": "Each relevant unit of the fused list: its fused rank against its reranked rank; below the "
