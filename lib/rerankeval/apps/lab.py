@@ -10,8 +10,8 @@ JupyterLab, its kernels and the local server.
 
 The console stays quiet: the server logs at WARN (no extension-by-extension start log), kernels talk over IPC
 (no IPKernelApp "running over TCP without encryption" warning), and :func:`quiet_logs` (loaded through a config
-file) drops two known harmless messages: jupyter_server's ``kernel_ws_protocol`` traceback when a browser tab
-re-attaches to a closed kernel (jupyter_server issue 1265; one line says so instead) and tornado's
+file, :func:`config_env`) drops two known harmless messages: jupyter_server's ``kernel_ws_protocol`` traceback
+when a browser tab re-attaches to a closed kernel (jupyter_server issue 1265; one line says so instead) and tornado's
 ``websocket_ping_timeout`` warning.
 """
 
@@ -65,12 +65,15 @@ def quiet_logs() -> None:
             log.addFilter(QuietFilter())
 
 
-def config_file() -> Path:
-    """A Jupyter config file that calls :func:`quiet_logs` in the server process."""
-    path = Path(tempfile.gettempdir()) / f"rerankeval-lab-{os.getuid()}" / "jupyter_lab_config.py"
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    path.write_text("from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n", encoding="utf-8")
-    return path
+def config_env() -> dict[str, str]:
+    """``JUPYTER_CONFIG_PATH`` with a folder first whose ``jupyter_server_config.py`` calls :func:`quiet_logs` in the
+    server process; a personal ``jupyter_server_config.py`` is still read (Jupyter reads every one on the path)."""
+    folder = Path(tempfile.gettempdir()) / f"rerankeval-lab-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / "jupyter_server_config.py").write_text("from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n",
+                                                     encoding="utf-8")
+    rest = os.environ.get("JUPYTER_CONFIG_PATH", "")
+    return {"JUPYTER_CONFIG_PATH": os.pathsep.join(p for p in (str(folder), rest) if p)}
 
 
 def free_port(preferred: int = DEFAULT_PORT, host: str = "127.0.0.1") -> int:
@@ -108,7 +111,6 @@ def lab_command(port: int, token: str, notebook_dir: Path, ip: str, browser: boo
         f"--ServerApp.root_dir={notebook_dir}", f"--IdentityProvider.token={token}",
         f"--MappingKernelManager.default_kernel_name={kernel_name()}",
         f"--ServerApp.log_level={LOG_LEVEL}", f"--LabApp.log_level={LOG_LEVEL}", "--KernelManager.transport=ipc",
-        f"--config={config_file()}",
     ]  # fmt: skip
     if not browser:
         cmd.append("--no-browser")
@@ -160,8 +162,9 @@ def serve(port: int, notebook_dir: Path, ip: str, browser: bool) -> int:
     token = secrets.token_hex(24)
     with ensure_endpoint() as llm_env:
         # its own session: the terminal's Ctrl-C reaches only us, and we stop it without its y/n prompt
-        proc = subprocess.Popen(lab_command(port, token, notebook_dir, ip, browser), env={**os.environ, **llm_env},
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(lab_command(port, token, notebook_dir, ip, browser),
+                                env={**os.environ, **llm_env, **config_env()}, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
         try:
             base = f"http://{'127.0.0.1' if ip in ('0.0.0.0', '') else ip}:{port}"
             if wait_ready(base, token, proc):
