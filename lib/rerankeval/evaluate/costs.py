@@ -49,10 +49,11 @@ def step_llm_costs(retrieve_dir: str | Path, variants: Iterable[str]) -> pd.Data
             continue
         if n <= 0 or not any(k in rec for k in STEP_TOKENS):
             continue
-        calls = int(rec.get("llm_calls") or 0)
+        calls, secs = rec.get("llm_calls"), rec.get("llm_seconds")  # absent from records older than issue 23
         rows.append({"variant": v, "tokens_per_query": (fresh + saved) / n, "fresh_tokens_per_query": fresh / n,
-                     "llm_seconds_per_query": float(rec.get("llm_seconds") or 0.0) / n, "calls_per_query": calls / n,
-                     "cache_hit_rate": int(rec.get("llm_cache_hits") or 0) / calls if calls else math.nan})
+                     "llm_seconds_per_query": float(secs) / n if secs is not None else math.nan,
+                     "calls_per_query": int(calls) / n if calls is not None else math.nan,
+                     "cache_hit_rate": int(rec.get("llm_cache_hits") or 0) / int(calls) if calls else math.nan})
     return pd.DataFrame(rows, columns=["variant", "tokens_per_query", "fresh_tokens_per_query",
                                        "llm_seconds_per_query", "calls_per_query", "cache_hit_rate"])
 
@@ -100,7 +101,7 @@ def cost_table(
         merged = base.set_index("variant").combine_first(step.set_index("variant"))  # the ledger's figures win
         base = merged.reindex(list(base.variant)).reset_index()[columns]
         for _, r in step.iterrows():
-            if r.variant in retrieval_s:
+            if r.variant in retrieval_s and not math.isnan(r.llm_seconds_per_query):
                 retrieval_s[r.variant] = max(0.0, retrieval_s[r.variant] - float(r.llm_seconds_per_query))
     base["retrieval_seconds_per_query"] = [pipeline_seconds(retrieval_s, v, inputs_of) for v in base.variant]
     llm = (
