@@ -65,6 +65,9 @@ def test_without_a_previous_run_the_ranks_are_still_listed(tmp_path):
     assert t.loc["q2", "status"] == limitations.NO_PREVIOUS
     assert t.loc["q2", "detail"] == "in the top 3: hybrid_rerank"
     assert (t.loc["q3", "hybrid"], t.loc["q3", "hybrid_rerank"]) == (1, 5)
+    assert limitations.summary_lines(t.reset_index()) == [  # not "0 now succeed and 0 now fail"
+        "2 queries are tagged as known limitations (counted in every average); there is no previous run to compare "
+        "them with yet."]
 
 
 def test_status_closed_form():

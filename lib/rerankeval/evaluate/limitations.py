@@ -135,9 +135,11 @@ def summary_lines(t: pd.DataFrame | None) -> list[str]:
     if t is None or not len(t):
         return []
     n = t.status.value_counts()
-    line = (f"{len(t)} queries are tagged as known limitations (counted in every average); "
-            f"{int(n.get(NOW_SUCCEEDS, 0))} now succeed and {int(n.get(NOW_FAILS, 0))} now fail compared with the "
-            f"previous run.")
+    head = f"{len(t)} queries are tagged as known limitations (counted in every average); "
+    if int(n.get(NO_PREVIOUS, 0)) == len(t):
+        return [head + "there is no previous run to compare them with yet."]
+    line = (head + f"{int(n.get(NOW_SUCCEEDS, 0))} now succeed and {int(n.get(NOW_FAILS, 0))} now fail compared "
+            "with the previous run.")
     return [line] + [f"{r.qid} {r.status}: {r.detail}" for r in t.itertuples() if r.status in (NOW_SUCCEEDS,
                                                                                               NOW_FAILS)]
 

@@ -15,7 +15,8 @@ RRF = "Reciprocal Rank Fusion (Cormack, Clarke and Büttcher, SIGIR 2009)"
 DEFINITIONS: dict[str, str] = {
     N.VECTOR: "dense retrieval: chunks whose embedding (all-MiniLM-L6-v2) is closest to the question's, in Qdrant",
     N.BM25: "keyword retrieval: BM25 over the analysed words of each chunk",
-    N.HYBRID: f"vector and bm25 combined by {RRF}: a unit scores the sum of 1/(60 + its rank) in each list",
+    N.HYBRID: f"vector and bm25 combined by {RRF}: a unit scores the sum of 1/(rrf_k + its rank) over the "
+              "two lists (rrf_k = 60 by default)",
     N.QDRANT_HYBRID: "the same fusion (RRF) computed by Qdrant's own Query API over its dense and sparse BM25 search",
     N.HYBRID_COMBSUM: "vector and bm25 combined by adding their min-max normalised scores (CombSUM)",
     N.HYBRID_COMBMNZ: "CombSUM multiplied by the number of lists that found the unit (CombMNZ)",
