@@ -217,3 +217,27 @@ def test_the_pool_ceiling_column_is_labelled_once():
     assert list(views.ceiling_table(same).columns) == ["nDCG@10", "Recall@10 (= pool ceiling, pool_k = 10)"]
     other = SimpleNamespace(params=SimpleNamespace(final_k=10), pool_k=20, headline="ndcg@10", table=table)
     assert list(views.ceiling_table(other).columns) == ["nDCG@10", "Recall@10", "Recall@20 (pool ceiling)"]
+
+
+def test_notebook_tables_are_cleaned_and_wrapped():
+    from rerankeval.report.pages import clean_tables
+
+    out = clean_tables('<table><thead><tr><th>rank_hybrid_rerank</th><th class="x">NaN</th></tr></thead><tbody>'
+                       "<tr><th>True</th><td>None</td><td>nan </td><td>False</td><td>NaNa</td></tr></tbody></table>")
+    assert out == ('<div class="scroll"><table><thead><tr><th>rank_<wbr>hybrid_<wbr>rerank</th><th class="x">\u2013'
+                   "</th></tr></thead><tbody><tr><th>yes</th><td>\u2013</td><td>\u2013</td><td>no</td><td>NaNa</td>"
+                   "</tr></tbody></table></div>")
+    assert defects(out) == []
+
+
+def test_the_forest_and_the_delta_charts_come_first_with_their_captions(tmp_path):
+    from rerankeval.report import render
+
+    for i, stem in enumerate(("05-metric-bars", "03-variants", "05-delta-hybrid", "05-forest", "05-funnel")):
+        f = tmp_path / f"{stem}.png"
+        f.write_bytes(b"png")
+        os.utime(f, (1000 + i, 1000 + i))
+    figs = render._figures(tmp_path)
+    assert [f["stem"] for f in figs] == ["05-forest", "05-delta-hybrid", "05-metric-bars", "05-funnel", "03-variants"]
+    assert figs[0]["caption"] != "05-forest.png"  # what to look for, from report.captions
+    assert render.caption("99-unknown", "99-unknown.png")  # never empty: the file name at worst

@@ -73,9 +73,9 @@ def strip_remote_resources(html_text: str) -> str:
     return html_text
 
 
-_MISSING_CELL = re.compile(r"<(td|th)([^>]*)>\s*(NaN|nan|None|NaT|&lt;NA&gt;|&lt;NaN&gt;)\s*</\1>")
-_PLAIN_TH = re.compile(r"<th([^>]*)>([^<]*_[^<]*)</th>")  # a header cell of text only, with an underscore
-_BOOL_CELL = re.compile(r"<(td|th)([^>]*)>\s*(True|False)\s*</\1>")
+_MISSING_CELL = re.compile(r"<(td|th)((?:\s[^>]*)?)>\s*(NaN|nan|None|NaT|&lt;NA&gt;|&lt;NaN&gt;)\s*</\1>")
+_PLAIN_TH = re.compile(r"<th((?:\s[^>]*)?)>([^<]*_[^<]*)</th>")  # a header cell of text only, with an underscore
+_BOOL_CELL = re.compile(r"<(td|th)((?:\s[^>]*)?)>\s*(True|False)\s*</\1>")
 
 
 def clean_tables(html_text: str) -> str:
