@@ -40,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from rerankeval.core import progress as progress_mod
 from rerankeval.core import runs as runs_mod
 from rerankeval.core.settings import Settings
 from rerankeval.llm import budget
@@ -133,6 +134,7 @@ def rerank_run(
     cause = fallback_cause(ledger, messages)
     if progress and cause is not None:
         print(f"Fallback: {cause.text}", flush=True)
+        progress_mod.say(f"rerank: fallback: {cause.text}")
     return RerankResult(
         run=reranked_run(fused, results, qids, pool_k),
         ledger=ledger,
