@@ -281,7 +281,7 @@ def test_views_and_plots_of_a_kfold_table():
     import matplotlib
 
     matplotlib.use("Agg")
-    from rerankeval.report import plots
+    from rerankeval.report import sweep_plots
 
     eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
     points = _points()
@@ -292,13 +292,13 @@ def test_views_and_plots_of_a_kfold_table():
     assert set(view.n_queries) == {3} and len(view) == 2 * len(points)  # folds pooled: every query once
     one = sweep.one_at_a_time(view, points[0], "rrf_k", 2)
     assert list(one.rrf_k) == [1, 60] and set(one.weights) == {"1/1"} and set(one.leg_k) == {5}
-    fig = plots.sweep_lines({"rrf_k": one, "leg_k": sweep.one_at_a_time(view, points[0], "leg_k", 2)},
+    fig = sweep_plots.sweep_lines({"rrf_k": one, "leg_k": sweep.one_at_a_time(view, points[0], "leg_k", 2)},
                             ["ndcg@3", "pool_ceiling"])
     assert len(fig.axes) >= 2
     at = view[view.pool_k == 2]
-    plots.sweep_pareto(at, "ndcg@3", sweep.pareto_front(at["ndcg@3"].tolist(), at.seconds_per_query.tolist()),
+    sweep_plots.sweep_pareto(at, "ndcg@3", sweep.pareto_front(at["ndcg@3"].tolist(), at.seconds_per_query.tolist()),
                        {points[0].name: "default"})
-    plots.sweep_heatmap(at[at.method == "rrf"], "ndcg@3", "rrf_k", "weights")
+    sweep_plots.sweep_heatmap(at[at.method == "rrf"], "ndcg@3", "rrf_k", "weights")
     assert "frontier" in sweep.frontier_sentence(at, "ndcg@3")
 
 
