@@ -112,3 +112,19 @@ def test_the_index_defines_every_variant_and_says_which_baseline_and_why(tmp_pat
     assert "Cormack" in text and "(the baseline: the better single retriever)" in text
     assert "The difference from the baseline (vector, the better single retriever)" in text
     assert glossary.define("my_system").startswith("a run file from another system (runs/my_system.trec)")
+
+
+def test_the_judged_warning_follows_the_baseline_sentence_and_the_exports_sit_under_the_table(tmp_path, monkeypatch):
+    from rerankeval.core.paths import resolve_dataset
+    from rerankeval.evaluate import analyse
+
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "src" / "ds").mkdir(parents=True)
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp.root.mkdir(parents=True)
+    METRICS.to_csv(dp.metrics_csv, index=False)
+    analyse.write_summary(dp, Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.27, "vector": 0.31}}),
+                          COMPARISONS)
+    body = render.write_index(dp, []).read_text().split("<h2>Headline</h2>", 1)[1]
+    base, low = body.index("Against the baseline, vector"), body.index('<p class="judged-low">Judged@10 is low')
+    assert body.index("</table>") < body.index('href="headline.md"') < base < low < body.index("runner-up")
