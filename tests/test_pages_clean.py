@@ -177,8 +177,9 @@ def test_the_manifest_is_a_table_of_rounded_values():
     from rerankeval.report import manifest_view
 
     rows = manifest_view.rows({"created_utc": "2026", "analysis": {"auc": 0.5164703798185941, "exact": False},
-                               "runs": [{"name": "bm25"}], "cutoffs": [1, 10], "missing": None})
-    assert [r["key"] for r in rows] == ["created_utc", "analysis", "runs", "cutoffs", "missing"]
+                               "runs": [{"name": "bm25"}], "cutoffs": [1, 10], "missing": None, "reason": ""})
+    assert [r["key"] for r in rows] == ["created_utc", "analysis", "runs", "cutoffs", "missing", "reason"]
+    assert rows[5]["value"] == "\u2013"
     assert rows[1]["children"] == [{"key": "auc", "value": "0.5165", "children": []},
                                    {"key": "exact", "value": "no", "children": []}]
     assert rows[2]["children"][0]["children"] == [{"key": "name", "value": "bm25", "children": []}]

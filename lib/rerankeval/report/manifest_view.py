@@ -30,7 +30,7 @@ def rows(obj: Mapping[str, Any], digits: int = 4) -> list[Row]:
             sub = {str(i + 1): x for i, x in enumerate(v)}
             out.append({"key": str(k), "value": "", "children": rows(sub, digits)})
         else:
-            out.append({"key": str(k), "value": str(cell(v, digits)), "children": []})
+            out.append({"key": str(k), "value": str(cell(v, digits)) if v != "" else DASH, "children": []})
     if len(items) > MAX_ITEMS:
         out.append({"key": "\u2026", "value": f"{len(items) - MAX_ITEMS} more in manifest.json", "children": []})
     return out
