@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -137,7 +138,7 @@ def test_every_page_of_the_default_report_is_clean(real_report):
     assert not {k: v for k, v in found.items() if v}, found
 
 
-def test_the_index_of_a_small_dataset_is_clean(tmp_path):
+def _small_index(tmp_path: Path) -> Path:
     from rerankeval.evaluate import analyse
     from rerankeval.report import render
     from test_report_screenshot import make_fake_dataset
@@ -146,10 +147,42 @@ def test_the_index_of_a_small_dataset_is_clean(tmp_path):
     a = analyse.run(dp, analyse.AnalysisParams(dataset=str(dp.source), n_boot=200, n_perm=200,
                                                verify_with=[]))
     analyse.write(dp, a)
-    text = render.write_index(dp, [{"name": "05-analyse", "href": "05-analyse.html", "status": "ok",
-                                    "seconds": 1.0, "error": None}]).read_text(encoding="utf-8")
+    return render.write_index(dp, [{"name": "05-analyse", "href": "05-analyse.html", "status": "ok",
+                                    "seconds": 1.0, "error": None}])
+
+
+def test_the_index_of_a_small_dataset_is_clean(tmp_path):
+    text = _small_index(tmp_path).read_text(encoding="utf-8")
     assert defects(text) == []
     assert "The variants." in text and "Markdown" in text and "manifest.json" in text
+
+
+WIDTH = '<script>document.title = "W " + document.documentElement.scrollWidth + " " + ' \
+        'document.documentElement.clientWidth;</script>'
+
+
+@pytest.mark.slow
+def test_the_index_does_not_scroll_sideways_on_a_phone(tmp_path):
+    """At a phone's width the tables scroll in their boxes, not the page (the page's policy forbids scripts, so a
+    copy without it measures itself)."""
+    import subprocess
+
+    from rerankeval.report.pages import CSP_META
+    from test_report_screenshot import _chrome_args, _chromium
+
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    index = _small_index(tmp_path)
+    probe = index.with_name("width-probe.html")
+    probe.write_text(index.read_text(encoding="utf-8").replace(CSP_META, "").replace("</body>", WIDTH + "</body>"))
+    args = [a if not a.startswith("--window-size") else "--window-size=390,844" for a in
+            _chrome_args(exe, tmp_path / "profile")]
+    out = subprocess.run([*args, "--dump-dom", probe.resolve().as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    m = re.search(r"<title>W (\d+) (\d+)</title>", out.stdout)
+    assert m, f"the measuring script did not run: {out.stderr[-1000:]}"
+    assert int(m.group(1)) <= int(m.group(2)), f"the index is {m.group(1)} px wide in a {m.group(2)} px window"
 
 
 def test_tidy_shows_dashes_yes_no_and_small_tables():
