@@ -236,14 +236,15 @@ def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCa
     res.pairs, res.pool_size = overlap_sample(human, qids, params.agreement_pairs, params.assess_seed) + unjudged, len(
         unjudged)
     texts = {u: t[: params.passage_chars] for u, t in unit_texts(load_chunks(dp)).items()}
-    llm = CachedLLM.open(judge_settings(settings, params.judge_model), cache, breaker=Breaker(threshold=2),
+    js = judge_settings(settings, params.judge_model)
+    llm = CachedLLM.open(js, cache, breaker=Breaker(threshold=2),
                          budget=budget_mod.Budget(params.max_calls, params.max_cost),
                          price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])))
     try:
         res.model, res.endpoint = llm.model, llm.endpoint
         asks = [(p, queries[p.qid], texts.get(p.unit, "")) for p in res.pairs]
         res.plan = _plan(llm, asks, params)
-        progress.say(res.plan.message(priced=any(params.price_per_mtok)))
+        budget_mod.announce(res.plan, params.price_per_mtok, js.base_url, js.endpoint_id, stage="assess")
         _grade(llm, asks, params, res)
     finally:
         llm.close()

@@ -197,7 +197,7 @@ def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LL
     try:
         res.model = llm.model
         res.plan = _plan(llm, units, params)
-        progress.say(res.plan.message(priced=any(params.price_per_mtok)))
+        budget_mod.announce(res.plan, params.price_per_mtok, settings.base_url, settings.endpoint_id, stage="questions")
         _draft(llm, units, missing, params, res, human, vocabulary)
     finally:
         llm.close()
