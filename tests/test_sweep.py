@@ -257,7 +257,8 @@ def test_the_stage_shape_and_what_notebook_06_shows(tiny_built):
     written = sweep.write(dp, res)
     assert {"sweep_csv", "summary", "run", "record"} <= set(written) and dp.run_file(sweep.TUNED_VARIANT).exists()
     head = sweep.header(dp, res, written).splitlines()
-    assert head[0].startswith(f"Dataset {dp.name}: grid 'small', {len(res.points)} points (method: [")
+    assert head[0].startswith(f"Dataset {dp.name}: grid 'small', {len(res.points)} points (method: rrf")
+    assert "[" not in head[0] and "weights: 1:1" in head[0]  # values for people, not a list's repr
     assert head[1:] == [f"Wrote {', '.join(str(p.relative_to(dp.root)) for p in written.values())}."]
     view = sweep.overview(res.table, 2)
     rrf, depth = sweep.two_axis_views(view[view.pool_k == 3], res.default)

@@ -226,11 +226,18 @@ def _write_skipped(dp: DatasetPaths, res: SweepResult, write_tuned: bool) -> dic
 AXES = ("method", "rrf_k", "weights", "leg_k", "pool_k", "bm25", "chunking")
 
 
+def _axis(values: object) -> str:
+    """An axis' values for people: ``rrf, dbsf`` and ``1:1, 1:0.5`` (pairs), never a list's repr."""
+    if not isinstance(values, list | tuple):
+        return str(values)
+    return ", ".join(":".join(map(str, x)) if isinstance(x, list | tuple) else str(x) for x in values)
+
+
 def header(dp: DatasetPaths, res: SweepResult, written: Mapping[str, Path]) -> str:
     """The grid and its points, the files written (relative to the dataset's results), why nothing was swept."""
     name = res.params.grid if res.params else ""
     lines = [f"Dataset {dp.name}: grid {name!r}, {len(res.points)} points "
-             f"({', '.join(f'{k}: {v}' for k, v in res.grid.axes().items())}).",
+             f"({'; '.join(f'{k}: {_axis(v)}' for k, v in res.grid.axes().items())}).",
              f"Wrote {', '.join(str(p.relative_to(dp.root)) for p in written.values())}."]
     return "\n".join(lines + ([f"Skipped: {res.skipped}"] if res.skipped else []))
 
