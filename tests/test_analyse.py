@@ -254,7 +254,7 @@ def test_the_views_say_what_the_analysis_found(tmp_path, monkeypatch):
     counts, misses = views.funnel_tables(a)  # every gold unit is at rank 5 or 6: all five queries missed at 3
     assert counts.queries.sum() == 5 and counts.share.sum() == pytest.approx(1.0)
     assert list(misses.index) == QIDS and misses["query"].tolist() == [f"question {q}" for q in QIDS]
-    assert list(views.ceiling_table(a).columns) == ["ndcg@3", "recall@3", "recall@5"]
+    assert list(views.ceiling_table(a).columns) == ["nDCG@3", "Recall@3", "Recall@5 (pool ceiling)"]
     assert views.evaluation_note(a).splitlines()[0] == a.query_set.describe()
     assert list(json.loads(views.manifest_excerpt(dp))) == list(views.MANIFEST_KEYS)
 

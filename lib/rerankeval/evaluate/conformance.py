@@ -36,9 +36,9 @@ class ConformanceError(ReRankEvalError, AssertionError):
 def _ranx_per_query(run_file: Path, qrels: Qrels, qids: list[str], columns: Sequence[str]) -> dict[str, dict]:
     import ranx
 
-    if not _read_plain_trec(run_file):
-        return {}  # ranx cannot read a file without lines (max() of an empty sequence)
-    rd = ranx.Run.from_file(str(run_file), kind="trec").to_dict()
+    # the run as the naive reader reads it: ranx's own TREC reader (Run.from_file) compiles with numba in every
+    # new process, 8 s of a 05 whose runs changed, for the same dict (a line per query and document)
+    rd = _read_plain_trec(run_file)
     present = [q for q in qids if q in rd and rd[q]]
     if not present:
         return {}
