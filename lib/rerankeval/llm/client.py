@@ -184,7 +184,10 @@ class LLMClient:
             except Exception as exc:  # transport errors etc.
                 raise self._error(exc) from None
             break
-        latency = time.perf_counter() - t0
+        return self._reply(raw, FORMATS[level], time.perf_counter() - t0)
+
+    def _reply(self, raw: Any, response_format: str, latency: float) -> Reply:
+        """The :class:`Reply` of a raw HTTP 2xx response; :class:`LLMCallError` when it is not a chat completion."""
         try:
             completion = raw.parse()
         except Exception:  # e.g. a JSON content type on a body that is not JSON
@@ -208,7 +211,7 @@ class LLMClient:
             prompt_tokens=_int(getattr(usage, "prompt_tokens", 0)),
             completion_tokens=_int(getattr(usage, "completion_tokens", 0)),
             finish_reason=finish if isinstance(finish, str) else None,
-            response_format=FORMATS[level],
+            response_format=response_format,
             retries=self._retries(),
             latency_s=latency,
         )
