@@ -103,6 +103,10 @@ from rerankeval.apps.chain_signals import (
 )
 from rerankeval.core import paths
 
+# jsonschema (under nbformat and papermill) imports its optional IRI checker, rfc3987_syntax, which builds 38 lark
+# grammars at import: 3 of a warm run's seconds. Nothing here validates an IRI (nbformat's schema has none).
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
 __all__ = [  # the chain's API, wherever each part lives (tests and notebooks import them from here)
     "ALLOW_FALLBACK", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PREFLIGHT", "EXIT_TERMINATED", "EXPLORER_AFTER",
     "KERNEL", "POSITIVE_INTS", "PROBE_TIMEOUT", "SIGNALS", "AtomicNotebookIO", "Interrupt", "PreflightError",
