@@ -28,6 +28,7 @@ DATASET ?= debian-manuals
 # a path given relative to where make runs is made absolute; a bare name is looked up in data/ and ../shared/data
 DATASET_ARG := $(if $(wildcard $(DATASET)),$(abspath $(DATASET)),$(DATASET))
 P ?=
+FORCE ?=
 # P="pool_k=30 variants=[vector, bm25]" reaches the chain whole (single-quoted for the shell); the chain splits it
 # before each `name=`, so a list value may hold spaces
 P_ARG := $(if $(strip $(P)),--params '$(subst ','\'',$(P))')
@@ -48,6 +49,7 @@ help: ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s|\$$\(CACHE\)|$(CACHE)|g' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: DATASET=name-or-path (default $(DATASET)), P=\"key=value ...\" notebook parameter overrides"
+	@echo "           FORCE=1 runs every notebook, also those whose inputs did not change (skipped otherwise)"
 	@echo "           LOCAL_MODEL=qwen2.5-coder-1.5b: the bigger local model (default qwen2.5-coder-0.5b; also in .env)"
 
 $(STAMP): ## (internal) create the venv and install pinned requirements once
@@ -104,7 +106,7 @@ system-deps: ## install Debian packages the report check needs (chromium), when 
 # set-up in parallel: the llama-server build (compiler-bound, minutes) overlaps the venv install (mostly downloads)
 report: ## run every notebook on DATASET and render results/<dataset>/report/index.html
 	@$(MAKE) --no-print-directory -j2 setup llama-if-local
-	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(P_ARG)
+	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(P_ARG) $(if $(FORCE),--force)
 
 questions: setup llama-if-local ## draft questions for DATASET with the LLM (01 then 08-questions): queries.draft.jsonl, qrels/draft.tsv
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 01 --only 08 --set draft=always $(P_ARG)

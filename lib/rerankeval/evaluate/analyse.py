@@ -13,7 +13,6 @@ system's, read as trec_eval reads it (:func:`rerankeval.core.runs.read_external_
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tempfile
 import warnings
@@ -32,85 +31,11 @@ from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import agreement as agree
 from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, manifest, metrics, stats, verdict
 from rerankeval.evaluate import discrimination as discrim
+from rerankeval.evaluate.analysis_records import AnalysisParams, AnalysisWarning, Summary
 from rerankeval.rerank import ledger as ledger_mod
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
 RERANKERS = (RERANKED, CROSS_ENCODER)
-
-
-class AnalysisWarning(UserWarning):
-    """Something the analysis got and could still measure, but the user should know (empty runs...)."""
-
-
-@dataclass
-class AnalysisParams:
-    """Stage 05's parameters: notebook 05's parameters cell has the same names and defaults (a test checks)."""
-
-    dataset: str = "debian-manuals"
-    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 20, 100])
-    final_k: int = 10
-    pool_k: int | None = 0  # 0 / None: what stages 03/04 recorded
-    eval_variants: list[str] = field(default_factory=list)
-    missing_queries: str = "zero"
-    verify_with: list[str] = field(default_factory=lambda: ["ranx", "pytrec_eval"])
-    n_boot: int = stats.N_BOOT
-    n_perm: int = stats.N_PERM
-    test: str = "randomization"
-    stats_seed: int = 42
-    diff_pair: list[str] = field(default_factory=lambda: [FUSED, RERANKED])
-    diff_queries: list[str] = field(default_factory=list)
-    diff_n: int = 6
-    diff_top_k: int = 10
-    qrels_source: str = "human"  # "human", or "human+llm": LLM grades (09-assess) added where no human judged
-    baseline: str = ""  # the variant every other is compared with; "": the better single leg (vector or bm25)
-
-    @classmethod
-    def of(cls, params: AnalysisParams | Mapping[str, Any]) -> AnalysisParams:
-        """From a mapping (e.g. the notebook's globals): known names are taken, the rest ignored."""
-        if isinstance(params, cls):
-            return params
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in dict(params).items() if k in names})
-
-
-@dataclass
-class Summary:
-    """The analysis facts the report page reads (``analyse/summary.json``; also in the manifest)."""
-
-    headline_metric: str = verdict.HEADLINE
-    k: int = 10
-    pool_k: int | None = None
-    cutoffs: list[int] = field(default_factory=list)
-    variants: list[str] = field(default_factory=list)
-    n_queries: int = 0
-    query_set: str = ""
-    policy: str = "zero"
-    missing: dict[str, int] = field(default_factory=dict)  # variant -> evaluated queries it did not answer
-    relevance_unit: str = "unknown"
-    dedupe_policy: str = metrics.DEDUPE_POLICY
-    primary: str = "ir_measures"
-    verified_against: str = ""
-    max_abs_diff: str = ""
-    test: str = "randomization"
-    n_boot: int = 0
-    n_perm: int = 0
-    stats_seed: int = 0
-    verdict: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    external: list[str] = field(default_factory=list)  # one note per run file from another system
-    judging: dict[str, Any] = field(default_factory=dict)  # Judged@k, unjudged pool, merged judgments (judgments.py)
-    discrimination: dict[str, Any] = field(default_factory=dict)  # the reranker model's ROC AUC (discrimination.py)
-    qrels_source: str = "human"  # the grades every table rests on ("human" or "human+llm")
-    grades: dict[str, Any] = field(default_factory=dict)  # LLM file, grades added, agreement (agreement.py)
-    baseline: str = ""  # the variant the others are compared with (verdict.baseline_of of the parameter)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Summary:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass
@@ -291,8 +216,9 @@ def _funnel(loaded, qrels, qids, p: AnalysisParams, pool_k, cutoffs, fallback_qi
 def _tables(dp: DatasetPaths, p: AnalysisParams, loaded, per_query, ledger, qids):
     """The bootstrap CIs, the cost table and metrics.csv's table."""
     ci = stats.bootstrap_table(per_query, n_boot=p.n_boot, seed=p.stats_seed)
-    cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qids),
-                            costs.retrieval_seconds(dp.stage_dir("retrieve"), loaded))
+    retrieve_dir = dp.stage_dir("retrieve")
+    cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qids), costs.retrieval_seconds(
+        retrieve_dir, loaded), step_llm=costs.step_llm_costs(retrieve_dir, loaded))
     return ci, cost, metrics.summary_table(ci, cost)
 
 
@@ -321,18 +247,8 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
     reranked = next((v for v in RERANKERS if v in loaded), RERANKED)
     missing = {v: len(set(qs.qids) - got) for v, got in answered.items()}
     disc = discrim.reranker(dp, qrels, qs.qids, n_boot=p.n_boot, seed=p.stats_seed)
-    summary = Summary(
-        headline_metric=headline, k=p.final_k, pool_k=pool_k, cutoffs=cutoffs, variants=list(loaded),
-        n_queries=qs.n, query_set=qs.describe(), policy=p.missing_queries, missing=missing,
-        relevance_unit=stats_.get("unit", "unknown"), verified_against=conformance.checker_versions(p.verify_with),
-        max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}", test=p.test,
-        n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
-        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing, discrimination=disc,
-                                      baseline=p.baseline),
-        baseline=verdict.baseline_of(table, headline, p.baseline) or "",
-        external=[n.describe() for n in external], discrimination=disc.to_dict() if disc else {},
-        judging=judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k),
-        qrels_source=grades["qrels_source"], grades=grades)
+    summary = _summary(p, stats_, qs, conf, table, comparisons, headline, pool_k, cutoffs, loaded, missing, warn,
+                       disc, external, judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k), grades)
     warn += agree.warnings(grades)
     table["qrels"] = comparisons["qrels"] = grades["qrels_source"]  # every table says which grades it rests on
     fallback_qids = ledger_mod.fallback_queries(ledger, variant=reranked)
@@ -351,6 +267,22 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
         summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries),
         discrimination=disc, human_qrels=human)
+
+
+def _summary(p, stats_, qs, conf, table, comparisons, headline, pool_k, cutoffs, loaded, missing, warn, disc,
+             external, judging, grades) -> Summary:
+    """The facts the report reads, from what :func:`run` computed."""
+    return Summary(
+        headline_metric=headline, k=p.final_k, pool_k=pool_k, cutoffs=cutoffs, variants=list(loaded),
+        n_queries=qs.n, query_set=qs.describe(), policy=p.missing_queries, missing=missing,
+        relevance_unit=stats_.get("unit", "unknown"), verified_against=conformance.checker_versions(p.verify_with),
+        max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}", test=p.test,
+        n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
+        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing, discrimination=disc,
+                                      baseline=p.baseline),
+        baseline=verdict.baseline_of(table, headline, p.baseline) or "",
+        external=[n.describe() for n in external], discrimination=disc.to_dict() if disc else {},
+        judging=judging, qrels_source=grades["qrels_source"], grades=grades)
 
 
 def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.DataFrame:

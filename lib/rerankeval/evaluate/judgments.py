@@ -170,7 +170,8 @@ def _check_new(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, qrels: Qrel
     grade = as_grade(grade, grade_scale(qrels))
     if qid not in corpus.load_queries(dp):
         raise ValueError(f"query {qid!r} is not in {dp.queries}: only queries of queries.jsonl can be judged. "
-                         "To judge a free-text query, add it to the dataset's queries.jsonl with an id and re-run.")
+                         "To judge a free-text query, add it with explore.add_question(dp, text, relevant=[unit ids]) "
+                         "and re-run make report.")
     units = set(corpus.unit_of(dp).values())
     if unit_id not in units:
         raise ValueError(f"{_sentence(unknown_unit(dp, unit_id, units))} Judge a unit id the explorer shows.")
