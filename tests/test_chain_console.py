@@ -37,3 +37,25 @@ def test_make_help_expands_its_variables() -> None:
     got = subprocess.run(["make", "--no-print-directory", "help"], cwd=paths.ROOT, capture_output=True, text=True,
                          check=True).stdout
     assert "make report" in got and "$(" not in got
+
+
+def test_a_kernel_is_not_interrupted_on_its_way_out(monkeypatch) -> None:
+    """jupyter_client sends SIGINT before every shutdown request; an ipykernel caught inside a message handler then
+    logs "KeyboardInterrupt caught in kernel." on the terminal (seen after 09-assess in a warm make report). The
+    chain's kernels skip that interrupt while shutting down, and only then."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    sent: list[bool] = []
+
+    async def recorder(self) -> None:
+        sent.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", recorder)
+    km = kernel_manager_class({})(kernel_name="python3")
+    km.shutting_down = False
+    asyncio.run(km._async_interrupt_kernel())  # a user's Ctrl-C: passed on
+    km.shutting_down = True
+    asyncio.run(km._async_interrupt_kernel())  # on the way out: not sent
+    assert sent == [False]

@@ -103,6 +103,13 @@ def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = N
                 kw.setdefault("ip", os.path.join(tempfile.mkdtemp(prefix="rerankeval-kernel-"), "k"))
             super().__init__(**kw)
 
+        async def _async_interrupt_kernel(self) -> None:
+            """No SIGINT on the way out: jupyter_client interrupts a kernel before its shutdown request, and an
+            idle ipykernel caught in a message handler then logs "KeyboardInterrupt caught in kernel" on the
+            terminal. The chain's own Ctrl-C handling signals the kernel itself (:class:`Interrupt`)."""
+            if not getattr(self, "shutting_down", False):
+                await super()._async_interrupt_kernel()
+
         async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
             await super().shutdown_kernel(now=now, restart=restart)
             if self.transport == "ipc" and not restart:  # the sockets' folder goes with the kernel
