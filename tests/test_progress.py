@@ -68,6 +68,20 @@ def test_a_stage_done_in_a_moment_prints_nothing_and_a_slow_one_starts_after_the
     assert lines == [f"pages: {n}/10 page ({n}0%)" for n in range(4, 11)], lines  # from 2 s on, each tenth
 
 
+def test_a_slow_stage_says_a_line_at_least_every_minute(monkeypatch):
+    """120 units at 111 s each (the drafting stage on a loaded machine): a tenth is 12 units, 22 minutes of silence;
+    now a line comes with the first unit done after each minute."""
+    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
+    out = io.StringIO()
+    now = [0.0]
+    with Progress(120, desc="drafting questions", unit="unit", file=out, clock=lambda: now[0]) as bar:
+        for i in range(13):
+            now[0] = (i + 1) * 111.0
+            bar.update(1)
+    lines = [ln.split(" [")[0] for ln in out.getvalue().splitlines()]
+    assert lines == [f"drafting questions: {n}/120 unit ({round(100 * n / 120)}%)" for n in range(1, 14)], lines
+
+
 def test_mode_follows_the_stream_and_the_environment(monkeypatch):
     monkeypatch.delenv(progress.MODE_ENV, raising=False)
     assert progress.default_mode(Tty()) == "bar"

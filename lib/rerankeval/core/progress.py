@@ -47,6 +47,7 @@ PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed
 PLAIN_FORMAT_NO_TOTAL = "{desc}: {n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
 HEARTBEAT_S = 60.0  # at most this long without a line while a call is in flight
 QUIET_S = 2.0  # a display starts only once its stage has taken this long
+EVERY_S = 60.0  # plain mode: a line at least this often while items finish, however slowly (a 10% step can take 20 min)
 
 T = TypeVar("T")
 
@@ -116,6 +117,7 @@ class Progress:
         self.postfix: dict[str, Any] = {}
         self._t0 = clock()
         self._printed_at: int | None = None
+        self._printed_t = self._t0
         self._bar = (tqdm(total=total, desc=self.desc, unit=unit, file=self.file, dynamic_ncols=True,
                           mininterval=0.5, leave=True, delay=self.quiet_s) if self.mode == "bar" else None)
 
@@ -131,8 +133,11 @@ class Progress:
             self._line()
 
     def _due(self) -> bool:
-        if self.clock() - self._t0 < self.quiet_s:
+        now = self.clock()
+        if now - self._t0 < self.quiet_s:
             return False
+        if now - self._printed_t >= EVERY_S and self.n != self._printed_at:
+            return True
         if self.total:
             step = max(1, -(-self.total // 10))  # a line per 10% of the total
             last = self._printed_at or 0
@@ -145,7 +150,7 @@ class Progress:
         line = tqdm.format_meter(self.n, self.total, self.clock() - self._t0, prefix=self.desc,
                                  unit=self.unit, postfix=post, bar_format=fmt)
         print(line, file=self.file, flush=True)
-        self._printed_at = self.n
+        self._printed_at, self._printed_t = self.n, self.clock()
 
     def close(self) -> None:
         """Finish the display (a last plain line unless the final count was already printed)."""
