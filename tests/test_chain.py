@@ -121,3 +121,14 @@ def test_unknown_parameter_is_reported(tmp_path, tiny_pdf):
     r = run_chain(tiny_pdf, tmp_path / "res", "no_such_param=3", only=["01"])
     assert r.returncode == 0, r.stderr[-2000:]
     assert "no_such_param" in r.stderr
+
+
+def test_every_page_the_chain_rendered_is_clean(chain_twice):
+    """The tiny chain's own pages (every notebook and the index, as CI renders them: no default results needed)
+    hold no NaN/None/True/False cell, no dict or list repr, no 17-digit float, no table without its scroll box."""
+    from test_pages_clean import defects
+
+    pages = sorted((chain_twice["out"] / "report").glob("*.html"))
+    assert len(pages) >= 8
+    found = {p.name: defects(p.read_text(encoding="utf-8")) for p in pages}
+    assert not {k: v for k, v in found.items() if v}, found
