@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from pathlib import Path
 
 TINY_PAGES = {
@@ -145,3 +146,23 @@ def hand_made_stages(folder: Path, page_text: dict[str, list[str]], qids: list[s
     runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
     runs.write_trec(runs.to_units(chunk_run, {f"{u}#c0": u for u in units}), dp.run_file("hybrid"), "hybrid")
     return dp
+
+
+class Console:
+    """A stand-in for the chain's terminal that remembers when each line was written."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        self.lines.extend((time.monotonic(), t) for t in text.splitlines() if t.strip())
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def first(self, needle: str) -> float:
+        return min(t for t, line in self.lines if needle in line)

@@ -12,6 +12,7 @@ import sys
 import pandas as pd
 import pytest
 
+from builders import Console
 from fakellm import FakeLLM
 from rerankeval import rerank
 from rerankeval.apps import ask
@@ -210,29 +211,10 @@ def test_passages_come_from_the_saved_run_with_page_labels_and_best_chunks(tiny_
         ask.Question("question t2", "t2"), ask.Question("question t1", "t1"), ask.Question("anything else")]
 
 
-class _Console:
-    """The chain's terminal in a test: each line with the time it was written."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[float, str]] = []
-
-    def write(self, text: str) -> int:
-        import time
-
-        self.lines.extend((time.monotonic(), t) for t in text.splitlines() if t.strip())
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
 def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf, tmp_path, monkeypatch):
     from rerankeval.core import progress
 
-    console = _Console()
+    console = Console()
     monkeypatch.setattr(progress, "terminal", lambda: console)
     monkeypatch.setenv(progress.MODE_ENV, "plain")
     dp = paths.resolve_dataset(tiny_pdf)

@@ -4,10 +4,10 @@ for a non-local endpoint without a price, and the rewrite step's tokens in 05's 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from builders import Console
 from fakellm import FakeLLM, make_inputs
 from rerankeval import rerank
 from rerankeval.core import progress
@@ -16,26 +16,6 @@ from rerankeval.evaluate import costs
 from rerankeval.llm import budget
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import reformulate, variants
-
-
-class Console:
-    """A stand-in for the chain's terminal that remembers when each line was written."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[float, str]] = []
-
-    def write(self, text: str) -> int:
-        self.lines.extend((time.monotonic(), t) for t in text.splitlines() if t.strip())
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-    def first(self, needle: str) -> float:
-        return min(t for t, line in self.lines if needle in line)
 
 
 @pytest.fixture
