@@ -132,3 +132,13 @@ def test_every_page_the_chain_rendered_is_clean(chain_twice):
     assert len(pages) >= 8
     found = {p.name: defects(p.read_text(encoding="utf-8")) for p in pages}
     assert not {k: v for k, v in found.items() if v}, found
+
+
+def test_the_console_of_a_cold_and_a_forced_run_is_clean(chain_twice):
+    """What the user's terminal shows for `make report` (cold, then every notebook again): no kernel warning or
+    error ("[IPKernelApp] WARNING | Kernel is running over TCP ...", "KeyboardInterrupt caught in kernel"), no
+    traceback (Qdrant's __del__, Jupyter's), no Python warning category."""
+    for run in ("first", "second"):
+        console = chain_twice[run].stdout + chain_twice[run].stderr
+        for bad in ("IPKernelApp", "Traceback", "Warning:", "Exception ignored"):
+            assert bad not in console, f"{run} run printed {bad!r}:\n{console[-3000:]}"
