@@ -163,6 +163,18 @@ def checker_versions(checkers: Sequence[str]) -> str:
     return " and ".join(out)
 
 
+def _diffs(mine: Mapping[tuple[str, str], float], got: Mapping[str, float], metric: str, qs: QuerySet,
+           variant: str) -> list[float]:
+    """|ours - theirs| per evaluated query; a query the file lacks scores 0 (policy "zero", empty runs), else inf."""
+    out = []
+    for q in qs.qids:
+        if q not in got and qs.policy != "zero" and variant not in qs.empty:
+            out.append(math.inf)
+        else:
+            out.append(abs(float(mine[(q, metric)]) - got.get(q, 0.0)))
+    return out
+
+
 def conformance_check(
     run_files: Mapping[str, str | os.PathLike[str]],
     qrels: Qrels,
@@ -192,14 +204,7 @@ def conformance_check(
             theirs = _checker_values(checker, Path(path), qrels, qs.qids, columns, cache)
             bar.update(1, checker=checker)
             for c in columns:
-                got = theirs.get(c, {})
-                diffs = []
-                for q in qs.qids:
-                    ref = got.get(q, 0.0)  # a query the file lacks scores 0 (policy "zero", empty runs)
-                    if q not in got and qs.policy != "zero" and v not in qs.empty:
-                        diffs.append(math.inf)
-                        continue
-                    diffs.append(abs(float(mine[(q, c)]) - ref))
+                diffs = _diffs(mine, theirs.get(c, {}), c, qs, v)
                 worst = max(diffs) if diffs else 0.0
                 rows.append((checker, v, c, len(diffs), worst))
                 if worst > tol:
