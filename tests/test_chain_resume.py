@@ -95,7 +95,7 @@ def test_a_ctrl_c_between_two_notebooks_keeps_what_finished(tmp_path, tiny_pdf, 
     monkeypatch.setenv("RERANKEVAL_QDRANT_PATH", str(tmp_path / "res" / "qdrant"))
     calls: list[str] = []
 
-    def fake_run_notebook(nb, dp, params, kernel, env, interrupt):  # noqa: ARG001
+    def fake_run_notebook(nb, dp, params, kernel, env, interrupt, exec_lines=()):  # noqa: ARG001
         calls.append(nb.stem)
         if len(calls) == 2:  # as the real one starts 02: not yet inside a notebook
             interrupt.handler(signal.SIGINT, None)
