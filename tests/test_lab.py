@@ -55,6 +55,18 @@ def _get(url: str) -> tuple[int, bytes]:
         return r.status, r.read()
 
 
+
+def _stop(proc: subprocess.Popen) -> int:
+    """Ctrl-C to `make lab`'s process, as a user stops it; its exit code."""
+    proc.send_signal(signal.SIGINT)
+    return proc.wait(timeout=60)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
 def test_lab_starts_serves_the_notebooks_and_stops_on_ctrl_c(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
@@ -76,12 +88,9 @@ def test_lab_starts_serves_the_notebooks_and_stops_on_ctrl_c(tmp_path):
         assert "01-probe.ipynb" in {item["name"] for item in json.loads(listing)["content"]}
         status, specs = _get(f"{base}/api/kernelspecs?token={token}")
         assert json.loads(specs)["default"] == lab.kernel_name()
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        assert _stop(proc) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill(proc)
     with socket.socket() as s, pytest.raises(OSError):  # nothing listens any more: JupyterLab stopped too
         s.settimeout(5)
         s.connect(("127.0.0.1", port))
@@ -203,12 +212,9 @@ def test_the_explorer_widget_works_in_a_real_jupyterlab(tmp_path):
         assert "recorded: q3 / m.pdf#p4 = 2" in _states(out)
         assert judgments.read_judgments(dp.judgments("test")) == [("q3", UNITS[3], 2, 2)]
         k.ws.close()
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        assert _stop(proc) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill(proc)
     log = "".join(iter(lines.get, None))
     assert "Traceback" not in log and "IPKernelApp" not in log, log  # the console of make lab stays clean
     assert "extension was successfully" not in log and "websocket_ping_timeout" not in log, log
