@@ -14,6 +14,7 @@ from typing import Any
 
 from rerankeval.apps.chain_params import notebooks
 from rerankeval.core import paths
+from rerankeval.core.ioutil import sha256_file
 
 
 def redact_file(path: Path) -> None:
@@ -218,16 +219,6 @@ def fingerprint_path(dp: paths.DatasetPaths, nb: Path) -> Path:
     return dp.executed_dir / f"{nb.stem}.fingerprint.json"
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 _LATER_FILES = ("judgments-", "llm-")  # the explorer's grades and the assessor's: opened by name, never discovered
 
 
@@ -248,7 +239,7 @@ def _input_state(path: Path, results: Path, with_hash: bool = True) -> dict[str,
         return None
     state: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
     if with_hash and path.is_relative_to(results):
-        state["sha256"] = _sha256(path)
+        state["sha256"] = sha256_file(path)
     return state
 
 
@@ -286,7 +277,7 @@ def _same_file(path: Path, was: Mapping[str, Any], results: Path) -> bool:
         return False
     if now["mtime_ns"] == was.get("mtime_ns"):
         return True
-    return "sha256" in was and _sha256(path) == was["sha256"]  # rewritten with the same bytes
+    return "sha256" in was and sha256_file(path) == was["sha256"]  # rewritten with the same bytes
 
 
 def up_to_date(dp: paths.DatasetPaths, nb: Path, key: Mapping[str, Any]) -> bool:
