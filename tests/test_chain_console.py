@@ -59,3 +59,23 @@ def test_a_kernel_is_not_interrupted_on_its_way_out(monkeypatch) -> None:
     km.shutting_down = True
     asyncio.run(km._async_interrupt_kernel())  # on the way out: not sent
     assert sent == [False]
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_what_a_kernel_prints_while_it_exits_goes_to_its_exit_log(tmp_path, capfd, quiet) -> None:
+    """ipykernel 7.4 can race its own I/O thread on the way out and print a libzmq assertion and a ZMQError
+    traceback on the terminal after a clean run (CI, stop 27). From its shutdown request on, a chain kernel writes
+    to ``<stem>.kernel-exit.log`` instead; without the log (``quiet=False``) the same words reach the terminal."""
+    import papermill
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import atexit, os\nprint('during the run')\n"
+                                          "atexit.register(os.write, 2, b'said on the way out\\n')")]
+    src, out, log = tmp_path / "in.ipynb", tmp_path / "out.ipynb", tmp_path / "in.kernel-exit.log"
+    nbformat.write(nb, src)
+    papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
+                               kernel_manager_class=kernel_manager_class({}, exit_log=log if quiet else None))
+    assert nbformat.read(out, as_version=4).cells[0].outputs[0]["text"] == "during the run\n"
+    err = capfd.readouterr().err
+    assert ("said on the way out" in err) is not quiet
+    assert (log.is_file() and "said on the way out" in log.read_text()) is quiet

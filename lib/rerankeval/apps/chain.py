@@ -138,6 +138,7 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
 
     nb_params = notebook_params(nb, dp, params)
     out, html = dp.executed_notebook(nb.name), dp.notebook_html(nb.stem)
+    exit_log = dp.executed_dir / f"{nb.stem}.kernel-exit.log"  # what the kernel printed while shutting down
     earlier = out.stat().st_mtime_ns if out.exists() else None  # an earlier run's copy, until this run saves
     print(f"[chain] {nb.name} ...", flush=True)
     t0 = time.perf_counter()
@@ -147,7 +148,7 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
         atomic_saves(dp.executed_dir)
         papermill.execute_notebook(
             str(nb), str(out), parameters=nb_params, kernel_name=kernel, progress_bar=False, cwd=str(paths.ROOT),
-            kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt, exec_lines),
+            kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt, exec_lines, exit_log),
         )
     except KeyboardInterrupt:
         interrupt.hit = True
@@ -160,6 +161,9 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
         status, error = "failed", f"{nb.name} could not be executed: {type(exc).__name__}: {exc}"
     finally:
         interrupt.kernel_done()
+        with contextlib.suppress(OSError):
+            if exit_log.stat().st_size == 0:
+                exit_log.unlink()
     if interrupt.hit:
         verb, what, _ = interrupt.how
         status, error = "interrupted", f"{nb.name} was {verb} ({what}); re-run to resume"

@@ -8,9 +8,11 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
@@ -84,10 +86,47 @@ class Interrupt:
                 signal.signal(sig, handler)
 
 
+def quiet_exit(log: str) -> None:
+    """Inside a notebook's kernel: from its shutdown request on, what the kernel writes to its standard error and
+    output (file descriptors 2 and 1, shared with the chain's terminal) goes to ``log`` instead.
+
+    The notebook has finished and been saved by then. What ipykernel 7.4 prints while it exits is its own race
+    between the control thread and the closing I/O thread (a libzmq ``Assertion failed: pfd.revents & POLLIN`` and
+    a ``ZMQError: Socket operation on non-socket`` traceback, seen once in CI after a clean run): noise on the
+    user's terminal, kept in ``log`` for whoever wants it."""
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None:
+        return
+    shut_down = kernel.do_shutdown
+
+    def do_shutdown(restart: bool) -> Any:
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError:  # its folder went away: the terminal it is
+            return shut_down(restart)
+        for stream in (sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(Exception):
+                stream.flush()  # type: ignore[union-attr]
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        return shut_down(restart)
+
+    kernel.do_shutdown = do_shutdown
+
+
+def quiet_exit_line(log: Path) -> str:
+    """The kernel's start-up line that installs :func:`quiet_exit` (an ``IPKernelApp.exec_lines`` item)."""
+    return f"__import__('rerankeval.apps.chain_signals', fromlist=['_']).quiet_exit({str(log)!r})"
+
+
 def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None,
-                         exec_lines: Sequence[str] = ()) -> type:
+                         exec_lines: Sequence[str] = (), exit_log: Path | None = None) -> type:
     """A kernel manager whose kernels start with ``env`` added to this process's environment (and, for an
-    ipykernel kernel, run ``exec_lines`` before the notebook: the chain's read trace).
+    ipykernel kernel, run ``exec_lines`` before the notebook: the chain's read trace; with ``exit_log``, what the
+    kernel prints once asked to shut down goes there, not to the terminal: :func:`quiet_exit`).
 
     The kernel talks to the chain over IPC (Unix sockets in a private temporary folder) rather than TCP on
     localhost: nothing else on the machine can connect to it, and ipykernel has no reason to print its "running
@@ -117,9 +156,10 @@ def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = N
 
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             kw["env"] = {**(kw.get("env") or os.environ), **extra}
-            if exec_lines and any("ipykernel" in str(a) for a in (self.kernel_spec.argv if self.kernel_spec else [])):
+            lines = [*exec_lines, *([quiet_exit_line(exit_log)] if exit_log else [])]
+            if lines and any("ipykernel" in str(a) for a in (self.kernel_spec.argv if self.kernel_spec else [])):
                 kw["extra_arguments"] = [*(kw.get("extra_arguments") or []),
-                                         *(f"--IPKernelApp.exec_lines={line}" for line in exec_lines)]
+                                         *(f"--IPKernelApp.exec_lines={line}" for line in lines)]
             await super().start_kernel(**kw)
             pid = getattr(self.provisioner, "pid", None)
             if interrupt is not None and pid:
