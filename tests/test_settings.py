@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -185,3 +187,91 @@ def test_a_malformed_setting_says_where_it_is_and_what_it_should_be(tmp_path):
     with pytest.raises(ValueError, match="RERANKEVAL_LLAMA_BACKEND=.compile.*build.*wheel"):
         st.load_settings(environ={"RERANKEVAL_LLAMA_BACKEND": "compile"}, env_file=tmp_path / "absent")
     assert st.load_settings(environ={}, env_file=tmp_path / "absent").llama_backend == "build"
+
+
+def test_progress_mode_and_stage_are_settings(tmp_path):
+    """RERANKEVAL_PROGRESS and RERANKEVAL_STAGE are read by Settings like every other variable (issue 20)."""
+    s = st.load_settings(environ={"RERANKEVAL_PROGRESS": " Plain ", "RERANKEVAL_STAGE": "04-rerank"},
+                         env_file=tmp_path / "absent")
+    assert (s.progress, s.stage) == ("plain", "04-rerank")
+    unset = st.load_settings(environ={"RERANKEVAL_PROGRESS": "", "RERANKEVAL_STAGE": " "}, env_file=tmp_path / "x")
+    assert (unset.progress, unset.stage) == (None, None)
+    with pytest.raises(ValueError, match=r"RERANKEVAL_PROGRESS='sideways' \(in the environment\).*bar, plain or off"):
+        st.load_settings(environ={"RERANKEVAL_PROGRESS": "sideways"}, env_file=tmp_path / "absent")
+    assert "RERANKEVAL_STAGE" not in st.LLM_ENV_KEYS and "RERANKEVAL_PROGRESS" not in st.LLM_ENV_KEYS
+
+
+# -- Settings is the only reader of our variables in the environment (issue 20) --
+LIB = Path(__file__).resolve().parents[1] / "lib" / "rerankeval"
+READERS = {LIB / "core" / "settings.py", LIB / "core" / "envfile.py"}
+OURS = re.compile(r"^(RERANKEVAL_|OPENAI_|QDRANT_|LOCAL_MODEL|RERANK_|JUDGE_)")
+
+
+def _constants(trees: dict[Path, ast.Module]) -> dict[str, str]:
+    """Module-level ``NAME = "text"`` constants of the package (a key may be a constant of another module)."""
+    out: dict[str, str] = {}
+    for tree in trees.values():
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                out[node.targets[0].id] = node.value.value
+    return out
+
+
+def _key(node: ast.expr, constants: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    if name is not None:
+        return constants.get(name)
+    if isinstance(node, ast.Subscript) and _key(node.value, {}) is None and "FIELDS_ENV" in ast.unparse(node.value):
+        field = _key(node.slice, {})
+        return st.FIELDS_ENV.get(field or "")
+    return None
+
+
+def _is_environ(node: ast.expr) -> bool:
+    return ast.unparse(node) in ("os.environ", "environ")
+
+
+def env_reads(tree: ast.Module, constants: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, variable) of each read of a named environment variable: ``os.environ[K]``, ``os.environ.get(K)``,
+    ``os.getenv(K)``, ``K in os.environ``, ``os.environ.setdefault(K)``, ``os.environ.pop(K)``."""
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Subscript) and _is_environ(node.value) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if (_is_environ(f.value) and f.attr in ("get", "setdefault", "pop")) or ast.unparse(f) == "os.getenv":
+                key = node.args[0]
+        elif isinstance(node, ast.Compare) and any(_is_environ(c) for c in node.comparators):
+            key = node.left
+        name = _key(key, constants) if key is not None else None
+        if name is not None:
+            found.append((node.lineno, name))
+    return found
+
+
+def test_the_scan_finds_a_read_of_our_variables():
+    """The scan below can fail: every way of reading a variable is found, through a constant too."""
+    src = ('import os\nfrom rerankeval.core import progress\nMODE = "RERANKEVAL_PROGRESS"\n'
+           'a = os.environ.get(MODE)\nb = os.environ["OPENAI_API_KEY"]\nc = os.getenv("QDRANT_URL", "")\n'
+           'd = "LOCAL_MODEL" in os.environ\ne = os.environ.get(progress.STAGE_ENV)\n'
+           'f = os.environ.get(FIELDS_ENV["cache"])\nos.environ["RERANKEVAL_CACHE"] = "/x"\n'
+           'g = {**os.environ, "RERANKEVAL_STAGE": "01"}\nh = os.environ.get("DISPLAY")\n')
+    constants = {"MODE": "RERANKEVAL_PROGRESS", "STAGE_ENV": "RERANKEVAL_STAGE"}
+    assert env_reads(ast.parse(src), constants) == [
+        (4, "RERANKEVAL_PROGRESS"), (5, "OPENAI_API_KEY"), (6, "QDRANT_URL"), (7, "LOCAL_MODEL"),
+        (8, "RERANKEVAL_STAGE"), (9, "RERANKEVAL_CACHE"), (12, "DISPLAY")]
+
+
+def test_only_settings_reads_our_variables_from_the_environment():
+    """No module under lib/rerankeval but core/settings.py and core/envfile.py reads a RERANKEVAL_*, OPENAI_*,
+    QDRANT_*, RERANK_*, JUDGE_* or LOCAL_MODEL variable from os.environ (writing a child's environment is fine)."""
+    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(LIB.rglob("*.py"))}
+    constants = _constants(trees)
+    bad = [f"{p.relative_to(LIB)}:{line} reads {name}" for p, tree in trees.items() if p not in READERS
+           for line, name in env_reads(tree, constants) if OURS.match(name) or name in st.ENV_KEYS]
+    assert not bad, "read it through rerankeval.core.settings (a Settings field) instead: " + "; ".join(bad)

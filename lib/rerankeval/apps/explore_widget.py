@@ -4,21 +4,19 @@ it is handed the dataset's explorer rather than importing that module."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import judgments
 from rerankeval.report.htmlsafe import esc
 
 
-def in_chain() -> bool:
-    """True inside a chain run (papermill): no interactive UI is drawn there."""
-    from rerankeval.core.progress import STAGE_ENV
-
-    return bool(os.environ.get(STAGE_ENV, "").strip())
+def in_chain(settings: Settings | None = None) -> bool:
+    """True inside a chain run (papermill; ``RERANKEVAL_STAGE``, ``Settings.stage``): no interactive UI there."""
+    return bool((settings or load_settings()).stage)
 
 
 def _markdown(text: str) -> Any:

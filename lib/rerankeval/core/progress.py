@@ -11,12 +11,14 @@ is the same bar driven by hand, with counters shown beside it::
 Where it writes: the process's original standard error. A Jupyter kernel replaces ``sys.stderr`` with a
 stream that goes into the notebook; its ``fileno()`` is a copy of the stderr the kernel inherited from
 ``python -m rerankeval.chain`` (papermill does not redirect it), so the bar reaches the chain's terminal
-and stays out of the executed notebook. How it writes (``RERANKEVAL_PROGRESS``, else chosen from that
-stream): ``bar`` on a terminal (a tqdm bar with items done, rate and ETA), ``plain`` in logs and CI (one
-line per 10% of the total, or at 1, 2, 4, 8 ... items when the total is unknown), ``off`` for nothing.
+and stays out of the executed notebook. How it writes (``RERANKEVAL_PROGRESS``, read by
+:mod:`rerankeval.core.settings` like every variable, else chosen from that stream): ``bar`` on a terminal (a
+tqdm bar with items done, rate and ETA), ``plain`` in logs and CI (one line per 10% of the total, or at 1, 2, 4,
+8 ... items when the total is unknown), ``off`` for nothing.
 Either says nothing for the first ``quiet_s`` seconds (default :data:`QUIET_S`): a stage answered from its caches
 in a moment prints no line, so a warm chain says one line per notebook.
-The chain sets ``RERANKEVAL_STAGE`` (the notebook's name) for its kernels; lines are prefixed with it.
+The chain sets ``RERANKEVAL_STAGE`` (the notebook's name, ``Settings.stage``) for its kernels; lines are prefixed
+with it.
 
 A bar moves when an item finishes; one item can wait on a slow endpoint for a long time (a rerank query
 makes up to ``pool_k`` calls, each up to ``RERANK_TIMEOUT`` x (1 + ``RERANK_MAX_RETRIES``) seconds).
@@ -31,7 +33,6 @@ import contextlib
 import functools
 import io
 import itertools
-import os
 import sys
 import threading
 import time
@@ -40,8 +41,10 @@ from typing import Any, TextIO, TypeVar
 
 from tqdm import tqdm
 
-MODE_ENV = "RERANKEVAL_PROGRESS"
-STAGE_ENV = "RERANKEVAL_STAGE"
+from rerankeval.core.settings import FIELDS_ENV, Settings, load_settings
+
+MODE_ENV = FIELDS_ENV["progress"]  # RERANKEVAL_PROGRESS
+STAGE_ENV = FIELDS_ENV["stage"]  # RERANKEVAL_STAGE, what the chain sets for its kernels
 MODES = ("bar", "plain", "off")
 PLAIN_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 PLAIN_FORMAT_NO_TOTAL = "{desc}: {n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
@@ -71,12 +74,11 @@ def terminal() -> TextIO | None:
     return open(fd, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
 
 
-def default_mode(stream: TextIO | None) -> str:
-    """``RERANKEVAL_PROGRESS`` if set (bar/plain/off), else ``bar`` on a terminal and ``plain`` otherwise."""
-    wanted = os.environ.get(MODE_ENV, "").strip().lower()
+def default_mode(stream: TextIO | None, settings: Settings | None = None) -> str:
+    """``RERANKEVAL_PROGRESS`` (``settings.progress``, default :func:`load_settings`) if set (bar/plain/off), else
+    ``bar`` on a terminal and ``plain`` otherwise. A malformed value raises ValueError naming the variable."""
+    wanted = (settings or load_settings()).progress
     if wanted:
-        if wanted not in MODES:
-            raise ValueError(f"{MODE_ENV}={wanted!r}: use one of {', '.join(MODES)}")
         return wanted
     if stream is None:
         return "off"
@@ -87,7 +89,7 @@ def default_mode(stream: TextIO | None) -> str:
 
 
 def _label(desc: str) -> str:
-    stage = os.environ.get(STAGE_ENV, "").strip()
+    stage = load_settings().stage
     return f"[{stage}] {desc}" if stage else desc
 
 

@@ -26,6 +26,10 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
   portable xllamacpp server: no compiler, slower prompts); the Makefile reads the same value.
 - ``LOCAL_MODEL``: which local model the local server runs when ``OPENAI_BASE_URL`` is unset, one of
   :data:`LOCAL_MODELS` (default ``qwen2.5-coder-0.5b``); ``scripts/llama_setup.sh`` assembles and caches each.
+- ``RERANKEVAL_PROGRESS``: how progress is shown on the terminal, ``bar``, ``plain`` or ``off``; unset, chosen
+  from the stream (:mod:`rerankeval.core.progress`).
+- ``RERANKEVAL_STAGE``: the notebook a chain kernel runs (set by the chain, not by hand): progress lines are
+  prefixed with it and the explorer draws no interactive UI there.
 
 Code builds a :class:`Settings` with :func:`load_settings` (environment + ``.env``) or directly
 (``Settings(base_url=..., api_key=...)`` reads nothing else) and passes it to what needs it. ``.env`` is read
@@ -83,6 +87,8 @@ FIELDS_ENV = {
     "judge_model": "JUDGE_MODEL",
     "judge_base_url": "JUDGE_BASE_URL",
     "judge_api_key": "JUDGE_API_KEY",
+    "progress": "RERANKEVAL_PROGRESS",
+    "stage": "RERANKEVAL_STAGE",
 }
 ENV_KEYS = tuple(FIELDS_ENV.values())
 # what a malformed value should look like, for the message that refuses it
@@ -92,6 +98,7 @@ HINTS = {
     "RERANKEVAL_LLAMA_THREADS": "threads of the local llama-server, a whole number >= 1 (default 2)",
     "RERANKEVAL_QDRANT_BACKEND": "client or edge",
     "RERANKEVAL_LLAMA_BACKEND": "build (compile llama-server, the default) or wheel (the prebuilt server)",
+    "RERANKEVAL_PROGRESS": "bar, plain or off (unset: bar on a terminal, plain otherwise)",
     "LOCAL_MODEL": f"one of the local models {', '.join(LOCAL_MODELS)} (default {DEFAULT_LOCAL_MODEL})",
 }
 LLM_ENV_KEYS = ENV_KEYS[:6]  # what Settings.env() hands to notebook kernels and subprocesses
@@ -127,6 +134,8 @@ class Settings(BaseSettings):
     judge_model: str | None = _var("judge_model")  # the LLM assessor's model (09-assess); unset: the reranker's
     judge_base_url: str | None = _var("judge_base_url")  # the assessor's own endpoint; unset: the reranker's
     judge_api_key: str | None = _var("judge_api_key", repr=False)
+    progress: Literal["bar", "plain", "off"] | None = _var("progress")  # None: chosen from the stream
+    stage: str | None = _var("stage")  # the chain's notebook (its kernels' environment)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -143,6 +152,11 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, v: Any, info: ValidationInfo) -> Any:
         """An empty value counts as unset: the field's default."""
         return cls.model_fields[info.field_name].default if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("progress", mode="before")
+    @classmethod
+    def _lower_mode(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) and v.strip() else v
 
     @field_validator("local_model")
     @classmethod
