@@ -42,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rerankeval.apps.ask_answers import CACHE_VERSION, Answer, Asker, AskResult, checked  # noqa: F401 (re-exported)
-from rerankeval.apps.ask_html import STYLE, answers_html  # noqa: F401 (re-exported)
+from rerankeval.apps.ask_html import answers_html  # noqa: F401 (re-exported)
 from rerankeval.apps.ask_inputs import (  # noqa: F401 (re-exported)
     DEFAULT_N,
     Passage,

@@ -41,7 +41,6 @@ text: the live search) and :mod:`~rerankeval.apps.explore_widget` (the ipywidget
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -51,18 +50,18 @@ import pandas as pd
 
 from rerankeval.apps import explore_widget
 from rerankeval.apps.explore_search import FREE_QID, LiveSearch, close_all
-from rerankeval.apps.explore_view import STYLE, Column, Exploration, Hit, render_html
+from rerankeval.apps.explore_view import Column, Exploration, Hit, render_html
 from rerankeval.apps.explore_widget import in_chain
 from rerankeval.core import runs
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import ranked
 from rerankeval.corpus import contract as corpus
+from rerankeval.corpus.snippets import SNIPPET_CHARS, first_chunks, place
 from rerankeval.evaluate import judgments, metrics
-from rerankeval.report.htmlsafe import SNIPPET_CHARS, esc
 
 __all__ = [  # the explorer's API, wherever each part lives (the notebook, tests and bench use these names)
-    "FREE_QID", "RERANKED", "STYLE", "Column", "Exploration", "Explorer", "Hit", "LiveSearch", "close_all",
+    "FREE_QID", "RERANKED", "Column", "Exploration", "Explorer", "Hit", "LiveSearch", "close_all",
     "add_question", "draft_source", "drafts", "example_queries", "explorer", "in_chain", "judge", "judging_table",
     "promote", "render_html", "review", "show", "widget",
 ]
@@ -82,7 +81,7 @@ class _Texts:
         df = corpus.load_chunks(dp)
         self.rows = {r.chunk_id: r for r in df.itertuples(index=False)}
         self.unit_of = dict(zip(df.chunk_id, df.unit_id, strict=True))
-        first = df.sort_values(["unit_id", "start"], kind="stable").drop_duplicates("unit_id")
+        first = first_chunks(df)
         self.first = dict(zip(first.unit_id, first.chunk_id, strict=True))
         self.analyzer = Analyzer()
         self._stems: dict[str, str | None] = {}
@@ -112,21 +111,19 @@ class _Texts:
         out = out if len(out) <= limit else out[: limit - 1].rstrip() + "\u2026"
         return ("\u2026" if start else "") + out
 
-    def marked(self, text: str, terms: frozenset[str]) -> str:
-        """``text`` HTML-escaped, the words whose stem is a query term wrapped in ``<mark>``."""
+    def marked(self, text: str, terms: frozenset[str]) -> list[tuple[str, bool]]:
+        """``text`` cut into (piece, is a query term): the words whose stem is a query term stand alone (the
+        template marks them; every piece is escaped there)."""
         parts, pos = [], 0
         for m in _WORD.finditer(text):
             if self.stem(m.group()) in terms:
-                parts += [esc(text[pos : m.start()]), f"<mark>{esc(m.group())}</mark>"]
+                parts += [(text[pos : m.start()], False), (m.group(), True)]
                 pos = m.end()
-        return "".join(parts) + esc(text[pos:])
+        return [p for p in [*parts, (text[pos:], False)] if p[0]]
 
 
 def _where(row: Any) -> str:
-    page = row.page
-    page = None if page is None or (isinstance(page, float) and math.isnan(page)) else int(page)
-    parts = [str(x) for x in (row.source, row.title) if x and not (isinstance(x, float) and math.isnan(x))]
-    return " \u00b7 ".join(parts + ([f"p.{page}"] if page is not None else []))
+    return place(row.source, row.title, row.page)
 
 
 # --------------------------------------------------------------------------- the explorer

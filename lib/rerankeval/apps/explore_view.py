@@ -1,6 +1,6 @@
 """What the explorer shows: :class:`Exploration` (one query across every variant, its :class:`Column` of
-:class:`Hit`), rendered as static HTML by :func:`render_html` (every text escaped, query terms marked). Part of
-:mod:`rerankeval.apps.explore`."""
+:class:`Hit`), rendered by :func:`render_html` through the template ``report/templates/explore.html.j2`` (every
+text escaped by the engine, query terms marked). Part of :mod:`rerankeval.apps.explore`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from rerankeval.core.names import HYBRID_RERANK
-from rerankeval.report.htmlsafe import esc
+from rerankeval.report import fragments
 
 
 @dataclass
@@ -47,7 +47,8 @@ class Exploration:
     ledger: dict[str, Any] | None  # the reranker's ledger row for this query
     terms: frozenset[str]
     seconds: float
-    mark: Callable[[str], str] | None = field(default=None, repr=False)  # escaped text with query terms marked
+    # the text cut into (piece, is a query term) for the template to mark; None: nothing marked
+    mark: Callable[[str], list[tuple[str, bool]]] | None = field(default=None, repr=False)
     note: str = ""  # said above the columns (e.g. "q12 is not a query id: did you mean dm-012?")
 
     def frame(self) -> pd.DataFrame:
@@ -65,75 +66,38 @@ class Exploration:
                 f"top {self.k}>")
 
 
-STYLE = """<style>
-.rre-x{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;font-size:13px;margin:0 0 1.4em 0}
-.rre-x .q{background:#f4f6f8;border-left:4px solid #4c72b0;padding:.4em .6em;margin:.6em 0}
-.rre-x .cols{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
-.rre-x .col{flex:1 1 300px;min-width:280px;max-width:100%}
-.rre-x h4{margin:.4em 0 .2em 0;font-size:14px}
-.rre-x table{border-collapse:collapse!important;width:100%!important;table-layout:fixed!important}
-.rre-x td,.rre-x th{border:none!important;border-bottom:1px solid #ddd!important;padding:3px 5px!important;
- vertical-align:top!important;text-align:left!important;overflow-wrap:anywhere;white-space:normal!important;
- background:#fff!important}
-.rre-x th{background:#eef1f4!important}
-.rre-x .rk{width:2.2em!important;text-align:right!important}
-.rre-x .g{width:3.8em!important}
-.rre-x tr.gold td{background:#e3f4e1!important}
-.rre-x tr.gold td.g{font-weight:bold;color:#1b6e1b}
-.rre-x .unit{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
-.rre-x .mv{color:#666;font-size:11px}
-.rre-x .snip{color:#333;font-size:12px}
-.rre-x mark{background:#fff3a3;padding:0}
-.rre-x .na{color:#a33}
-</style>"""
-
-
-def _ledger_html(row: Mapping[str, Any] | None) -> str:
+def _ledger(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The reranker's ledger row as the view shows it: status, the counts in order, errors."""
     if not row:
-        return ""
+        return None
     repairs = sum(int(row.get(c) or 0) for c in ("n_invalid", "n_duplicate", "n_missing"))
-    status = str(row.get("status", ""))
-    parts = [f"status <b class=\"{'na' if status != 'ok' else ''}\">{esc(status)}</b>", f"repairs {repairs}",
-             f"failed calls {esc(row.get('n_failed', 0))}", f"retries {esc(row.get('retries', 0))}",
+    parts = [f"repairs {repairs}", f"failed calls {row.get('n_failed', 0)}", f"retries {row.get('retries', 0)}",
              f"latency {float(row.get('latency_s') or 0):.2f} s",
-             f"LLM calls {esc(row.get('llm_calls', 0))} ({esc(row.get('cache_hits', 0))} from the cache)",
-             f"model {esc(row.get('model', ''))}"]
-    err = f"; errors: {esc(row['error'])}" if row.get("error") else ""
-    return f'<div class="mv">{HYBRID_RERANK} ledger: {", ".join(parts)}{err}</div>'
+             f"LLM calls {row.get('llm_calls', 0)} ({row.get('cache_hits', 0)} from the cache)",
+             f"model {row.get('model', '')}"]
+    return {"variant": HYBRID_RERANK, "status": str(row.get("status", "")), "parts": parts,
+            "error": row.get("error") or ""}
 
 
-def _column_html(c: Column, x: Exploration) -> str:
-    if c.unavailable:
-        return (f'<div class="col"><h4>{esc(c.variant)}</h4><div class="na">unavailable: {esc(c.unavailable)}'
-                "</div></div>")
-    rows = []
-    for h in c.hits:
-        g = "" if h.grade is None else (f"gold {h.grade}" if h.grade > 0 else "0")
-        g = "?" if h.grade is None and x.gold else g
-        snip = x.mark(h.snippet) if x.mark else esc(h.snippet)
-        before = "" if h.before is None else f" \u00b7 hybrid #{h.before}"
-        score = f"score {h.score:.4g}" if h.llm_score is None else f"LLM score {h.llm_score:.3g}"
-        rows.append(f'<tr class="{"gold" if (h.grade or 0) > 0 else ""}"><td class="rk">{h.rank}</td>'
-                    f'<td class="g">{esc(g)}</td><td><span class="unit">{esc(h.unit_id)}</span> '
-                    f'<span class="mv">{esc(score)}{esc(before)}</span><br><span class="mv">{esc(h.where)}'
-                    f'</span><div class="snip">{snip}</div></td></tr>')
+def _hit(h: Hit, x: Exploration) -> dict[str, Any]:
+    g = "" if h.grade is None else (f"gold {h.grade}" if h.grade > 0 else "0")
+    score = f"score {h.score:.4g}" if h.llm_score is None else f"LLM score {h.llm_score:.3g}"
+    return {"gold": (h.grade or 0) > 0, "rank": h.rank, "grade": "?" if h.grade is None and x.gold else g,
+            "unit": h.unit_id, "score": score + ("" if h.before is None else f" \u00b7 hybrid #{h.before}"),
+            "where": h.where, "snippet": x.mark(h.snippet) if x.mark else [(h.snippet, False)]}
+
+
+def _column(c: Column, x: Exploration) -> dict[str, Any]:
     judged = sum(h.grade is not None for h in c.hits)
     cov = f" \u00b7 Judged@{x.k} {judged / len(c.hits):.2f}" if x.gold and c.hits else ""
-    body = "".join(rows) or '<tr><td colspan="3" class="na">no results</td></tr>'
-    return (f'<div class="col"><h4>{esc(c.variant)} <span class="mv">{esc(cov)}</span></h4><table><thead><tr>'
-            f'<th class="rk">#</th><th class="g">grade</th><th>unit / snippet</th></tr></thead><tbody>{body}'
-            "</tbody></table></div>")
+    return {"variant": c.variant, "unavailable": c.unavailable, "coverage": cov,
+            "hits": [_hit(h, x) for h in c.hits]}
 
 
 def render_html(x: Exploration) -> str:
-    """The side-by-side view of ``x`` as static HTML (every text escaped, query terms marked)."""
+    """The side-by-side view of ``x`` (``templates/explore.html.j2``: every text escaped, query terms marked)."""
     how = "live search over the saved indexes" if x.live else "the saved runs of stages 03/04"
     judged = (f"{len(x.gold)} judged units ({sum(g > 0 for g in x.gold.values())} relevant); ? = not judged"
               if x.gold else "no judgments for this query")
-    head = (f'<div class="q"><b>{esc(x.qid or "free text")}</b>: {esc(x.query)}<br><span class="mv">'
-            f"{esc(x.dataset)} \u00b7 top {x.k} from {esc(how)} \u00b7 {esc(judged)} \u00b7 {x.seconds:.2f} s"
-            f"</span>{_ledger_html(x.ledger)}</div>")
-    if x.note:
-        head += f'<p class="na">{esc(x.note)}</p>'
-    cols = "".join(_column_html(c, x) for c in x.columns)
-    return f'{STYLE}<div class="rre-x">{head}<div class="cols">{cols}</div></div>'
+    return fragments.render("explore.html.j2", x=x, how=how, judged=judged, ledger=_ledger(x.ledger),
+                            columns=[_column(c, x) for c in x.columns])

@@ -11,7 +11,7 @@ from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import judgments
-from rerankeval.report.htmlsafe import esc
+from rerankeval.report.fragments import status_html
 
 
 def in_chain(settings: Settings | None = None) -> bool:
@@ -82,7 +82,7 @@ class ExplorerUI:
             try:
                 x = self.state["x"] = self.ex.show(query, self.depth.value)
             except (ValueError, FileNotFoundError) as exc:
-                print(exc)
+                self.out.append_stdout(f"{exc}\n")  # shown where the view would be
                 return
             from IPython.display import display
 
@@ -98,10 +98,10 @@ class ExplorerUI:
         """Record ``grade`` for the picked unit (a conflict is shown, nothing overwritten); show the query again."""
         x, unit = self.state["x"], self.unit.value
         try:
-            done = esc(f"{self.ex.judge(x.qid, unit, grade)}: {x.qid} / {unit} = {grade} "
-                       "(merged into the qrels by the next make report)")
+            done = status_html(f"{self.ex.judge(x.qid, unit, grade)}: {x.qid} / {unit} = {grade} "
+                               "(merged into the qrels by the next make report)")
         except ValueError as exc:  # JudgmentConflict included: shown, nothing overwritten
-            done = f'<span style="color:#a33">{esc(exc)}</span>'
+            done = status_html(exc, error=True)
         self.run(x.qid)
         self.status.value = done
 
@@ -109,7 +109,7 @@ class ExplorerUI:
         """Append the shown free text to queries.jsonl with the picked unit at the top grade."""
         x, unit = self.state["x"], self.unit.value
         try:
-            self.status.value = esc(self.add_question(self.dp, x.query, [unit]))
+            self.status.value = status_html(self.add_question(self.dp, x.query, [unit]))
             self.add.disabled = True
         except ValueError as exc:
-            self.status.value = f'<span style="color:#a33">{esc(exc)}</span>'
+            self.status.value = status_html(exc, error=True)

@@ -1,7 +1,7 @@
 """Plain-text snippets of relevance units: the first chunk of a unit, the chunk that brought a unit into a
 variant's list, a shortened text and the "source · title · p.N" label of a place.
 
-Text, not HTML: whoever renders a snippet escapes it (:mod:`rerankeval.report.htmlsafe`, the templates).
+Text, not HTML: the templates that render a snippet escape it (:mod:`rerankeval.report.fragments`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 frames and its sentences as text, so the notebook only displays them.
 
 Nothing here computes a number the analysis has not: these are selections, labels and sentences. Labels of
-columns (``report.render.labelled``), figures (``report.plots``) and HTML (``report.htmlsafe``) stay in report.
+columns (``report.render.labelled``), figures (``report.plots``) and HTML (the templates, ``report.fragments``)
+stay in report.
 """
 
 from __future__ import annotations
