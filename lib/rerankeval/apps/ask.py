@@ -69,6 +69,7 @@ from rerankeval.apps.ask_reply import (  # noqa: F401 (re-exported)
 )
 from rerankeval.core import progress as progress_mod
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
+from rerankeval.core.log import get_logger
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
@@ -77,6 +78,8 @@ from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMClient
 from rerankeval.llm.scrub import redact_tree
 from rerankeval.rerank.stage import endpoint_kind
+
+log = get_logger(__name__)
 
 
 def answer(dp: DatasetPaths, questions: Sequence[str] = (), variant: str = "", k: int = 5, *, n: int = DEFAULT_N,
@@ -100,8 +103,8 @@ def answer(dp: DatasetPaths, questions: Sequence[str] = (), variant: str = "", k
         plan = asker.estimate(qs, passages)
         if progress:  # on the console before the first call (when there is one to send), and on the page
             text = budget.announce(plan, (0.0, 0.0), warn=False, stage="answers")
-            print(f"{text[:-1]}; the time is prompt processing only: writing up to {max_answer_tokens} tokens per "
-                  "answer comes on top.", flush=True)
+            log.info(f"{text[:-1]}; the time is prompt processing only: writing up to {max_answer_tokens} tokens "
+                     "per answer comes on top.")
         answers = _ask_all(asker, qs, passages, qrels, progress)
         model, stats = asker.model, asker.stats
     result = AskResult(answers, variant, k, [note, *source.notes], model, endpoint_kind(settings), plan.to_dict(),

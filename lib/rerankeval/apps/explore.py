@@ -53,12 +53,15 @@ from rerankeval.apps.explore_search import FREE_QID, LiveSearch, close_all
 from rerankeval.apps.explore_view import Column, Exploration, Hit, render_html
 from rerankeval.apps.explore_widget import in_chain
 from rerankeval.core import runs
+from rerankeval.core.log import get_logger
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import ranked
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.snippets import SNIPPET_CHARS, first_chunks, place
 from rerankeval.evaluate import judgments, metrics
+
+log = get_logger(__name__)
 
 __all__ = [  # the explorer's API, wherever each part lives (the notebook, tests and bench use these names)
     "FREE_QID", "RERANKED", "Column", "Exploration", "Explorer", "Hit", "LiveSearch", "close_all",
@@ -215,7 +218,7 @@ class Explorer:
     def live(self) -> LiveSearch:
         """The live search over the saved indexes (opened once; raises when stage 02 has not run)."""
         if self._live is None:
-            self._live = LiveSearch(self.dp, self.texts.unit_of, say=lambda s: print(s, flush=True))
+            self._live = LiveSearch(self.dp, self.texts.unit_of, say=log.info)
         return self._live
 
     def judge(self, qid: str, unit_id: str, grade: int, replace: bool = False) -> str:
@@ -302,7 +305,7 @@ def drafts(dp: DatasetPaths) -> pd.DataFrame:
     """The drafted questions (``queries.draft.jsonl``) with their review status; prints the review progress."""
     from rerankeval.questions import review as review_mod
 
-    print(review_mod.progress(dp, judged=len(judgments.read_judgments(dp.judgments(judgments.split_of(dp))))))
+    log.info(review_mod.progress(dp, judged=len(judgments.read_judgments(dp.judgments(judgments.split_of(dp))))))
     return review_mod.table(dp)
 
 

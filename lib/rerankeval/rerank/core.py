@@ -42,6 +42,7 @@ import pandas as pd
 
 from rerankeval.core import progress as progress_mod
 from rerankeval.core import runs as runs_mod
+from rerankeval.core.log import get_logger
 from rerankeval.core.settings import Settings
 from rerankeval.llm import budget
 from rerankeval.llm.breaker import BREAKER, BREAKER_THRESHOLD, UNREACHABLE, Breaker  # noqa: F401 (re-exported)
@@ -61,6 +62,8 @@ from rerankeval.rerank.ledger import fallback_cause, to_frame
 from rerankeval.rerank.modes import CallSpec, ModeCalls  # noqa: F401 (re-exported)
 from rerankeval.rerank.reranker import Reranker
 from rerankeval.rerank.scores import kendall_tau, minmax, perturb, sliding_windows, yes_prob  # noqa: F401
+
+log = get_logger(__name__)
 
 
 # -- from run files to results --
@@ -114,7 +117,7 @@ def rerank_run(
 ) -> RerankResult:
     """Rerank the top ``pool_k`` of ``fused`` for the selected queries; see the module docstring.
 
-    Before the first call it prints the plan (calls, cache hits, tokens, expected time and cost; with
+    Before the first call it logs the plan (calls, cache hits, tokens, expected time and cost; with
     ``progress``) and skips what the budget (``max_calls`` / ``max_cost``) does not allow.
     """
     if pool_k < 1:
@@ -125,15 +128,15 @@ def rerank_run(
     with Reranker(config, settings=settings, cache=cache, client=client) as rr:
         plan = rr.estimate(queries, rr.tasks(pools, stability))
         if progress:  # on the console (the chain's terminal) before the first call, and on the page
-            print(budget.announce(plan, config.price_per_mtok, rr.settings.base_url, rr.settings.endpoint_id,
-                                  stage="rerank"), flush=True)
+            log.info(budget.announce(plan, config.price_per_mtok, rr.settings.base_url, rr.settings.endpoint_id,
+                                     stage="rerank"))
         results = rr.rerank_pools(queries, pools, stability=stability, progress=progress, plan=plan)
         rr.record_rate(results, plan)
         model, messages = rr.model, dict(rr.messages)
     ledger = ledger_frame([r.row for r in results])
     cause = fallback_cause(ledger, messages)
     if progress and cause is not None:
-        print(f"Fallback: {cause.text}", flush=True)
+        log.info(f"Fallback: {cause.text}")
         progress_mod.say(f"rerank: fallback: {cause.text}")
     return RerankResult(
         run=reranked_run(fused, results, qids, pool_k),

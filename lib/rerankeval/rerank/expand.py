@@ -32,12 +32,15 @@ import pandas as pd
 
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
+from rerankeval.core.log import get_logger
 from rerankeval.core.names import HYBRID_RERANK_EXPAND
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.llm.scrub import redact_frame, redact_tree
 from rerankeval.rerank import prompts
 from rerankeval.rerank.core import RerankConfig, RerankResult
 from rerankeval.rerank.ledger import write_ledger
+
+log = get_logger(__name__)
 
 VARIANT = HYBRID_RERANK_EXPAND
 EXPANDED_CSV = "expanded.csv"
@@ -224,10 +227,10 @@ def rerank_expanded(
 def run_stage(dp: DatasetPaths, fused: runs.Run, queries: Mapping[str, str], config: RerankConfig, *, pool_k: int,
               expand_n: int, expand_chars: int, max_queries: int = 0, enabled: bool = True,
               use_cache: bool = True) -> pd.DataFrame | None:
-    """Notebook 04's expansion arm: rerank (the LLM endpoint started if needed), write, print what was done;
+    """Notebook 04's expansion arm: rerank (the LLM endpoint started if needed), write, say what was done (the log);
     the texts shown to the LLM (None when the arm is off)."""
     if not enabled or expand_n <= 0:
-        print("No expansion arm (expand_compare is false or expand_n is 0).")
+        log.info("No expansion arm (expand_compare is false or expand_n is 0).")
         return None
     from rerankeval.llm.server import ensure_endpoint
     from rerankeval.rerank import LLMCache, load_settings
@@ -237,8 +240,8 @@ def run_stage(dp: DatasetPaths, fused: runs.Run, queries: Mapping[str, str], con
                                         expand_chars=expand_chars, max_queries=max_queries,
                                         settings=load_settings(env), cache=LLMCache(enabled=use_cache))
     written = write_outputs(dp, result, shown, expand_n, expand_chars)
-    print(f"{VARIANT}: {len(result.run)} queries, {len(shown)} candidates; {(shown.neighbours != '').mean():.0%} got "
-          f"a neighbour, {shown.chars_added.mean():.0f} characters added on average; {result.wall_s:.0f} s.")
+    log.info(f"{VARIANT}: {len(result.run)} queries, {len(shown)} candidates; {(shown.neighbours != '').mean():.0%} "
+             f"got a neighbour, {shown.chars_added.mean():.0f} characters added on average; {result.wall_s:.0f} s.")
     for name, path in written.items():
-        print(f"wrote {name}: {path}")
+        log.info(f"wrote {name}: {path}")
     return shown
