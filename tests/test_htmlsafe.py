@@ -12,7 +12,7 @@ import pytest
 from rerankeval.report import fragments, htmlsafe
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "rerankeval"
-SCOPES = ("rre-x", "rre-ask", "rre-diff", "rre-verdict", "rre-status")
+SCOPES = ("rre-x", "rre-ask", "rre-diff", "rre-verdict", "rre-status", "rre-banner")
 
 
 @pytest.mark.parametrize("scope", SCOPES)
@@ -41,6 +41,8 @@ def test_the_verdict_and_the_status_escape_what_they_show():
     err = fragments.status_html(ValueError("refused: <b>q1</b>"), error=True)
     assert '<span class="rre-status err">refused: &lt;b&gt;q1&lt;/b&gt;</span>' in err
     assert '<span class="rre-status">ok</span>' in fragments.status_html("ok")
+    banner = fragments.banner_html({"head": "Generated <questions>", "body": "by a & b"})
+    assert banner.endswith('<p class="rre-banner"><b>Generated &lt;questions&gt;</b> by a &amp; b</p>')
 
 
 def test_esc_escapes_quotes_and_drops_missing_values():

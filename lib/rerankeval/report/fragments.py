@@ -72,6 +72,11 @@ def status_html(text: Any, error: bool = False) -> str:
     return render("status.html.j2", text=str(text), error=error)
 
 
+def banner_html(note: Mapping[str, str]) -> str:
+    """The banner at the top of a notebook page (``head`` in bold, then ``body``; :func:`.pages.questions_note`)."""
+    return render("banner.html.j2", note=note)
+
+
 # --------------------------------------------------------------------------- 05: the verdict and the diff view
 def verdict_html(lines: Sequence[str]) -> str:
     """Notebook 05's verdict: one paragraph per line in the verdict box."""
