@@ -53,9 +53,10 @@ def tiny_chain(tmp_path, tiny_pdf, monkeypatch):
     return tiny_pdf, out
 
 
-def _run(capsys, dataset: Path, *overrides: str, force: bool = False) -> tuple[set[str], set[str]]:
+def _run(capsys, dataset: Path, *overrides: str, force: bool = False,
+         only: list[str] | None = None) -> tuple[set[str], set[str]]:
     """(the notebooks that ran, those skipped)"""
-    assert chain.run_chain(str(dataset), list(overrides), kernel="python3", force=force) == 0
+    assert chain.run_chain(str(dataset), list(overrides), only=only, kernel="python3", force=force) == 0
     lines = capsys.readouterr().out.splitlines()
     ran = {ln.split()[1][:2] for ln in lines if ln.startswith("[chain] ") and ln.endswith(" ...")}
     skipped = {ln.split()[1][:2] for ln in lines if ln.endswith("up to date (skipped)")}
@@ -108,3 +109,38 @@ def test_a_failed_notebook_leaves_no_fingerprint(tiny_chain, capsys):
     (out / "a.txt").mkdir()
     assert chain.run_chain(str(dataset), [], kernel="python3") == chain.EXIT_FAILED
     assert not (out / "executed" / "03-retrieve.fingerprint.json").exists()
+
+
+RERANK_STANDIN = ("pool_k: int = 10  # a stand-in parameter",
+                  READ + "import os\nstatus = os.environ.get('STANDIN_STATUS', 'ok')\n"
+                  "dp.ledger.write_text(f'qid,pass,status,error\\nq1,main,ok,\\nq2,main,{status},\\n')")
+REWRITE_STANDIN = ("variants: list = ['hybrid_reformulate']  # a stand-in parameter",
+                   READ + "import os\nstatus = os.environ.get('STANDIN_STATUS', 'kept')\n"
+                   "(dp.root / 'retrieve').mkdir(exist_ok=True)\n"
+                   "(dp.root / 'retrieve' / 'hybrid_reformulate_ledger.csv').write_text("
+                   "f'qid,status,error\\nq1,kept,\\nq2,{status},APIConnectionError\\nq3,llm_failed,NoNewQuery\\n')")
+
+
+@pytest.mark.parametrize("stem, standin, partial", [("04-rerank", RERANK_STANDIN, "partial_fallback"),
+                                                    ("03-retrieve", REWRITE_STANDIN, "llm_failed")],
+                         ids=["rerank-ledger", "rewrite-ledger"])
+def test_a_run_where_some_llm_calls_fell_back_is_not_recorded_as_up_to_date(tiny_chain, capsys, monkeypatch,
+                                                                            stem, standin, partial):
+    """Fixing the endpoint must not leave a partly fallen-back notebook skipped: it runs until a run of it has
+    every LLM call answered (a NoNewQuery rewrite is an answered call), then it is skipped."""
+    from fakellm import FakeLLM
+
+    dataset, out = tiny_chain
+    nbformat.write(_notebook(*standin), paths.NOTEBOOKS_DIR / f"{stem}.ipynb")
+    fingerprint = out / "executed" / f"{stem}.fingerprint.json"
+    with FakeLLM() as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+        monkeypatch.setenv("STANDIN_STATUS", partial)  # one query's calls fell back (the endpoint went away)
+        ran, _ = _run(capsys, dataset, only=[stem[:2]])
+        assert ran == {stem[:2]} and not fingerprint.exists()
+        ran, _ = _run(capsys, dataset, only=[stem[:2]])
+        assert ran == {stem[:2]} and not fingerprint.exists()  # run again, not skipped: its inputs did not change
+        monkeypatch.setenv("STANDIN_STATUS", "ok" if stem.startswith("04") else "kept")  # the endpoint is back
+        assert _run(capsys, dataset, only=[stem[:2]])[0] == {stem[:2]} and fingerprint.exists()
+        assert _run(capsys, dataset, only=[stem[:2]]) == (set(), {stem[:2]})

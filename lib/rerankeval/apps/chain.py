@@ -54,6 +54,7 @@ from typing import Any
 from rerankeval.apps.chain_files import (
     AtomicNotebookIO,
     atomic_saves,
+    chain_engine,
     code_version,
     forget_fingerprint,
     index_pages,
@@ -88,6 +89,7 @@ from rerankeval.apps.chain_preflight import (
     check_settings,
     check_writable,
     endpoint_fix,
+    llm_fallbacks,
     llm_fell_back,
     needs_llm,
     start_endpoint,
@@ -134,7 +136,6 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     from papermill.exceptions import PapermillExecutionError
 
     from rerankeval.core.progress import STAGE_ENV
-    from rerankeval.report import pages as pages_mod
 
     nb_params = notebook_params(nb, dp, params)
     out, html = dp.executed_notebook(nb.name), dp.notebook_html(nb.stem)
@@ -148,6 +149,7 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
         atomic_saves(dp.executed_dir)
         papermill.execute_notebook(
             str(nb), str(out), parameters=nb_params, kernel_name=kernel, progress_bar=False, cwd=str(paths.ROOT),
+            engine_name=chain_engine(),
             kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt, exec_lines, exit_log),
         )
     except KeyboardInterrupt:
@@ -169,15 +171,24 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
         status, error = "interrupted", f"{nb.name} was {verb} ({what}); re-run to resume"
     seconds = time.perf_counter() - t0
     if out.exists() and (status == "ok" or out.stat().st_mtime_ns != earlier):
-        try:
-            redact_file(out)
-            pages_mod.render_notebook_html(out, html, pages_mod.questions_note(dp))
-        except OSError as exc:
-            problem = f"{nb.name}: its page was not rendered: {os_error(exc, dp.report_dir)}"
-            status, error = ("failed", problem) if status == "ok" else (status, f"{error}; {problem}")
+        status, error = _render_page(dp, nb, status, error)
     print(f"[chain] {nb.name} {status.upper() if status != 'ok' else 'ok'} in {seconds:.1f} s", flush=True)
     return {"name": nb.stem, "href": html.name, "status": status, "seconds": round(seconds, 1), "error": error,
             "rerun": True, "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+
+
+def _render_page(dp: paths.DatasetPaths, nb: Path, status: str, error: str | None) -> tuple[str, str | None]:
+    """Redact the executed copy and render its page; ``(status, error)``, with a page that could not be written."""
+    from rerankeval.report import pages as pages_mod
+
+    out = dp.executed_notebook(nb.name)
+    try:
+        redact_file(out)
+        pages_mod.render_notebook_html(out, dp.notebook_html(nb.stem), pages_mod.questions_note(dp))
+    except OSError as exc:
+        problem = f"{nb.name}: its page was not rendered: {os_error(exc, dp.report_dir)}"
+        return ("failed", problem) if status == "ok" else (status, f"{error}; {problem}")
+    return status, error
 
 
 def _warn_unknown(params: Mapping[str, Any]) -> None:
@@ -211,7 +222,14 @@ class Freshness:
         self.started[nb.stem] = time.time_ns()
         return (trace_line(self.trace_dir / f"{nb.stem}.reads", [self.dp.source, self.dp.root]),)
 
-    def after(self, nb: Path) -> None:
+    def after(self, nb: Path, used_llm: bool = False) -> None:
+        """Record ``nb``'s fingerprint, unless some of its LLM calls fell back (``used_llm``: it may have made some;
+        :func:`~rerankeval.apps.chain_preflight.llm_fallbacks`): then it runs again next time."""
+        fell_back = llm_fallbacks(self.dp, nb, self.started[nb.stem]) if used_llm else None
+        if fell_back:
+            print(f"[chain] {nb.name}: {fell_back}; not recorded as up to date: the next run runs it again and asks "
+                  "only those calls (the usable replies are cached)", flush=True)
+            return
         record_fingerprint(self.dp, nb, self.key(nb), self.trace_dir / f"{nb.stem}.reads", self.started[nb.stem])
 
 
@@ -224,6 +242,10 @@ def _skipped_page(dp: paths.DatasetPaths, nb: Path) -> dict[str, Any]:
 
 def _uses_llm(nb: Path, params: Mapping[str, Any]) -> bool:
     return needs_llm(nb) or wants_llm(nb, params)
+
+
+def _import_index() -> None:
+    from rerankeval.report import render  # noqa: F401 - imported ahead of the index, written at the end
 
 
 def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any], kernel: str,
@@ -242,6 +264,10 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
             prefix="rerankeval-reads-"))))
         env: dict[str, str] | None = None
         stale = [nb for nb in nbs if not fresh.skips(nb)]
+        if stale:  # the first page's imports and templates, and the index's imports, while the first kernel runs
+            from rerankeval.report.pages import warm_up_in_thread
+
+            stack.callback(warm_up_in_thread(_import_index).join)
         if any(_uses_llm(nb, params) for nb in stale):
             env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale))
         for nb in nbs:
@@ -257,7 +283,7 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
             if needs_llm(nb) and not allow_fallback:
                 pages[-1]["llm_problem"] = llm_fell_back(dp)
             if not pages[-1].get("llm_problem"):
-                fresh.after(nb)
+                fresh.after(nb, _uses_llm(nb, params))
 
 
 def _write_index(dp: paths.DatasetPaths, pages: list[dict[str, Any]]) -> tuple[str | None, OSError | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -60,6 +61,50 @@ def atomic_saves(folder: Path) -> None:
     if prefix not in _ATOMIC_FOLDERS:  # papermill's extension point: a handler for paths with this prefix
         papermill_io.register(prefix, AtomicNotebookIO())
         _ATOMIC_FOLDERS.add(prefix)
+
+
+SAVE_EVERY = 10.0  # seconds between two saves of a running notebook's executed copy (its last save is always made)
+ENGINE = "rerankeval"  # the papermill engine the chain runs notebooks with (:func:`chain_engine`)
+
+
+@functools.cache
+def chain_engine() -> str:
+    """Register (once) and name papermill's nbclient engine with fewer saves: papermill saves the executed copy at
+    the start and end of every cell (a 40-cell notebook with figures: 80 validations, serialisations and fsyncs, a
+    few seconds); this engine saves at most every :data:`SAVE_EVERY` seconds while the notebook runs, and always
+    at its end, finished, failed or interrupted (papermill's ``notebook_complete`` runs in a ``finally``), so what
+    is kept is what papermill keeps. Papermill's extension point: ``papermill_engines.register``."""
+    from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
+
+    class Manager(NotebookExecutionManager):
+        final = False
+
+        def save(self, **kwargs: Any) -> None:
+            if self.final or (self.now() - self.last_save_time).total_seconds() >= SAVE_EVERY:
+                super().save(**kwargs)
+
+        def notebook_complete(self, **kwargs: Any) -> None:
+            self.final = True
+            super().notebook_complete(**kwargs)
+
+    class Engine(NBClientEngine):
+        @classmethod
+        def execute_notebook(cls, nb: Any, kernel_name: str, output_path: str | None = None,
+                             progress_bar: bool = True, log_output: bool = False, autosave_cell_every: int = 30,
+                             **kwargs: Any) -> Any:
+            """papermill's ``Engine.execute_notebook`` with :class:`Manager`."""
+            nb_man = Manager(nb, output_path=output_path, progress_bar=progress_bar, log_output=log_output,
+                             autosave_cell_every=autosave_cell_every)
+            nb_man.notebook_start()
+            try:
+                cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
+            finally:
+                nb_man.cleanup_pbar()
+                nb_man.notebook_complete()
+            return nb_man.nb
+
+    papermill_engines.register(ENGINE, Engine)
+    return ENGINE
 
 
 def os_error(exc: OSError, folder: Path, with_fix: bool = True) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -82,12 +84,25 @@ def load_params(dataset_name: str, overrides: list[str]) -> dict[str, Any]:
 
 def _parameters_cell(nb: Path) -> list[ast.stmt]:
     """The statements of the notebook's cell tagged ``parameters`` (empty without one)."""
-    import nbformat
+    st = nb.stat()
+    return ast.parse(_parameters_source(str(nb), st.st_mtime_ns, st.st_size)).body
 
-    for cell in nbformat.read(nb, as_version=4).cells:
-        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
-            return ast.parse(cell.source).body
-    return []
+
+@functools.lru_cache(maxsize=64)
+def _parameters_source(path: str, mtime_ns: int, size: int) -> str:  # noqa: ARG001 - the file's state is the key
+    """The source of the cell tagged ``parameters`` ("" without one), read once per state of the file (the chain
+    asks for each notebook's parameters a few dozen times before anything runs). A notebook in the current format
+    (nbformat 4) is read as the JSON it is; an older one through nbformat's conversion."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("nbformat") != 4:
+        import nbformat
+
+        data = nbformat.read(path, as_version=4)
+    for cell in data["cells"]:
+        source = cell.get("source", "")
+        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+            return "".join(source) if isinstance(source, list) else source
+    return ""
 
 
 def declared_parameters(nb: Path) -> set[str]:

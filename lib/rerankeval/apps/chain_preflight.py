@@ -5,6 +5,7 @@ asked for); after 04, whether every rerank call fell back. Part of :mod:`reranke
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -84,12 +85,12 @@ def check_parameters(nbs: list[Path], params: Mapping[str, Any]) -> None:
 
 def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any]) -> None:
     """When the corpus notebook runs: a corpus, ``queries.jsonl`` and ``qrels/<split>.tsv`` must exist."""
-    from rerankeval.corpus.beir import InputError
-    from rerankeval.corpus.extract import check_inputs
-
     first = next((nb for nb in nbs if nb.name.startswith("01")), None)
     if first is None:
         return
+    from rerankeval.corpus.beir import InputError
+    from rerankeval.corpus.extract import check_inputs
+
     try:
         check_inputs(dp, effective_parameters(first, params).get("split", "test"))
     except InputError as exc:
@@ -141,3 +142,39 @@ def llm_fell_back(dp: paths.DatasetPaths) -> dict[str, Any] | None:
     text = cause.text.rstrip(".") if cause else (f"every one of the {len(main)} reranked queries fell back to the "
                                                   "fused order (see the ledger in 04-rerank)")
     return {"text": text, "endpoint": bool(cause is None or cause.endpoint)}
+
+
+def _written_since(path: Path, since_ns: int) -> bool:
+    try:
+        return path.stat().st_mtime_ns >= since_ns
+    except OSError:
+        return False
+
+
+def llm_fallbacks(dp: paths.DatasetPaths, nb: Path, since_ns: int) -> str | None:
+    """What fell back among ``nb``'s LLM calls of this run (None: nothing), from the record it wrote since
+    ``since_ns`` (a record left by an earlier run does not count): the rerank ledger's rows with a fallback, partial
+    or entire (04); the rewrite ledger's calls without a usable reply (03 with ``hybrid_reformulate``); the failed
+    calls of 08's and 09's summaries. Such a run is not recorded as up to date, so the next one asks those calls
+    again (after the endpoint is fixed, say); the usable replies are cached, so only those are sent."""
+    stem = nb.stem
+    if needs_llm(nb) and _written_since(dp.ledger, since_ns):
+        from rerankeval.rerank.ledger import is_fallback, read_ledger
+
+        ledger = read_ledger(dp.ledger, missing_ok=True)
+        if ledger is not None and "status" in ledger and (n := int(ledger["status"].map(is_fallback).sum())):
+            return f"{n} of the {len(ledger)} rerank ledger rows fell back (partly or entirely) to the fused order"
+    if stem.endswith("retrieve"):
+        from rerankeval.retrieve import reformulate
+
+        if _written_since(path := dp.stage_dir("retrieve") / reformulate.LEDGER, since_ns):
+            ledger = reformulate.read_ledger(dp)
+            if ledger is not None and len(ledger) and (n := int(reformulate.failed_calls(ledger).sum())):
+                return f"{n} query rewrite(s) got no usable LLM reply (see {path.name})"
+    summary = {"questions": dp.questions_dir, "assess": dp.stage_dir("assess")}.get(stem.split("-", 1)[-1])
+    if summary is not None and _written_since(summary / "summary.json", since_ns):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
+            failed = int(json.loads((summary / "summary.json").read_text(encoding="utf-8"))["calls"]["failed"])
+            if failed:
+                return f"{failed} LLM call(s) got no usable reply (see {summary.name}/summary.json)"
+    return None

@@ -32,7 +32,6 @@ from rerankeval.evaluate import agreement as agree
 from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, manifest, metrics, stats, verdict
 from rerankeval.evaluate import discrimination as discrim
 from rerankeval.evaluate.analysis_records import AnalysisParams, AnalysisWarning, Summary
-from rerankeval.rerank import ledger as ledger_mod
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
 RERANKERS = (RERANKED, CROSS_ENCODER)
@@ -215,6 +214,8 @@ def _funnel(loaded, qrels, qids, p: AnalysisParams, pool_k, cutoffs, fallback_qi
 
 def _tables(dp: DatasetPaths, p: AnalysisParams, loaded, per_query, ledger, qids):
     """The bootstrap CIs, the cost table and metrics.csv's table."""
+    from rerankeval.rerank import ledger as ledger_mod
+
     ci = stats.bootstrap_table(per_query, n_boot=p.n_boot, seed=p.stats_seed)
     retrieve_dir = dp.stage_dir("retrieve")
     cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qids), costs.retrieval_seconds(
@@ -224,6 +225,8 @@ def _tables(dp: DatasetPaths, p: AnalysisParams, loaded, per_query, ledger, qids
 
 def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysis:
     """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
+    from rerankeval.rerank import ledger as ledger_mod  # here: the package imports the LLM client (openai)
+
     p = AnalysisParams.of(params)
     stats_ = corpus.load_stats(dp)
     human, merge = judgments.merged_qrels(dp, corpus.load_qrels(dp))

@@ -317,11 +317,9 @@ def stale_inputs(dp: DatasetPaths, manifest: Mapping[str, Any] | None) -> list[s
     return changed
 
 
-def _staleness(dp: DatasetPaths) -> dict[str, Any] | None:
-    """What the index says when the headline was computed on inputs that changed since (or None)."""
-    from rerankeval.evaluate.manifest import read_manifest
-
-    man = read_manifest(dp)
+def _staleness(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the index says when the headline was computed on inputs that changed since (or None); ``man``: the
+    manifest as read."""
     changed = stale_inputs(dp, man)
     if not changed:
         return None
@@ -329,13 +327,12 @@ def _staleness(dp: DatasetPaths) -> dict[str, Any] | None:
     return {"when": f"{when} UTC" if when else "an earlier run", "files": changed}
 
 
-def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
-    """Template values of the headline section, from what the analysis wrote."""
+def _headline_parts(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Template values of the headline section, from what the analysis wrote (``man``: the manifest as read)."""
     metrics = _load_metrics(dp)
     if metrics is None or metrics.empty:
         return {}
     from rerankeval.evaluate import analyse
-    from rerankeval.evaluate.manifest import read_manifest
 
     summary = analyse.read_summary(dp)
     headline = summary.headline_metric if summary else HEADLINE
@@ -356,9 +353,9 @@ def _headline_parts(dp: DatasetPaths) -> dict[str, Any]:
     exports = {k: p.name for k, p in export.write(dp, table["frame"]).items()}
     return {"headline": table, "costs": cost_table(metrics), "exports": exports,
             "variants": glossary.variants(metrics["variant"]), "since": history.since_previous(
-                dp, read_manifest(dp), headline), "baseline_why": verdict.baseline_reason(metrics, headline, base),
+                dp, man, headline), "baseline_why": verdict.baseline_reason(metrics, headline, base),
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
-            "stale": _staleness(dp), "judged_warning": judged_warning(summary), **_assessor(summary),
+            "stale": _staleness(dp, man), "judged_warning": judged_warning(summary), **_assessor(summary),
             "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
 
 
@@ -370,11 +367,11 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
     """
     from markupsafe import Markup
 
-    from rerankeval.evaluate.manifest import read_manifest, redact
+    from rerankeval.evaluate.manifest import read_manifest
 
-    man = read_manifest(dp)
+    man = read_manifest(dp)  # read and redacted once: every part below reads this copy
     figures = _figures(dp.figures_dir)
-    values = _blank() | _headline_parts(dp) | dict(
+    values = _blank() | _headline_parts(dp, man) | dict(
         csp_meta=Markup(CSP_META),
         name=dp.name,
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -383,7 +380,7 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         pages=_pages(pages),
         figures=[f for f in figures if not f["appendix"]],
         appendix=[f for f in figures if f["appendix"]],
-        manifest=None if man is None else manifest_view.rows(redact(man)),
+        manifest=None if man is None else manifest_view.rows(man),
         limitations=limitations.report_values(dp),  # issue 11
         questions_note=questions_note(dp),
     )

@@ -59,6 +59,7 @@ STATUSES = (NOT_REWRITTEN, KEPT, REVERTED, LLM_FAILED)
 THRESHOLD = 0.032  # top fused score below which a query is rewritten (2/61 = 0.0328: both legs agree on the top)
 GUARD_K = 10  # depth of the leg agreement
 LEDGER = f"{HYBRID_REFORMULATE}_ledger.csv"
+NO_NEW_QUERY = "NoNewQuery"  # an llm_failed row's error when the reply read but repeated the query: not a failed call
 LEDGER_COLUMNS = ["qid", "query", "status", "top_score", "rewrite", "agreement", "top", "rewrite_agreement",
                   "rewrite_top", "cache_hit", "seconds", "error"]
 CACHE_VERSION = 1
@@ -178,7 +179,7 @@ class Rewriter:
             return None, False, got.failure.error_class if got.failure else got.errors[-1]
         text = got.value
         if not text or text.casefold() == " ".join(query.split()).casefold():
-            return None, got.cached, "NoNewQuery"
+            return None, got.cached, NO_NEW_QUERY
         return text, got.cached, ""
 
 
@@ -281,6 +282,12 @@ def write_ledger(dp: DatasetPaths, ledger: pd.DataFrame) -> Path:
     from rerankeval.llm.scrub import redact_frame
 
     return atomic_write_text(dp.stage_dir("retrieve") / LEDGER, redact_frame(ledger).to_csv(index=False))
+
+
+def failed_calls(ledger: pd.DataFrame) -> pd.Series:
+    """The ledger's rows whose rewrite had no usable LLM reply (``llm_failed``, but not a reply that only repeated
+    the query): a run after the endpoint is fixed asks them again."""
+    return (ledger.status.astype(str) == LLM_FAILED) & (ledger.error.astype(str) != NO_NEW_QUERY)
 
 
 def read_ledger(dp: DatasetPaths) -> pd.DataFrame | None:

@@ -291,7 +291,7 @@ def _rewrites_saved(v: str, queries: Mapping[str, str], result: RetrieveResult, 
     the LLM cache) and the model is named; note the LLM cache keys; return the reason to show."""
     ledger = result.ledger
     asked = ledger[ledger.status != reformulate.NOT_REWRITTEN] if ledger is not None else None
-    failed = asked is None or ((asked.status == reformulate.LLM_FAILED) & (asked.error != "NoNewQuery")).any()
+    failed = asked is None or reformulate.failed_calls(asked).any()
     if failed or runcache.rewrite_identity(settings) is None:
         result.keys.pop(v, None)
         return f"{why}; not saved for reading back: {'a rewrite failed' if failed else 'no model name'}"
