@@ -119,3 +119,21 @@ def test_a_shard_reopens_with_its_points(tmp_path):
         assert qe.point_count(shard) == 2
         run = qe.search_dense(shard, ["q"], dense[:1], 2, {qs.point_id(c): c for c in ids})
         assert list(run["q"]) == ["a", "b"]
+
+
+def test_batched_upserts_keep_each_chunks_vectors_and_write_no_wal(tmp_path):
+    """Several update calls (batch_size 2 over 5 chunks): each point keeps its own dense and sparse vector;
+    the shard is created without a write-ahead log and reopens with every point after the flush."""
+    ids = [f"c{i}" for i in range(5)]
+    dense = np.eye(5, 5, dtype=np.float32)
+    sparse = [([i], [1.0]) if i != 3 else ([], []) for i in range(5)]
+    id_to_chunk = {qs.point_id(c): c for c in ids}
+    with qe.open_shard(tmp_path / "s", 5) as shard:
+        qe.upsert_chunks(shard, ids, ids, dense, sparse, batch_size=2)
+    assert not (tmp_path / "s" / "wal").exists()
+    with qe.open_shard(tmp_path / "s", 5) as shard:
+        assert qe.point_count(shard) == 5
+        dense_run = qe.search_dense(shard, ids, dense, 1, id_to_chunk)
+        assert {q: list(r) for q, r in dense_run.items()} == {c: [c] for c in ids}
+        sparse_run = qe.search_sparse(shard, ids, sparse, 1, id_to_chunk)
+        assert {q: list(r) for q, r in sparse_run.items()} == {c: ([] if c == "c3" else [c]) for c in ids}

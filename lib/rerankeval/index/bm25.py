@@ -44,6 +44,7 @@ import scipy.sparse as sp
 
 from rerankeval.core.ioutil import atomic_write_bytes, atomic_write_json, sha256_json
 from rerankeval.core.runs import Run
+from rerankeval.index.terms import count_terms
 
 TOKEN_PATTERN = r"\w+"
 
@@ -95,7 +96,7 @@ class Analyzer:
         return STOPWORDS_EN
 
     @cached_property
-    def _stem_cache(self) -> dict[str, str]:
+    def _term_cache(self) -> dict[str, str | None]:
         return {}
 
     @cached_property
@@ -104,20 +105,26 @@ class Analyzer:
             return None
         import Stemmer  # PyStemmer
 
-        return Stemmer.Stemmer(self.stemmer)
+        return Stemmer.Stemmer(self.stemmer, 0)  # no PyStemmer cache: terms_of's callers keep their own
+
+    def raw_tokens(self, text: str) -> list[str]:
+        """Steps 1 and 2: the text lowercased (if so configured) and split by the token pattern."""
+        return self._regex.findall(text.lower() if self.lowercase else text)
+
+    def terms_of(self, raw: list[str]) -> list[str | None]:
+        """Steps 3 and 4 for each raw token: its index term, or None for a stopword."""
+        stop = self._stopwords
+        keep = [t for t in raw if t not in stop]
+        stems = iter(keep if self._stemmer is None else self._stemmer.stemWords(keep))
+        return [None if t in stop else next(stems) for t in raw]
 
     def __call__(self, text: str) -> list[str]:
-        if self.lowercase:
-            text = text.lower()
-        stop = self._stopwords
-        tokens = [t for t in self._regex.findall(text) if t not in stop]
-        if self._stemmer is None:
-            return tokens
-        cache = self._stem_cache
-        missing = [t for t in set(tokens) if t not in cache]
+        toks = self.raw_tokens(text)
+        cache = self._term_cache
+        missing = list(set(toks).difference(cache))
         if missing:
-            cache.update(zip(missing, self._stemmer.stemWords(missing), strict=True))
-        return [cache[t] for t in tokens]
+            cache.update(zip(missing, self.terms_of(missing), strict=True))
+        return [term for t in toks if (term := cache[t]) is not None]
 
 
 @dataclass(frozen=True)
@@ -147,8 +154,12 @@ class BM25Index:
         params: BM25Params | None = None,
         analyzer: Analyzer | None = None,
     ) -> BM25Index:
+        """The index of ``texts`` (one per id) analysed by ``analyzer``: ``from_tokens`` of the analysed texts,
+        computed in one pass over the corpus (:func:`rerankeval.index.terms.count_terms`)."""
         analyzer = analyzer or Analyzer()
-        return cls.from_tokens(ids, [analyzer(t) for t in texts], params=params, analyzer=analyzer)
+        _check_ids(ids, len(texts))
+        vocab, tf = count_terms(analyzer, texts)
+        return cls(list(ids), vocab, tf, params or BM25Params(), analyzer)
 
     @classmethod
     def from_tokens(
@@ -159,10 +170,7 @@ class BM25Index:
         params: BM25Params | None = None,
         analyzer: Analyzer | None = None,
     ) -> BM25Index:
-        if len(ids) != len(docs):
-            raise ValueError(f"{len(ids)} ids but {len(docs)} documents")
-        if len(set(ids)) != len(ids):
-            raise ValueError("document ids must be unique")
+        _check_ids(ids, len(docs))
         vocab = sorted({t for d in docs for t in d})
         tid = {t: i for i, t in enumerate(vocab)}
         indptr = [0]
@@ -321,6 +329,13 @@ class BM25Index:
         if idx.n_docs != len(ids) or tf.shape[1] != len(vocab) or meta["n_docs"] != len(ids):
             raise ValueError(f"{folder}: BM25 index files disagree (ids/vocab/matrix sizes)")
         return idx
+
+
+def _check_ids(ids: Sequence[str], n_docs: int) -> None:
+    if len(ids) != n_docs:
+        raise ValueError(f"{len(ids)} ids but {n_docs} documents")
+    if len(set(ids)) != len(ids):
+        raise ValueError("document ids must be unique")
 
 
 def _pack(strings: Sequence[str]) -> np.ndarray:

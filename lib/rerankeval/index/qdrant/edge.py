@@ -6,7 +6,7 @@ One shard is one folder holding one collection's points: the same named vectors 
 (``chunk_id``, ``unit_id``), the same run convention (ties ordered by chunk id) as the qdrant-client
 store, so a run from either backend can be compared line by line (``tests/test_qdrant_edge.py``).
 
-Differences from qdrant-client's local mode: upserts are applied by Rust (no per-point pickling),
+Differences from qdrant-client's local mode: upserts are applied by Rust (no per-point pickling, no write-ahead log),
 :func:`upsert_chunks` ends with ``optimize()``, which builds the HNSW graph once the segment passes
 Qdrant's indexing threshold (``indexing_threshold_kb``, 10,000 KB by default: about 6,500 vectors of 384
 dimensions); below it every point is scored (exact search), above it dense search is approximate, as on a
@@ -42,7 +42,6 @@ from rerankeval.index.qdrant.store import (
     DENSE,
     QUERY_BATCH,
     SPARSE,
-    UPSERT_BATCH,
     check_fusion,
     collection_prefix,
     point_id,
@@ -52,6 +51,7 @@ Sparse = tuple[list[int], list[float]]
 CLIENT = "client"  # qdrant-client: its local mode, or the server at QDRANT_URL
 EDGE = "edge"  # this module: Qdrant's engine in-process (local only)
 INDEXING_THRESHOLD_KB: int | None = None  # of new shards; None: Qdrant's default (tests lower it to get HNSW)
+EDGE_UPSERT_BATCH = 1024  # points per update call (in-process: no request size to respect)
 
 
 def backend(settings: Settings | None = None) -> str:
@@ -100,11 +100,13 @@ def _edge():
     return qdrant_edge
 
 
-def config(dim: int, indexing_threshold_kb: int | None = None):
+def config(dim: int, indexing_threshold_kb: int | None = None, *, wal: bool | None = None):
     """The shard layout of :func:`rerankeval.index.qdrant.store.ensure_collection`: dense cosine + sparse IDF.
 
     ``indexing_threshold_kb``: the segment size above which Qdrant builds the HNSW graph (None: Qdrant's
-    default, :data:`rerankeval.index.qdrant.recall.INDEXING_THRESHOLD_KB`; tests lower it)."""
+    default, :data:`rerankeval.index.qdrant.recall.INDEXING_THRESHOLD_KB`; tests lower it). ``wal``: whether
+    updates go through a write-ahead log, fixed when a shard is created (None: the shard's own setting when
+    it is loaded, Qdrant's default, on, when it is created)."""
     qe = _edge()
     optimizers = None if indexing_threshold_kb is None else qe.EdgeOptimizersConfig(
         indexing_threshold=int(indexing_threshold_kb))
@@ -112,6 +114,7 @@ def config(dim: int, indexing_threshold_kb: int | None = None):
         vectors={DENSE: qe.EdgeVectorParams(size=int(dim), distance=qe.Distance.Cosine)},
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         optimizers=optimizers,
+        wal_enabled=wal,
     )
 
 
@@ -127,7 +130,9 @@ def open_shard(path: str | os.PathLike[str], dim: int, *, indexing_threshold_kb:
         shard = qe.EdgeShard.load(str(path), config(dim))
     else:
         kb = INDEXING_THRESHOLD_KB if indexing_threshold_kb is None else indexing_threshold_kb
-        shard = qe.EdgeShard.create(str(path), config(dim, kb))
+        # no write-ahead log: a shard is filled once and flushed (upsert_chunks), and one left incomplete by a
+        # crash is rebuilt (stage 02 counts its points, and its manifest, written last, marks a complete build)
+        shard = qe.EdgeShard.create(str(path), config(dim, kb, wal=False))
     try:
         yield shard
     finally:
@@ -145,7 +150,7 @@ def hnsw_points(shard, sparse_points: int) -> int:
 
 
 def upsert_chunks(shard, chunk_ids: Sequence[str], unit_ids: Sequence[str], dense: np.ndarray,
-                  sparse: Sequence[Sparse], *, batch_size: int = UPSERT_BATCH, optimize: bool = True) -> int:
+                  sparse: Sequence[Sparse], *, batch_size: int = EDGE_UPSERT_BATCH, optimize: bool = True) -> int:
     """Upsert one point per chunk (idempotent ids), then build the index (``optimize``) and flush."""
     qe = _edge()
     n = len(chunk_ids)
@@ -153,8 +158,8 @@ def upsert_chunks(shard, chunk_ids: Sequence[str], unit_ids: Sequence[str], dens
         raise ValueError("chunk_ids, unit_ids, dense and sparse must have the same length")
     for a in range(0, n, batch_size):
         pts = []
-        for i in range(a, min(a + batch_size, n)):
-            vec = {DENSE: dense[i].tolist()}
+        for i, row in enumerate(np.asarray(dense[a : a + batch_size]).tolist(), start=a):
+            vec = {DENSE: row}
             if sparse[i][0]:  # like the qdrant-client store: a chunk with no terms has no sparse vector
                 vec[SPARSE] = qe.SparseVector(indices=list(sparse[i][0]), values=list(sparse[i][1]))
             pts.append(qe.Point(id=point_id(chunk_ids[i]), vector=vec,
