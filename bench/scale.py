@@ -20,11 +20,13 @@ directly), on which the child process runs:
 Peak memory per stage is the child's VmHWM after the stage, the high-water mark being reset before it
 (``/proc/self/clear_refs``). The growth exponent of a stage is the slope of a least-squares line through
 (log n, log seconds). Sizes run smallest first until the next one's predicted wall time (from the sizes done)
-would pass ``--budget`` seconds or its predicted peak memory the memory available; larger sizes, 1M included,
-are then extrapolated from the fit, and the JSON says which figures were measured and which extrapolated.
+would pass ``--budget`` seconds or its predicted peak memory ``--mem-share`` of the memory available; larger
+sizes, 1M included, are then extrapolated from the fit, and the JSON says which figures were measured and which
+extrapolated.
 
     nice -n 10 python bench/scale.py [--sizes 5000,20000,50000,100000,200000,500000,1000000]
-                                     [--budget 900] [--queries 100] [--base-docs N] [--backend edge]
+                                     [--budget 900] [--mem-share 0.5] [--queries 100] [--base-docs N]
+                                     [--backend edge]
                                      [--resume results/bench/scale.json]
 
 Writes results/bench/scale.json and prints ``index_exponent=<02-without-encode time exponent>`` last.
@@ -243,15 +245,18 @@ def _mem_available_mib() -> float:
     return float("inf")
 
 
-def _stop_reason(done: list[dict], n: int, elapsed: float, budget: float) -> tuple[str | None, dict]:
-    """Why size ``n`` is not run (its predicted wall time or memory does not fit), or None."""
+def _stop_reason(done: list[dict], n: int, elapsed: float, budget: float,
+                 mem_share: float) -> tuple[str | None, dict]:
+    """Why size ``n`` is not run (its predicted wall time, or memory above ``mem_share`` of the memory
+    available, does not fit), or None."""
     wall = predict(done, n, lambda r: r["child_wall_seconds"])
     peak = predict(done, n, lambda r: r["process_peak_mib"])
     pred = {"n": n, "predicted_wall_seconds": wall, "predicted_peak_mib": peak}
     if wall is not None and elapsed + wall > budget:
         return f"{n:,} chunks would take about {wall:.0f} s, past the {budget:.0f} s budget", pred
-    if peak is not None and peak > 0.8 * _mem_available_mib():
-        return f"{n:,} chunks would need about {peak:.0f} MiB, more than 80% of the memory available", pred
+    if peak is not None and peak > mem_share * _mem_available_mib():
+        return (f"{n:,} chunks would need about {peak:.0f} MiB, more than {mem_share:.0%} of the "
+                f"{_mem_available_mib():.0f} MiB available", pred)
     return None, pred
 
 
@@ -283,8 +288,9 @@ def orchestrate(args: argparse.Namespace) -> int:
         return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     meta = {"sizes_asked": sizes, "backend": args.backend, "leg_k": args.leg_k, "sigma": SIGMA,
-            "budget_seconds": args.budget, "loadavg_before": os.getloadavg(), "cpus": os.cpu_count(),
-            "mem_available_mib": _mem_available_mib(), "niceness": os.nice(0), "stopped": None}
+            "budget_seconds": args.budget, "mem_share": args.mem_share, "loadavg_before": os.getloadavg(),
+            "cpus": os.cpu_count(), "mem_available_mib": _mem_available_mib(), "niceness": os.nice(0),
+            "stopped": None}
     t0 = time.perf_counter()
     results: list[dict] = []
     if args.resume:  # keep the sizes an earlier run measured (on the same base); run only the others
@@ -299,7 +305,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         print(f"base: {meta['base']}", flush=True)
         t0 = time.perf_counter()  # the budget covers the sizes, not the one-off encode of the base
         for n in sizes:
-            reason, pred = _stop_reason(results, n, time.perf_counter() - t0, args.budget)
+            reason, pred = _stop_reason(results, n, time.perf_counter() - t0, args.budget, args.mem_share)
             if reason:
                 meta["stopped"] = {"reason": reason, **pred, "not_run": [m for m in sizes if m >= n]}
                 print(f"stopped: {reason}; sizes from {n:,} on are extrapolated", flush=True)
@@ -349,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-docs", type=int, default=None, help="use only N SciFact documents (cached first)")
     ap.add_argument("--budget", type=float, default=900, help="wall seconds for all sizes (the next size runs "
                     "only if its predicted time fits)")
+    ap.add_argument("--mem-share", type=float, default=0.5, help="run a size only if its predicted peak memory "
+                    "is below this share of the memory available (the machine is shared; default 0.5)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds allowed per size")
     ap.add_argument("--tmp", type=Path, default=None, help="where the children's dataset folders go")
     ap.add_argument("--out", type=Path, default=paths.results_dir() / "bench" / "scale.json")
