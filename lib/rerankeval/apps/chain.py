@@ -244,10 +244,6 @@ def _uses_llm(nb: Path, params: Mapping[str, Any]) -> bool:
     return needs_llm(nb) or wants_llm(nb, params)
 
 
-def _import_index() -> None:
-    from rerankeval.report import render  # noqa: F401 - imported ahead of the index, written at the end
-
-
 def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any], kernel: str,
                  allow_fallback: bool, interrupt: Interrupt, pages: list[dict[str, Any]], force: bool = False) -> None:
     """Run ``nbs`` in order until one fails or is interrupted, appending their index entries to ``pages``; a
@@ -264,10 +260,6 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
             prefix="rerankeval-reads-"))))
         env: dict[str, str] | None = None
         stale = [nb for nb in nbs if not fresh.skips(nb)]
-        if stale:  # the first page's imports and templates, and the index's imports, while the first kernel runs
-            from rerankeval.report.pages import warm_up_in_thread
-
-            stack.callback(warm_up_in_thread(_import_index).join)
         if any(_uses_llm(nb, params) for nb in stale):
             env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale))
         for nb in nbs:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +119,12 @@ def _banner_html(note: Mapping[str, str]) -> str:
             f"<b>{escape(note['head'])}</b> {escape(note['body'])}</p>")
 
 
-_EXPORTING = threading.Lock()  # one exporter, one page at a time (see :func:`warm_up`)
-
-
 @functools.lru_cache(maxsize=1)
 def _exporter(template: str) -> Any:
-    """nbconvert's HTML exporter for the pages, built once per process for ``template`` (its Jinja2 templates
-    are compiled on first use, a second or two; every later page reuses them)."""
-    from jinja2 import DictLoader
+    """nbconvert's HTML exporter for the pages, built once per process for ``template``: its Jinja2 templates are
+    compiled on first use (half a second), then kept for every later page, and across runs in Jinja2's bytecode
+    cache under ``paths.cache_dir()/jinja``."""
+    from jinja2 import DictLoader, FileSystemBytecodeCache
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
     from traitlets.config import Config
@@ -140,42 +137,13 @@ def _exporter(template: str) -> Any:
                             extra_loaders=[DictLoader({"rerankeval_offline.html.j2": template})])
     exporter.template_file = "rerankeval_offline.html.j2"
     exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
+    from rerankeval.core.paths import cache_dir
+
+    with contextlib.suppress(OSError):  # Jinja2's cache of compiled templates (checked against their source)
+        folder = cache_dir() / "jinja"
+        folder.mkdir(parents=True, exist_ok=True)
+        exporter.environment.bytecode_cache = FileSystemBytecodeCache(str(folder))
     return exporter
-
-
-def warm_up() -> None:
-    """Build the page exporter and render a small notebook in memory, writing nothing: the imports, template
-    compilation and regular expressions a first page costs (seconds), paid while the chain's first kernel runs
-    (:mod:`rerankeval.apps.chain` calls it in a thread) rather than after it."""
-    import nbformat
-
-    v4 = nbformat.v4
-    out = [v4.new_output("stream", name="stdout", text="a line\n"),
-           v4.new_output("display_data", data={"text/html": "<table><tr><td>NaN</td></tr></table>",
-                                               "text/plain": "a table"}),
-           v4.new_output("execute_result", data={"text/plain": "1"}, execution_count=1)]
-    nb = v4.new_notebook(cells=[v4.new_markdown_cell("# A page\n\nSome *text* and `code`."),
-                                v4.new_code_cell("print('a line')", outputs=out, execution_count=1)])
-    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
-    with _EXPORTING:
-        body, _ = _exporter((TEMPLATES / OFFLINE_TEMPLATE).read_text()).from_notebook_node(
-            nb, resources={"metadata": {"name": "warm-up"}})
-    clean_tables(relative_paths(strip_remote_resources(body)))
-
-
-def warm_up_in_thread(*also: Callable[[], object]) -> threading.Thread:
-    """:func:`warm_up` in a started thread, after ``also`` (e.g. the imports of the index, written at the end of
-    the chain). Only an optimisation: a problem is left to the real rendering, which reports it."""
-
-    def work() -> None:
-        with contextlib.suppress(Exception):
-            for before in also:
-                before()
-            warm_up()
-
-    thread = threading.Thread(target=work, name="rerankeval-pages-warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | Path,
@@ -193,9 +161,8 @@ def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | P
     import nbformat
 
     nb = nbformat.read(str(executed_ipynb_path), as_version=4)
-    with _EXPORTING:
-        body, _ = _exporter((TEMPLATES / OFFLINE_TEMPLATE).read_text()).from_notebook_node(
-            nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}})
+    body, _ = _exporter((TEMPLATES / OFFLINE_TEMPLATE).read_text()).from_notebook_node(
+        nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}})
     body = clean_tables(relative_paths(strip_remote_resources(body), _notebook_dataset(nb)))
     body = re.sub(r"<head>", lambda m: m.group(0) + "\n" + CSP_META, body, count=1, flags=re.I)
     if note:  # the generated-questions banner, at the top of the page

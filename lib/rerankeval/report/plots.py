@@ -13,8 +13,9 @@ import math
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -22,6 +23,9 @@ from rerankeval.core import names
 from rerankeval.core.ioutil import atomic_write_bytes
 from rerankeval.evaluate.metrics import label
 from rerankeval.report.captions import caption_for
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CLASS_COLOURS = {
     "hit": "#55a868",
@@ -53,6 +57,13 @@ def _palette(variants: Sequence[str]) -> dict[str, str]:
     return {v: variant_colour(v) for v in variants}
 
 
+def _pyplot() -> ModuleType:
+    """``matplotlib.pyplot``, imported when a figure is drawn (showing a saved one needs none: :mod:`.figcache`)."""
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def figure_path(figures_dir: str | Path, name: str, notebook: str = "05") -> Path:
     return Path(figures_dir) / f"{notebook}-{name}.png"
 
@@ -72,7 +83,13 @@ def show(fig, figures_dir: str | Path, name: str, notebook: str = "05") -> None:
     """Save ``fig`` (see :func:`save`), display the same PNG inline (whatever the backend) with its caption
     (:func:`rerankeval.report.captions.caption_for`) as Markdown below it, and close it."""
     path = save(fig, figures_dir, name, notebook)
-    plt.close(fig)
+    _pyplot().close(fig)
+    display_png(path)
+
+
+def display_png(path: Path) -> None:
+    """Display a saved figure inline with its caption (:func:`rerankeval.report.captions.caption_for`) as Markdown
+    below it."""
     try:
         from IPython.display import Image, Markdown, display
 
@@ -87,12 +104,13 @@ def show(fig, figures_dir: str | Path, name: str, notebook: str = "05") -> None:
 def metric_bars(
     ci: pd.DataFrame, metrics: Sequence[str], variants: Sequence[str] | None = None, title: str = "",
     ylabel: str = "mean over queries (95% bootstrap CI)",
-) -> plt.Figure:
+) -> Figure:
     """Grouped bars: metrics on the x axis, one bar (coloured by variant) per variant, the CI as error bars; the
     legend outside the axes.
 
     ``ci`` has columns ``variant, metric, mean, ci_low, ci_high`` (stats.bootstrap_table).
     """
+    plt = _pyplot()
     variants = list(variants or dict.fromkeys(ci.variant))
     pal = _palette(variants)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(metrics) * max(1, len(variants)) / 3 + 3), 4.2))
@@ -125,7 +143,7 @@ def metric_bars(
     return fig
 
 
-def variant_bars(means: pd.DataFrame, title: str = "") -> plt.Figure:
+def variant_bars(means: pd.DataFrame, title: str = "") -> Figure:
     """:func:`metric_bars` of a ``variant x metric`` table of means (no CI: notebook 03's first look)."""
     long = means.rename_axis(index="variant", columns="metric").stack().rename("mean").reset_index()
     long = long.assign(ci_low=long["mean"], ci_high=long["mean"])
@@ -142,9 +160,10 @@ def rank_bins(max_rank: int) -> list[tuple[int, int]]:
     return [(lo, hi - 1) for lo, hi in zip(edges, [*edges[1:], max_rank + 1], strict=True)]
 
 
-def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = "") -> plt.Figure:
+def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = "") -> Figure:
     """Queries x variants: rank of the first relevant unit in discrete classes (dark green = rank 1, the best;
     grey = no relevant unit in the top ``max_rank``), a legend entry per class."""
+    plt = _pyplot()
     from matplotlib.colors import BoundaryNorm, ListedColormap
     from matplotlib.patches import Patch
 
@@ -182,11 +201,12 @@ def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = ""
 
 def rank_shift_plot(
     shift: pd.DataFrame, src: str, dst: str, pool_k: int | None = None, k: int | None = None
-) -> plt.Figure:
+) -> Figure:
     """Each relevant unit of the fused list: fused rank (x) -> reranked rank (y).
 
     Below the diagonal = promoted; units the reranked list lacks are drawn at the top.
     """
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 4.8))
     if shift.empty:
         ax.text(
@@ -230,8 +250,9 @@ def rank_shift_plot(
     return fig
 
 
-def funnel_bars(funnel: pd.DataFrame, title: str = "") -> plt.Figure:
+def funnel_bars(funnel: pd.DataFrame, title: str = "") -> Figure:
     """Stacked horizontal bars: per cutoff k, the share of queries in each funnel class."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.0, max(2.2, 0.45 * len(funnel) + 1.4)))
     if funnel.empty:
         ax.text(
@@ -299,7 +320,7 @@ def _cost(r: pd.Series, col: str) -> float:
 
 def quality_cost(
     summary: pd.DataFrame, metric: str, cost_cols: Sequence[str] = ("seconds_per_query", "tokens_per_query")
-) -> plt.Figure:
+) -> Figure:
     """Quality (``metric`` with CI) against seconds and LLM tokens per query, one point per variant, labelled
     without overlaps (:func:`place_labels`); seconds on a log axis when they span more than 30x.
 
@@ -307,6 +328,7 @@ def quality_cost(
     cost columns. A variant without tokens used no LLM (drawn at 0) unless it is an LLM variant; one without a
     recorded cost is left out of that panel (named in its title).
     """
+    plt = _pyplot()
     fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.4 * len(cost_cols), 4.2), squeeze=False)
     todo = []
     for ax, col in zip(axes[0], cost_cols, strict=True):

@@ -15,15 +15,11 @@ from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.contract import StageMissing
-from rerankeval.index import bm25 as bm25mod
-from rerankeval.index.build import load_index_info
-from rerankeval.index.embed import Embedder
-from rerankeval.index.qdrant import edge as qdrant_edge
-from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.retrieve import variants
 from rerankeval.retrieve.fusion import RRF_K
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the indexes' modules (BM25 with scipy, Qdrant, the embedder) are imported when a Retriever opens
+    from rerankeval.index.embed import Embedder
     from rerankeval.retrieve.reformulate import Reformulate
 
 REWRITES = {names.HYBRID_REFORMULATE: names.HYBRID}  # variant -> the variant a query-rewriting step follows
@@ -58,6 +54,12 @@ class Retriever:
     """
 
     def __init__(self, dp: DatasetPaths, *, embedder: Embedder | None = None, progress: bool = True):
+        from rerankeval.index import bm25 as bm25mod
+        from rerankeval.index.build import load_index_info
+        from rerankeval.index.embed import Embedder
+        from rerankeval.index.qdrant import edge as qdrant_edge
+        from rerankeval.index.qdrant import store as qdrant_store
+
         self.dp = dp
         self.info = load_index_info(dp)
         self.texts = corpus.chunk_texts(dp)
@@ -83,6 +85,9 @@ class Retriever:
     @property
     def client(self):
         """The open store: a ``QdrantClient`` (backend ``client``) or an ``EdgeShard`` (backend ``edge``)."""
+        from rerankeval.index.qdrant import edge as qdrant_edge
+        from rerankeval.index.qdrant import store as qdrant_store
+
         if self._client is None:
             if self._edge:
                 path = qdrant_edge.shard_path(self.dp, self.info.collection)
@@ -94,6 +99,9 @@ class Retriever:
 
     def _store(self):
         """The backend's module and the leading arguments of its search functions."""
+        from rerankeval.index.qdrant import edge as qdrant_edge
+        from rerankeval.index.qdrant import store as qdrant_store
+
         if self._edge:
             return qdrant_edge, (self.client,)
         return qdrant_store, (self.client, self.info.collection)
@@ -207,6 +215,8 @@ def _rewrite_step(rewrite: Reformulate | None) -> Reformulate:
 
 def _check_backend(built: str) -> str:
     """``built`` (the manifest's backend) if it is the configured one, else an error saying to re-run 02."""
+    from rerankeval.index.qdrant import edge as qdrant_edge
+
     configured = qdrant_edge.backend()
     if configured != built:
         raise StageMissing(
