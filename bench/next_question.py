@@ -16,12 +16,12 @@ snapshot, as a user makes it:
 - ``free_text``: a new free-text query in the explorer (``Explorer.show``): the explorer opened and its first
   free text (cold), then a second new text (warm).
 
-Each follow-up gets: wall seconds, the notebooks re-run and their seconds (the chain's figures), texts encoded (new
-vectors in the embedding cache copy), LLM calls (new replies in the LLM cache copy; the 04 ledger's requests and
-cache hits), the stage-03 variants read back, the notebooks skipped (up to date). ``--scope minimal`` runs ``--only``
-what a follow-up changes. The chain runs a frozen copy of the code (``code/``); the LLM server is started once
-(``endpoint_start_s``). Writes ``results/bench/next_question.json`` (``warm_03_s``: 03 alone, forced), the load
-average, and a last line ``name=value ...``.
+Each follow-up gets: wall and CPU seconds (``cpu_s``: less load-sensitive), the notebooks re-run and their seconds,
+texts encoded (new vectors in the embedding cache copy), LLM calls (new replies in the LLM cache copy; the 04
+ledger's requests and cache hits), the 03 variants read back, the notebooks skipped. ``--scope minimal`` runs
+``--only`` what a follow-up changes. The chain runs a frozen copy of the code (``code/``); the LLM server is started
+once (``endpoint_start_s``). Writes ``results/bench/next_question.json`` (``warm_03_s``: 03 alone, forced, the
+median of 3), the load average, and a last line ``name=value ...``.
 
     python bench/next_question.py [--dataset NAME] [--only rrf_k,judgment] [--scope both] [--keep] [--work DIR]
 """
@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,8 +52,7 @@ LINKED = ("venv", "models", "llama.cpp", "conformance")  # set-up, shared read-o
 COPIED = ("embeddings", "llm", "llm.rates.json")  # the caches a follow-up may add to (counted)
 DBSF_VARIANTS = "[vector, bm25, hybrid, qdrant_hybrid, cross_encoder, hybrid_reformulate, hybrid_dbsf]"
 FOLLOW_UPS: dict[str, tuple[str, list[str]]] = {  # name -> (P=..., the notebooks it changes but the LLM's: minimal)
-    "rrf_k": ("rrf_k=30", ["03", "05"]),
-    "hybrid_dbsf": (f"variants={DBSF_VARIANTS}", ["03", "05"]),
+    "rrf_k": ("rrf_k=30", ["03", "05"]), "hybrid_dbsf": (f"variants={DBSF_VARIANTS}", ["03", "05"]),
     "pool_k": ("pool_k=20 max_queries=5", ["03", "04", "05"]),  # 5 queries: 50 fresh LLM calls
     "chunk_size": ("chunk_size=600", ["01", "02", "03", "05"]),
 }
@@ -172,19 +172,17 @@ def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[
           force: bool = False) -> dict[str, Any]:
     """``python -m rerankeval.chain --dataset <copy> [--params P] [--only NN ...] [--force]``, timed, counted."""
     cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(ws.data), *(["--force"] if force else [])]
-    cmd += ["--params", params] if params else []
-    for nb in only or []:
-        cmd += ["--only", nb]
+    cmd += [*(["--params", params] if params else []), *(a for nb in only or [] for a in ("--only", nb))]
     env, before = {**os.environ, **ws.env(), **endpoint, "PYTHONHASHSEED": "0"}, counters(ws)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), sum(os.times()[2:4])  # user + system seconds of the finished children
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, sum(os.times()[2:4]) - cpu0  # the chain and its kernels
     notebooks = {m.group(1): float(m.group(3)) for m in CHAIN_LINE.finditer(r.stdout)}
     failed = [m.group(1) for m in CHAIN_LINE.finditer(r.stdout) if m.group(2).lower() != "ok"]
     out = {"command": " ".join(["python -m rerankeval.chain", *cmd[3:]]), "wall_s": round(wall, 1),
-           "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,  # skipped: up to date
-           "notebooks_skipped": SKIPPED_LINE.findall(r.stdout),
-           **counted(before, counters(ws)), "read_back_03": read_back(ws) if "03-retrieve" in notebooks else None}
+           "cpu_s": round(cpu, 1), "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,
+           "notebooks_skipped": SKIPPED_LINE.findall(r.stdout), **counted(before, counters(ws)),
+           "read_back_03": read_back(ws) if "03-retrieve" in notebooks else None}
     return {**out, "error": (r.stderr or r.stdout)[-1500:]} if r.returncode != 0 or failed else out
 
 
@@ -302,11 +300,11 @@ def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, An
 # -- the run --
 def warm_up(ws: Workspace, endpoint: dict[str, str], skip: list[str]) -> dict[str, Any]:
     """Warm the copy with this code (03 writes its key files), then the warm chain (without ``skip``; an
-    unchanged notebook is skipped), then notebook 03 alone twice, forced (what its warm run costs)."""
+    unchanged notebook is skipped), then notebook 03 alone 3 times, forced (what its warm run costs)."""
     only = [nb.name[:2] for nb in sorted((paths.ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
             if nb.name[:2] not in skip] if skip else None
     prime, warm = chain(ws, endpoint, only=only), chain(ws, endpoint, only=only)
-    alone = [chain(ws, endpoint, only=["03"], force=True) for _ in range(2)]
+    alone = [chain(ws, endpoint, only=["03"], force=True) for _ in range(3)]
     return {"prime": prime, "warm": warm, "warm_03_alone": alone, "warm_03_stage": stage_cell_seconds(ws)}
 
 
@@ -365,12 +363,13 @@ def headline(out: dict[str, Any]) -> dict[str, Any]:
     """The ``name=value`` figures of the last line."""
     warm = out["warm_up"]["warm"]
     alone = [a["notebooks_s"].get("03-retrieve") for a in out["warm_up"].get("warm_03_alone", [])]
-    line: dict[str, Any] = {"warm_03_s": min(filter(None, alone), default=None), "warm_report_s": warm["wall_s"]}
+    line: dict[str, Any] = {"warm_03_s": statistics.median(alone) if alone and all(alone) else None,
+                            "warm_report_s": warm["wall_s"]}
     for name in (n for n in ORDER if out.get(n)):
         got = out[name]
         for key, part in ((f"{name}_s", got.get("full", got)), (f"{name}_minimal_s", got.get("minimal", {}))):
             if part.get("wall_s") is not None:
-                line[key] = part["wall_s"]
+                line[key], line[key.removesuffix("_s") + "_cpu_s"] = part["wall_s"], part.get("cpu_s")
     if "queries" in (pool := out.get("pool_k", {})):
         line["pool_k_new_sent_exactly"] = f"{pool['queries_exactly_new_sent']}/{pool['queries']}"
     return line
