@@ -46,9 +46,10 @@ def load_chunks(dp: DatasetPaths) -> pd.DataFrame:
     return df[CHUNK_COLUMNS]
 
 
-def chunk_texts(dp: DatasetPaths) -> dict[str, str]:
-    """chunk_id -> text to index and rerank (title and body joined for BEIR)."""
-    df = load_chunks(dp)
+def chunk_texts(dp: DatasetPaths, chunks: pd.DataFrame | None = None) -> dict[str, str]:
+    """chunk_id -> text to index and rerank (title and body joined for BEIR); ``chunks``: the table when the
+    caller has already read it (:func:`load_chunks`)."""
+    df = load_chunks(dp) if chunks is None else chunks
     return {
         cid: (f"{title}\n{text}" if title else text)
         for cid, title, text in zip(df.chunk_id, df.title.fillna(""), df.text, strict=True)

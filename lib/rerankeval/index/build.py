@@ -312,7 +312,7 @@ def build_indexes(
     t_all = t = time.perf_counter()
     st = _Build(dp)
     chunks = corpus.load_chunks(dp)
-    texts = corpus.chunk_texts(dp)
+    texts = corpus.chunk_texts(dp, chunks)
     unit_of = dict(zip(chunks.chunk_id, chunks.unit_id, strict=True))
     ids = sorted(texts)
     chash = index_corpus_hash(texts, unit_of)
@@ -372,7 +372,7 @@ def load_index_info(dp: DatasetPaths) -> IndexInfo:
                            "re-run the 02-build-indexes stage.")
     info = IndexInfo(**m)
     chunks = corpus.load_chunks(dp)
-    now = index_corpus_hash(corpus.chunk_texts(dp), dict(zip(chunks.chunk_id, chunks.unit_id, strict=True)))
+    now = index_corpus_hash(corpus.chunk_texts(dp, chunks), dict(zip(chunks.chunk_id, chunks.unit_id, strict=True)))
     if now != info.corpus_hash:
         raise StageMissing(
             f"the indexes in {dp.index_dir} were built from another version of the chunk table: "
