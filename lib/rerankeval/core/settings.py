@@ -44,6 +44,7 @@ well-known key shapes (``sk-...``, ``Bearer ...``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -303,12 +304,25 @@ def _remember(secrets: Iterable[str]) -> None:
 
 
 def _current_secrets() -> set[str]:
+    """The secrets of the current environment and ``.env``: read again only when either changed (a manifest's
+    redaction asks hundreds of times, and each :func:`load_settings` builds a Settings)."""
     try:
-        return secrets_of(load_settings())
+        st = ENV_FILE.stat()
+        stamp: tuple[Any, ...] = (str(ENV_FILE), st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (str(ENV_FILE), None)
+    return set(_secrets_for(frozenset(os.environ.items()), stamp))
+
+
+@functools.lru_cache(maxsize=8)
+def _secrets_for(environ: frozenset[tuple[str, str]], env_file: tuple[Any, ...]) -> frozenset[str]:
+    env = dict(environ)
+    try:
+        return frozenset(secrets_of(load_settings(environ=env, env_file=env_file[0])))
     except ValueError:  # a malformed .env must not stop redaction: fall back to the raw variables
-        raw = [os.environ.get("OPENAI_API_KEY"), os.environ.get("QDRANT_API_KEY"),
-               *_url_secrets(os.environ.get("OPENAI_BASE_URL")), *_url_secrets(os.environ.get("QDRANT_URL"))]
-        return {s for s in raw if s and len(s) >= _MIN_SECRET_LEN}
+        raw = [env.get("OPENAI_API_KEY"), env.get("QDRANT_API_KEY"),
+               *_url_secrets(env.get("OPENAI_BASE_URL")), *_url_secrets(env.get("QDRANT_URL"))]
+        return frozenset(s for s in raw if s and len(s) >= _MIN_SECRET_LEN)
 
 
 def redact(text: object, secrets: Iterable[str | None] | None = None) -> str:

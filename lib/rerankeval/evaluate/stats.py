@@ -153,12 +153,12 @@ def minimum_detectable_difference(sd_diff: float, n: int, alpha: float = 0.05, p
     ``(t_{1-alpha/2, n-1} + t_{power, n-1}) * sd_diff / sqrt(n)`` (normal-approximation power formula with
     t quantiles).
     """
-    from scipy import stats
+    from scipy.special import stdtrit  # Student's t quantile, as scipy.stats.t.ppf, without importing scipy.stats
 
     if n < 2 or not math.isfinite(sd_diff):
         return math.nan
     df = n - 1
-    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * sd_diff / math.sqrt(n))
+    return float((stdtrit(df, 1 - alpha / 2) + stdtrit(df, power)) * sd_diff / math.sqrt(n))
 
 
 COMPARE_COLUMNS = [

@@ -15,6 +15,7 @@ from typing import Any
 from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus.contract import load_stats
+from rerankeval.report import fragments
 
 # Every page is static: no script may run (not even one that slipped into an output unescaped) and nothing
 # is fetched from the network; images and fonts are embedded as data: URLs.
@@ -112,13 +113,6 @@ def questions_note(dp: DatasetPaths) -> dict[str, str] | None:
                                   "would: see 08-questions, and add a queries.jsonl of your own to replace them."}
 
 
-def _banner_html(note: Mapping[str, str]) -> str:
-    from markupsafe import escape
-
-    return (f'<p style="background:#fff6e0;border-left:5px solid #e0a100;padding:8px 14px;margin:8px">'
-            f"<b>{escape(note['head'])}</b> {escape(note['body'])}</p>")
-
-
 @functools.lru_cache(maxsize=1)
 def _exporter(template: str) -> Any:
     """nbconvert's HTML exporter for the pages, built once per process for ``template``: its Jinja2 templates are
@@ -166,5 +160,5 @@ def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | P
     body = clean_tables(relative_paths(strip_remote_resources(body), _notebook_dataset(nb)))
     body = re.sub(r"<head>", lambda m: m.group(0) + "\n" + CSP_META, body, count=1, flags=re.I)
     if note:  # the generated-questions banner, at the top of the page
-        body = re.sub(r"<body[^>]*>", lambda m: m.group(0) + _banner_html(note), body, count=1, flags=re.I)
+        body = re.sub(r"<body[^>]*>", lambda m: m.group(0) + fragments.banner_html(note), body, count=1, flags=re.I)
     return atomic_write_text(out_html_path, body)
