@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_text, sha256_file, sha256_json
 from rerankeval.report import captions, plots
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 FORMAT = 1
 
 
-class Uncachable(TypeError):
+class Uncachable(ReRankEvalError, TypeError):
     """An argument the key cannot be made of (the figure is drawn every time)."""
 
 
