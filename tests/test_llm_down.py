@@ -129,3 +129,69 @@ def test_a_dead_endpoint_trips_the_circuit_breaker(tmp_path):
     assert led.requests.sum() == core.BREAKER_THRESHOLD < len(QIDS) * POOL_K
     written = runs.read_trec(dp.run_file("hybrid_rerank"))
     assert {q: list(d) for q, d in written.items()} == {q: list(d) for q, d in fused.items()}
+
+
+CACHED_ONLY = """
+import sys
+from rerankeval.core.settings import Settings
+from rerankeval.llm.cache import LLMCache
+from rerankeval.llm.call import CachedLLM, CallStats, Call
+from rerankeval.llm.server import check_endpoint
+
+settings = Settings(base_url={url!r}, api_key="sk-test", model="fake-reranker", timeout=1, max_retries=0)
+llm = CachedLLM.open(settings, LLMCache({cache!r}))
+call = Call([{{"role": "user", "content": "hi"}}], {{"purpose": "test"}}, max_tokens=4)
+llm.cache.put(llm.cache.key(call.material), call.material, {{"content": "cached", "response_format": "none"}})
+stats = CallStats()
+hit = llm.call(call, lambda r: r.content, stats)
+problem = check_endpoint(settings, timeout=1)
+print("openai" in sys.modules, hit.value, stats.cache_hits, "cannot be reached" in problem and {url!r} in problem)
+miss = llm.call(Call(call.messages, {{"purpose": "other"}}, max_tokens=4), lambda r: r.content, stats)
+print("openai" in sys.modules, miss.failure.error_class, stats.failed)
+llm.close()
+"""
+
+
+def test_a_cached_only_call_and_the_endpoint_probe_never_import_openai(tmp_path):
+    """openai (about 1 s to import) is loaded by the first request only: a reply from the cache and the probe of a
+    dead endpoint (httpx) do without it; the first miss still fails as the openai client names it."""
+    import subprocess
+    import sys
+
+    from rerankeval.core import paths
+
+    code = CACHED_ONLY.format(url=_dead_url(), cache=str(tmp_path / "llm"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(paths.ROOT / "lib"), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["False cached 1 True", "True APIConnectionError 1"]
+
+
+def test_the_endpoint_probe_takes_any_answer_for_reachable_and_401_for_a_refused_key():
+    """What check_endpoint asks (GET <base>/models with the key as a bearer token) and how it reads the answers."""
+    import http.server
+    import threading
+
+    from rerankeval.core.settings import Settings
+    from rerankeval.llm.server import check_endpoint
+
+    seen: list[tuple[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server name
+            seen.append((self.path, self.headers.get("Authorization", "")))
+            self.send_response(401 if "wrong" in self.headers.get("Authorization", "") else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as srv:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{srv.server_address[1]}/v1/"
+        right = check_endpoint(Settings(base_url=base, api_key="sk-right-0001", model="m"), timeout=5)
+        wrong = check_endpoint(Settings(base_url=base, api_key="sk-wrong-0002", model="m"), timeout=5)
+        srv.shutdown()
+    assert right is None  # a 404: not every server lists its models, but it answered
+    assert "HTTP 401" in wrong and "OPENAI_API_KEY" in wrong and "wrong-0002" not in wrong
+    assert seen == [("/v1/models", "Bearer sk-right-0001"), ("/v1/models", "Bearer sk-wrong-0002")]

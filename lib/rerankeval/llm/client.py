@@ -13,6 +13,9 @@ supported") to a request that carried a ``response_format``. Such a 5xx is not r
 marks it ``x-should-retry: false``); the client downgrades once, for all later calls too, from
 ``json_schema`` to ``json_object`` to a plain prompt, and repeats the call; the format used is reported
 with each reply.
+
+``openai`` (about 1 s to import) is imported, and its client made, on the first request: a run served entirely
+from the reply cache never loads it.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
-import openai
+
+if TYPE_CHECKING:
+    import openai
 
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.settings import Settings, redact, scrub_url
@@ -114,23 +119,36 @@ class LLMClient:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._format_level = 0
-        self._http = openai.DefaultHttpxClient(
-            event_hooks={"request": [self._count_attempt], "response": [_no_retry_on_format_error]},
-            limits=_limits(max_connections),
-        )
-        self._client = openai.OpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key or "sk-no-key",
-            timeout=settings.timeout if timeout is None else timeout,
-            max_retries=settings.max_retries if max_retries is None else max_retries,
-            http_client=self._http,
-        )
+        self._options = {"timeout": settings.timeout if timeout is None else timeout,
+                         "max_retries": settings.max_retries if max_retries is None else max_retries,
+                         "max_connections": max_connections}
+        self._made: tuple[openai.OpenAI, httpx2.Client] | None = None
         self.model = settings.model or self._discover_model()
+
+    @property
+    def _client(self) -> openai.OpenAI:
+        """The openai client, made (and openai imported) on first use; one per :class:`LLMClient`."""
+        with self._lock:
+            if self._made is None:
+                import openai
+
+                o = self._options
+                http = openai.DefaultHttpxClient(
+                    event_hooks={"request": [self._count_attempt], "response": [_no_retry_on_format_error]},
+                    limits=_limits(o["max_connections"]),
+                )
+                client = openai.OpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key or "sk-no-key",
+                                       timeout=o["timeout"], max_retries=o["max_retries"], http_client=http)
+                self._made = (client, http)
+            return self._made[0]
 
     # -- lifecycle --
     def close(self) -> None:
-        self._client.close()
-        self._http.close()
+        with self._lock:
+            made, self._made = self._made, None
+        if made is not None:
+            made[0].close()
+            made[1].close()
 
     def __enter__(self) -> LLMClient:
         return self
@@ -143,6 +161,8 @@ class LLMClient:
         self._local.attempts = getattr(self._local, "attempts", 0) + 1
 
     def _discover_model(self) -> str:
+        import openai
+
         try:
             models = self._client.models.list()
             first = next(iter(models), None)
@@ -169,13 +189,16 @@ class LLMClient:
         top_logprobs: int = 0,
     ) -> Reply:
         """One chat completion at temperature 0; raises :class:`LLMCallError` after retries."""
+        client = self._client  # imports openai
+        import openai
+
         self._local.attempts = 0
         t0 = time.perf_counter()
         while True:
             level = self._format_level if response_format is not None else len(FORMATS) - 1
             kwargs = self._request(messages, response_format, level, max_tokens, seed, top_logprobs)
             try:
-                raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+                raw = client.chat.completions.with_raw_response.create(**kwargs)
             except openai.APIStatusError as exc:
                 if level < len(FORMATS) - 1 and _is_format_error(exc):
                     self._downgrade(level)
@@ -247,6 +270,8 @@ class LLMClient:
         return max(0, getattr(self._local, "attempts", 1) - 1)
 
     def _error(self, exc: BaseException) -> LLMCallError:
+        import openai
+
         msg = str(exc)
         if isinstance(exc, openai.APIStatusError):
             msg = f"HTTP {exc.status_code}: {msg}"

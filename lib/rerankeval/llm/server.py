@@ -239,29 +239,28 @@ def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | 
     """None when the configured endpoint answers (or none is configured: the local server is started on
     demand); else a message naming the endpoint (credentials redacted), what went wrong and how to fix it.
 
-    Asks ``GET /models`` once, without retries: refused, timed out, or the key refused (401/403) is a problem;
-    any other answer (even 404: not every server lists models) means the endpoint is there.
+    Asks ``GET <base>/models`` once with httpx (what the openai client would send, without importing it): refused,
+    timed out, or the key refused (401/403) is a problem; any other answer (even 404: not every server lists models)
+    means the endpoint is there.
     """
     if not settings.configured:
         return None
-    import openai
+    import httpx2
 
     from rerankeval.llm.client import UNREACHABLE_HINT
 
     url = scrub_url(settings.base_url or "")
     try:
-        with openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "sk-no-key", max_retries=0,
-                           timeout=timeout) as client:
-            client.models.list()
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-        return redact(f"The LLM endpoint {url} refused the key (HTTP {exc.status_code}). Fix OPENAI_API_KEY in "
-                      ".env or the environment.", [settings.api_key])
-    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        with httpx2.Client(timeout=timeout, follow_redirects=True) as http:
+            status = http.get(f"{(settings.base_url or '').rstrip('/')}/models",
+                              headers={"Authorization": f"Bearer {settings.api_key or 'sk-no-key'}"}).status_code
+    except (httpx2.HTTPError, httpx2.InvalidURL) as exc:  # refused, timed out, a bad URL
         return redact(f"The LLM endpoint {url} cannot be reached ({type(exc).__name__}: {exc}). {UNREACHABLE_HINT}",
                       [settings.api_key])
-    except openai.APIStatusError:
-        pass  # it answered: reachable
-    return None
+    if status in (401, 403):
+        return redact(f"The LLM endpoint {url} refused the key (HTTP {status}). Fix OPENAI_API_KEY in "
+                      ".env or the environment.", [settings.api_key])
+    return None  # it answered: reachable
 
 
 def main(argv: list[str] | None = None) -> int:
