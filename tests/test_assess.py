@@ -206,3 +206,20 @@ def test_notebook_09_does_nothing_when_off_and_grades_through_a_fake_endpoint_wh
 def test_a_judge_giving_one_grade_to_nearly_everything_is_said_not_to_discriminate():
     assert "WARNING: 19 of the 20 grades (95%) are 3" in assess.one_grade([3] * 19 + [2])
     assert assess.one_grade([3] * 18 + [0, 0]) == "" and assess.one_grade([3] * 19) == ""  # 90%; too few grades
+
+
+@pytest.mark.slow
+def test_notebook_09_says_why_it_skips_the_qrels_comparison_without_llm_grades(tmp_path, monkeypatch):
+    papermill = pytest.importorskip("papermill")
+    from rerankeval.core.paths import NOTEBOOKS_DIR
+
+    dp = _dataset(tmp_path)
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "off.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(out), kernel_name="python3",
+                               parameters={"dataset": str(dp.source)}, progress_bar=False)
+    text = out.read_text()
+    assert "Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>.tsv)" in text
+    folder = dp.stage_dir("assess")
+    saved = json.loads((folder / "qrels_validation.json").read_text())
+    assert saved["skipped"].startswith("no LLM grades") and not (folder / "qrels_validation.csv").exists()

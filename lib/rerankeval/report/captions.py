@@ -46,6 +46,9 @@ CAPTIONS: dict[str, str] = {
     "08-questions-validation": "Each system's score on the human questions against the generated ones: systems in "
                                "the same order on both sets (Kendall's tau near 1) mean the generated set ranks "
                                "systems as the human one does.",
+    "09-qrels-validation": "Each system's score on the human questions with the human qrels against human + LLM "
+                           "qrels (LLM grades only where no human judged): the same order on both (Kendall's tau "
+                           "near 1) means the LLM's grades do not change which systems win.",
 }
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
