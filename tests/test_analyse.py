@@ -378,3 +378,39 @@ def test_a_judge_that_disagrees_gets_the_low_kappa_warning(tmp_path, monkeypatch
     # human 1 0 0 1 1, LLM 1 1 1 0 1: observed 2/5, chance .6 * .8 + .4 * .2 = .56
     assert got["n_pairs"] == 5 and got["kappa_binary"] == pytest.approx((0.4 - 0.56) / 0.44, abs=1e-4)
     assert any("little better than chance" in w for w in a.summary.warnings)
+
+
+# --------------------------------------------------------------------------- issue 24: the analysis' CPU seconds
+def _bootstrap_table_per_group(per_query, n_boot, seed):
+    """The per-(variant, metric) loop bootstrap_table ran before it resampled blocks of columns at once."""
+    import numpy as np
+
+    from rerankeval.evaluate import stats
+
+    qids = sorted(set(per_query.qid))
+    idx = stats.bootstrap_indices(len(qids), n_boot, seed)
+    rows = []
+    for (v, m), g in per_query.groupby(["variant", "metric"], sort=False):
+        vals = g.set_index("qid")["value"].reindex(qids).to_numpy()
+        rows.append((v, m, len(qids), *stats.bootstrap_ci(np.asarray(vals), n_boot, 0.95, seed, indices=idx)))
+    return pd.DataFrame(rows, columns=["variant", "metric", "n", "mean", "ci_low", "ci_high"])
+
+
+@pytest.mark.parametrize("n_queries, n_columns, n_boot", [(1, 3, 50), (7, 40, 300), (60, 50, 2000), (300, 9, 1000)])
+def test_the_bootstrap_table_is_the_per_group_bootstrap_to_the_last_bit(n_queries, n_columns, n_boot):
+    """bootstrap_table resamples many columns at once (issue 24) and gives exactly the per-group figures: the
+    same draws, the same summation order per resample, the same quantiles (compared with ==, not approx)."""
+    import numpy as np
+
+    from rerankeval.evaluate import stats
+
+    rng = np.random.default_rng(n_queries)
+    rows = [(f"v{c % 7}", f"m{c}", f"q{q:03d}", float(rng.choice([0.0, 1.0, 0.5, rng.random()])))
+            for c in range(n_columns) for q in rng.permutation(n_queries)]
+    per_query = pd.DataFrame(rows, columns=["variant", "metric", "qid", "value"])
+    got = stats.bootstrap_table(per_query, n_boot=n_boot, seed=3)
+    want = _bootstrap_table_per_group(per_query, n_boot, 3)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    if n_queries > 1:  # a group without one of the queries is refused, naming it, as before
+        with pytest.raises(ValueError, match="v1 m1: per-query values missing"):
+            stats.bootstrap_table(per_query.drop(index=per_query.index[per_query.metric == "m1"][:1]), n_boot=10)

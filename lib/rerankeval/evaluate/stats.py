@@ -68,18 +68,25 @@ def bootstrap_table(
 ) -> pd.DataFrame:
     """``variant, metric, n, mean, ci_low, ci_high`` from long per-query metrics.
 
-    All variants and metrics share one set of bootstrap draws over the (common) query list.
+    All variants and metrics share one set of bootstrap draws over the (common) query list. One pivot to a
+    (variant, metric) x query matrix, then :func:`bootstrap_ci` per row (not a pandas group each: ~0.5 s less on the
+    default dataset; a 3-D gather would sum in another order and move the last bit).
     """
-    rows = []
+    columns = ["variant", "metric", "n", "mean", "ci_low", "ci_high"]
     qids = sorted(set(per_query.qid))
-    idx = bootstrap_indices(len(qids), n_boot, seed) if qids else None
-    for (v, m), g in per_query.groupby(["variant", "metric"], sort=False):
-        vals = g.set_index("qid")["value"].reindex(qids)
-        if vals.isna().any():
-            raise ValueError(f"{v} {m}: per-query values missing for some queries")
-        mean, lo, hi = bootstrap_ci(vals.to_numpy(), n_boot, confidence, seed, indices=idx)
-        rows.append((v, m, len(qids), mean, lo, hi))
-    return pd.DataFrame(rows, columns=["variant", "metric", "n", "mean", "ci_low", "ci_high"])
+    if not qids:
+        return pd.DataFrame([], columns=columns)
+    groups = pd.MultiIndex.from_frame(per_query[["variant", "metric"]].drop_duplicates())
+    wide = per_query.pivot(index="qid", columns=["variant", "metric"], values="value").reindex(
+        index=qids, columns=groups)
+    values = np.ascontiguousarray(wide.to_numpy(dtype=float).T)  # one row per (variant, metric)
+    if (gap := np.isnan(values).any(axis=1)).any():
+        v, m = groups[int(np.argmax(gap))]
+        raise ValueError(f"{v} {m}: per-query values missing for some queries")
+    idx = bootstrap_indices(len(qids), n_boot, seed)
+    rows = [(v, m, len(qids), *bootstrap_ci(values[i], n_boot, confidence, seed, indices=idx))
+            for i, (v, m) in enumerate(groups)]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def randomization_test(
@@ -221,15 +228,15 @@ def compare(
     rows = []
     idx = bootstrap_indices(len(table), n_boot, seed) if len(table) else None
     kw = dict(test=test, n_resamples=n_resamples, n_boot=n_boot, alpha=alpha, power=power, seed0=seed)
+    values, col = table.to_numpy(dtype=float), {v: j for j, v in enumerate(table.columns)}
     for i, (va, vb) in enumerate(pairs):
-        keep = table.index
+        keep = np.ones(len(table), dtype=bool)
         if answered is not None:
-            both = set(answered.get(va, keep)) & set(answered.get(vb, keep))
-            keep = [q for q in table.index if q in both]
-        pair = table.loc[keep, [va, vb]]
-        row = _compare_pair(metric, va, vb, pair[va].to_numpy(dtype=float), pair[vb].to_numpy(dtype=float),
-                            idx, seed + i, **kw)
-        rows.append({**row, "n_left_out": len(table) - len(pair)})
+            both = set(answered.get(va, table.index)) & set(answered.get(vb, table.index))
+            keep = np.fromiter((q in both for q in table.index), dtype=bool, count=len(table))
+        a, b = values[keep, col[va]], values[keep, col[vb]]
+        row = _compare_pair(metric, va, vb, a, b, idx, seed + i, **kw)
+        rows.append({**row, "n_left_out": len(table) - len(a)})
     out = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
     out.insert(out.columns.get_loc("p") + 1, "p_holm", holm(out.p.to_numpy()) if len(out) else [])
     out.insert(out.columns.get_loc("p_holm") + 1, "significant", out.p_holm < alpha)

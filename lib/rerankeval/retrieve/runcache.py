@@ -19,7 +19,10 @@ last, after the run files it vouches for) holding the hash of everything the run
 Why a source hash rather than a version constant per variant: a constant must be bumped by hand on every change
 that alters a run, and a forgotten bump silently serves stale runs; the hash cannot be forgotten. The syntax
 tree (``ast.dump``) rather than the text, so comments and formatting do not invalidate; docstrings and any code
-edit do (conservative: a needless recompute costs seconds, a stale run costs a wrong answer).
+edit do (conservative: a needless recompute costs seconds, a stale run costs a wrong answer). Parsing and dumping
+the ~18 modules costs ~0.3 s a run, so each tree hash is also kept in ``<cache>/code-trees.json`` under the hash of
+the file's text and the Python version (:data:`TREES`): the same text gives the same tree, and a file that does not
+read is ignored and rebuilt.
 
 A run is read back only when the key file reads, its key equals the key computed now, and every file it names
 (unit run, chunk run, the rewrite ledger) still has the recorded SHA-256; anything else (a missing or corrupt
@@ -34,6 +37,7 @@ import ast
 import importlib.util
 import inspect
 import json
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,8 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.core import names
-from rerankeval.core.ioutil import atomic_write_json, sha256_file, sha256_json
-from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.ioutil import atomic_write_json, sha256_file, sha256_json, sha256_text
+from rerankeval.core.paths import DatasetPaths, cache_dir
 from rerankeval.core.runs import Run
 from rerankeval.retrieve import variants
 
@@ -97,11 +101,41 @@ def _module_file(name: str) -> Path | None:
     return Path(spec.origin) if spec is not None and spec.origin else None
 
 
+TREES = "code-trees.json"  # in the cache folder: "<python>:<sha256 of a file's text>" -> its syntax-tree hash
+TREES_MAX = 2048  # entries kept (each edit of a module adds one): past it the file starts again
+_trees: dict[str, str] | None = None  # this process's copy of the file
+
+
+def _known_trees() -> dict[str, str]:
+    global _trees
+    if _trees is None:
+        try:
+            got = json.loads((cache_dir() / TREES).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            got = {}
+        ok = isinstance(got, dict)
+        _trees = {k: v for k, v in got.items() if isinstance(v, str) and len(v) == 64} if ok else {}
+    return _trees
+
+
 @lru_cache(maxsize=256)
 def _tree_hash(path: str, mtime_ns: int, size: int) -> str:
-    """The hash of a Python file's syntax tree (comments and layout do not count)."""
+    """The hash of a Python file's syntax tree (comments and layout do not count); from :data:`TREES` when this
+    Python has seen the same text before."""
     source = Path(path).read_text(encoding="utf-8")
-    return sha256_json(ast.dump(ast.parse(source, filename=path)))
+    text_key = f"{'.'.join(map(str, sys.version_info[:3]))}:{sha256_text(source)}"
+    trees = _known_trees()
+    if (hit := trees.get(text_key)) is not None:
+        return hit
+    tree = sha256_json(ast.dump(ast.parse(source, filename=path)))
+    if len(trees) >= TREES_MAX:
+        trees.clear()
+    trees[text_key] = tree
+    try:
+        atomic_write_json(cache_dir() / TREES, trees)
+    except OSError:  # a read-only cache: the hash is still right, only not kept
+        pass
+    return tree
 
 
 def source_hash(path: Path) -> str:
