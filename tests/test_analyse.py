@@ -414,3 +414,28 @@ def test_the_bootstrap_table_is_the_per_group_bootstrap_to_the_last_bit(n_querie
     if n_queries > 1:  # a group without one of the queries is refused, naming it, as before
         with pytest.raises(ValueError, match="v1 m1: per-query values missing"):
             stats.bootstrap_table(per_query.drop(index=per_query.index[per_query.metric == "m1"][:1]), n_boot=10)
+
+
+def test_the_rerankers_discrimination_is_read_back_while_its_inputs_are_unchanged(tmp_path, monkeypatch):
+    """A follow-up that changes neither 04's candidates nor the grades (a new rrf_k) reads the reranker's AUC back
+    from the cache (issue 24: no scipy.stats and sklearn imports, ~2 CPU-s); new grades, other candidates or an entry
+    that does not read are measured again."""
+    from rerankeval.evaluate import discrimination
+
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
+    dp = _with_candidates(tmp_path, monkeypatch, lambda gold, i: 0.9 if gold else 0.1 * i)
+    first = analyse.run(dp, FAST)
+    measured = []
+    real = discrimination.measure
+    monkeypatch.setattr(discrimination, "measure", lambda *a, **k: measured.append(1) or real(*a, **k))
+    again = analyse.run(dp, FAST)
+    assert measured == [] and again.discrimination.to_dict() == first.discrimination.to_dict()
+    pd.testing.assert_frame_equal(again.discrimination.per_query, first.discrimination.per_query)
+    pd.testing.assert_frame_equal(again.discrimination.scores, first.discrimination.scores)
+    assert again.summary.to_dict() == first.summary.to_dict()
+    entry = next((tmp_path / "cache" / "analysis").glob("discrimination-*.pkl"))
+    entry.write_bytes(b"\x80\x04 truncated")  # corrupted on disk: ignored, measured, rewritten
+    assert analyse.run(dp, FAST).discrimination.to_dict() == first.discrimination.to_dict() and measured == [1]
+    runs.write_qrels({q: {GOLD[q]: 2} for q in QIDS}, dp.qrels)  # other grades: measured again
+    analyse.run(dp, FAST)
+    assert measured == [1, 1]

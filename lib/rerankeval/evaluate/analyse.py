@@ -14,6 +14,7 @@ system's, read as trec_eval reads it (:func:`rerankeval.core.runs.read_external_
 from __future__ import annotations
 
 import json
+import pickle
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from rerankeval.core import runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
+from rerankeval.core.ioutil import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file, sha256_json
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths, cache_dir
 from rerankeval.corpus import contract as corpus
@@ -223,6 +224,36 @@ def _tables(dp: DatasetPaths, p: AnalysisParams, loaded, per_query, ledger, qids
     return ci, cost, metrics.summary_table(ci, cost)
 
 
+DISCRIMINATION_CODE = ("discrimination.py", "stats.py")  # this package's modules the reranker's AUC is computed by
+DISCRIMINATION_LIBS = ("numpy", "pandas", "scipy", "scikit-learn")
+
+
+def _discrimination(dp: DatasetPaths, qrels: runs.Qrels, qids: list[str], p: AnalysisParams):
+    """:func:`rerankeval.evaluate.discrimination.reranker`, read back from ``<cache>/analysis/`` when its inputs (04's
+    candidates and model, the qrels, the queries, ``n_boot``, the seed, its code and libraries) are unchanged: a
+    follow-up that does not touch 04 or the grades (a new ``rrf_k``) skips it and scipy.stats' and sklearn's imports,
+    ~2 CPU-s. An entry that does not read or is not this key's is computed again and rewritten."""
+    from importlib import metadata
+
+    if not dp.rerank_candidates.is_file():
+        return discrim.reranker(dp, qrels, qids, n_boot=p.n_boot, seed=p.stats_seed)
+    here = Path(discrim.__file__).parent
+    key = sha256_json({"candidates": sha256_file(dp.rerank_candidates), "model": discrim.reranker_model(dp),
+                       "qrels": qrels, "qids": list(qids), "n_boot": p.n_boot, "seed": p.stats_seed,
+                       "code": [sha256_file(here / f) for f in DISCRIMINATION_CODE],
+                       "libraries": [metadata.version(lib) for lib in DISCRIMINATION_LIBS]})
+    path = cache_dir() / "analysis" / f"discrimination-{key}.pkl"
+    try:
+        saved = pickle.loads(path.read_bytes())  # our own cache entry, written below
+        if isinstance(saved, dict) and saved.get("key") == key:
+            return saved["value"]
+    except Exception:  # noqa: BLE001 - missing, truncated or from another version: compute it again
+        pass
+    disc = discrim.reranker(dp, qrels, qids, n_boot=p.n_boot, seed=p.stats_seed)
+    atomic_write_bytes(path, pickle.dumps({"key": key, "value": disc}))
+    return disc
+
+
 def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysis:
     """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
     from rerankeval.rerank import ledger as ledger_mod  # here: the package imports the LLM client (openai)
@@ -249,7 +280,7 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
     comparisons = _compare_all(per_query, columns, headline, p.final_k, pool_k, p, answered)
     reranked = next((v for v in RERANKERS if v in loaded), RERANKED)
     missing = {v: len(set(qs.qids) - got) for v, got in answered.items()}
-    disc = discrim.reranker(dp, qrels, qs.qids, n_boot=p.n_boot, seed=p.stats_seed)
+    disc = _discrimination(dp, qrels, qs.qids, p)
     summary = _summary(p, stats_, qs, conf, table, comparisons, headline, pool_k, cutoffs, loaded, missing, warn,
                        disc, external, judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k), grades)
     warn += agree.warnings(grades)
