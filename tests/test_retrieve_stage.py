@@ -166,3 +166,15 @@ def test_a_modules_tree_hash_is_kept_by_its_text_and_a_bad_file_is_rebuilt(tmp_p
     mod.write_text("x = 2\n", encoding="utf-8")
     assert runcache.source_hash(mod) != first
     assert len(json.loads((tmp_path / "cache" / runcache.TREES).read_text(encoding="utf-8"))) == 1
+
+
+def test_no_hub_cache_means_no_cross_encoder_without_importing_the_hubs_downloader(tmp_path):
+    """Every 03 run asks whether cross-encoder weights are on disk; without a Hugging Face cache folder the answer
+    is no, without importing huggingface_hub.file_download (~0.1 s, issue 24)."""
+    code = ("import sys; from rerankeval.retrieve import cross_encoder as c; "
+            "print(c.find_cross_encoder(), 'huggingface_hub.file_download' in sys.modules)")
+    env = {"PYTHONPATH": str(paths.ROOT / "lib"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf"), "RERANKEVAL_CACHE": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["None", "False"]

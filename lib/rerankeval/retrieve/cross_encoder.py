@@ -53,6 +53,10 @@ def find_cross_encoder(name_or_path: str | os.PathLike[str] | None = None) -> Pa
                 return c
             continue
         try:
+            from huggingface_hub import constants
+
+            if not Path(constants.HF_HUB_CACHE).is_dir():  # no hub cache at all: skip file_download's ~0.1 s import
+                continue
             from huggingface_hub import try_to_load_from_cache
 
             hit = try_to_load_from_cache(c, "config.json")
