@@ -1,6 +1,7 @@
 """The explorer's ipywidgets UI: a text box and a dropdown of queries, the side-by-side view, and a grade button
 for a shown unit of a judged query. Part of :mod:`rerankeval.apps.explore` (call it as ``explore.widget``);
-it is handed the dataset's explorer rather than importing that module."""
+it is handed the dataset's explorer rather than importing that module. With drafted questions it adds the review
+row of :mod:`rerankeval.apps.explore_review_widget`."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ def widget(dp: DatasetPaths, k: int, open_explorer: Callable[[DatasetPaths], Any
     if in_chain():
         return _markdown("Interactive explorer: open this notebook in JupyterLab (`make lab`).")
     ui = ExplorerUI(w, open_explorer(dp), dp, k, add_question)
+    if dp.source_draft_queries.is_file():  # drafted questions: the review row (accept / edit / reject / promote)
+        from rerankeval.apps.explore_review_widget import ReviewUI
+
+        ui.review = ReviewUI(w, ui, dp)
+        ui.box.children = (*ui.box.children[:-1], ui.review.box, ui.box.children[-1])
     ui.box.ui = ui
     return ui.box
 
@@ -66,6 +72,7 @@ class ExplorerUI:
         self.add = w.Button(description="Add as a question", disabled=True,
                             tooltip="append this free text to queries.jsonl with the picked unit as relevant")
         self.state: dict[str, Any] = {}
+        self.review: Any = None  # the drafts' review row (explore_review_widget.ReviewUI), when there are drafts
         self.text.observe(lambda ch: ch["new"].strip() and self.run(ch["new"]), names="value")
         self.search.on_click(lambda _: self.text.value.strip() and self.run(self.text.value))
         self.pick.observe(lambda ch: ch["new"] and self.run(ch["new"]), names="value")
