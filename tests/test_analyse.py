@@ -358,6 +358,24 @@ def test_human_plus_llm_fills_holes_only_and_every_table_says_so(tmp_path, monke
     assert ((review.qid == "q1") & (review.unit_id == "d2")).any()  # graded by the LLM only: still a human's to judge
 
 
+def test_with_llm_grades_the_index_shows_the_headline_table_under_both_grades(tmp_path, monkeypatch):
+    dp = _dataset(tmp_path, monkeypatch, bm25=_good(2), hybrid=_good(1))
+    _llm_file(dp, "q1\td1\t0\nq1\td2\t3\n")
+    a = analyse.run(dp, FAST)  # human grades by default; the other table under human+llm
+    assert a.table.set_index("variant").at["hybrid", "precision@3"] == pytest.approx(1 / 3)
+    table, comparisons, rec = a.other
+    assert table.set_index("variant").at["hybrid", "precision@3"] == pytest.approx(0.4)  # as under human+llm
+    assert set(table["qrels"]) == set(comparisons["qrels"]) == {"human+llm"} and rec["llm_added"] == 1
+    analyse.write(dp, a)
+    page = report.write_index(dp, []).read_text(encoding="utf-8")
+    assert page.count('<table class="headline">') == 2 and "The same runs with human+llm grades" in page
+    assert "plus 1 LLM grades (llm-m.tsv)" in page
+    (dp.source / "qrels" / "llm-m.tsv").unlink()  # no LLM grades any more: one table, the other files gone
+    analyse.write(dp, analyse.run(dp, FAST))
+    assert not (dp.stage_dir("analyse") / "other_metrics.csv").exists()
+    assert report.write_index(dp, []).read_text(encoding="utf-8").count('<table class="headline">') == 1
+
+
 def test_human_plus_llm_without_llm_grades_warns_and_uses_human_grades(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     with pytest.warns(analyse.AnalysisWarning, match="no LLM grades"):

@@ -30,7 +30,18 @@ from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths, cache_dir
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import agreement as agree
-from rerankeval.evaluate import conformance, costs, funnel, judgments, limitations, manifest, metrics, stats, verdict
+from rerankeval.evaluate import (
+    conformance,
+    costs,
+    funnel,
+    judgments,
+    limitations,
+    manifest,
+    metrics,
+    other_grades,
+    stats,
+    verdict,
+)
 from rerankeval.evaluate import discrimination as discrim
 from rerankeval.evaluate.analysis_records import AnalysisParams, AnalysisWarning, Summary
 
@@ -78,6 +89,7 @@ class Analysis:
     known_limitations: pd.DataFrame | None = None  # issue 11: rerankeval.evaluate.limitations.table
     discrimination: discrim.Discrimination | None = None  # issue 22: the reranker model's AUC
     human_qrels: runs.Qrels | None = None  # the human grades (qrels + judgments), whatever qrels_source is
+    other: tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]] | None = None  # the table under the other grades
 
     @property
     def verdict(self) -> list[str]:
@@ -281,6 +293,7 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
     reranked = next((v for v in RERANKERS if v in loaded), RERANKED)
     missing = {v: len(set(qs.qids) - got) for v, got in answered.items()}
     disc = _discrimination(dp, qrels, qs.qids, p)
+    other = _other(dp, p, human, grades, (loaded, queries, columns, ledger, answered, headline))
     summary = _summary(p, stats_, qs, conf, table, comparisons, headline, pool_k, cutoffs, loaded, missing, warn,
                        disc, external, judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k), grades)
     warn += agree.warnings(grades)
@@ -300,7 +313,24 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
         summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries),
-        discrimination=disc, human_qrels=human)
+        discrimination=disc, human_qrels=human, other=other)
+
+
+def _other(dp: DatasetPaths, p: AnalysisParams, human: runs.Qrels, grades: Mapping[str, Any], ctx: tuple):
+    """The metrics table and headline comparisons under the grades 05 was not asked for, when LLM grades exist
+    (:mod:`rerankeval.evaluate.other_grades`); None without them. The same runs, queries and statistics."""
+    source = other_grades.other_source(grades)
+    if source is None:
+        return None
+    loaded, queries, columns, ledger, answered, headline = ctx
+    qrels, rec = agree.analysis_qrels(dp, human, source)
+    qs = metrics.query_set(loaded, qrels, queries, policy=p.missing_queries)
+    per_query = metrics.evaluate(loaded, qrels, qs, columns)
+    table = _tables(dp, p, loaded, per_query, ledger, qs.qids)[2]
+    comparisons = stats.compare(per_query, headline, test=p.test, n_resamples=p.n_perm, n_boot=p.n_boot,
+                                seed=p.stats_seed, answered=answered)
+    table["qrels"] = comparisons["qrels"] = rec["qrels_source"]
+    return table, comparisons, {k: rec[k] for k in ("qrels_source", "llm_file", "llm_added")}
 
 
 def _summary(p, stats_, qs, conf, table, comparisons, headline, pool_k, cutoffs, loaded, missing, warn, disc,
@@ -335,6 +365,7 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
                                          a.chunk_runs),  # what no human graded: LLM grades leave a pair in it
         **limitations.write(dp, a.known_limitations),
         **discrim.write(dp, a.discrimination),
+        **other_grades.write(dp, a.other),
     }
     man = manifest.build_manifest(dp, variants=list(a.runs), extra=a.summary.to_dict())
     out["manifest"] = manifest.write_manifest(dp, man)

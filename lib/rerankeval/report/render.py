@@ -194,7 +194,7 @@ def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
                 facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None,
                 judged_warning=None, auc=None, questions_note=None, assessor=None, grades_caption="", variants=[],
-                exports={}, baseline_why="", since=None)
+                exports={}, baseline_why="", since=None, headline_other=None)
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -356,7 +356,20 @@ def _headline_parts(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str
                 dp, man, headline), "baseline_why": verdict.baseline_reason(metrics, headline, base),
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
             "stale": _staleness(dp, man), "judged_warning": judged_warning(summary), **_assessor(summary),
-            "auc": {"text": auc, "status": disc.get("status", "")} if auc else None}
+            "auc": {"text": auc, "status": disc.get("status", "")} if auc else None,
+            "headline_other": _headline_other(dp, headline, pool_k, base)}
+
+
+def _headline_other(dp: DatasetPaths, headline: str, pool_k: int | None, base: str) -> dict[str, Any] | None:
+    """The headline table under the other grades (human+llm beside human, or the reverse) when 05 wrote one."""
+    from rerankeval.evaluate import agreement, other_grades
+
+    got = other_grades.read(dp)
+    if got is None or headline not in got[0].columns:
+        return None
+    table, comparisons, rec = got
+    return {"table": headline_table(table, headline, pool_k, comparisons, base), "source": rec.get("qrels_source"),
+            "caption": agreement.caption(rec)}
 
 
 def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
