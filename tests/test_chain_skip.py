@@ -102,6 +102,24 @@ def test_a_corrupted_or_missing_fingerprint_reruns_and_force_or_new_code_runs_ev
     assert _run(capsys, dataset) == ({"01", "03", "05"}, set())
 
 
+def test_the_endpoint_counts_by_its_identity_not_its_port(tiny_chain, capsys, monkeypatch):
+    """A local server that comes up on another port with the same model (RERANK_ENDPOINT_ID) changes nothing; another
+    identity, or another URL when no identity is set, runs everything again."""
+    dataset, _ = tiny_chain
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    monkeypatch.setenv("RERANK_ENDPOINT_ID", "llama-server/model-a")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1111/v1")
+    assert _run(capsys, dataset) == ({"01", "03", "05"}, set())
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:2222/v1")
+    assert _run(capsys, dataset) == (set(), {"01", "03", "05"})
+    monkeypatch.setenv("RERANK_ENDPOINT_ID", "llama-server/model-b")
+    assert _run(capsys, dataset) == ({"01", "03", "05"}, set())
+    monkeypatch.delenv("RERANK_ENDPOINT_ID")
+    assert _run(capsys, dataset)[0] == {"01", "03", "05"}
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1111/v1")
+    assert _run(capsys, dataset)[0] == {"01", "03", "05"}
+
+
 def test_a_failed_notebook_leaves_no_fingerprint(tiny_chain, capsys):
     dataset, out = tiny_chain
     _run(capsys, dataset)

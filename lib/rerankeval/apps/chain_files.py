@@ -192,8 +192,10 @@ def shown_path(path: Path) -> str:
 # mtime_ns, since the PDF reader opens files below Python). A notebook whose fingerprint matches is skipped.
 
 FINGERPRINT_VERSION = 1
-_SETTING_FIELDS = ("base_url", "model", "endpoint_id", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend",
-                   "llama_backend", "local_model", "judge_model", "judge_base_url")  # never a key
+# never a key; the LLM endpoint counts by its identity (Settings.cache_endpoint: RERANK_ENDPOINT_ID, else the URL), so
+# a local server that comes up on another port, with the same model, does not make every notebook run again
+_SETTING_FIELDS = ("model", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend", "llama_backend",
+                   "local_model", "judge_model", "judge_base_url")
 
 
 def install_read_trace(log: str, roots: list[str]) -> None:
@@ -255,6 +257,7 @@ def notebook_key(nb: Path, nb_params: Mapping[str, Any], code: str, extra: Mappi
 
     settings = load_settings()
     chosen = {f: None if getattr(settings, f, None) is None else str(getattr(settings, f)) for f in _SETTING_FIELDS}
+    chosen["endpoint"] = settings.cache_endpoint or None
     return {"version": FINGERPRINT_VERSION, "notebook": hashlib.sha256(nb.read_bytes()).hexdigest(),
             "parameters": json.loads(json.dumps(dict(nb_params), sort_keys=True, default=str)), "code": code,
             "settings": chosen, **extra}
