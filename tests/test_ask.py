@@ -135,15 +135,25 @@ def test_the_table_escapes_text_and_marks_bad_citations_red(tmp_path):
 
 
 def test_the_winner_is_the_best_variant_that_answered_every_query(tiny_pdf):
+    from rerankeval.evaluate import analyse
+    from rerankeval.evaluate.analysis_records import Summary
+
     dp = paths.resolve_dataset(tiny_pdf)
     assert ask.resolve_variant(dp)[0] == "hybrid"  # no analysis yet
-    dp.analyse_dir.mkdir(parents=True)
-    dp.analyse_summary.write_text(json.dumps({"headline_metric": "ndcg@10", "missing": {"hybrid_rerank": 2}}))
-    pd.DataFrame({"variant": ["bm25", "vector", "hybrid_rerank"], "ndcg@10": [0.5, 0.6, 0.9]}).to_csv(
-        dp.metrics_csv, index=False)
+    summary = Summary(headline_metric="ndcg@10", missing={"hybrid_rerank": 2})
+    table = pd.DataFrame({"variant": ["bm25", "vector", "hybrid_rerank"], "ndcg@10": [0.5, 0.6, 0.9]})
+    analyse.write_summary(dp, summary, table=table)
     assert ask.resolve_variant(dp) == ("vector", "variant vector: the analysis' winner on its headline metric "
                                                  "(05-analyse)")
     assert ask.resolve_variant(dp, "bm25")[0] == "bm25"
+    before = dp.analyse_winner.read_bytes()
+    more = pd.concat([table, pd.DataFrame({"variant": ["hybrid_dbsf"], "ndcg@10": [0.55]})], ignore_index=True)
+    analyse.write_summary(dp, summary, table=more)  # a new variant that does not win: 07's input, byte for byte
+    assert dp.analyse_winner.read_bytes() == before
+    analyse.write_summary(dp, Summary(headline_metric="ndcg@10"), table=table)  # every variant answered all
+    assert ask.resolve_variant(dp)[0] == "hybrid_rerank"
+    dp.analyse_winner.write_text("{not json")
+    assert ask.resolve_variant(dp)[0] == "hybrid"  # unreadable: as with no analysis
 
 
 _LABELLED = re.compile(r"^\[([^\]]+)\] (.*)$", re.M)

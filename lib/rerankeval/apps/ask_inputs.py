@@ -13,7 +13,7 @@ from rerankeval.core import runs
 from rerankeval.core.names import HYBRID
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import contract as corpus
-from rerankeval.evaluate.analyse import read_summary
+from rerankeval.evaluate.analyse import read_winner
 from rerankeval.rerank import prompts
 
 DEFAULT_N = 5
@@ -35,17 +35,9 @@ class Passage:
 
 
 def winner(dp: DatasetPaths) -> str | None:
-    """The analysis' best variant on its headline metric among those that answered every query, or None."""
-    summary = read_summary(dp)
-    if summary is None or not dp.metrics_csv.exists():
-        return None
-    table = corpus.read_table(dp.metrics_csv, ids=("variant",))  # a variant named "NA" or "null" is a name
-    col = summary.headline_metric
-    if "variant" not in table or col not in table or table[col].isna().all():
-        return None
-    full = table[~table.variant.map(lambda v: bool(summary.missing.get(v)))]
-    table = full if len(full) else table
-    return str(table.loc[table[col].idxmax(), "variant"])
+    """The analysis' best variant on its headline metric among those that answered every query, as 05 saved it
+    (``analyse/winner.json``: a new variant that does not win leaves this input, and so 07, unchanged), or None."""
+    return read_winner(dp)
 
 
 def resolve_variant(dp: DatasetPaths, variant: str = "") -> tuple[str, str]:

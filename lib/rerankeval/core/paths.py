@@ -249,6 +249,12 @@ class DatasetPaths:
         return self.analyse_dir / "summary.json"
 
     @property
+    def analyse_winner(self) -> Path:
+        """JSON: the best variant on the headline metric (what 07-ask answers from), alone in its file so that a
+        new variant that does not win leaves 07's input unchanged."""
+        return self.analyse_dir / "winner.json"
+
+    @property
     def analyse_comparisons(self) -> Path:
         return self.analyse_dir / "comparisons.csv"
 

@@ -355,12 +355,12 @@ def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.Dat
 
 
 def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
-    """Write ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv`` and
-    the manifest; returns ``name -> path``."""
+    """Write ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``, ``analyse/comparisons.csv``,
+    ``analyse/winner.json`` and the manifest; returns ``name -> path``."""
     out = {
         "metrics": atomic_write_text(dp.metrics_csv, a.table.to_csv(index=False)),
         "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),
-        **write_summary(dp, a.summary, a.comparisons),
+        **write_summary(dp, a.summary, a.comparisons, a.table),
         "review": judgments.write_review(dp, a.runs, a.human_qrels or a.qrels, a.query_set.qids, a.params.final_k,
                                          a.chunk_runs),  # what no human graded: LLM grades leave a pair in it
         **limitations.write(dp, a.known_limitations),
@@ -372,9 +372,33 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     return out
 
 
-def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None) -> dict[str, Path]:
-    """The part of :func:`write` the report reads: ``analyse/summary.json`` and the comparisons."""
+def winner(table: pd.DataFrame, summary: Summary) -> str | None:
+    """The best variant on the headline metric among those that answered every query (else among all), or None."""
+    col = summary.headline_metric
+    if "variant" not in table or col not in table or table[col].isna().all():
+        return None
+    full = table[~table.variant.map(lambda v: bool(summary.missing.get(v)))]
+    table = full if len(full) else table
+    return str(table.loc[table[col].idxmax(), "variant"])
+
+
+def read_winner(dp: DatasetPaths) -> str | None:
+    """What :func:`write` saved as the winner (``analyse/winner.json``), or None."""
+    try:
+        got = json.loads(dp.analyse_winner.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return got.get("variant") if isinstance(got, dict) and isinstance(got.get("variant"), str) else None
+
+
+def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None,
+                  table: pd.DataFrame | None = None) -> dict[str, Path]:
+    """The part of :func:`write` the report reads: ``analyse/summary.json``, the comparisons and, from the metrics
+    ``table``, the winner (``analyse/winner.json``)."""
     out = {"summary": atomic_write_json(dp.analyse_summary, json.loads(json.dumps(summary.to_dict())))}
+    if table is not None:
+        best = winner(table, summary)
+        out["winner"] = atomic_write_json(dp.analyse_winner, {"variant": best, "metric": summary.headline_metric})
     if comparisons is not None:
         out["comparisons"] = atomic_write_text(dp.analyse_comparisons, comparisons.to_csv(index=False))
     return out
