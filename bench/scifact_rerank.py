@@ -34,12 +34,12 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from models import auc_summary, cost, local_settings, quality
+from models import auc_summary, choose_alpha, cost, local_settings, quality, reranked_at
 
 from rerankeval import rerank
 from rerankeval.core import runs
@@ -50,7 +50,6 @@ from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import metrics, stats
 from rerankeval.experiments import splits
 from rerankeval.experiments.grid import Engine, Point
-from rerankeval.experiments.replay import RecordedLLM, replay
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank import stage
 from rerankeval.rerank.core import build_pools
@@ -134,19 +133,6 @@ def rerank_batches(inputs: Inputs, cfg: rerank.RerankConfig, settings: Settings,
     return pd.concat(cands, ignore_index=True), pd.concat(ledgers, ignore_index=True), wall
 
 
-def reranked_at(fused: runs.Run, cands: pd.DataFrame, alpha: float, pool_k: int, qids: Sequence[str]
-                ) -> tuple[runs.Run, int]:
-    """The first stage reordered by the recorded LLM scores at ``alpha``; a query with an unscored candidate keeps
-    its first-stage order (counted), as stage 04's fallback does."""
-    main = cands[(cands["pass"] == "main") & cands.llm_score.notna()]
-    scores: dict[str, dict[str, float]] = {}
-    for q, d, s in zip(main.qid, main.docid, main.llm_score, strict=True):
-        scores.setdefault(q, {})[d] = float(s)
-    sub = {q: fused[q] for q in qids}
-    got = replay(sub, RecordedLLM(scores, alpha, 0.0, 0.0), pool_k)
-    return {q: got.get(q, sub[q]) for q in qids}, sum(q not in got for q in qids)
-
-
 def ndcg_by_alpha(fused: runs.Run, cands: pd.DataFrame, qrels: runs.Qrels, qids: Sequence[str], pool_k: int,
                   alphas: Sequence[float]) -> dict[float, float]:
     out = {}
@@ -156,12 +142,6 @@ def ndcg_by_alpha(fused: runs.Run, cands: pd.DataFrame, qrels: runs.Qrels, qids:
         pq = metrics.evaluate({"r": run}, qrels, qs, ["ndcg@10"])
         out[a] = float(pq.value.mean()) if len(pq) else math.nan
     return out
-
-
-def choose_alpha(curve: Mapping[float, float]) -> float:
-    """The alpha of the best train nDCG@10; ties go to the smaller alpha (closer to the first stage)."""
-    best = max(v for v in curve.values() if not math.isnan(v))
-    return min(a for a, v in curve.items() if v >= best - 1e-12)
 
 
 def test_row(inputs: Inputs, cands: pd.DataFrame, ledger: pd.DataFrame, wall: float, alpha: float,

@@ -198,3 +198,19 @@ def test_the_scifact_bench_chooses_the_smallest_best_alpha_and_keeps_unscored_po
     assert run["q2"] == fused["q2"] and fell_back == 1  # an unscored candidate: the first stage's order
     same, _ = sci.reranked_at(fused, cands, 0.0, 3, ["q1"])
     assert [d for d, _ in sorted(same["q1"].items(), key=lambda x: -x[1])] == ["d1", "d2", "d3"]
+
+
+def test_the_models_bench_chooses_alpha_out_of_fold():
+    """Leave-one-out over 4 queries: the LLM puts the relevant unit first in 3 and last in 1 (z), so every fold's
+    other queries prefer alpha 1; z is scored at the alpha the others chose (its own best is 0)."""
+    models = bench_module("models")
+    fused = {q: {"d1": 3.0, "d2": 2.0, "d3": 1.0} for q in ("a", "b", "c", "z")}
+    qrels = {"a": {"d3": 1}, "b": {"d3": 1}, "c": {"d3": 1}, "z": {"d1": 1}}
+    cands = pd.DataFrame({"qid": [q for q in fused for _ in range(3)], "pass": "main", "docid": ["d1", "d2", "d3"] * 4,
+                          "llm_score": [0.0, 0.5, 1.0] * 4})
+    got = models.kfold(fused, cands, qrels, list(fused), 3, [0.0, 1.0], k=4)
+    assert got["kfold_alpha_by_fold"] == [1.0, 1.0, 1.0, 1.0]
+    assert got["ndcg10_by_alpha_all_queries"] == {"0.0": 0.625, "1.0": 0.875}  # relevant 3rd: 1/log2(4) = .5
+    assert got["kfold_ndcg10"] == pytest.approx(0.875) and got["kfold_diff"] == pytest.approx(0.25)
+    assert (got["kfold_wins"], got["kfold_losses"]) == (3, 1)
+    assert "too few" in models.kfold(fused, cands, qrels, ["a"], 3, [0.0, 1.0], k=5)["kfold_note"]
