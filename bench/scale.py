@@ -230,11 +230,23 @@ def summarise(results: list[dict]) -> dict:
         "time_exponent": {s: exponent(ns, v) for s, v in secs.items()},
         "cpu_time_exponent": {s: exponent(ns, v) for s, v in cpu.items()},
         "peak_exponent": {s: exponent(ns, v) for s, v in peaks.items()},
+        **_graph_regime(ok, secs, cpu),
         "extrapolated_seconds": {s: extrapolate(ns, v) for s, v in secs.items()},
         "extrapolated_cpu_seconds": {s: extrapolate(ns, v) for s, v in cpu.items()},
         "extrapolated_ms_per_query": {s: extrapolate(ns, v) for s, v in msq.items()},
         "extrapolated_process_peak_mib": extrapolate(ns, [r["process_peak_mib"] for r in ok]),
     }
+
+
+def _graph_regime(ok: list[dict], secs: dict[str, list], cpu: dict[str, list]) -> dict:
+    """The exponents again over the sizes whose dense vectors Qdrant put in an HNSW graph (above its indexing
+    threshold; below it nothing is built and the search is exact), so one regime's growth is not confused with
+    the step between the two."""
+    idx = [i for i, r in enumerate(ok) if (r.get("dense_search") or {}).get("mode") == "hnsw"]
+    ns = [ok[i]["n"] for i in idx]
+    return {"graph_sizes": ns,
+            "time_exponent_graph": {s: exponent(ns, [v[i] for i in idx]) for s, v in secs.items()},
+            "cpu_time_exponent_graph": {s: exponent(ns, [v[i] for i in idx]) for s, v in cpu.items()}}
 
 
 def _mem_available_mib() -> float:
@@ -337,8 +349,11 @@ def _print_summary(report: dict, out: Path) -> int:
             print(f"{n:,} chunks ({how}): 02 without the encode {sec:.0f} s wall, {cpu:.0f} cpu-s; ms/query {msq}")
     print(f"process peak MiB by size {s['process_peak_mib']}; 1M from the fit: "
           f"{s['extrapolated_process_peak_mib'].get('1000000', float('nan')):.0f}")
-    for key in ("time_exponent", "cpu_time_exponent"):
-        print(f"{key} over {s['sizes']}: " + ", ".join(f"{k} {v:.2f}" for k, v in s[key].items() if v is not None))
+    graph = s.get("graph_sizes")
+    for key, sizes in (("time_exponent", s["sizes"]), ("cpu_time_exponent", s["sizes"]),
+                       ("time_exponent_graph", graph), ("cpu_time_exponent_graph", graph)):
+        got = ", ".join(f"{k} {v:.2f}" for k, v in (s.get(key) or {}).items() if v is not None)
+        print(f"{key} over {sizes}: {got or 'fewer than two sizes'}")
     print(f"wrote {out}")
     exp = s["time_exponent"].get("index")
     print("index_exponent=" + ("nan" if exp is None else f"{exp:.2f}"))

@@ -62,3 +62,17 @@ def test_the_derived_corpus_keeps_copy_zero_and_perturbs_the_others(scale):
     assert not np.array_equal(dense[2], vecs[0])
     again = synth_corpus(texts, vecs, 5)  # seeded
     assert again[1] == docs and np.array_equal(again[2], dense)
+
+
+def test_the_graph_regime_has_its_own_exponent(scale):
+    """Below Qdrant's threshold nothing is built (exact search): the step to the graph regime is not its growth."""
+    def run(n, secs, mode):
+        return {"n": n, "stages": {"index": {"seconds": secs, "cpu_seconds": secs, "peak_mib": 1.0}},
+                "queries": 1, "process_peak_mib": 1.0, "disk_mib": 1.0, "dense_search": {"mode": mode}}
+
+    ok = [run(5_000, 1.0, "exact"), run(10_000, 10.0, "hnsw"), run(40_000, 40.0, "hnsw")]
+    s = scale.summarise(ok)
+    assert s["graph_sizes"] == [10_000, 40_000]
+    assert s["time_exponent_graph"]["index"] == pytest.approx(1.0)  # x4 size, x4 time
+    assert s["time_exponent"]["index"] > 1.5  # the step from 1 s (exact) to 10 s (graph) dominates the fit
+    assert scale.summarise(ok[:2])["time_exponent_graph"]["index"] is None  # one graph size: no slope
