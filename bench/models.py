@@ -99,6 +99,15 @@ def auc_summary(cands: pd.DataFrame, qrels: runs.Qrels, qids: list[str], score: 
             "auc_per_query": {q: round(v, 4) for q, v in by_q.items()}}
 
 
+def first_stage_auc(cands: pd.DataFrame, qrels: runs.Qrels, qids: list[str], n_boot: int = stats.N_BOOT
+                    ) -> dict[str, Any]:
+    """:func:`auc_summary` of the first stage's own order of the same candidates (score: minus the fused rank),
+    keys prefixed ``first_stage_``: what the LLM's AUC must beat before a blend can help."""
+    c = cands.assign(first_stage=-pd.to_numeric(cands.fused_rank, errors="coerce"))
+    got = auc_summary(c[c.llm_score.notna()], qrels, qids, score="first_stage", n_boot=n_boot)
+    return {f"first_stage_{k}": v for k, v in got.items() if k in ("auc_macro", "auc_ci", "auc_queries")}
+
+
 def quality(first: runs.Run, reranked: runs.Run, qrels: runs.Qrels, qids: list[str], first_name: str,
             n_boot: int = stats.N_BOOT) -> dict[str, Any]:
     """nDCG@10 of both runs over the judged ``qids`` both answer, CIs, and the paired test (reranked vs first)."""
@@ -196,8 +205,8 @@ def measure(dp: DatasetPaths, model: str, params: stage.RerankParams, inputs: st
     return {"local_model": model, "model": res.model, "endpoint_id": settings.endpoint_id, "mode": params.mode,
             "set_size": params.set_size if params.mode == "setwise" else None, "alpha": params.alpha,
             **quality(first, res.run, qrels, inputs.qids, stage.SOURCE_VARIANT),
-            **auc_summary(res.candidates, qrels, inputs.qids), **cost(res.ledger, wall),
-            **kfold(first, res.candidates, qrels, inputs.qids, params.pool_k, alphas, k),
+            **auc_summary(res.candidates, qrels, inputs.qids), **first_stage_auc(res.candidates, qrels, inputs.qids),
+            **cost(res.ledger, wall), **kfold(first, res.candidates, qrels, inputs.qids, params.pool_k, alphas, k),
             "loadavg": [list(load0), list(os.getloadavg())]}
 
 
@@ -205,7 +214,8 @@ def table(rows: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
     """One line per model and mode: quality, discrimination and cost side by side."""
     cols = {"local_model": "model", "mode": "mode", "n_queries": "queries", "first_stage_ndcg10": "hybrid",
             "ndcg10": "ndcg10@alpha", "p_randomization": "p", "kfold_ndcg10": "ndcg10_kfold",
-            "kfold_p_randomization": "p_kfold", "auc_macro": "auc", "llm_calls": "calls",
+            "kfold_p_randomization": "p_kfold", "auc_macro": "auc", "first_stage_auc_macro": "auc_first_stage",
+            "llm_calls": "calls",
             "tokens_per_query": "tokens/q", "seconds_per_query": "s/q"}
     t = pd.DataFrame([{new: r.get(old) for old, new in cols.items()} for r in rows.values()])
     t["calls/q"] = [r["llm_calls"] / max(1, r["queries"]) if r.get("llm_calls") is not None else None

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from models import auc_summary, choose_alpha, cost, local_settings, quality, reranked_at
+from models import auc_summary, choose_alpha, cost, first_stage_auc, local_settings, quality, reranked_at
 
 from rerankeval import rerank
 from rerankeval.core import runs
@@ -153,7 +153,7 @@ def test_row(inputs: Inputs, cands: pd.DataFrame, ledger: pd.DataFrame, wall: fl
     judged = [q for q in done if q in metrics.relevant_queries(qrels)]
     return {"n_test_queries": n_total, "reranked_queries": len(done), "fallback_queries": fell_back,
             **quality({q: fused[q] for q in judged}, run, qrels, judged, first_name),
-            **auc_summary(cands, qrels, judged), **cost(ledger, wall),
+            **auc_summary(cands, qrels, judged), **first_stage_auc(cands, qrels, judged), **cost(ledger, wall),
             "test_ndcg10_by_alpha_not_used_to_choose": {str(a): round(v, 4) for a, v in
                                                          ndcg_by_alpha(fused, cands, qrels, judged, pool_k,
                                                                        ALPHAS).items()}}
@@ -180,7 +180,8 @@ def run_model(args, dp: DatasetPaths, model: str, head: dict[str, Any], test: In
         curve = ndcg_by_alpha(train[0], tc, train_qrels, train[3], args.pool_k, args.alphas)
         alpha = choose_alpha(curve)
         row["train"] = {"queries": len(train[3]), "seed": args.seed, "ndcg10_by_alpha": {str(a): round(v, 4) for a, v
-                        in curve.items()}, "alpha": alpha, **auc_summary(tc, train_qrels, train[3]), **cost(tl, tw)}
+                        in curve.items()}, "alpha": alpha, **auc_summary(tc, train_qrels, train[3]),
+                        **first_stage_auc(tc, train_qrels, train[3]), **cost(tl, tw)}
         print(f"[scifact] {model}: alpha {alpha} on {len(train[3])} train queries (nDCG@10 {curve[alpha]:.4f}; "
               f"first stage {curve.get(0.0, math.nan):.4f})", flush=True)
         row["test"] = {"n_test_queries": head["test_queries"], "reranked_queries": 0}

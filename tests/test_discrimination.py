@@ -196,3 +196,27 @@ def test_the_reranker_pool_is_read_from_stage_04s_files(tmp_path, monkeypatch):
     assert "re-run 04-rerank" in D.sentence(broken) and f"({MODEL}) could not be measured" in D.sentence(broken)
     dp.rerank_candidates.write_bytes(b"\xff\xfe\x00garbage")
     assert "cannot be read" in D.reranker(dp, qrels).reason
+
+
+def test_the_first_stages_own_auc_stands_beside_the_models_on_the_same_candidates():
+    """The pool's fused ranks put the relevant candidates first (first-stage AUC 1): a random model is below it and
+    the sentence says blending is unlikely to help; with the fused ranks reversed (AUC 0) a perfect model is above."""
+    cands, qrels = _pool(40, _random, seed=3)
+    d = D.measure(cands, qrels, model=MODEL, n_boot=2000, seed=1)
+    assert (d.first_stage_auc, d.first_stage_ci_low, d.first_stage_ci_high) == (1.0, 1.0, 1.0)
+    assert d.vs_first_stage == pytest.approx(d.auc - 1.0) and d.vs_first_stage_ci_high < 0
+    s = D.sentence(d)
+    assert "first stage's own order of the same candidates (their fused rank) separates them at ROC AUC 1.000" in s
+    assert "the model is below it" in s and "unlikely to raise the ranking" in s
+    assert D.sentence(D.Discrimination.from_dict(json.loads(json.dumps(d.to_dict())))) == s  # kept in the summary
+
+    good, qrels = _pool(8, _perfect)
+    good["fused_rank"] = N_REL + N_NON + 1 - good["fused_rank"]  # the first stage puts every relevant one last
+    g = D.measure(good, qrels, model=MODEL, n_boot=500)
+    assert (g.auc, g.first_stage_auc, g.vs_first_stage) == (1.0, 0.0, 1.0)
+    assert "the model is above it (+1.000, 95% CI +1.000 to +1.000)" in D.sentence(g)
+
+    same, qrels = _pool(8, _perfect)
+    assert "not distinguishable from it" in D.sentence(D.measure(same, qrels, model=MODEL, n_boot=500))
+    unranked = D.measure(same.drop(columns="fused_rank"), qrels, model=MODEL, n_boot=500)
+    assert math.isnan(unranked.first_stage_auc) and "first stage" not in D.sentence(unranked)

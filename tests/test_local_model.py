@@ -185,6 +185,9 @@ def test_the_benches_auc_counts_pairs_and_leaves_one_class_queries_out():
     assert got["auc_per_query"] == {"a": 0.75} and got["auc_macro"] == 0.75
     assert (got["auc_queries"], got["auc_one_class_queries"], got["unjudged_as_non_relevant"]) == (1, 1, 1)
     assert got["auc_pooled"] == pytest.approx(4 / 6)  # relevant .9 .8 .5 vs .1 .85: 4 of the 6 pairs ordered
+    # the first stage's own order of the scored candidates: a's fused ranks r2, n1, r1, x (r1 below n1)
+    first = models.first_stage_auc(cands.assign(fused_rank=[3, 1, 2, 4, 1, 2]), qrels, ["a", "b"], n_boot=50)
+    assert first["first_stage_auc_macro"] == 0.75 and first["first_stage_auc_queries"] == 1  # 3 of 4 pairs
 
 
 def test_the_scifact_bench_chooses_the_smallest_best_alpha_and_keeps_unscored_pools():

@@ -66,6 +66,14 @@ class Discrimination:
     n_constant: int = 0  # defined queries whose candidates all got one score (AUC 0.5 by the tie rule)
     verified_against: str = ""  # the second computation, e.g. "sklearn 1.9.1"
     max_abs_diff: float = math.nan
+    # the first stage's own order of the same candidates (score: minus the fused rank), on the same queries, and
+    # the model's AUC minus it, per query, with bootstrap CIs: what a model must beat before a blend can help
+    first_stage_auc: float = math.nan
+    first_stage_ci_low: float = math.nan
+    first_stage_ci_high: float = math.nan
+    vs_first_stage: float = math.nan
+    vs_first_stage_ci_low: float = math.nan
+    vs_first_stage_ci_high: float = math.nan
     shift: dict[str, Any] = field(default_factory=dict)  # the rank shift the rerank causes (:func:`rank_shift`)
     per_query: pd.DataFrame | None = field(default=None, repr=False)  # :data:`PER_QUERY_COLUMNS`
     scores: pd.DataFrame | None = field(default=None, repr=False)  # the judged scored candidates (for the plot)
@@ -80,8 +88,8 @@ class Discrimination:
         if not d:
             return None
         names = {f.name for f in dataclasses.fields(cls)} - {"per_query", "scores"}
-        vals = {k: (math.nan if v is None and k in ("auc", "ci_low", "ci_high", "max_abs_diff") else v)
-                for k, v in d.items() if k in names}
+        floats = {f.name for f in dataclasses.fields(cls) if f.type in ("float", float)}
+        vals = {k: (math.nan if v is None and k in floats else v) for k, v in d.items() if k in names}
         return cls(**vals)
 
 
@@ -225,9 +233,28 @@ def measure(cands: pd.DataFrame, qrels: Qrels, qids: Collection[str] | None = No
     d.status, d.reason = _status(d, judged)
     if d.status == UNDEFINED:
         d.ci_low = d.ci_high = math.nan
+    elif d.n_defined >= MIN_QUERIES:
+        _against_first_stage(d, judged, defined, n_boot, seed)
     if len(judged) and judged.score.nunique() == 1:
         d.auc = math.nan  # one score for the whole pool: no ranking to measure
     return d
+
+
+def _against_first_stage(d: Discrimination, judged: pd.DataFrame, defined: pd.DataFrame, n_boot: int,
+                         seed: int) -> None:
+    """Fill ``d``'s first-stage fields: the AUC of minus the fused rank over the same judged candidates and
+    queries, and the paired per-query difference (model minus first stage), each with its bootstrap CI."""
+    if "fused_rank" not in judged:
+        return
+    rank = pd.to_numeric(judged.fused_rank, errors="coerce")
+    if rank.isna().any():
+        return
+    first = per_query_auc(judged.assign(score=-rank.to_numpy(dtype=float))).set_index("qid").auc
+    model = defined.set_index("qid").auc
+    fs = first.reindex(model.index).to_numpy(dtype=float)
+    d.first_stage_auc, d.first_stage_ci_low, d.first_stage_ci_high = stats.bootstrap_ci(fs, n_boot=n_boot, seed=seed)
+    d.vs_first_stage, d.vs_first_stage_ci_low, d.vs_first_stage_ci_high = stats.bootstrap_ci(
+        model.to_numpy(dtype=float) - fs, n_boot=n_boot, seed=seed)
 
 
 # --------------------------------------------------------------------------- in words
@@ -240,19 +267,37 @@ def _auc_words(d: Discrimination) -> str:
     return f"ROC AUC {_f(d.auc)} ({ci}; 0.5 is chance, 1 perfect) over {d.n_defined} queries"
 
 
+def first_stage_words(d: Discrimination) -> str:
+    """The first stage's own AUC on the same candidates and the model's difference from it ("" when not measured):
+    a model has to separate the pool better than its fused order already does before reranking can help."""
+    if not math.isfinite(d.first_stage_auc):
+        return ""
+    lo, hi = d.vs_first_stage_ci_low, d.vs_first_stage_ci_high
+    than = ("below" if hi < 0 else "above" if lo > 0 else "not distinguishable from")
+    tail = {"below": "so its scores order the pool worse than the first stage already does, and blending them in is "
+                     "unlikely to raise the ranking",
+            "above": "so it adds what the first stage's order lacks, and a blend can raise the ranking",
+            "not distinguishable from": "so a blend can gain little"}[than]
+    return (f" The first stage's own order of the same candidates (their fused rank) separates them at ROC AUC "
+            f"{_f(d.first_stage_auc)} (95% CI {_f(d.first_stage_ci_low)}\u2013{_f(d.first_stage_ci_high)}); the model "
+            f"is {than} it ({d.vs_first_stage:+.3f}, 95% CI {lo:+.3f} to {hi:+.3f}), {tail}.")
+
+
 def sentence(d: Discrimination | Mapping[str, Any] | None) -> str | None:
     """The verdict's sentence on the model's discrimination (None without a pool); names the model and, when the
-    CI includes 0.5 or the model gave one score to everything, says no reranking gain can be expected."""
+    CI includes 0.5 or the model gave one score to everything, says no reranking gain can be expected; then the
+    first stage's own AUC on the same candidates beside it (:func:`first_stage_words`)."""
     d = Discrimination.from_dict(d) if isinstance(d, Mapping) else d
     if d is None:
         return None
     who = f"The {d.pool}'s model ({d.model or 'not recorded'})"
     hopeless = f"its judgments are uninformative and no reranking gain can be expected from it; instead use {WAY_OUT}"
     if d.status == INFORMATIVE:
-        return f"{who} separates relevant from non-relevant candidates better than chance: {_auc_words(d)}."
+        return (f"{who} separates relevant from non-relevant candidates better than chance: {_auc_words(d)}."
+                + first_stage_words(d))
     if d.status == UNINFORMATIVE:
         return (f"{who} cannot tell relevant from non-relevant candidates: {_auc_words(d)}, and the CI includes "
-                f"0.5, so {hopeless}.")
+                f"0.5, so {hopeless}." + first_stage_words(d))
     if d.status == INVERTED:
         return (f"{who} scores non-relevant candidates above relevant ones: {_auc_words(d)}, below chance: its "
                 "judgments are inverted and reranking with them can only hurt; check that its score is read the "
