@@ -15,6 +15,9 @@ from fakellm import FakeLLM
 from rerankeval import rerank
 from rerankeval.apps import ask, explore
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.corpus import contract as corpus
+from rerankeval.evaluate import analyse
+from rerankeval.evaluate.analysis_records import Summary
 from rerankeval.rerank import expand
 from rerankeval.rerank.ledger import read_ledger
 
@@ -82,11 +85,16 @@ def test_variants_and_queries_named_like_missing_values_are_ids_in_the_explorers
 
 def test_a_variant_named_NA_can_be_the_winner_and_null_is_still_known_as_incomplete(tmp_path):
     """Before (``pd.read_csv`` with defaults): "NA" and "null" were read as NaN: the winner was "nan", and
-    "null" (missing queries) was no longer excluded."""
+    "null" (missing queries) was no longer excluded. The winner is now chosen by 05 from its metrics table and
+    saved alone (``analyse/winner.json``); the table read back from metrics.csv keeps the names."""
     (tmp_path / "ds").mkdir()
     dp = resolve_dataset(str(tmp_path / "ds"))
     dp.analyse_dir.mkdir(parents=True)
-    dp.analyse_summary.write_text(json.dumps({"headline_metric": "ndcg@10", "missing": {"null": 2}}))
     dp.metrics_csv.write_text("variant,ndcg@10\nhybrid,0.5\nNA,0.8\nnull,0.95\nbm25,\n")
+    table = corpus.read_table(dp.metrics_csv, ids=("variant",))
+    summary = Summary(headline_metric="ndcg@10", missing={"null": 2})
+    assert analyse.winner(table, summary) == "NA"
+    analyse.write_summary(dp, summary, table=table)
+    assert json.loads(dp.analyse_winner.read_text())["variant"] == "NA"
     assert ask.winner(dp) == "NA"
     assert ask.resolve_variant(dp) == ("NA", "variant NA: the analysis' winner on its headline metric (05-analyse)")
