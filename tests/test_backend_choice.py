@@ -164,6 +164,7 @@ def test_edge_exact_search_is_numpys_cosine_top_10_and_hnsw_is_measured_against_
     for q, v in zip(qids, qv, strict=True):
         assert list(exact[q]) == [ids[i] for i in np.argsort(-(dense @ v), kind="stable")[:10]]
     assert got == recall.recall_at_k(approx, exact)
+    assert recall.recall_within(approx, exact) >= got  # every exact hit it finds is within the bound
     assert got == pytest.approx(np.mean([len(set(approx[q]) & set(exact[q])) / 10 for q in qids]))
 
 
@@ -187,6 +188,21 @@ def test_recall_at_k_in_closed_form_and_against_ranx():
     qrels = ranx.Qrels({q: {d: 1 for d in r} for q, r in exact.items() if r})
     run = ranx.Run({q: approx[q] for q in qrels.keys()})
     assert recall.recall_at_k(approx, exact) == pytest.approx(ranx.evaluate(qrels, run, "recall@10"))
+
+
+def test_epsilon_recall_counts_near_ties_as_found_in_closed_form():
+    """ANN-Benchmarks' epsilon recall: an approximate hit counts when its cosine distance is at most 1.01 times
+    the exact 10th neighbour's. Query "a": exact 10th similarity .90 (distance .10, bound .101); the approximate
+    list swaps two exact hits for a near-tie (.8995, distance .1005) and a worse one (.80): recall 8/10, epsilon
+    recall 9/10. Query "b" has fewer than 10 exact results and is left out."""
+    exact = {"a": {f"d{i}": 0.99 - 0.01 * i for i in range(10)}, "b": {"d0": 1.0}}
+    approx = {"a": {**{f"d{i}": 0.99 - 0.01 * i for i in range(8)}, "tie": 0.8995, "far": 0.80}, "b": {}}
+    assert recall.recall_at_k(approx, {"a": exact["a"]}) == pytest.approx(0.8)
+    assert recall.recall_within(approx, exact) == pytest.approx(0.9)
+    assert recall.recall_within(approx, exact, eps=0.0) == pytest.approx(0.8)  # exact distances only
+    assert recall.recall_within(exact, exact) == 1.0 and recall.recall_within({}, {"b": {"d0": 1.0}}) is None
+    line = recall.DenseSearch("edge", recall.HNSW, 20, 20, 10, 0.8, 1, recall_at_10_eps=0.9).describe()
+    assert "recall@10 against exact search on 1 sampled queries: 0.800 (0.900 of its top 10 within 1%" in line
 
 
 def test_the_query_sample_is_seeded_and_capped():

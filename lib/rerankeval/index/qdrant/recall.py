@@ -6,7 +6,10 @@ builds an HNSW graph (Malkov & Yashunin, "Efficient and robust approximate neare
 Hierarchical Navigable Small World graphs", IEEE TPAMI 2020) and searches it approximately. Stage 02 records
 which of the two the collection got (:class:`DenseSearch`) and measures, on a sample of the dataset's
 queries, the share of the exact top 10 that the approximate search finds (:func:`recall_at_k`): 1.0 below
-the threshold (the search is exact), what HNSW loses above it.
+the threshold (the search is exact), what HNSW loses above it. Beside it, the epsilon recall of ANN-Benchmarks
+(Aumüller, Bernhardsson & Faithfull, Information Systems 2020; :func:`recall_within`): the share of the approximate
+top 10 whose cosine distance is within 1 % of the exact 10th neighbour's, which tells a neighbour missed for a
+near-tie (a near-duplicate chunk found in its place) from a neighbour missed for a worse one.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ K = 10
 SAMPLE = 100  # queries sampled for the check (all of them when the dataset has fewer)
 SEED = 0
 INDEXING_THRESHOLD_KB = 10_000  # Qdrant's default optimizers.indexing_threshold_kb (config/config.yaml)
+EPS = 0.01  # epsilon recall: within (1 + EPS) times the exact k-th neighbour's cosine distance
 EXACT = "exact"
 HNSW = "hnsw"
 
@@ -48,6 +52,20 @@ def recall_at_k(approx: Run, exact: Run, k: int = K) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
+def recall_within(approx: Run, exact: Run, k: int = K, eps: float = EPS) -> float | None:
+    """Mean over the queries of ``exact`` with k results of the share of ``approx``'s top k whose cosine distance
+    (1 - score) is at most (1 + eps) times the exact k-th result's (ANN-Benchmarks' epsilon recall); None when no
+    query has k exact results. Runs hold cosine similarities, best first."""
+    vals = []
+    for q, ranking in exact.items():
+        top = list(ranking.values())[:k]
+        if len(top) < k:
+            continue
+        bound = (1.0 + eps) * (1.0 - float(top[-1]))
+        vals.append(sum(1.0 - float(s) <= bound for s in list(approx.get(q, {}).values())[:k]) / k)
+    return float(np.mean(vals)) if vals else None
+
+
 def threshold_points(dim: int, threshold_kb: int = INDEXING_THRESHOLD_KB) -> int:
     """How many float32 vectors of ``dim`` dimensions fill Qdrant's indexing threshold."""
     return int(threshold_kb * 1024 // (4 * int(dim)))
@@ -59,7 +77,8 @@ class DenseSearch:
 
     ``mode``: :data:`EXACT` (every point scored) or :data:`HNSW`; ``hnsw_points``: dense vectors in an HNSW
     graph (None when the backend does not say); ``recall_at_10``: the approximate search's recall@10 against
-    exact search over ``queries`` sampled queries (None when not measured, ``reason`` says why)."""
+    exact search over ``queries`` sampled queries (None when not measured, ``reason`` says why);
+    ``recall_at_10_eps``: :func:`recall_within` on the same queries."""
 
     backend: str
     mode: str
@@ -70,6 +89,7 @@ class DenseSearch:
     queries: int
     seconds: float = 0.0
     reason: str = ""
+    recall_at_10_eps: float | None = None
 
     def record(self) -> dict:
         return asdict(self)
@@ -88,20 +108,30 @@ class DenseSearch:
         else:
             measured = (f"recall@10 against exact search on {self.queries} sampled queries: "
                         f"{self.recall_at_10:.3f}")
+            if self.recall_at_10_eps is not None and self.recall_at_10 < 1.0:
+                measured += (f" ({self.recall_at_10_eps:.3f} of its top 10 within {EPS:.0%} of the exact 10th "
+                             "neighbour's distance: the rest of the gap is near-ties)")
         return f"Dense search ({self.backend} backend): {how}; {measured}."
 
 
 Search = Callable[..., Run]  # search(qids, vectors, limit, id_to_chunk, *, exact) -> Run
 
 
+def measure_both(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chunk: Mapping[str, str],
+                 k: int = K) -> tuple[float | None, float | None]:
+    """(:func:`recall_at_k`, :func:`recall_within`) of ``search`` as stage 03 calls it (``exact=False``) against
+    ``exact=True``."""
+    if not len(qids):
+        return None, None
+    approx = search(list(qids), vectors, k, id_to_chunk, exact=False)
+    exact = search(list(qids), vectors, k, id_to_chunk, exact=True)
+    return recall_at_k(approx, exact, k), recall_within(approx, exact, k)
+
+
 def measure(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chunk: Mapping[str, str],
             k: int = K) -> float | None:
     """recall@k of ``search`` as stage 03 calls it (``exact=False``) against ``exact=True``."""
-    if not len(qids):
-        return None
-    approx = search(list(qids), vectors, k, id_to_chunk, exact=False)
-    exact = search(list(qids), vectors, k, id_to_chunk, exact=True)
-    return recall_at_k(approx, exact, k)
+    return measure_both(search, qids, vectors, id_to_chunk, k)[0]
 
 
 def check(search: Search, queries: Mapping[str, str], embedder, chunk_ids: Sequence[str], *, backend: str, dim: int,
@@ -112,6 +142,6 @@ def check(search: Search, queries: Mapping[str, str], embedder, chunk_ids: Seque
     sample = sample_queries(queries)
     qvecs = (embedder.encode(list(sample.values()), desc="embedding sampled queries") if sample
              else np.zeros((0, dim), dtype=np.float32))
-    r = measure(search, list(sample), qvecs, {point_id(c): c for c in chunk_ids})
+    r, r_eps = measure_both(search, list(sample), qvecs, {point_id(c): c for c in chunk_ids})
     return DenseSearch(backend, HNSW if hnsw else EXACT, len(chunk_ids), hnsw, threshold_points(dim), r, len(sample),
-                       time.perf_counter() - t, "" if sample else "the dataset has no queries")
+                       time.perf_counter() - t, "" if sample else "the dataset has no queries", r_eps)
