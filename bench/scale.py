@@ -279,7 +279,8 @@ def _print_row(r: dict) -> None:
     s, q, ds, steps = r["stages"], r["queries"], r["dense_search"], r["stage_02_steps"]
     print(f"{r['n']:>8} 02 w/o encode {s['index']['seconds']:7.1f} s ({s['index']['cpu_seconds']:.1f} cpu-s; bm25 "
           f"{steps['bm25']:.1f}, qdrant {steps.get('qdrant', 0):.1f}, recall check {steps.get('recall check', 0):.1f})"
-          f"  dense {ds.get('mode')} recall@10 {ds.get('recall_at_10')} (eps {ds.get('recall_at_10_eps')})  peak {r['process_peak_mib']:.0f} MiB  "
+          f"  dense {ds.get('mode')} recall@10 {ds.get('recall_at_10')} (eps {ds.get('recall_at_10_eps')})"
+          f"  peak {r['process_peak_mib']:.0f} MiB  "
           "ms/query: " + " ".join(f"{k[2:]} {1000 * s[k]['seconds'] / q:.1f}" for k in QUERY_STAGES if k in s),
           flush=True)
 
