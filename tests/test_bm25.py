@@ -171,3 +171,17 @@ def test_fast_path_equals_rank_bm25_on_scifact():
         fast, slow = idx.scores_tokens(tokens), ref.get_scores(tokens)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-9)
         assert [d for d, _ in idx.top_k(fast, 100)] == [d for d, _ in idx.top_k(slow, 100)]
+
+
+def test_sparse_rows_are_the_matrix_rows_made_when_asked_for():
+    """Indexing, negative indices, slices and iteration give the rows of the saturation matrix; a document
+    without terms has an empty row and is not counted by ``nonempty``."""
+    idx = BM25Index.build(["a", "b", "c"], ["cat cat dog", "the and", "dog"])
+    rows = idx.sparse_doc_vectors()
+    sat = idx._saturation()
+    want = [(sat.indices[a:z].tolist(), sat.data[a:z].tolist())
+            for a, z in zip(sat.indptr[:-1], sat.indptr[1:], strict=True)]
+    assert len(rows) == 3 and list(rows) == want and rows[-1] == want[2] and rows[1:] == want[1:]
+    assert rows[1] == ([], []) and rows.nonempty() == 2
+    with pytest.raises(IndexError):
+        rows[3]

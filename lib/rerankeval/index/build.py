@@ -144,13 +144,13 @@ class _Fill:
         return before if before != backend else None
 
     @functools.cached_property
-    def sparse(self) -> list[tuple[list[int], list[float]]]:
+    def sparse(self) -> bm25mod.SparseRows:
         return self.index.sparse_doc_vectors()
 
     @property
     def sparse_points(self) -> int:
         """Chunks with a sparse vector (a chunk without BM25 terms has none)."""
-        return sum(1 for s in self.sparse if s[0])
+        return self.sparse.nonempty()
 
 
 def _bm25_step(b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, params: bm25mod.BM25Params,
