@@ -345,11 +345,13 @@ def _print_summary(report: dict, out: Path) -> int:
     for n in (100_000, 1_000_000):
         sec, how = _at(s, "seconds", "index", n)
         cpu, _ = _at(s, "cpu_seconds", "index", n)
-        msq = ", ".join(f"{k[2:]} {_at(s, 'ms_per_query', k, n)[0]:.1f}" for k in s["ms_per_query"])
-        if sec is not None:
+        ms = {k[2:]: _at(s, "ms_per_query", k, n)[0] for k in s["ms_per_query"]}
+        msq = ", ".join(f"{k} {v:.1f}" for k, v in ms.items() if v is not None)
+        if sec is not None and cpu is not None:
             print(f"{n:,} chunks ({how}): 02 without the encode {sec:.0f} s wall, {cpu:.0f} cpu-s; ms/query {msq}")
+    peak_1m = (s.get("extrapolated_process_peak_mib") or {}).get("1000000")
     print(f"process peak MiB by size {s['process_peak_mib']}; 1M from the fit: "
-          f"{s['extrapolated_process_peak_mib'].get('1000000', float('nan')):.0f}")
+          + ("fewer than two sizes" if peak_1m is None else f"{peak_1m:.0f}"))
     graph = s.get("graph_sizes")
     for key, sizes in (("time_exponent", s["sizes"]), ("cpu_time_exponent", s["sizes"]),
                        ("time_exponent_graph", graph), ("cpu_time_exponent_graph", graph)):
