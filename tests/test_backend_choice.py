@@ -205,6 +205,17 @@ def test_epsilon_recall_counts_near_ties_as_found_in_closed_form():
     assert "recall@10 against exact search on 1 sampled queries: 0.800 (0.900 of its top 10 within 1%" in line
 
 
+def test_the_dense_search_line_names_the_exact_switch_when_recall_is_low_and_says_when_it_is_on():
+    low = recall.DenseSearch("edge", recall.HNSW, 20, 20, 10, 0.9, 5, recall_at_10_eps=0.95)
+    high = recall.DenseSearch("edge", recall.HNSW, 20, 20, 10, 0.99, 5, recall_at_10_eps=1.0)
+    assert "set RERANKEVAL_DENSE_EXACT=true for exact search in stage 03" in low.describe()
+    assert "RERANKEVAL_DENSE_EXACT" not in high.describe()
+    on = low.describe(exact_in_03=True)
+    assert "stage 03 scores every vector instead (RERANKEVAL_DENSE_EXACT)" in on and "set RERANKEVAL" not in on
+    below = recall.DenseSearch("edge", recall.EXACT, 5, 0, 10, 1.0, 5)
+    assert "RERANKEVAL_DENSE_EXACT" not in below.describe(exact_in_03=True)  # exact anyway
+
+
 def test_the_query_sample_is_seeded_and_capped():
     queries = {f"q{i:03d}": f"text {i}" for i in range(250)}
     a = recall.sample_queries(queries)

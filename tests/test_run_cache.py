@@ -238,3 +238,28 @@ def test_a_variant_this_module_does_not_know_reads_every_parameter():
         assert __name__ in runcache.variant_modules(Mine.name)  # its own module is part of its code version
     finally:
         variants.REGISTRY.pop(Mine.name)
+
+
+def test_exact_dense_search_is_asked_of_qdrant_and_its_switch_searches_the_runs_again(tiny, monkeypatch):
+    """RERANKEVAL_DENSE_EXACT=true: every dense search of stage 03 asks Qdrant for an exhaustive search (the
+    ``exact`` argument the backend gets), and runs saved without it are searched again (the store part of the key);
+    unchanged, they are read back."""
+    from rerankeval.index.qdrant import edge as qdrant_edge
+
+    asked: list[bool] = []
+    for name in ("search_dense", "search_hybrid"):
+        real = getattr(qdrant_edge, name)
+
+        def spy(*a, _real=real, exact=False, **kw):
+            asked.append(exact)
+            return _real(*a, exact=exact, **kw)
+
+        monkeypatch.setattr(qdrant_edge, name, spy)
+    run_and_write(tiny)
+    assert asked and not any(asked)
+    asked.clear()
+    monkeypatch.setenv("RERANKEVAL_DENSE_EXACT", "true")
+    exact = run_and_write(tiny)
+    assert not exact.read_back and exact.reuse["vector"] == "searched (changed: the Qdrant backend)"
+    assert asked and all(asked)
+    assert set(stage.run(tiny, PARAMS).read_back) == set(BASE)

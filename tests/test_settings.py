@@ -187,6 +187,10 @@ def test_a_malformed_setting_says_where_it_is_and_what_it_should_be(tmp_path):
     with pytest.raises(ValueError, match="RERANKEVAL_LLAMA_BACKEND=.compile.*build.*wheel"):
         st.load_settings(environ={"RERANKEVAL_LLAMA_BACKEND": "compile"}, env_file=tmp_path / "absent")
     assert st.load_settings(environ={}, env_file=tmp_path / "absent").llama_backend == "build"
+    with pytest.raises(ValueError, match="RERANKEVAL_DENSE_EXACT='maybe'.*true or false"):
+        st.load_settings(environ={"RERANKEVAL_DENSE_EXACT": "maybe"}, env_file=tmp_path / "absent")
+    assert st.load_settings(environ={}, env_file=tmp_path / "absent").dense_exact is False
+    assert st.load_settings(environ={"RERANKEVAL_DENSE_EXACT": "true"}, env_file=tmp_path / "absent").dense_exact
 
 
 def test_progress_mode_and_stage_are_settings(tmp_path):

@@ -194,8 +194,8 @@ def shown_path(path: Path) -> str:
 FINGERPRINT_VERSION = 1
 # never a key; the LLM endpoint counts by its identity (Settings.cache_endpoint: RERANK_ENDPOINT_ID, else the URL), so
 # a local server that comes up on another port, with the same model, does not make every notebook run again
-_SETTING_FIELDS = ("model", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend", "llama_backend",
-                   "local_model", "judge_model", "judge_base_url")
+_SETTING_FIELDS = ("model", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend", "dense_exact",
+                   "llama_backend", "local_model", "judge_model", "judge_base_url")
 
 
 def install_read_trace(log: str, roots: list[str]) -> None:

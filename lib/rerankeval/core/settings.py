@@ -19,6 +19,9 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
   in-process, the default; its top 10s equal the client's on every dataset here: ``bench/backend_parity.py``) or
   ``client`` (qdrant-client's local mode); ``QDRANT_URL`` means a server (the client backend) unless ``edge`` is
   set explicitly, which is refused.
+- ``RERANKEVAL_DENSE_EXACT``: ``true`` makes stage 03 score every dense vector on the edge backend too (unset or
+  ``false``: Qdrant's HNSW above its indexing threshold, whose recall@10 stage 02 measures). A server and
+  qdrant-client's local mode search exactly anyway.
 - ``JUDGE_MODEL``, ``JUDGE_BASE_URL``, ``JUDGE_API_KEY``: the LLM assessor's model and endpoint (09-assess);
   unset, it asks the reranker's endpoint and model.
 - ``RERANKEVAL_LLAMA_BACKEND``: how the local server is obtained, ``build`` (llama-server compiled for this CPU,
@@ -83,6 +86,7 @@ FIELDS_ENV = {
     "results": "RERANKEVAL_RESULTS",
     "qdrant_path": "RERANKEVAL_QDRANT_PATH",
     "qdrant_backend": "RERANKEVAL_QDRANT_BACKEND",
+    "dense_exact": "RERANKEVAL_DENSE_EXACT",
     "llama_backend": "RERANKEVAL_LLAMA_BACKEND",
     "local_model": "LOCAL_MODEL",
     "judge_model": "JUDGE_MODEL",
@@ -98,6 +102,7 @@ HINTS = {
     "RERANK_MAX_RETRIES": "retries per LLM request, a whole number >= 0 (default 3)",
     "RERANKEVAL_LLAMA_THREADS": "threads of the local llama-server, a whole number >= 1 (default 2)",
     "RERANKEVAL_QDRANT_BACKEND": "client or edge",
+    "RERANKEVAL_DENSE_EXACT": "true or false (default false: HNSW above Qdrant's indexing threshold)",
     "RERANKEVAL_LLAMA_BACKEND": "build (compile llama-server, the default) or wheel (the prebuilt server)",
     "RERANKEVAL_PROGRESS": "bar, plain or off (unset: bar on a terminal, plain otherwise)",
     "LOCAL_MODEL": f"one of the local models {', '.join(LOCAL_MODELS)} (default {DEFAULT_LOCAL_MODEL})",
@@ -130,6 +135,7 @@ class Settings(BaseSettings):
     results: Path | None = _var("results")
     qdrant_path: Path | None = _var("qdrant_path")
     qdrant_backend: Literal["client", "edge"] = _var("qdrant_backend", "edge")  # parity: bench/backend_parity.py
+    dense_exact: bool = _var("dense_exact", False)  # exhaustive dense search on edge above the threshold too
     llama_backend: Literal["build", "wheel"] = _var("llama_backend", "build")  # see rerankeval.llm.server
     local_model: str = _var("local_model", DEFAULT_LOCAL_MODEL)  # one of LOCAL_MODELS
     judge_model: str | None = _var("judge_model")  # the LLM assessor's model (09-assess); unset: the reranker's

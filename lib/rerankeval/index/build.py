@@ -89,7 +89,7 @@ class IndexInfo:
         """What notebook 02 prints: a backend switch (if any) and how dense search runs, with its recall@10."""
         out = [self.actions["backend switch"]] if "backend switch" in self.actions else []
         if self.dense_search:
-            out.append(recall.DenseSearch(**self.dense_search).describe())
+            out.append(recall.DenseSearch(**self.dense_search).describe(exact_in_03=load_settings().dense_exact))
         return out
 
     def timings(self) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from rerankeval.core import names
 from rerankeval.core.ioutil import sha256_json
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.retrieve import variants
@@ -75,8 +76,9 @@ class Retriever:
         self._id_to_chunk = {qdrant_store.point_id(c): c for c in self.texts}
         self._edge = _check_backend(self.info.backend) == qdrant_edge.EDGE
         # a server: exact dense search; local mode is exact anyway; edge: exact below Qdrant's indexing threshold,
-        # HNSW above it (stage 02 measures its recall@10 against exact search: the manifest's dense_search)
-        self._exact = bool(qdrant_store.location(dp).url)
+        # HNSW above it (stage 02 measures its recall@10 against exact search: the manifest's dense_search), or
+        # exact there too when RERANKEVAL_DENSE_EXACT is set
+        self._exact = bool(qdrant_store.location(dp).url) or load_settings().dense_exact
         self._client = None
         self._client_cm = None
         self._memo: dict = {}

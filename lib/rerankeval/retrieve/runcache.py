@@ -7,7 +7,8 @@ last, after the run files it vouches for) holding the hash of everything the run
 - ``corpus``: the SHA-256 of stage 01's chunk table (``corpus/chunks.jsonl``: chunk ids, units, texts);
 - ``index``: stage 02's manifest (collection, model key, BM25 directory, parameters and analyser, backend,
   dimension), without its timings and the store's location (the collection name is content-addressed);
-- ``store``: the Qdrant backend configured now and whether a server (``QDRANT_URL``) is used;
+- ``store``: the Qdrant backend configured now, whether a server (``QDRANT_URL``) is used and whether dense search
+  is forced exact (``RERANKEVAL_DENSE_EXACT``);
 - ``queries``: the judged queries, id and text;
 - ``params``: only the parameters the variant reads (:func:`reads`: ``vector`` and ``bm25`` read ``leg_k`` only,
   so a new ``rrf_k`` or ``pool_k`` reads them back; a variant this module does not know reads them all);
@@ -200,7 +201,7 @@ class Inputs:
         except (OSError, ValueError, AttributeError):
             index = None
         s = load_settings()
-        store = f"{s.qdrant_backend}{'+server' if s.qdrant_url else ''}"
+        store = f"{s.qdrant_backend}{'+server' if s.qdrant_url else ''}{'+exact' if s.dense_exact else ''}"
         return cls(corpus, index, store, sha256_json(sorted(queries.items())))
 
 

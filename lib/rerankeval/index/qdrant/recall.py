@@ -27,6 +27,7 @@ K = 10
 SAMPLE = 100  # queries sampled for the check (all of them when the dataset has fewer)
 SEED = 0
 INDEXING_THRESHOLD_KB = 10_000  # Qdrant's default optimizers.indexing_threshold_kb (config/config.yaml)
+LOW_RECALL = 0.95  # below it, 02's line names the way to exact search
 EPS = 0.01  # epsilon recall: within (1 + EPS) times the exact k-th neighbour's cosine distance
 EXACT = "exact"
 HNSW = "hnsw"
@@ -94,8 +95,9 @@ class DenseSearch:
     def record(self) -> dict:
         return asdict(self)
 
-    def describe(self) -> str:
-        """One line for notebook 02: the mode, why, and the measured recall."""
+    def describe(self, exact_in_03: bool = False) -> str:
+        """One line for notebook 02: the mode, why, and the measured recall (``exact_in_03``: stage 03 is told to
+        search exactly anyway, ``RERANKEVAL_DENSE_EXACT``)."""
         if self.mode == HNSW:
             how = (f"approximate (HNSW graph over {self.hnsw_points:,} of {self.points:,} vectors: the collection "
                    f"is above Qdrant's indexing threshold of about {self.threshold_points:,} vectors)")
@@ -111,6 +113,10 @@ class DenseSearch:
             if self.recall_at_10_eps is not None and self.recall_at_10 < 1.0:
                 measured += (f" ({self.recall_at_10_eps:.3f} of its top 10 within {EPS:.0%} of the exact 10th "
                              "neighbour's distance: the rest of the gap is near-ties)")
+        if exact_in_03 and self.mode == HNSW:
+            measured += "; stage 03 scores every vector instead (RERANKEVAL_DENSE_EXACT), so its search is exact"
+        elif self.mode == HNSW and self.recall_at_10 is not None and self.recall_at_10 < LOW_RECALL:
+            measured += "; set RERANKEVAL_DENSE_EXACT=true for exact search in stage 03 (slower per query)"
         return f"Dense search ({self.backend} backend): {how}; {measured}."
 
 
