@@ -179,7 +179,7 @@ class FakeLLM:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
         self._thread = threading.Thread(target=self._server.serve_forever, name="fakellm", daemon=True)
@@ -303,6 +303,14 @@ def no_json_schema(status: int = 500, message: str = LLAMA_CPP_PY_NO_SCHEMA) -> 
         return None
 
     return rule
+
+
+class _Server(ThreadingHTTPServer):
+    """A listen queue longer than the socketserver default of 5: with more concurrent clients than that, the kernel
+    dropped the surplus connections, whose client timed out connecting (0.5 s in the load test) on a request the
+    fake never saw; a real server's queue is longer too (uvicorn 2048)."""
+
+    request_queue_size = 128
 
 
 def make_inputs(n_queries: int = 3, n_docs: int = 30, gold: tuple[int, ...] = (4, 11)):

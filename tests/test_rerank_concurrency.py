@@ -86,15 +86,20 @@ def test_load_1000_queries_with_faults(tmp_path):
             progress=False,
         )
         elapsed = time.perf_counter() - t0
-        wait = time.monotonic() + 5  # a request the client gave up on (timeout 0.5 s) may not be recorded yet:
-        while threading.active_count() > threads0 + 1 and time.monotonic() < wait:  # its handler thread runs on
+        # A request the client gave up on (timeout 0.5 s) may not be recorded yet: its handler thread runs on, or
+        # its connection still waits in the listen queue (on 2 busy cores the fake accepted one after the client's
+        # timeout: no handler thread yet, so waiting for threads alone read 1092 of 1093). Wait up to 5 s for both;
+        # a ledger that counts more than was sent still fails below.
+        logged = int(res.ledger["requests"].sum())
+        wait = time.monotonic() + 5
+        while (threading.active_count() > threads0 + 1 or f.count < logged) and time.monotonic() < wait:
             time.sleep(0.05)
         sent = f.count
     counts = res.ledger["status"].value_counts().to_dict()
     assert sum(counts.values()) == len(res.ledger) == 1000
     assert counts.get("ok", 0) + counts.get("repaired", 0) + counts.get("fallback", 0) == 1000
     assert counts.get("repaired", 0) > 0 and counts.get("ok", 0) > 800
-    assert int(res.ledger["requests"].sum()) == sent
+    assert logged == sent
     for q, docs in res.run.items():
         assert sorted(docs) == sorted(fused[q])
     assert elapsed < 60
