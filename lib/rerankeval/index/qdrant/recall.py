@@ -112,7 +112,8 @@ class DenseSearch:
                         f"{self.recall_at_10:.3f}")
             if self.recall_at_10_eps is not None and self.recall_at_10 < 1.0:
                 measured += (f" ({self.recall_at_10_eps:.3f} of its top 10 within {EPS:.0%} of the exact 10th "
-                             "neighbour's distance: the rest of the gap is near-ties)")
+                             "neighbour's distance: the difference between the two is hits missed for near-ties, "
+                             "the rest of the shortfall from 1 is closer neighbours missed)")
         if exact_in_03 and self.mode == HNSW:
             measured += "; stage 03 scores every vector instead (RERANKEVAL_DENSE_EXACT), so its search is exact"
         elif self.mode == HNSW and self.recall_at_10 is not None and self.recall_at_10 < LOW_RECALL:
@@ -123,8 +124,8 @@ class DenseSearch:
 Search = Callable[..., Run]  # search(qids, vectors, limit, id_to_chunk, *, exact) -> Run
 
 
-def measure_both(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chunk: Mapping[str, str],
-                 k: int = K) -> tuple[float | None, float | None]:
+def measure(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chunk: Mapping[str, str],
+            k: int = K) -> tuple[float | None, float | None]:
     """(:func:`recall_at_k`, :func:`recall_within`) of ``search`` as stage 03 calls it (``exact=False``) against
     ``exact=True``."""
     if not len(qids):
@@ -132,12 +133,6 @@ def measure_both(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to
     approx = search(list(qids), vectors, k, id_to_chunk, exact=False)
     exact = search(list(qids), vectors, k, id_to_chunk, exact=True)
     return recall_at_k(approx, exact, k), recall_within(approx, exact, k)
-
-
-def measure(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chunk: Mapping[str, str],
-            k: int = K) -> float | None:
-    """recall@k of ``search`` as stage 03 calls it (``exact=False``) against ``exact=True``."""
-    return measure_both(search, qids, vectors, id_to_chunk, k)[0]
 
 
 def check(search: Search, queries: Mapping[str, str], embedder, chunk_ids: Sequence[str], *, backend: str, dim: int,
@@ -148,6 +143,6 @@ def check(search: Search, queries: Mapping[str, str], embedder, chunk_ids: Seque
     sample = sample_queries(queries)
     qvecs = (embedder.encode(list(sample.values()), desc="embedding sampled queries") if sample
              else np.zeros((0, dim), dtype=np.float32))
-    r, r_eps = measure_both(search, list(sample), qvecs, {point_id(c): c for c in chunk_ids})
+    r, r_eps = measure(search, list(sample), qvecs, {point_id(c): c for c in chunk_ids})
     return DenseSearch(backend, HNSW if hnsw else EXACT, len(chunk_ids), hnsw, threshold_points(dim), r, len(sample),
                        time.perf_counter() - t, "" if sample else "the dataset has no queries", r_eps)
