@@ -13,7 +13,7 @@ import pytest
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.evaluate import analyse, views
+from rerankeval.evaluate import analyse, analysis_records, views
 from rerankeval.report import render as report
 from rerankeval.rerank import ledger
 
@@ -144,8 +144,8 @@ def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
     a = analyse.run(dp, FAST)
     written = analyse.write(dp, a)
     assert set(written) == {"metrics", "per_query", "summary", "comparisons", "winner", "manifest", "review"}
-    assert analyse.read_winner(dp) == analyse.winner(a.table, a.summary) == "hybrid"  # the relevant unit first
-    back = analyse.read_summary(dp)
+    assert analysis_records.read_winner(dp) == analysis_records.winner(a.table, a.summary) == "hybrid"  # relevant first
+    back = analysis_records.read_summary(dp)
     assert back == a.summary and back.pool_k == 5 and back.variants == ["vector", "hybrid"]
     assert json.loads(dp.manifest.read_text())["analysis"]["verdict"] == a.verdict
     assert list(pd.read_csv(dp.per_query_csv).columns) == ["variant", "qid", "metric", "value"]
@@ -295,7 +295,7 @@ def test_the_analysis_measures_the_rerankers_model_and_the_verdict_says_so(tmp_p
     assert a.summary.discrimination["auc"] == 1.0
     written = analyse.write(dp, a)
     assert pd.read_csv(written["discrimination"]).auc.tolist() == [1.0] * 5
-    assert analyse.read_summary(dp).discrimination == a.summary.discrimination
+    assert analysis_records.read_summary(dp).discrimination == a.summary.discrimination
     note = views.discrimination_note(a).splitlines()
     assert note[0] == auc_line and "25 unjudged counted as non-relevant" in note[1] and "rank shift" in note[2]
     assert list(views.discrimination_table(a).columns) == ["n_relevant", "n_non_relevant", "auc", "constant"]

@@ -15,7 +15,7 @@ from builders import write_pdf
 from rerankeval.core import paths
 from rerankeval.corpus import extract
 from rerankeval.corpus import views as corpus_views
-from rerankeval.evaluate import analyse, limitations
+from rerankeval.evaluate import analyse, analysis_records, limitations
 from rerankeval.experiments import replay, splits, sweep
 
 
@@ -240,5 +240,5 @@ def test_variant_names_that_look_missing_survive_the_comparisons_file(tmp_path):
     dp = paths.DatasetPaths("ds", tmp_path / "src", tmp_path / "results" / "ds")
     cmp = pd.DataFrame({"metric": ["ndcg@10"], "a": ["None"], "b": ["NA"], "n": [3], "p": [float("nan")]})
     analyse.write_summary(dp, analyse.Summary(), cmp)
-    back = analyse.read_comparisons(dp)
+    back = analysis_records.read_comparisons(dp)
     assert (back.a[0], back.b[0]) == ("None", "NA") and back.p.isna().all() and back.n[0] == 3

@@ -16,7 +16,7 @@ from rerankeval import rerank
 from rerankeval.apps import ask, explore
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.corpus import contract as corpus
-from rerankeval.evaluate import analyse
+from rerankeval.evaluate import analyse, analysis_records
 from rerankeval.evaluate.analysis_records import Summary
 from rerankeval.rerank import expand
 from rerankeval.rerank.ledger import read_ledger
@@ -93,7 +93,7 @@ def test_a_variant_named_NA_can_be_the_winner_and_null_is_still_known_as_incompl
     dp.metrics_csv.write_text("variant,ndcg@10\nhybrid,0.5\nNA,0.8\nnull,0.95\nbm25,\n")
     table = corpus.read_table(dp.metrics_csv, ids=("variant",))
     summary = Summary(headline_metric="ndcg@10", missing={"null": 2})
-    assert analyse.winner(table, summary) == "NA"
+    assert analysis_records.winner(table, summary) == "NA"
     analyse.write_summary(dp, summary, table=table)
     assert json.loads(dp.analyse_winner.read_text())["variant"] == "NA"
     assert ask.winner(dp) == "NA"

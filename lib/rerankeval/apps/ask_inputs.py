@@ -13,7 +13,7 @@ from rerankeval.core import runs
 from rerankeval.core.names import HYBRID
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import contract as corpus
-from rerankeval.evaluate.analyse import read_winner
+from rerankeval.evaluate.analysis_records import read_winner
 from rerankeval.rerank import prompts
 
 DEFAULT_N = 5

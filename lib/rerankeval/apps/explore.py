@@ -60,6 +60,7 @@ from rerankeval.core.runs import ranked
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.snippets import SNIPPET_CHARS, first_chunks, place
 from rerankeval.evaluate import judgments, metrics
+from rerankeval.evaluate.analysis_records import read_summary
 
 log = get_logger(__name__)
 
@@ -261,8 +262,6 @@ def example_queries(dp: DatasetPaths, n: int = 3, pair: Sequence[str] = (HYBRID,
     """Up to ``n`` query ids with the largest headline change between ``pair`` (as 05's diff view), or []."""
     if not dp.per_query_csv.exists():
         return []
-    from rerankeval.evaluate.analyse import read_summary
-
     summary = read_summary(dp)
     # ids as written: a query or variant id "NA", "nan", "null" or "None" is an id, not a missing value
     per_query = corpus.read_table(dp.per_query_csv, ids=("variant", "qid", "metric"))
@@ -368,8 +367,6 @@ def draft_source(dp: DatasetPaths, qid: str) -> str:
 
 def judging_table(dp: DatasetPaths) -> pd.DataFrame | str:
     """Judged@k per variant and the size of the review pool, as stage 05 recorded them (or why not yet)."""
-    from rerankeval.evaluate.analyse import read_summary
-
     summary = read_summary(dp)
     j = summary.judging if summary else {}
     if not j.get("judged_at_k"):

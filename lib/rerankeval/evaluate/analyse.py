@@ -43,7 +43,7 @@ from rerankeval.evaluate import (
     verdict,
 )
 from rerankeval.evaluate import discrimination as discrim
-from rerankeval.evaluate.analysis_records import AnalysisParams, AnalysisWarning, Summary
+from rerankeval.evaluate.analysis_records import AnalysisParams, AnalysisWarning, Summary, winner
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
 RERANKERS = (RERANKED, CROSS_ENCODER)
@@ -372,25 +372,6 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
     return out
 
 
-def winner(table: pd.DataFrame, summary: Summary) -> str | None:
-    """The best variant on the headline metric among those that answered every query (else among all), or None."""
-    col = summary.headline_metric
-    if "variant" not in table or col not in table or table[col].isna().all():
-        return None
-    full = table[~table.variant.map(lambda v: bool(summary.missing.get(v)))]
-    table = full if len(full) else table
-    return str(table.loc[table[col].idxmax(), "variant"])
-
-
-def read_winner(dp: DatasetPaths) -> str | None:
-    """What :func:`write` saved as the winner (``analyse/winner.json``), or None."""
-    try:
-        got = json.loads(dp.analyse_winner.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return got.get("variant") if isinstance(got, dict) and isinstance(got.get("variant"), str) else None
-
-
 def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None,
                   table: pd.DataFrame | None = None) -> dict[str, Path]:
     """The part of :func:`write` the report reads: ``analyse/summary.json``, the comparisons and, from the metrics
@@ -402,20 +383,3 @@ def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame 
     if comparisons is not None:
         out["comparisons"] = atomic_write_text(dp.analyse_comparisons, comparisons.to_csv(index=False))
     return out
-
-
-def read_summary(dp: DatasetPaths) -> Summary | None:
-    """What :func:`write` saved for the report, or None when the analysis has not run."""
-    p = dp.analyse_summary
-    try:
-        return Summary.from_dict(json.loads(p.read_text(encoding="utf-8"))) if p.exists() else None
-    except (ValueError, TypeError):
-        return None
-
-
-def read_comparisons(dp: DatasetPaths) -> pd.DataFrame | None:
-    p = dp.analyse_comparisons
-    try:
-        return corpus.read_table(p, ids=("metric", "a", "b")) if p.exists() else None
-    except (ValueError, OSError):
-        return None

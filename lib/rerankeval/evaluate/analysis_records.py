@@ -1,15 +1,22 @@
-"""Stage 05's parameters and the summary it leaves for the report (``analyse/summary.json``), apart from
-:mod:`.analyse` so that readers of the summary (the report) need not import the analysis."""
+"""Stage 05's parameters, the summary it leaves for the report (``analyse/summary.json``) and its winner
+(``analyse/winner.json``), apart from :mod:`.analyse` so that their readers (the report, 07) need not import the
+analysis."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rerankeval.core.names import HYBRID, HYBRID_RERANK
+from rerankeval.core.paths import DatasetPaths
+from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import metrics, stats, verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class AnalysisWarning(UserWarning):
@@ -85,3 +92,40 @@ class Summary:
     def from_dict(cls, d: Mapping[str, Any]) -> Summary:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def winner(table: pd.DataFrame, summary: Summary) -> str | None:
+    """The best variant on the headline metric among those that answered every query (else among all), or None."""
+    col = summary.headline_metric
+    if "variant" not in table or col not in table or table[col].isna().all():
+        return None
+    full = table[~table.variant.map(lambda v: bool(summary.missing.get(v)))]
+    table = full if len(full) else table
+    return str(table.loc[table[col].idxmax(), "variant"])
+
+
+def read_winner(dp: DatasetPaths) -> str | None:
+    """What :func:`rerankeval.evaluate.analyse.write_summary` saved as the winner (``analyse/winner.json``), or None."""
+    try:
+        got = json.loads(dp.analyse_winner.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return got.get("variant") if isinstance(got, dict) and isinstance(got.get("variant"), str) else None
+
+
+def read_summary(dp: DatasetPaths) -> Summary | None:
+    """What stage 05 saved for the report (``analyse/summary.json``), or None when the analysis has not run."""
+    p = dp.analyse_summary
+    try:
+        return Summary.from_dict(json.loads(p.read_text(encoding="utf-8"))) if p.exists() else None
+    except (ValueError, TypeError):
+        return None
+
+
+def read_comparisons(dp: DatasetPaths) -> pd.DataFrame | None:
+    """Stage 05's headline comparisons (``analyse/comparisons.csv``; ids kept as written), or None."""
+    p = dp.analyse_comparisons
+    try:
+        return corpus.read_table(p, ids=("metric", "a", "b")) if p.exists() else None
+    except (ValueError, OSError):
+        return None

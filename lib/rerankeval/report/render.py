@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -35,12 +35,11 @@ import pandas as pd
 from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.evaluate import discrimination, limitations, verdict
+from rerankeval.evaluate.analysis_records import Summary, read_comparisons, read_summary
 from rerankeval.evaluate.metrics import label
 from rerankeval.report import export, glossary, history, manifest_view
+from rerankeval.report.captions import caption_for
 from rerankeval.report.pages import CSP_META, TEMPLATES, questions_note, relative_paths
-
-if TYPE_CHECKING:  # the analysis imports the reranker's package (openai): load it only when needed
-    from rerankeval.evaluate.analyse import Summary
 
 HEADLINE = verdict.HEADLINE
 HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback changes what a row measures
@@ -224,10 +223,6 @@ def _figure_key(f: Path) -> tuple:
 
 def caption(stem: str, name: str) -> str:
     """What to look for in a figure (:func:`rerankeval.report.captions.caption_for`), else its file name."""
-    try:
-        from rerankeval.report.captions import caption_for
-    except ImportError:
-        return name
     return caption_for(stem) or name
 
 
@@ -332,9 +327,7 @@ def _headline_parts(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str
     metrics = _load_metrics(dp)
     if metrics is None or metrics.empty:
         return {}
-    from rerankeval.evaluate import analyse
-
-    summary = analyse.read_summary(dp)
+    summary = read_summary(dp)
     headline = summary.headline_metric if summary else HEADLINE
     pool_k = summary.pool_k if summary else None
     if headline not in metrics.columns:
@@ -344,7 +337,7 @@ def _headline_parts(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str
         fallbacks = [{"variant": r["variant"], "rate": f"{100 * float(r['fallback_rate']):.1f}%"}
                      for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows()]
     disc = (summary.discrimination if summary else None) or None
-    comparisons = analyse.read_comparisons(dp)
+    comparisons = read_comparisons(dp)
     base = summary.baseline if summary else ""
     lines = verdict.verdict_lines(metrics, comparisons, headline, pool_k,
                                   missing=summary.missing if summary else None, discrimination=disc, baseline=base)
