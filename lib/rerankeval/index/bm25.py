@@ -44,7 +44,7 @@ import scipy.sparse as sp
 
 from rerankeval.core.ioutil import atomic_write_bytes, atomic_write_json, sha256_json
 from rerankeval.core.runs import Run
-from rerankeval.index.terms import count_terms
+from rerankeval.index.terms import SparseRows, count_terms
 
 TOKEN_PATTERN = r"\w+"
 
@@ -325,30 +325,6 @@ class BM25Index:
         if idx.n_docs != len(ids) or tf.shape[1] != len(vocab) or meta["n_docs"] != len(ids):
             raise ValueError(f"{folder}: BM25 index files disagree (ids/vocab/matrix sizes)")
         return idx
-
-
-class SparseRows(Sequence[tuple[list[int], list[float]]]):
-    """The rows of a CSR matrix as (column ids, values) lists, made when asked for: a million documents' rows as
-    Python lists would hold about 70 bytes per nonzero (8 GB for SciFact-like text), the matrix holds 12."""
-
-    def __init__(self, m: sp.csr_matrix) -> None:
-        self._m = m
-
-    def __len__(self) -> int:
-        return int(self._m.shape[0])
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(i)
-        a, z = self._m.indptr[i % n], self._m.indptr[i % n + 1]
-        return self._m.indices[a:z].tolist(), self._m.data[a:z].tolist()
-
-    def nonempty(self) -> int:
-        """Rows with at least one nonzero."""
-        return int(np.count_nonzero(np.diff(self._m.indptr)))
 
 
 def _check_ids(ids: Sequence[str], n_docs: int) -> None:

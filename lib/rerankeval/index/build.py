@@ -43,6 +43,7 @@ from rerankeval.index.embed import Embedder
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import recall
 from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.index.terms import SparseRows
 
 log = logging.getLogger(__name__)
 MANIFEST_VERSION = 2
@@ -144,7 +145,7 @@ class _Fill:
         return before if before != backend else None
 
     @functools.cached_property
-    def sparse(self) -> bm25mod.SparseRows:
+    def sparse(self) -> SparseRows:
         return self.index.sparse_doc_vectors()
 
     @property
