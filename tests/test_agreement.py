@@ -39,7 +39,7 @@ def test_kappa_matches_sklearn(seed):
 
 def test_agreement_on_the_overlap_with_a_low_kappa_warning():
     human = {"q1": {"a": 2, "b": 0, "c": 1, "d": 0}, "q2": {"e": 0}}
-    llm = {"q1": {"a": 3, "b": 2, "c": 0, "d": 0, "x": 3}, "q2": {"e": 1}, "q3": {"f": 3}}
+    llm = {"q1": {"a": 3, "b": 2, "c": 0, "d": 0, "x": 3}, "q2": {"e": 2}, "q3": {"f": 3}}  # LLM relevant: 2 and 3
     got = agreement.agreement(human, llm, source="llm-m.tsv")
     assert got["n_pairs"] == 5  # x and f were graded by the LLM only
     # binary: human 1 0 1 0 0, llm 1 1 0 0 1 -> observed 2/5; chance (2/5)(3/5) + (3/5)(2/5) = 12/25 -> -.1538
@@ -80,7 +80,7 @@ def test_kendall_tau_on_hand_built_rankings():
 
 def test_llm_grades_fill_holes_only_capped_at_the_human_scale():
     merged, added = agreement.merge_llm({"q": {"a": 1}}, {"q": {"a": 3, "b": 3, "c": 0}, "r": {"d": 1}}, top=2)
-    assert merged == {"q": {"a": 1, "b": 2, "c": 0}, "r": {"d": 1}} and added == 3
+    assert merged == {"q": {"a": 1, "b": 2, "c": 0}, "r": {"d": 0}} and added == 3  # an LLM 1 is not relevant
 
 
 def test_the_llm_file_is_read_and_checked(tmp_path):
@@ -90,3 +90,22 @@ def test_the_llm_file_is_read_and_checked(tmp_path):
     p.write_text("query-id\tcorpus-id\tscore\nq1\ta\t7\n")
     with pytest.raises(ValueError, match="outside 0-3"):
         agreement.read_llm_qrels(p)
+
+
+# -- issue 32 defect 5: the judge's grades follow its scale (UMBRELA: 0 and 1 are not relevant) --------------------
+@pytest.mark.parametrize("top", [1, 2, 3])
+def test_an_llm_grade_of_1_related_but_no_answer_is_merged_as_not_relevant(top):
+    llm = {"q": {"g0": 0, "g1": 1, "g2": 2, "g3": 3}}
+    merged, added = agreement.merge_llm({"q": {"h": top}}, llm, top=top)
+    assert added == 4 and merged["q"]["h"] == top
+    assert merged["q"]["g0"] == merged["q"]["g1"] == 0  # not relevant on the judge's scale, so not in the qrels
+    assert merged["q"]["g3"] == top and 1 <= merged["q"]["g2"] <= top  # 3 is the human scale's best grade
+    assert merged["q"]["g2"] < top or top == 1
+
+
+def test_kappa_binary_reads_an_llm_1_as_not_relevant():
+    human = {"q": {"a": 0, "b": 0, "c": 1, "d": 2}}
+    llm = {"q": {"a": 1, "b": 0, "c": 2, "d": 3}}  # the judge's 1 ("related, does not answer") for a human 0
+    got = agreement.agreement(human, llm)
+    assert got["kappa_binary"] == 1.0 and got["confusion_binary"]["counts"] == [[2, 0], [0, 2]]
+    assert got["llm_relevant_of_human_relevant"] == 2

@@ -11,7 +11,7 @@ import pytest
 
 from builders import hand_made_stages
 from fakellm import FakeLLM
-from rerankeval.core import runs
+from rerankeval.core import judge_grades, runs
 from rerankeval.core.settings import Settings
 from rerankeval.evaluate import agreement
 from rerankeval.llm.cache import LLMCache
@@ -106,8 +106,9 @@ def test_grades_land_in_their_own_file_and_no_human_file_changes(tmp_path):
         res, written = _assess(dp, f.base_url, tmp_path)
         assert f.count == len(res.pairs) == res.pool_size + 3
     assert _hashes(dp) == before
-    path = dp.source / "qrels" / "llm-fake_judge_1.tsv"
-    assert written["llm_qrels"] == str(path) and path == assess.llm_qrels_path(dp, "fake/judge:1")
+    path = assess.llm_qrels_path(dp, "fake/judge:1")
+    assert written["llm_qrels"] == str(path) and path.parent == dp.source / "qrels"
+    assert path.name.startswith("llm-fake_judge_1-") and judge_grades.judge_of(path) == "fake/judge:1"
     lines = path.read_text().splitlines()
     assert lines[0] == "query-id\tcorpus-id\tscore"
     grades = agreement.read_llm_qrels(path)
@@ -159,7 +160,7 @@ def test_judge_model_replaces_the_rerankers_model(tmp_path):
     with FakeLLM(rule=gold_judge) as f:
         res, written = _assess(dp, f.base_url, tmp_path, judge_model="other-judge", agreement_pairs=0)
         assert {b["model"] for _, p, b in f.requests if p.endswith("/chat/completions")} == {"other-judge"}
-    assert res.model == "other-judge" and written["llm_qrels"].endswith("llm-other-judge.tsv")
+    assert res.model == "other-judge" and written["llm_qrels"] == str(assess.llm_qrels_path(dp, "other-judge"))
 
 
 def test_the_prompt_follows_umbrelas_structure():
@@ -200,12 +201,13 @@ def test_notebook_09_does_nothing_when_off_and_grades_through_a_fake_endpoint_wh
                                    parameters={"dataset": str(dp.source), "assess": True, "k": 2},
                                    progress_bar=False)
         assert f.count == 10 and "Graded 10 of 10 pairs with fake-judge" in on.read_text()
-    assert (dp.source / "qrels" / "llm-fake-judge.tsv").is_file()
+    assert assess.llm_qrels_path(dp, "fake-judge").is_file()
 
 
 def test_a_judge_giving_one_grade_to_nearly_everything_is_said_not_to_discriminate():
-    assert "WARNING: 19 of the 20 grades (95%) are 3" in assess.one_grade([3] * 19 + [2])
-    assert assess.one_grade([3] * 18 + [0, 0]) == "" and assess.one_grade([3] * 19) == ""  # 90%; too few grades
+    assert "WARNING: 19 of the 20 LLM grades (95%) are 3 (relevant" in judge_grades.one_grade([3] * 19 + [2])
+    assert "are 1 (not relevant" in judge_grades.one_grade([1] * 20)
+    assert judge_grades.one_grade([3] * 18 + [0, 0]) == "" and judge_grades.one_grade([3] * 19) == ""  # 90%; few
 
 
 @pytest.mark.slow
@@ -219,7 +221,19 @@ def test_notebook_09_says_why_it_skips_the_qrels_comparison_without_llm_grades(t
     papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(out), kernel_name="python3",
                                parameters={"dataset": str(dp.source)}, progress_bar=False)
     text = out.read_text()
-    assert "Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>.tsv)" in text
+    assert "Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>-<hash>.tsv)" in text
     folder = dp.stage_dir("assess")
     saved = json.loads((folder / "qrels_validation.json").read_text())
     assert saved["skipped"].startswith("no LLM grades") and not (folder / "qrels_validation.csv").exists()
+
+
+# -- issue 32 weak spot: a yes/no is not a grade --------------------------------------------------------------------
+def test_a_boolean_score_is_not_read_as_grade_1(tmp_path):
+    dp = _dataset(tmp_path)
+    for content in ('{"score": true}', '{"score": false}'):
+        with pytest.raises(Exception, match="yes/no"):
+            assess.read_grade(type("R", (), {"content": content})())
+    with FakeLLM(rule=lambda n, body: {"content": '{"score": true}'}) as f:
+        res, _ = _assess(dp, f.base_url, tmp_path)
+        assert f.count == 2 * len(res.pairs)  # each asked once more, then dropped: never a grade 1
+    assert not res.grades and res.drops == {"unreadable": len(res.pairs)}

@@ -139,7 +139,8 @@ def test_without_an_llm_file_the_qrels_comparison_is_skipped_and_says_why(tmp_pa
     stale.write_text("point,human,human+llm\nA,1,1\n")  # an earlier run's table no longer holds
     check = validate.qrels_validation(dp)
     assert check.skipped and check.table.empty
-    assert check.sentence().startswith("Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>.tsv)")
+    assert check.sentence().startswith(
+        "Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>-<hash>.tsv)")
     assert "assess=true" in check.sentence()
     validate.write_qrels_validation(dp, check)
     assert not stale.exists()
@@ -166,3 +167,15 @@ def test_the_qrels_comparison_searches_the_human_questions_once_and_scores_them_
     assert list(check.table.columns) == ["point", "human", "human+llm"] and not check.skipped
     assert (check.table["human+llm"] < check.table["human"]).all()  # scored with the second qrels, not the first
     assert f"{len(points)} systems" in check.sentence()
+
+
+def test_llm_grades_of_1_add_no_relevant_unit_and_change_no_system_score(tmp_path, monkeypatch):
+    # issue 32 defect 5: a judge that grades every pair 1 ("related, does not answer") must not make them relevant
+    dp = _qrels_dataset(tmp_path, "q1\tu2\t1\nq1\tu3\t1\nq1\tu4\t1\n")
+    seen: list = []
+    monkeypatch.setattr(validate, "scores_by_qrels", _hand_scores(seen))
+    check = validate.qrels_validation(dp)
+    merged = seen[0]["human+llm"]
+    assert {u: g for u, g in merged["q1"].items() if g > 0} == {"u1": 1, "u9": 2} and check.record["llm_added"] == 3
+    t = check.table.set_index("point")
+    assert (t["human"] == t["human+llm"]).all()

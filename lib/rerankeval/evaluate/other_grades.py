@@ -1,7 +1,9 @@
-"""The headline table under the other grades (issue 21 item 4): when LLM grades exist (``qrels/llm-<model>.tsv``),
-05 evaluates the same runs a second time with the grade source it was not asked for (``human+llm`` beside the
-default ``human``, or ``human`` beside ``human+llm``), so the index shows both headline tables and a reader sees
-what the LLM's grades change. Never mixed: each file says which grades it rests on (its ``qrels`` column)."""
+"""The headline table under the other grades (issue 21 item 4): when LLM grades exist
+(``qrels/llm-<model>-<hash>.tsv``), 05 evaluates the same runs a second time with the grade source it was not asked
+for (``human+llm`` beside the default ``human``, or ``human`` beside ``human+llm``), so the index shows both headline
+tables and a reader sees what the LLM's grades change. Never mixed: each file says which grades it rests on (its
+``qrels`` column: ``drafts`` and ``drafts+llm`` when an LLM drafted the questions,
+:func:`rerankeval.evaluate.agreement.analysis_qrels`)."""
 
 from __future__ import annotations
 
@@ -20,8 +22,12 @@ FILES = ("other_metrics.csv", "other_comparisons.csv", "other_grades.json")
 
 
 def other_source(grades: Mapping[str, Any]) -> str | None:
-    """The grade source beside the one 05 used, or None when there are no LLM grades (nothing to compare)."""
-    return OTHER.get(str(grades.get("qrels_source"))) if grades.get("llm_file") else None
+    """The grade source (a value of 05's ``qrels_source``) beside the one 05 was asked for, or None when there are
+    no LLM grades (nothing to compare). The record's ``qrels_source`` labels what the grades are (``drafts+llm`` on
+    a drafted question set), its ``requested`` what 05 was asked for."""
+    if not grades.get("llm_file"):
+        return None
+    return OTHER.get(str(grades.get("requested") or grades.get("qrels_source")))
 
 
 def paths(dp: DatasetPaths) -> tuple[Path, Path, Path]:

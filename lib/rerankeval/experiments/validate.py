@@ -141,7 +141,7 @@ def validate(dp: DatasetPaths, human: tuple[Mapping[str, str], Qrels], generated
 
 def _skip_reason(dp: DatasetPaths) -> str:
     if not agreement.llm_qrels_files(dp):
-        return ("no LLM grades (qrels/llm-<model>.tsv) in the dataset folder; run 09-assess with assess=true "
+        return ("no LLM grades (qrels/llm-<model>-<hash>.tsv) in the dataset folder; run 09-assess with assess=true "
                 "(make report P=\"assess=true\") to grade the unjudged pool, then this comparison runs")
     if queryset.query_source(dp).kind == queryset.GENERATED:
         return ("the dataset's questions are generated (queries.draft.jsonl), not human: there are no human qrels "

@@ -17,29 +17,38 @@ passage matches it, how trustworthy it is) and the score alone, here as JSON ``{
    one cached call (plan printed first, ``max_calls`` / ``max_cost``, the breaker): a reply that is not JSON, or
    whose grade is not a whole number 0-3, is asked once more, then dropped and counted by reason (:data:`REASONS`),
    never clipped. A re-run resumes from the cache;
-4. **Write** (:func:`write`) ``<dataset>/qrels/llm-<model>.tsv`` (header, ``query-id corpus-id score``; the grades of
-   earlier runs kept), never a human file, and ``assess/summary.json`` / ``assess/ledger.csv`` in the results.
+4. **Write** (:func:`write`) ``<dataset>/qrels/llm-<model>-<hash>.tsv`` (header, ``query-id corpus-id score``; the
+   grades of earlier runs kept) and beside it the record of the exact model id
+   (:mod:`rerankeval.core.judge_grades`: one file per model identity, never two judges in one), never a human file,
+   and ``assess/summary.json`` / ``assess/ledger.csv`` in the results. The summary's ``warning`` says what the index
+   must show: a judge giving one grade to nearly everything, or grading questions its own model drafted.
+
+The grades follow UMBRELA's scale, where 0 and 1 are not relevant (:mod:`rerankeval.core.judge_grades`). The judge
+is the model and endpoint of ``JUDGE_MODEL`` / ``JUDGE_BASE_URL`` / ``JUDGE_API_KEY`` when set (the notebook's
+``judge_model`` wins over ``JUDGE_MODEL``), else the reranker's (:func:`judge_settings`); :func:`judge_endpoint` checks
+the judge's own endpoint before anything is asked, and never falls back to the reranker's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
-import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from rerankeval.core import progress, runs
+from rerankeval.core import judge_grades, progress, runs
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, sha256_json, sha256_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import FIELDS_ENV, Settings
 from rerankeval.corpus import beir, queryset
 from rerankeval.corpus.contract import load_chunks, load_qrels, load_queries
 from rerankeval.llm import budget as budget_mod
@@ -53,9 +62,8 @@ from rerankeval.questions.draft import unit_texts
 
 CACHE_VERSION = 1
 MAX_TOKENS = 16
-GRADES = (0, 1, 2, 3)
+GRADES = judge_grades.GRADES
 REASONS = ("no_reply", "unreadable", "out_of_range")
-ONE_GRADE_SHARE = 0.95  # share of one grade at which the judge is said not to discriminate
 LEDGER_COLUMNS = ["qid", "unit", "kind", "grade", "reason", "cached", "seconds", "error"]
 HEADER = "query-id\tcorpus-id\tscore\n"
 
@@ -76,6 +84,14 @@ USER = (
 class GradeReply(BaseModel):
     score: float
 
+    @field_validator("score", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        """``true`` / ``false`` are not grades (pydantic would read them as 1 and 0)."""
+        if isinstance(v, bool):
+            raise ValueError(f"the score {str(v).lower()} is a yes/no, not a grade from 0 to 3")
+        return v
+
 
 class GradeStrict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -89,7 +105,7 @@ class AssessParams:
     dataset: str = "debian-manuals"
     assess: bool = False  # opt-in: one LLM call per unjudged pair
     k: int = 10  # the pool: every variant's top k per evaluated query (final_k of 05)
-    judge_model: str = ""  # model the assessor asks; empty: the reranker's model (RERANK_MODEL) on its endpoint
+    judge_model: str = ""  # model the assessor asks; empty: JUDGE_MODEL, else the reranker's (RERANK_MODEL)
     agreement_pairs: int = 100  # human-graded pairs also graded by the LLM, to measure agreement (kappa)
     assess_seed: int = 0  # seed of the overlap sample and of the LLM
     passage_chars: int = 1500  # characters of a unit shown to the LLM
@@ -127,6 +143,7 @@ class AssessResult:
     stopped: str = ""
     seconds: float = 0.0
     pool_size: int = 0
+    drafted_by: list[str] = field(default_factory=list)  # the models that wrote the evaluated (generated) questions
 
 
 # -- 1-2. what to grade -----------------------------------------------------------------------------------------
@@ -208,6 +225,10 @@ def _reason(errors: Sequence[str], failure: Any) -> str:
 
 
 # -- the stage --------------------------------------------------------------------------------------------------
+class JudgeEndpointError(ReRankEvalError, RuntimeError):
+    """The judge's own endpoint (``JUDGE_BASE_URL``) does not answer: 09 stops rather than judge with another."""
+
+
 def judge_settings(settings: Settings, judge_model: str = "") -> Settings:
     """The judge's settings: its own endpoint when ``JUDGE_BASE_URL`` is set (key ``JUDGE_API_KEY``, else the
     reranker's), its model ``judge_model`` or ``JUDGE_MODEL`` when named; else the reranker's settings."""
@@ -219,6 +240,45 @@ def judge_settings(settings: Settings, judge_model: str = "") -> Settings:
     if model:
         update["model"] = model
     return settings.model_copy(update=update) if update else settings
+
+
+def _on_endpoint(settings: Settings, env: dict[str, str]) -> Settings:
+    """``settings`` with the endpoint variables ``env`` (what :func:`~rerankeval.llm.server.ensure_endpoint`
+    yields) in place of theirs; the judge's variables are kept."""
+    by_var = {var: name for name, var in FIELDS_ENV.items()}
+    update = {by_var[k]: v for k, v in env.items() if k in by_var and v}
+    return Settings(**{**settings.model_dump(), **update}) if update else settings
+
+
+@contextlib.contextmanager
+def judge_endpoint(settings: Settings, judge_model: str = "") -> Iterator[Settings]:
+    """The settings 09 judges with (give them to :func:`run`). With ``JUDGE_BASE_URL`` the judge's own endpoint,
+    checked first: one that does not answer raises :class:`JudgeEndpointError` (09 never judges with the
+    reranker's endpoint instead). Without it the reranker's endpoint, the local server started when none is set."""
+    from rerankeval.llm.client import UNREACHABLE_HINT
+    from rerankeval.llm.server import check_endpoint, ensure_endpoint
+
+    if settings.judge_base_url:
+        problem = check_endpoint(judge_settings(settings, judge_model))
+        if problem:  # its fix names the reranker's variables: the judge's are said below
+            for reranker_fix in (UNREACHABLE_HINT, " Fix OPENAI_API_KEY in .env or the environment."):
+                problem = problem.replace(reranker_fix, "")
+            raise JudgeEndpointError(
+                f"The LLM judge's endpoint (JUDGE_BASE_URL) does not answer: {problem.strip().rstrip('.')}. Nothing "
+                "was graded. Start it, or fix JUDGE_BASE_URL / JUDGE_API_KEY (.env or the environment); unset "
+                "JUDGE_BASE_URL to judge with the reranker's endpoint.")
+        yield settings
+        return
+    with ensure_endpoint(settings=settings) as env:
+        yield _on_endpoint(settings, env)
+
+
+def drafted_by(dp: DatasetPaths) -> list[str]:
+    """The models that wrote the evaluated questions when they are generated (the drafts record it), else []."""
+    src = queryset.query_source(dp)
+    if src.kind != queryset.GENERATED or src.queries is None:
+        return []
+    return queryset.describe(queryset.read_drafts(src.queries))["models"]
 
 
 def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCache | None = None) -> AssessResult:
@@ -235,6 +295,7 @@ def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCa
     unjudged = pool(dp, params.k, qids, graded_pairs(dp))
     res.pairs, res.pool_size = overlap_sample(human, qids, params.agreement_pairs, params.assess_seed) + unjudged, len(
         unjudged)
+    res.drafted_by = drafted_by(dp)
     texts = {u: t[: params.passage_chars] for u, t in unit_texts(load_chunks(dp)).items()}
     js = judge_settings(settings, params.judge_model)
     llm = CachedLLM.open(js, cache, breaker=Breaker(threshold=2),
@@ -299,32 +360,34 @@ def _grade(llm: CachedLLM, asks: Sequence[tuple[Pair, str, str]], params: Assess
 
 # -- 4. the files -----------------------------------------------------------------------------------------------
 def write(dp: DatasetPaths, res: AssessResult) -> dict[str, str]:
-    """The LLM grades into ``qrels/llm-<model>.tsv`` (earlier runs' grades kept, a re-graded pair updated), and the
-    stage's summary and ledger. Nothing is written when the stage was skipped."""
+    """The LLM grades into ``qrels/llm-<model>-<hash>.tsv`` (earlier runs' grades kept, a re-graded pair updated)
+    with the record of the model beside it, and the stage's summary and ledger. Nothing is written when the stage
+    was skipped. A grades file whose record names another model is refused (never two judges in one file)."""
     if res.skipped:
         return {}
     path = llm_qrels_path(dp, res.model)
+    judge_grades.check_record(path, res.model)
     grades = read_grades(path)
     grades.update(res.grades)
     rows = [f"{q}\t{u}\t{g}\n" for (q, u), g in sorted(grades.items())]
     path.parent.mkdir(parents=True, exist_ok=True)
-    written = {"llm_qrels": str(atomic_write_text(path, HEADER + "".join(rows)))}
+    judge_grades.write_record(path, res.model, res.endpoint)
+    written = {"llm_qrels": str(atomic_write_text(path, HEADER + "".join(rows))),
+               "record": str(judge_grades.record_path(path))}
     folder = dp.stage_dir("assess")
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "ledger.csv", res.ledger.to_csv(index=False))
-    written["summary"] = str(atomic_write_json(folder / "summary.json", {**summary(res), "file": str(path),
-                                                                         "in_file": len(grades)}))
+    legacy = judge_grades.legacy_path(path.parent, res.model)
+    old = judge_grades.legacy_note(legacy) if legacy.is_file() else ""
+    written["summary"] = str(atomic_write_json(folder / "summary.json", {
+        **summary(res, old), "file": str(path), "in_file": len(grades)}))
     return written
 
 
-def file_safe(model: str) -> str:
-    """A model name as a file name part: letters, digits, ``.``, ``_`` and ``-`` kept, any other run as ``_``."""
-    return (re.sub(r"[^A-Za-z0-9._-]+", "_", model.strip()).strip("._") or "model")[:80]
-
-
 def llm_qrels_path(dp: DatasetPaths, model: str) -> Path:
-    """``<dataset>/qrels/llm-<model>.tsv``: the assessor's grades, beside the human files and never one of them."""
-    return dp.source / "qrels" / f"llm-{file_safe(model)}.tsv"
+    """``<dataset>/qrels/llm-<model>-<hash>.tsv``: the assessor's grades, beside the human files and never one of
+    them (:func:`rerankeval.core.judge_grades.grades_path`: one file per exact model id)."""
+    return judge_grades.grades_path(dp.source / "qrels", model)
 
 
 def read_grades(path: Path) -> dict[tuple[str, str], int]:
@@ -340,8 +403,23 @@ def read_grades(path: Path) -> dict[tuple[str, str], int]:
     return out
 
 
-def summary(res: AssessResult) -> dict[str, Any]:
-    """The stage's record: pool and overlap sizes, grades by value and kind, drops by reason, plan and calls."""
+def self_judged(res: AssessResult) -> str:
+    """The warning when the judge is the model that drafted the evaluated questions ("" otherwise)."""
+    if not res.model or res.model not in res.drafted_by:
+        return ""
+    return (f"WARNING: the LLM judge graded questions its own model wrote ({res.model} drafted them): there is no "
+            "human grade in these numbers, and a model tends to favour its own questions' pages. Judge with another "
+            "model (JUDGE_MODEL), or review the drafts and grade some units in 00-explore.")
+
+
+def warnings(res: AssessResult, legacy: str = "") -> list[str]:
+    """What the index must show of this run: one grade for nearly everything, self-judging, an old grades file."""
+    return [w for w in (judge_grades.one_grade(res.grades.values()), self_judged(res), legacy) if w]
+
+
+def summary(res: AssessResult, legacy: str = "") -> dict[str, Any]:
+    """The stage's record: pool and overlap sizes, grades by value and kind, drops by reason, plan and calls, and
+    ``warning`` (every warning in one text; the index shows it)."""
     s = res.stats
     kinds = Counter(p.kind for p in res.pairs)
     by_grade = Counter(res.grades.values())
@@ -349,7 +427,10 @@ def summary(res: AssessResult) -> dict[str, Any]:
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in res.params.__dict__.items()},
             "skipped": res.skipped, "stopped": res.stopped, "pool": res.pool_size, "overlap": kinds.get("overlap", 0),
             "graded": len(res.grades), "grades": {str(g): int(by_grade.get(g, 0)) for g in GRADES},
-            "one_grade_warning": one_grade(res.grades.values()).strip(),
+            "scale": judge_grades.SCALE, "relevant_from": judge_grades.RELEVANT_FROM,
+            "one_grade_warning": judge_grades.one_grade(res.grades.values()),
+            "drafted_by": list(res.drafted_by), "self_judged": bool(self_judged(res)),
+            "warning": " ".join(warnings(res, legacy)),
             "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
             "plan": res.plan.to_dict() if res.plan else None,
             "calls": {"calls": s.calls, "cache_hits": s.cache_hits, "requests": s.requests, "failed": s.failed,
@@ -368,17 +449,4 @@ def describe(res: AssessResult) -> str:
     return (f"Graded {len(res.grades)} of {len(res.pairs)} pairs with {res.model} ({res.pool_size} unjudged in the "
             f"pool, {len(res.pairs) - res.pool_size} human-graded for agreement); dropped: {drops}. LLM calls: "
             f"{s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed).{stopped}"
-            + one_grade(res.grades.values()))
-
-
-def one_grade(grades: Iterable[int], share: float = ONE_GRADE_SHARE) -> str:
-    """A warning when at least ``share`` of 20 or more grades are one grade: such a judge does not tell relevant
-    from non-relevant, whatever its kappa on a one-class overlap says ("" otherwise)."""
-    counts = Counter(grades)
-    n = sum(counts.values())
-    if n < 20:
-        return ""
-    grade, top = counts.most_common(1)[0]
-    return (f" WARNING: {top} of the {n} grades ({top / n:.0%}) are {grade}: this judge hardly tells relevant from "
-            "non-relevant units; do not use its grades (qrels_source=human), or try a larger JUDGE_MODEL."
-            if top / n >= share else "")
+            + "".join(f" {w}" for w in warnings(res)))
