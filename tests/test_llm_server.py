@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import textwrap
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from fakellm import FakeLLM
 from rerankeval.core import settings
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.llm import model_file
 from rerankeval.llm import server as llm_server
 from rerankeval.llm.client import LLMClient
 
@@ -56,6 +59,8 @@ def fake_setup(tmp_path, monkeypatch):
     def setup_paths(timeout=0, backend="build", model=None):
         ASKED.append(model)
         gguf = model_path if model in (None, "qwen2.5-coder-0.5b") else tmp_path / f"{model}-instruct.gguf"
+        if not gguf.exists():
+            gguf.write_bytes(f"GGUF {model}".encode())
         return (server, gguf) if backend == "build" else ([sys.executable, str(wheel)], gguf)
 
     monkeypatch.setattr(llm_server, "setup_paths", setup_paths)
@@ -114,7 +119,9 @@ def test_local_model_picks_the_model_the_server_runs_and_names(fake_setup, monke
     assert ASKED[-1] == "qwen2.5-coder-1.5b"
     assert args[args.index("-m") + 1].endswith("qwen2.5-coder-1.5b-instruct.gguf")
     assert args[args.index("--alias") + 1] == env["RERANK_MODEL"] == "qwen2.5-coder-1.5b-instruct"
-    assert env["RERANK_ENDPOINT_ID"] == "llama-server/9.9/qwen2.5-coder-1.5b-instruct@cc324af070c2ecbf"
+    gguf = args[args.index("-m") + 1]
+    digest = hashlib.sha256(open(gguf, "rb").read()).hexdigest()[:16]  # the file's own, never the table's
+    assert env["RERANK_ENDPOINT_ID"] == f"llama-server/9.9/qwen2.5-coder-1.5b-instruct@{digest}"
     with llm_server.ensure_endpoint({}, model="qwen2.5-coder-0.5b"):
         assert ASKED[-1] == "qwen2.5-coder-0.5b"
 
@@ -303,3 +310,92 @@ def test_a_build_that_cannot_be_built_falls_back_to_the_prebuilt_server(fake_set
     with llm_server.ensure_endpoint({}) as env:
         assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
     assert "llama_setup.sh failed" in capsys.readouterr().err
+
+
+# -- issue 32 defect 8: a model file replaced under the same name ---------------------------------------------------
+def _table(tmp_path, monkeypatch, content: bytes) -> tuple[Path, str]:
+    """A setup script table whose 0.5B row has the sha256 of ``content``, and the script's answer a GGUF of that
+    name in ``tmp_path`` (nothing is built or downloaded)."""
+    name = "qwen2.5-coder-0.5b"
+    gguf = tmp_path / "models" / "qwen2.5-coder-0.5b-instruct.gguf"
+    gguf.parent.mkdir(parents=True, exist_ok=True)
+    sha = hashlib.sha256(content).hexdigest()
+    row = llm_server.LocalModel(name, gguf.name, sha, "parts", "1.0", 1)
+    monkeypatch.setattr(llm_server, "local_models", lambda script=None: {name: row})
+    monkeypatch.setattr(llm_server, "_setup_script", lambda what, timeout, model: [str(tmp_path / "srv"), str(gguf)])
+    return gguf, sha
+
+
+def test_a_model_file_replaced_under_the_same_name_is_refused_at_start(tmp_path, monkeypatch):
+    gguf, sha = _table(tmp_path, monkeypatch, b"GGUF the assembled model")
+    gguf.write_bytes(b"GGUF the assembled model")
+    assert llm_server.setup_paths(model="qwen2.5-coder-0.5b")[1] == gguf
+    gguf.write_bytes(b"GGUF another model, same name")
+    with pytest.raises(model_file.ModelFileMismatch) as err:
+        llm_server.setup_paths(model="qwen2.5-coder-0.5b")
+    msg = str(err.value)
+    assert str(gguf) in msg and sha in msg and hashlib.sha256(gguf.read_bytes()).hexdigest() in msg
+    assert "make llama" in msg and "replaced or corrupted" in msg
+
+
+def test_a_replaced_model_never_falls_back_to_the_prebuilt_server(tmp_path, monkeypatch):
+    gguf, _ = _table(tmp_path, monkeypatch, b"GGUF the assembled model")
+    gguf.write_bytes(b"GGUF corrupted")
+    real = llm_server.importlib.util.find_spec
+    monkeypatch.setattr(llm_server.importlib.util, "find_spec",  # the prebuilt server "installed"
+                        lambda name, package=None: object() if name == "xllamacpp" else real(name, package))
+    with pytest.raises(model_file.ModelFileMismatch):
+        llm_server.start_local("build", ctx=64, parallel=1, threads=1, wait=1)
+
+
+def test_the_endpoint_id_is_the_model_files_own_sha256(tmp_path):
+    """The reply cache's key follows the file, not the table: a replaced file is another endpoint (no cache hit)."""
+    server = tmp_path / "llama.cpp" / "9.9" / "bin" / "llama-server"
+    gguf = tmp_path / "qwen2.5-coder-0.5b-instruct.gguf"  # a name the table knows
+    gguf.write_bytes(b"GGUF one")
+    first = llm_server.endpoint_id(server, gguf)
+    gguf.write_bytes(b"GGUF two")
+    second = llm_server.endpoint_id(server, gguf)
+    assert first == f"llama-server/9.9/qwen2.5-coder-0.5b-instruct@{hashlib.sha256(b'GGUF one').hexdigest()[:16]}"
+    assert second.endswith(hashlib.sha256(b"GGUF two").hexdigest()[:16]) and first != second
+
+
+def test_an_unchanged_model_file_is_not_hashed_again(tmp_path, monkeypatch):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF x" * 100)
+    hashed: list[str] = []
+    real = model_file.hashlib.file_digest
+    monkeypatch.setattr(model_file.hashlib, "file_digest", lambda fh, algo: hashed.append(fh.name) or real(fh, algo))
+    a, b = model_file.file_sha256(gguf), model_file.file_sha256(gguf)
+    assert a == b == hashlib.sha256(b"GGUF x" * 100).hexdigest() and len(hashed) == 1
+    gguf.write_bytes(b"GGUF y" * 100)  # same size, rewritten in place
+    assert model_file.file_sha256(gguf) == hashlib.sha256(b"GGUF y" * 100).hexdigest() and len(hashed) == 2
+
+
+# -- issue 32 defect 4: the judge's settings reach 09 ----------------------------------------------------------------
+JUDGE = {"JUDGE_MODEL": "acme/judge-large", "JUDGE_BASE_URL": "http://judge.test:8000/v1",
+         "JUDGE_API_KEY": "sk-judge-1"}
+
+
+def test_a_configured_endpoint_carries_the_judges_settings(monkeypatch):
+    monkeypatch.setattr(settings, "ENV_FILE", Path("/nonexistent/.env"))
+    env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m", **JUDGE}
+    with llm_server.ensure_endpoint(env) as got:
+        assert {k: got.get(k) for k in JUDGE} == JUDGE and got["RERANK_MODEL"] == "m"
+        judge = settings.load_settings(got)
+    assert (judge.judge_model, judge.judge_base_url, judge.judge_api_key) == tuple(JUDGE.values())
+
+
+def test_the_local_endpoint_carries_the_judges_settings(fake_setup, monkeypatch):
+    monkeypatch.setenv("JUDGE_MODEL", "acme/judge-large")
+    for k in ("JUDGE_BASE_URL", "JUDGE_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    with llm_server.ensure_endpoint() as env:
+        assert env["JUDGE_MODEL"] == "acme/judge-large" and "JUDGE_BASE_URL" not in env
+        assert env["RERANK_MODEL"] == "tiny-model"  # the reranker stays the local model
+
+
+def test_no_judge_configured_yields_no_judge_keys(monkeypatch):
+    monkeypatch.setattr(settings, "ENV_FILE", Path("/nonexistent/.env"))
+    with llm_server.ensure_endpoint({"OPENAI_BASE_URL": "https://example.test/v1", "RERANK_MODEL": "m"}) as got:
+        assert not [k for k in got if k.startswith("JUDGE_")]

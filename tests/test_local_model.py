@@ -135,8 +135,11 @@ def test_the_model_named_in_env_file_is_assembled_beside_the_other_and_cached(tm
 
 
 def local_settings(url: str, name: str, server: Path) -> rerank.Settings:
-    """The settings ensure_endpoint hands out for local model ``name`` (its file, endpoint id), served at ``url``."""
-    gguf = Path("/models") / llm_server.local_models()[name].file
+    """The settings ensure_endpoint hands out for local model ``name`` (its file, endpoint id), served at ``url``;
+    the file is a stand-in beside ``server`` (the endpoint id holds the file's own sha256)."""
+    gguf = server.parent / "models" / llm_server.local_models()[name].file
+    gguf.parent.mkdir(parents=True, exist_ok=True)
+    gguf.write_bytes(f"GGUF stand-in of {name}".encode())
     env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test-key-not-a-secret-0001",
            "RERANK_MODEL": llm_server.model_name(gguf), "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server, gguf),
            "RERANK_MAX_RETRIES": "0", "RERANK_TIMEOUT": "5"}

@@ -119,3 +119,25 @@ def test_prompt_layout_shares_instructions_and_query():
         assert len(a) - head < len("alpha text") + 30  # only the passage and a short reminder differ
     a = prompts.pointwise("Q", ["p1"])[1]["content"]
     assert a.index("from 0 (unrelated) to 10") < a.index("Q") < a.index("p1")
+
+
+@pytest.mark.parametrize("price", [(-0.15, 0.6), (0.15, -1.0), (float("nan"), 0.0), (float("inf"), 0.0), (1.0,)])
+def test_a_negative_or_meaningless_price_is_refused_before_any_call(tmp_path, price):
+    """Issue 32: a negative price gave a negative cost (and let max_cost admit any number of calls)."""
+    with FakeLLM() as f:
+        with pytest.raises(budget.BadPrice, match=r"price_per_mtok=.*two numbers >= 0"):
+            _run(f, rerank.LLMCache(tmp_path / "llm"), price_per_mtok=price, max_cost=0.01)
+        assert f.count == 0
+    with pytest.raises(budget.BadPrice):
+        budget.plan([], price=price, max_calls=0, max_cost=0.0, s_per_token=None, rate_source="")
+
+
+@pytest.mark.parametrize("limits", [{"max_calls": -1}, {"max_cost": -0.5}, {"max_cost": float("nan")}])
+def test_a_negative_budget_is_refused(limits):
+    with pytest.raises(budget.BadPrice, match=f"{next(iter(limits))}=.*>= 0"):
+        budget.Budget(**limits)
+
+
+def test_a_zero_price_and_no_limits_still_mean_unpriced_and_unlimited():
+    assert budget.check_price([0, 0.6]) == (0.0, 0.6)
+    assert budget.Budget(0, 0.0).reserve(1e9)

@@ -25,8 +25,11 @@ part of the cache key, as in the reranker), then salvaged where possible (a cut-
 complete citations; prose with ``[label]`` citations); otherwise the answer's status says why it failed.
 Only a reply that reads is cached: an unusable one (even when salvaged) is asked again by the next run, and
 a cached entry that does not read is replaced by a fresh reply. The checks are in
-:mod:`rerankeval.apps.citations`; nothing is silent. What is written (``ask/answers.jsonl``, ``ask/summary.json``)
-is redacted: a model that echoes a key it was shown does not put it on disk.
+:mod:`rerankeval.apps.citations`; nothing is silent. A model that echoes a key it was shown (or a URL password, or
+its ``Basic`` token) does not put it anywhere: the one cached call redacts every reply before it is read (so the
+answers, the table and the notebook are clean), and what is written (``ask/answers.jsonl``, ``ask/summary.json``)
+passes through the same redactor again (:func:`rerankeval.llm.scrub.redact_tree`, i.e.
+:func:`rerankeval.core.settings.redact`), for a question or a passage that holds one.
 
 Where things are: the questions and passages in :mod:`.ask_inputs`, the prompt, reply schema and salvage in
 :mod:`.ask_reply`, the asker, the checks and the result in :mod:`.ask_answers`, the table in :mod:`.ask_html`;

@@ -14,6 +14,7 @@ spends, with :func:`price_warning` when a non-local endpoint has no price: every
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -22,17 +23,44 @@ from typing import Any
 from urllib.parse import urlparse
 
 from rerankeval.core import progress
+from rerankeval.core.errors import ReRankEvalError
 
 CHARS_PER_TOKEN = 4.0  # rough BPE average for estimates before any reply is cached; the ledger has real counts
 TEMPLATE_TOKENS = 12  # chat-template tokens around the messages
 LOCAL_TOKENS_PER_S = 250.0  # assumed prompt rate of the local llama-server until a run measured it (bench/rerank.py)
 
 
+class BadPrice(ReRankEvalError, ValueError):
+    """A price or a budget limit that would make costs meaningless (negative, not a number)."""
+
+
+def check_price(price: Sequence[float]) -> tuple[float, float]:
+    """``price`` as (prompt, completion) USD per 1M tokens, each a finite number >= 0; else :class:`BadPrice`
+    (a negative price made a negative cost, which also let ``max_cost`` admit any number of calls)."""
+    try:
+        got = tuple(float(p) for p in price)
+    except (TypeError, ValueError):
+        got = ()
+    if len(got) != 2 or not all(math.isfinite(p) and p >= 0 for p in got):
+        raise BadPrice(f"price_per_mtok={list(price) if isinstance(price, Sequence) else price!r} is not a price: "
+                       "it is two numbers >= 0, USD per 1M prompt and completion tokens (0: unpriced, e.g. a local "
+                       "model). Fix the notebook's parameter or P=\"price_per_mtok=[0.15,0.6]\".")
+    return got[0], got[1]
+
+
+def _limit(name: str, value: float) -> float:
+    if not (math.isfinite(float(value)) and float(value) >= 0):
+        raise BadPrice(f"{name}={value!r} is not a budget: it is a number >= 0 (0: no limit). Fix the notebook's "
+                       f"parameter or P=\"{name}=...\".")
+    return float(value)
+
+
 class Budget:
-    """Thread-safe counters of fresh calls and cost against ``max_calls`` / ``max_cost`` (0 = no limit)."""
+    """Thread-safe counters of fresh calls and cost against ``max_calls`` / ``max_cost`` (0 = no limit; a
+    negative limit is refused with :class:`BadPrice`)."""
 
     def __init__(self, max_calls: int = 0, max_cost: float = 0.0):
-        self.max_calls, self.max_cost = int(max_calls), float(max_cost)
+        self.max_calls, self.max_cost = int(_limit("max_calls", max_calls)), _limit("max_cost", max_cost)
         self.calls, self.cost = 0, 0.0
         self._lock = threading.Lock()
 
@@ -134,6 +162,7 @@ def plan(
     Tasks are admitted in order while their fresh calls and cost fit; the first one that does not, and
     every later one, is skipped (a run stops, it does not cherry-pick cheap queries).
     """
+    price = check_price(price)
     p = Plan(rate_source=rate_source)
     calls_used, cost_used, stopped = 0, 0.0, False
     processed = 0.0

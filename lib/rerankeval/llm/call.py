@@ -9,7 +9,10 @@
    (written by an older version) is counted as :data:`CACHED_UNUSABLE` and asked again: never served as if good.
 3. **chat**: unless the circuit breaker is open (:mod:`.breaker`) or the budget refuses it (:mod:`.budget`),
    the call is sent with the heartbeat marking it (:class:`rerankeval.core.progress.Heartbeat`).
-4. **read**: ``read(reply)`` parses and validates; it raises :class:`~.repair.Unusable` for a reply that
+4. **redact, then read**: the reply's text goes through :func:`rerankeval.core.settings.redact` first (a model
+   may echo a key, a URL password or its ``Basic`` token), so no caller can use, cache or write it: drafted
+   questions, answers, judge replies and the reply cache are clean at the source. ``read(reply)`` parses and
+   validates; it raises :class:`~.repair.Unusable` for a reply that
    cannot be used, which is then re-asked up to ``retries`` times (``reask`` may change the next attempt,
    e.g. more tokens after a cut-off reply).
 5. **cache put**: only a reply that read is cached (with its original ``latency_s``), so an unusable one is
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Self, TypeVar
 
 from rerankeval.core import progress as progress_mod
-from rerankeval.core.settings import Settings, redact
+from rerankeval.core.settings import Settings, redact, secrets_of
 from rerankeval.llm import budget as budget_mod
 from rerankeval.llm.breaker import Breaker
 from rerankeval.llm.cache import LLMCache
@@ -125,9 +128,11 @@ class CachedLLM:
         self.client, self.cache, self.endpoint, self.local, self.breaker = client, cache, endpoint, local, breaker
         self._own_client = own_client
         self.budget = budget if budget is not None else budget_mod.Budget()
-        self.price = price  # USD per 1M (prompt, completion) tokens
+        self.price = budget_mod.check_price(price)  # USD per 1M (prompt, completion) tokens, each >= 0
         self.heartbeat: progress_mod.Heartbeat = progress_mod.QUIET
         self.messages: dict[str, str] = {}  # error class -> the first message of that class (for the summary)
+        own = getattr(client, "settings", None)  # its secrets, even when a copy of settings (the judge's) holds them
+        self._secrets = sorted(secrets_of(own)) if isinstance(own, Settings) else []
 
     @classmethod
     def open(cls, settings: Settings, cache: LLMCache | None = None, client: LLMClient | None = None, *,
@@ -168,6 +173,7 @@ class CachedLLM:
             reply = self._send(call, stats, out, label or stats.label)
             if reply is None:
                 return out
+            reply.content = redact(reply.content, self._secrets)  # an echoed key is never read, cached or written
             out.reply, out.cached = reply, False
             try:
                 out.value = read(reply)
@@ -188,6 +194,7 @@ class CachedLLM:
             return False
         try:
             reply = Reply.from_cache(cached)
+            reply.content = redact(reply.content, self._secrets)  # an entry cached before replies were redacted
             seconds = float(cached.get("latency_s") or 0.0)
         except (TypeError, KeyError, ValueError):
             return False

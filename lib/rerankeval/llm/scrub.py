@@ -8,7 +8,10 @@ is returned unchanged, so the cache keys of such endpoints are the same as befor
 :func:`redact_tree` and :func:`redact_frame` pass every string of a JSON-like object or of a table's text
 columns through :func:`~rerankeval.core.settings.redact` (an LLM may echo a key it was shown, or a user may paste
 one into a query): everything the LLM stages write under ``results/`` and into the reply cache goes
-through them.
+through them. Both are :func:`~rerankeval.core.settings.redact`, the one redactor: it knows a URL's password in
+every form the client sends (as written, decoded, and the ``Authorization: Basic`` token:
+:mod:`rerankeval.core.credentials`). Every LLM reply is redacted at the source, in
+:meth:`rerankeval.llm.call.CachedLLM.call`, before anything reads it.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ cached side by side in ``<cache>/models/``. The model's name and sha256 are in `
     with llm_server.ensure_endpoint() as env:   # env: OPENAI_BASE_URL, OPENAI_API_KEY, RERANK_MODEL, ...
         ...                                     # pass env to the notebook kernels / load_settings(env)
 
+``env`` also carries ``JUDGE_MODEL`` / ``JUDGE_BASE_URL`` / ``JUDGE_API_KEY`` when they are set (the environment
+or ``.env``), unchanged, so the LLM judge (09) is the one configured, never the reranker by omission.
+
 When an endpoint is configured (``OPENAI_BASE_URL`` in the environment or ``.env``) it yields those
 settings and starts nothing. Otherwise it runs ``scripts/llama_setup.sh all`` (builds the server and
 assembles the model once, cached), starts ``llama-server`` on 127.0.0.1 on a free port, waits for
@@ -43,6 +46,7 @@ from pathlib import Path
 
 from rerankeval.core.paths import ROOT, cache_dir
 from rerankeval.core.settings import LOCAL_MODELS, Settings, load_settings, redact, scrub_url
+from rerankeval.llm import model_file
 from rerankeval.llm.local_server import (  # noqa: F401  (re-exported: callers use llm.server.*)
     DEFAULT_CTX,
     DEFAULT_PARALLEL,
@@ -95,7 +99,8 @@ def check_local_model(name: str) -> str:
 def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND,
                 model: str | None = None) -> tuple[Path | list[str], Path]:
     """(server command, GGUF model) for ``backend`` and the local ``model`` (a LOCAL_MODEL name; default: the
-    settings' ``local_model``); builds/fetches once.
+    settings' ``local_model``); builds/fetches once. The GGUF's own sha256 must be the table's
+    (:func:`.model_file.verify`, on every start: a file replaced under the same name is refused).
 
     ``wheel``: llama.cpp's server from the prebuilt ``xllamacpp`` wheel (``python -m rerankeval.llm.xllama_server``),
     only the model is assembled. ``build``: ``scripts/llama_setup.sh all`` compiles ``llama-server`` for this CPU
@@ -109,11 +114,13 @@ def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND,
                             f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one")
     model = check_local_model(model or load_settings().local_model)
     lines = _setup_script("model" if backend == "wheel" else "all", timeout, model)
-    if backend == "wheel":
-        return [sys.executable, "-m", "rerankeval.llm.xllama_server"], Path(lines[-1])
-    if len(lines) < 2:
+    if backend != "wheel" and len(lines) < 2:
         raise EndpointError(f"{SETUP_SCRIPT} printed {lines!r}, expected the server and model paths")
-    return Path(lines[-2]), Path(lines[-1])
+    gguf = Path(lines[-1])
+    model_file.verify(gguf, local_models()[model].sha256, model)  # replaced or corrupted since it was assembled
+    if backend == "wheel":
+        return [sys.executable, "-m", "rerankeval.llm.xllama_server"], gguf
+    return Path(lines[-2]), gguf
 
 
 def _setup_script(what: str, timeout: float, model: str) -> list[str]:
@@ -131,14 +138,14 @@ def _setup_script(what: str, timeout: float, model: str) -> list[str]:
 
 def endpoint_id(server: Path | list[str], model_path: Path, no_repack: bool = False) -> str:
     """Stable identity of the local endpoint for cache keys (its port changes on every start): the server build
-    (``<llama.cpp version>-<cpu signature>`` folder, or ``xllamacpp-<version>``), the model and its sha256, and
+    (``<llama.cpp version>-<cpu signature>`` folder, or ``xllamacpp-<version>``), the model and the sha256 of the
+    model file itself (:func:`.model_file.file_sha256`, never the table's: a replaced file is another model), and
     ``+no-repack`` when the server runs without llama.cpp's repacked weight buffers (other float order)."""
     if isinstance(server, list):
         version = f"xllamacpp-{importlib.metadata.version('xllamacpp')}"
     else:
         version = server.parent.parent.name  # .../llama.cpp/<version>-<cpu>/bin/llama-server
-    known = {m.file: m.sha256 for m in local_models().values()}
-    digest = known[model_path.name][:16] if model_path.name in known else f"size{model_path.stat().st_size}"
+    digest = model_file.file_sha256(model_path)[:16]
     return f"llama-server/{version}/{model_name(model_path)}@{digest}" + ("+no-repack" if no_repack else "")
 
 
@@ -160,6 +167,8 @@ def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: fl
         return one(backend)
     try:
         return one("build")
+    except model_file.ModelFileMismatch:
+        raise  # the model, not the server: the prebuilt server would refuse it too
     except EndpointError as exc:
         lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
         why = "\n  ".join(ln[:300] for ln in lines[:1] + lines[1:][-4:])
@@ -187,6 +196,15 @@ def _stop_on_sigterm(stop) -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+JUDGE_ENV = {"JUDGE_MODEL": "judge_model", "JUDGE_BASE_URL": "judge_base_url", "JUDGE_API_KEY": "judge_api_key"}
+
+
+def judge_env(settings: Settings) -> dict[str, str]:
+    """The LLM judge's variables that are set (``JUDGE_MODEL``, ``JUDGE_BASE_URL``, ``JUDGE_API_KEY``), unchanged:
+    :func:`ensure_endpoint` yields them beside the reranker's, so 09 (``load_settings(env)``) judges with them."""
+    return {var: str(value) for var, field in JUDGE_ENV.items() if (value := getattr(settings, field, None))}
+
+
 @contextlib.contextmanager
 def ensure_endpoint(
     environ: Mapping[str, str] | None = None,
@@ -199,15 +217,17 @@ def ensure_endpoint(
     backend: str | None = None,
     model: str | None = None,
 ) -> Iterator[dict[str, str]]:
-    """Yield the environment variables of a working endpoint, starting the local server if none is set.
+    """Yield the environment variables of a working endpoint, starting the local server if none is set, plus
+    the LLM judge's settings as they are set (:func:`judge_env`: the judge is never the reranker by omission).
 
     ``settings`` default: ``load_settings(environ)``; ``threads`` default: ``settings.llama_threads``;
     ``backend`` default: ``settings.llama_backend`` (RERANKEVAL_LLAMA_BACKEND); ``model`` default:
     ``settings.local_model`` (LOCAL_MODEL).
     """
     settings = settings if settings is not None else load_settings(environ)
+    judge = judge_env(settings)
     if settings.configured:
-        yield settings.env()
+        yield {**settings.env(), **judge}
         return
     threads = settings.llama_threads if threads is None else threads
     backend = backend or settings.llama_backend
@@ -229,6 +249,7 @@ def ensure_endpoint(
                 "RERANK_ENDPOINT_ID": endpoint_id(srv.server, srv.model, srv.no_repack),
                 "RERANK_TIMEOUT": repr(float(settings.timeout)),
                 "RERANK_MAX_RETRIES": str(settings.max_retries),
+                **judge,
             }
     finally:
         stop_all()
