@@ -75,12 +75,13 @@ def test_two_processes_judging_at_once_lose_no_grade(tmp_path):
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    assert answers == [["recorded"] * 30] * 2
+    assert [[a.split(" ")[0] for a in got] for got in answers] == [["recorded"] * 30] * 2  # notes may follow
     got = judgments.read_judgments(dp.judgments("test"))
     assert len(got) == 60  # the old read-add-rewrite without a lock kept 44 of 60
     assert {(q, u, g) for q, u, g, _ in got} == {(q, u, 1 + i % 2) for q in ("q1", "q2")
                                                  for i, u in enumerate(UNITS[2:32])}
-    assert ioutil.lock_file(dp.judgments("test")).parent == dp.judgments("test").parent
+    assert (dp.source / ioutil.DATASET_LOCK).is_file()  # the dataset folder's one lock, no lock beside the file
+    assert not ioutil.lock_file(dp.judgments("test")).exists()
 
 
 # --------------------------------------------------------------------------- bug 2: a pair graded twice
@@ -212,7 +213,7 @@ def test_query_ids_pandas_reads_as_missing_are_ids_in_the_explorer(tmp_path):
     for q in NA_IDS:
         assert ex.show(q, k=2).qid == q
     assert ex.show("NA", k=1).columns[0].hits[0].grade == 2
-    assert ex.judge("null", UNITS[7], 1) == "recorded"
+    assert ex.judge("null", UNITS[7], 1).startswith("recorded")  # a note may follow (apps.explore)
     merged, _ = judgments.merged_qrels(dp, runs.read_qrels(dp.qrels))
     assert merged["null"] == {UNITS[7]: 1} and merged["NA"] == {UNITS[0]: 2}
 

@@ -129,3 +129,48 @@ def test_next_id_follows_the_dataset_prefix_and_width():
     assert queryset.next_id(["dm-001", "dm-060", "x7"]) == "dm-061"
     assert queryset.next_id(["q1", "q2", "q10"]) == "q11"
     assert queryset.next_id(["abc"]) == "q-001"
+
+
+# -- issue 32's weak spots ----------------------------------------------------------------------------------------
+def test_a_draft_whose_qrels_lines_were_deleted_is_held_back_with_the_reason(tmp_path):
+    dp = _dataset(tmp_path, human=True)
+    dp.source_draft_qrels.write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")  # the user deleted them
+    dp.judgments("test").unlink()
+    said = review.promote(dp)
+    assert said.startswith("nothing to promote") and "Not promoted: g-a: no relevant grade" in said
+    assert "Not promoted: g-b: no relevant grade" in said and "explore.judge(dp, 'g-a'" in said
+    assert [json.loads(x)["_id"] for x in dp.source_queries.read_text().splitlines()] == ["dm-001", "dm-002"]
+    assert not any(d.metadata.get("promoted") for d in queryset.read_drafts(dp.source_draft_queries))
+
+
+def test_an_edit_that_repeats_a_human_question_is_refused(tmp_path):
+    dp = _dataset(tmp_path, human=True)
+    before = dp.source_draft_queries.read_bytes()
+    with pytest.raises(ValueError, match=r"g-d .*same question as human question dm-001.*nothing"):
+        review.review(dp, "g-d", "edit", text="First  HUMAN?")
+    with pytest.raises(review.DuplicateQuestion, match="accepted draft g-a"):
+        review.review(dp, "g-d", "edit", text="what is on page one")
+    assert dp.source_draft_queries.read_bytes() == before
+    review.review(dp, "g-d", "reject")  # rejecting is always possible
+
+
+def test_two_accepted_drafts_with_one_wording_are_not_both_promoted(tmp_path):
+    dp = _dataset(tmp_path, human=True)
+    drafts = queryset.read_drafts(dp.source_draft_queries)
+    drafts[1].text = drafts[0].text  # a hand edit of the draft file (the review refuses it)
+    queryset.write_drafts(dp.source_draft_queries, drafts)
+    said = review.promote(dp)
+    assert "promoted 1 question(s) (g-a)" in said and "Not promoted: g-b: the same question as draft g-a" in said
+    texts = [json.loads(x)["text"] for x in dp.source_queries.read_text().splitlines()]
+    assert len(texts) == len(set(texts))
+
+
+def test_add_question_never_takes_a_drafts_id_so_promotion_still_works(tmp_path):
+    dp = _dataset(tmp_path, human=True)
+    drafts = queryset.read_drafts(dp.source_draft_queries)
+    drafts[0].qid = "dm-003"  # drafts numbered like the human questions
+    queryset.write_drafts(dp.source_draft_queries, drafts)
+    dp.source_draft_qrels.write_text(dp.source_draft_qrels.read_text().replace("g-a\t", "dm-003\t"))
+    said = explore.add_question(dp, "where is page four", [UNITS[3]])
+    assert said.startswith("dm-004 added to")
+    assert "promoted 2 question(s) (dm-003, g-b)" in review.promote(dp)  # no IdClash

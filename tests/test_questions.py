@@ -12,6 +12,7 @@ import pytest
 from builders import TINY_PAGES, tiny_pdf_dataset, write_pdf
 from fakellm import FakeLLM
 from rerankeval.core import paths
+from rerankeval.core.ioutil import sha256_text
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import extract, queryset
 from rerankeval.corpus.beir import InputError
@@ -117,6 +118,8 @@ def test_a_bare_folder_of_pdfs_gets_drafts_that_stage_01_then_evaluates(tmp_path
     meta = drafts[0].metadata
     assert meta["status"] == "draft" and meta["model"] == "fake" and meta["quote"] and meta["source_unit"]
     assert meta["prompt_hash"] == draft.prompt_hash() and 0 <= meta["overlap"] <= 1
+    texts = units.unit_texts(load_chunks(dp))  # the hash of the page's whole text it was drafted from (issue 32)
+    assert all(d.metadata["unit_sha256"] == sha256_text(texts[d.unit]) for d in drafts)
     qrels = dp.source_draft_qrels.read_text().splitlines()
     assert qrels[0] == "query-id\tcorpus-id\tscore" and all(line.endswith("\t2") for line in qrels[1:])
     stats = json.loads(dp.corpus_stats.read_text())
@@ -375,3 +378,108 @@ def test_the_source_passage_of_a_draft_is_shown_for_review(tmp_path):
     d = queryset.read_drafts(dp.source_draft_queries)[0]
     text = explore.draft_source(dp, a)
     assert text.startswith(d.unit + ": ") and d.metadata["quote"].split()[0] in text
+
+
+# -- issue 32 defect 2 and weak spots: nothing kept, failures re-asked, a full disk --------------------------------
+def _quote_not_there(n: int, body: dict) -> dict:
+    return {"content": json.dumps({"question": "what does the passage say", "quote": "words it never had"})}
+
+
+@pytest.mark.parametrize("kw", [{"n_questions": 0}, {"n_questions": 3}])
+def test_no_draft_kept_is_said_and_the_tables_do_not_crash(tmp_path, kw):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=_quote_not_there) as f:
+        res = _draft(dp, f.base_url, tmp_path, **kw)
+    table = draft.overlap_table(dp, res.drafts, load_chunks(dp))  # 08's cell: KeyError ['mean', '50%'] before
+    assert table.empty and list(table.columns) == ["count", "mean", "median"]
+    said = draft.describe(res)
+    if kw["n_questions"]:
+        n = res.drops["quote_not_in_passage"]
+        assert n > 0 and said.startswith(f"No question was kept ({n} dropped: {n} quote not in passage)")
+        assert json.loads((dp.questions_dir / "summary.json").read_text())["new"] == 0
+    else:
+        assert said == "Nothing drafted: n_questions=0: no question asked for."
+
+
+def test_failed_replies_are_recorded_so_a_warm_run_makes_no_call_unless_retry_failed(tmp_path):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=lambda n, b: {"content": "not JSON at all"}) as f:
+        first = _draft(dp, f.base_url, tmp_path, n_questions=2)
+        asked = f.count
+        failed = json.loads((dp.questions_dir / "failures.json").read_text())
+        assert asked > 0 and len(failed) == len(first.ledger) == asked
+        assert {v["reason"] for v in failed.values()} == {"no_reply"} and all(v["unit"] for v in failed.values())
+        warm = _draft(dp, f.base_url, tmp_path, n_questions=2)
+        assert f.count == asked and warm.stats.calls == 0 and warm.skipped_failed == asked
+        assert "retry_failed=true asks them again" in draft.describe(warm)
+        again = _draft(dp, f.base_url, tmp_path, n_questions=2, retry_failed=True)
+        assert f.count == 2 * asked and again.stats.requests == asked
+
+
+def test_the_budget_is_not_re_spent_on_the_units_that_failed(tmp_path):
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=lambda n, b: {"content": "not JSON"} if n < 2 else good_reply(n, b)) as f:
+        first = _draft(dp, f.base_url, tmp_path, n_questions=2, max_calls=2)
+        second = _draft(dp, f.base_url, tmp_path, n_questions=2, max_calls=2)
+    assert not first.new and len(second.new) == 2
+    assert set(second.ledger.unit).isdisjoint(first.ledger.unit)  # the next units, not the two that failed again
+
+
+def test_a_full_cache_disk_keeps_the_paid_reply_and_names_the_disk(tmp_path, monkeypatch):
+    import errno
+
+    from rerankeval.llm.cache import LLMCache as Cache
+
+    def full(self, key, material, reply):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Cache, "put", full)
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=good_reply) as f:
+        res = _draft(dp, f.base_url, tmp_path, n_questions=3)
+        assert f.count == 1  # drafting stopped at the first reply the cache could not keep
+    assert "the disk is full" in res.stopped and str(tmp_path / "llm") in res.stopped and "mounted at" in res.stopped
+    assert [d.qid for d in queryset.read_drafts(dp.source_draft_queries)] == [d.qid for d in res.new]
+    assert len(res.new) == 1
+
+
+def test_a_full_dataset_disk_names_the_file_and_the_disk_and_keeps_the_drafts(tmp_path, monkeypatch):
+    import errno
+
+    dp = _bare(tmp_path)
+    with FakeLLM(rule=good_reply) as f:
+        res = draft.run(dp, draft.QuestionsParams(**PARAMS), _settings(f.base_url), LLMCache(tmp_path / "llm"))
+    real = draft.atomic_write_text
+
+    def full(path, text):
+        if str(path).startswith(str(dp.source)):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, text)
+
+    monkeypatch.setattr(draft, "atomic_write_text", full)
+    with pytest.raises(OSError, match=r"the disk is full: cannot write the drafted questions to .*queries.draft.jsonl "
+                                      r"\(the disk mounted at .* MB free\).*3 new drafts are kept in .*unsaved"):
+        draft.write(dp, res)
+    kept = [json.loads(x)["_id"] for x in (dp.questions_dir / "unsaved.draft.jsonl").read_text().splitlines()]
+    assert kept == [d.qid for d in res.new]
+
+
+@pytest.mark.parametrize("n_questions", [0, 3])
+def test_notebook_08_runs_through_when_no_draft_is_kept(tmp_path, monkeypatch, capsys, n_questions):
+    """08's code cells, run in-process on a bare folder (the chain's kernel does the same through papermill)."""
+    import nbformat
+
+    dp = _bare(tmp_path)
+    nb = nbformat.read(paths.NOTEBOOKS_DIR / "08-questions.ipynb", as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code"]
+    with FakeLLM(rule=_quote_not_there) as f:
+        monkeypatch.setenv("OPENAI_BASE_URL", f.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-a-secret-0001")
+        monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
+        scope: dict = {}
+        exec(cells[0], scope)  # the parameters cell, then the chain's overrides
+        scope.update(dataset=str(dp.source), n_questions=n_questions, draft_min_chars=50)
+        for source in cells[1:]:
+            exec(source, scope)  # 08's overlap cell raised KeyError: "['mean', '50%'] not in index"
+    out = capsys.readouterr().out
+    assert ("No question was kept (" in out) if n_questions else ("Nothing drafted: n_questions=0" in out)

@@ -99,3 +99,29 @@ def test_without_drafts_the_widget_has_no_review_row(tmp_path, monkeypatch):
     monkeypatch.delenv("RERANKEVAL_STAGE", raising=False)
     ui = explore.widget(_dataset(tmp_path), k=3).ui
     assert ui.review is None
+
+
+def test_an_edit_repeating_another_question_is_said_and_nothing_recorded(ui):
+    dp, ui = ui
+    r = ui.review
+    before = dp.source_draft_queries.read_bytes()
+    r.pick.value = "q2"
+    r.text.value = "Alpha configuration?"  # the accepted draft q1's wording
+    r.buttons["edit"].click()
+    assert "same question as accepted draft q1" in ui.status.value and "nothing was recorded" in ui.status.value
+    assert dp.source_draft_queries.read_bytes() == before
+
+
+def test_a_folder_whose_lock_does_not_exclude_is_said_in_the_status_and_nothing_written(ui, monkeypatch):
+    import fcntl
+
+    dp, ui = ui
+    r = ui.review
+    before = dp.source_draft_queries.read_bytes()
+    monkeypatch.setattr(fcntl, "flock", lambda *a, **k: None)  # a filesystem whose flock does nothing
+    r.pick.value = "q2"
+    r.buttons["reject"].click()
+    assert "file locks do not exclude" in ui.status.value and str(dp.source) in ui.status.value
+    r.promote.click()
+    assert "file locks do not exclude" in ui.status.value
+    assert dp.source_draft_queries.read_bytes() == before

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import queryset
 from rerankeval.evaluate import judgments
@@ -78,7 +79,7 @@ class ReviewUI:
         qid = self.pick.value
         try:
             d = review.review(self.dp, qid, action, self.text.value if action == "edit" else None)
-        except (review.DraftGone, ValueError) as exc:
+        except (ReRankEvalError, ValueError) as exc:  # gone, a duplicate, a folder that cannot be locked
             self.say(exc, error=True)
             return
         self.refresh()
@@ -88,7 +89,7 @@ class ReviewUI:
         """Move the accepted drafts into the human files and show what was written."""
         try:
             said = review.promote(self.dp, judgments.split_of(self.dp))
-        except ValueError as exc:  # an id clash included: nothing was written
+        except (ReRankEvalError, ValueError) as exc:  # an id clash, a folder that cannot be locked: nothing written
             self.say(exc, error=True)
             return
         self.refresh()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.core.errors import ReRankEvalError
-from rerankeval.core.ioutil import atomic_write_jsonl, locked
+from rerankeval.core.ioutil import atomic_write_jsonl, dataset_lock
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import beir
 from rerankeval.corpus.beir import InputError
@@ -68,6 +68,12 @@ class Draft:
     def unit(self) -> str:
         return str(self.metadata.get("source_unit") or "")
 
+    @property
+    def unit_sha256(self) -> str:
+        """The sha256 of the source unit's text its grade rests on: recorded by the last review decision
+        (``reviewed_sha256``), else at drafting (``unit_sha256``); "" for a draft from before hashes were kept."""
+        return str(self.metadata.get("reviewed_sha256") or self.metadata.get("unit_sha256") or "")
+
     def to_json(self) -> dict[str, Any]:
         return {"_id": self.qid, "text": self.text, "metadata": self.metadata}
 
@@ -96,7 +102,8 @@ def read_drafts(path: Path) -> list[Draft]:
 
 
 def write_drafts(path: Path, drafts: Iterable[Draft]) -> None:
-    """All drafts, atomically (a reader never sees half a file)."""
+    """All drafts, atomically (a reader never sees half a file). A read-modify-write of the file holds the
+    dataset folder's lock (:func:`rerankeval.core.ioutil.dataset_lock`) around its read and this write."""
     atomic_write_jsonl(path, [d.to_json() for d in drafts])
 
 
@@ -171,16 +178,26 @@ class IdClash(ReRankEvalError, ValueError):
     """A question id to append is already used by the human files (queries.jsonl or the qrels)."""
 
 
-def next_id(existing: Iterable[str]) -> str:
+def draft_ids(dp: DatasetPaths) -> set[str]:
+    """The ids of ``queries.draft.jsonl`` (a new human question never takes one: its promotion would clash)."""
+    return {d.qid for d in read_drafts(dp.source_draft_queries)}
+
+
+def next_id(existing: Iterable[str], avoid: Iterable[str] = ()) -> str:
     """The next id in the style of ``existing``: ``dm-061`` after ``dm-001`` .. ``dm-060`` (the most common
-    prefix, its widest number plus one, zero-padded as wide); ``q-001`` when no id is numbered."""
+    prefix, its widest number plus one, zero-padded as wide); ``q-001`` when no id is numbered. An id of
+    ``existing`` or ``avoid`` (e.g. the drafts' ids) is skipped: the number goes on up to a free one."""
+    existing = list(existing)
+    taken = set(existing) | set(avoid)
     found = [m for m in map(_NUMBERED.match, existing) if m]
-    if not found:
-        return f"{DEFAULT_PREFIX}001"
-    prefix = Counter(m["prefix"] for m in found).most_common(1)[0][0]
-    mine = [m for m in found if m["prefix"] == prefix]
-    width = max(len(m["num"]) for m in mine)
-    return f"{prefix}{max(int(m['num']) for m in mine) + 1:0{width}d}"
+    prefix, width, num = DEFAULT_PREFIX, 3, 1
+    if found:
+        prefix = Counter(m["prefix"] for m in found).most_common(1)[0][0]
+        mine = [m for m in found if m["prefix"] == prefix]
+        width, num = max(len(m["num"]) for m in mine), max(int(m["num"]) for m in mine) + 1
+    while f"{prefix}{num:0{width}d}" in taken:
+        num += 1
+    return f"{prefix}{num:0{width}d}"
 
 
 def human_ids(dp: DatasetPaths, split: str = "test") -> set[str]:
@@ -204,9 +221,10 @@ def append_human(dp: DatasetPaths, questions: list[dict[str, Any]], grades: Mapp
                  split: str = "test") -> list[str]:
     """Append ``questions`` (``{"_id", "text", "metadata"}``) to the dataset's ``queries.jsonl`` and their
     ``grades`` (qid -> unit -> grade) to ``qrels/<split>.tsv``, under one lock; the lines already there are never
-    rewritten. An ``_id`` of None gets the next free id (:func:`next_id`), chosen under the lock, and its grades are
-    ``grades[None]``. Raises :class:`IdClash` (nothing written) when an id is already used by either file. The ids."""
-    with locked(dp.source_queries):
+    rewritten. An ``_id`` of None gets the next free id (:func:`next_id`, never a draft's id either), chosen under
+    the lock, and its grades are ``grades[None]``. Raises :class:`IdClash` (nothing written) when an id is already
+    used by either file. The lock is the dataset folder's (:func:`rerankeval.core.ioutil.dataset_lock`). The ids."""
+    with dataset_lock(dp.source):
         used = human_ids(dp, split)
         clash = sorted({str(q["_id"]) for q in questions if q["_id"] is not None} & used)
         if clash:
@@ -216,7 +234,7 @@ def append_human(dp: DatasetPaths, questions: list[dict[str, Any]], grades: Mapp
                           "human question that uses the id")
         lines, rows, ids = [], [], []
         for q in questions:
-            qid = str(q["_id"]) if q["_id"] is not None else next_id(used | set(ids))
+            qid = str(q["_id"]) if q["_id"] is not None else next_id(used | set(ids), avoid=draft_ids(dp))
             lines.append(json.dumps({**q, "_id": qid}, ensure_ascii=False))
             rows += [f"{qid}\t{u}\t{int(g)}" for u, g in grades.get(q["_id"], {}).items()]
             ids.append(qid)

@@ -13,13 +13,21 @@ page nobody judged. Three tools make that visible and fixable:
   ``results/`` keeps it). :func:`merged_qrels` merges it into the qrels stage 05 evaluates with, and the
   merge is recorded in the analysis summary and the manifest (file, sha256, how many merged).
 
+Each grade carries the sha256 of the unit's text it was given on (a fourth column, ``unit-sha256``;
+:mod:`rerankeval.corpus.unithash`). When the unit's text has changed since (a PDF replaced under the same name),
+:func:`merged_qrels` sets its grades aside, with a warning naming the file, the page and the count, and records
+them under ``stale`` in the merge record; so does a drafted question's grade on its source page (the draft's
+``metadata.unit_sha256``, or the hash its review decision recorded). Files written before hashes were kept (three
+columns) are read as of unknown hash: merged, as before.
+
 An existing judgment is never silently overwritten: recording a different grade for a judged pair, or merging a
 file that disagrees with the qrels, raises :class:`JudgmentConflict` naming both grades and how to resolve it.
 The judgments file is checked like the qrels (:mod:`rerankeval.corpus.beir`): a pair graded twice with different grades,
 a unit that is not in the corpus, or a grade outside the dataset's scale (:func:`grade_scale`) is refused with the
 file, the line and the fix; the same pair twice with the same grade is kept once and listed in the merge record.
-Concurrent writers (two explorers, two processes) never lose a grade: :func:`record` holds an exclusive lock on
-a lock file beside the judgments file around its read-modify-write, and replaces the file atomically.
+Concurrent writers (two explorers, two processes, a reviewer) never lose a grade: :func:`record` holds the dataset
+folder's one lock (:func:`rerankeval.core.ioutil.dataset_lock`) around its read-modify-write, and replaces the
+file atomically.
 """
 
 from __future__ import annotations
@@ -35,16 +43,20 @@ from typing import Any
 import pandas as pd
 
 from rerankeval.core.errors import ReRankEvalError
-from rerankeval.core.ioutil import atomic_write_text, locked, sha256_file
+from rerankeval.core.ioutil import atomic_write_text, dataset_lock, sha256_file
+from rerankeval.core.log import get_logger
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, Run, ranked
 from rerankeval.corpus import contract as corpus
+from rerankeval.corpus import queryset
 from rerankeval.corpus.beir import InputError
 from rerankeval.corpus.snippets import Snippets, shorten
+from rerankeval.corpus.unithash import is_stale, read_grade_lines, unit_hashes
 
-HEADER = "query-id\tcorpus-id\tscore\n"
+HEADER = "query-id\tcorpus-id\tscore\tunit-sha256\n"
 REVIEW_COLUMNS = ["qid", "query", "unit_id", "variants", "n_variants", "best_rank", "snippet"]
 DEFAULT_TOP_GRADE = 2  # the top of the scale when the qrels hold no positive grade (0 not, 1 relevant, 2 highly)
+log = get_logger(__name__)
 _PAGE_ID = re.compile(r"^(?P<file>.+)#p(?P<page>\d+)$")
 
 
@@ -72,23 +84,11 @@ def _looked_at(path: Path) -> bool:
 
 def read_judgments(path: Path) -> list[tuple[str, str, int, int]]:
     """``(qid, unit_id, grade, line number)`` of each line of a judgments file (none when it does not exist)."""
-    if not path.is_file():
-        return []
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        parts = line.split("\t")
-        if not line.strip() or (lineno == 1 and parts[0] == "query-id"):
-            continue
-        try:
-            out.append((parts[0].strip(), parts[1].strip(), int(parts[2]), lineno))
-        except (IndexError, ValueError):
-            raise InputError(f"{path}:{lineno}: expected 'query-id<TAB>corpus-id<TAB>integer grade', got "
-                             f"{line!r}; fix or delete that line") from None
-    return out
+    return [row[:4] for row in read_grade_lines(path)]
 
 
-def _write(path: Path, rows: Sequence[tuple[str, str, int]]) -> Path:
-    return atomic_write_text(path, HEADER + "".join(f"{q}\t{u}\t{g}\n" for q, u, g in rows))
+def _write(path: Path, rows: Sequence[tuple[str, str, int, str]]) -> Path:
+    return atomic_write_text(path, HEADER + "".join(f"{q}\t{u}\t{g}\t{h}\n" for q, u, g, h in rows))
 
 
 def grade_scale(qrels: Qrels) -> int:
@@ -165,17 +165,19 @@ def _sentence(text: str) -> str:
     return text if text.endswith(("?", ".")) else text + "."
 
 
-def _check_new(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, qrels: Qrels) -> tuple[int, set[str]]:
-    """The grade as an int and the corpus' unit ids, or ValueError naming what is wrong with the new grade."""
+def _check_new(dp: DatasetPaths, qid: str, unit_id: str, grade: Any,
+               qrels: Qrels) -> tuple[int, set[str], pd.DataFrame]:
+    """The grade as an int, the corpus' unit ids and its chunks, or ValueError naming what is wrong."""
     grade = as_grade(grade, grade_scale(qrels))
     if qid not in corpus.load_queries(dp):
         raise ValueError(f"query {qid!r} is not in {dp.queries}: only queries of queries.jsonl can be judged. "
                          "To judge a free-text query, add it with explore.add_question(dp, text, relevant=[unit ids]) "
                          "and re-run make report.")
-    units = set(corpus.unit_of(dp).values())
+    chunks = corpus.load_chunks(dp)
+    units = set(chunks.unit_id)
     if unit_id not in units:
         raise ValueError(f"{_sentence(unknown_unit(dp, unit_id, units))} Judge a unit id the explorer shows.")
-    return grade, units
+    return grade, units, chunks
 
 
 def checked_judgments(dp: DatasetPaths, path: Path, qrels: Qrels,
@@ -214,12 +216,15 @@ def checked_judgments(dp: DatasetPaths, path: Path, qrels: Qrels,
 
 def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str | None = None,
            replace: bool = False) -> str:
-    """Record ``grade`` for (``qid``, ``unit_id``) in ``dp.judgments(split)``; ``recorded``, ``unchanged`` or
-    ``replaced``. Raises :class:`JudgmentConflict` when the qrels judge the pair differently, or when the file
-    does and ``replace`` is False; ``ValueError`` for a grade off the dataset's scale (:func:`as_grade`) or an
-    unknown query or unit. The read-modify-write holds an exclusive lock (:func:`rerankeval.core.ioutil.locked`)."""
+    """Record ``grade`` for (``qid``, ``unit_id``) in ``dp.judgments(split)``, with the sha256 of the unit's
+    current text; ``recorded``, ``unchanged`` or ``replaced``. Raises :class:`JudgmentConflict` when the qrels judge
+    the pair differently, or when the file does and ``replace`` is False (a grade given on the unit's previous text
+    is replaced without it); ``ValueError`` for a grade off the dataset's scale (:func:`as_grade`) or an unknown
+    query or unit. The read-modify-write holds the dataset folder's lock
+    (:func:`rerankeval.core.ioutil.dataset_lock`)."""
     qrels = corpus.load_qrels(dp)
-    grade, units = _check_new(dp, qid, unit_id, grade, qrels)
+    grade, units, chunks = _check_new(dp, qid, unit_id, grade, qrels)
+    sha = unit_hashes(chunks, only=[unit_id]).get(unit_id, "")
     split = split or split_of(dp)
     path = dp.judgments(split)
     old = qrels.get(qid, {}).get(unit_id)
@@ -228,17 +233,19 @@ def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str |
             f"{qid} / {unit_id} is already judged {old} in the dataset's qrels/{split}.tsv; the new grade {grade} "
             f"is refused (a judgment recorded while exploring never overrides the qrels). To change it, edit "
             f"{dp.source_qrels(split)} and re-run make report.")
-    with locked(path):
-        mine = next((g for q, u, g, _ in checked_judgments(dp, path, qrels, units)[0]
-                     if (q, u) == (qid, unit_id)), None)
-        if old == grade or mine == grade:
+    with dataset_lock(dp.source):
+        checked_judgments(dp, path, qrels, units)
+        lines = read_grade_lines(path)
+        mine = next((row for row in lines if row[:2] == (qid, unit_id)), None)
+        stale = mine is not None and is_stale(mine[4], sha)
+        if old == grade or (mine is not None and mine[2] == grade and not stale):
             return "unchanged"
-        if mine is not None and not replace:
+        if mine is not None and not replace and not stale:
             raise JudgmentConflict(
-                f"{qid} / {unit_id} was already judged {mine} in {path}; the new grade {grade} is refused. To "
+                f"{qid} / {unit_id} was already judged {mine[2]} in {path}; the new grade {grade} is refused. To "
                 f"replace it, call judge(..., replace=True) (or edit that file).")
-        rows = [(q, u, g) for q, u, g, _ in read_judgments(path) if (q, u) != (qid, unit_id)]
-        _write(path, rows + [(qid, unit_id, grade)])
+        rows = [(q, u, g, h) for q, u, g, _, h in lines if (q, u) != (qid, unit_id)]
+        _write(path, rows + [(qid, unit_id, grade, sha)])
     return "replaced" if mine is not None else "recorded"
 
 
@@ -248,17 +255,26 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
     The file is checked first (:func:`checked_judgments`: a pair graded twice differently, a unit not in the corpus
     or a grade off the scale stops the merge, naming the file and line). A grade for a pair the qrels judge
     differently raises :class:`JudgmentConflict`; a line naming a query the qrels and query table do not know is
-    ignored and listed in the record, as are the lines repeating a pair with the same grade.
+    ignored and listed in the record, as are the lines repeating a pair with the same grade. A grade given on a
+    unit's earlier text (its ``unit-sha256`` differs from the unit's text now), and a drafted question's grade on a
+    source page that changed since it was drafted or reviewed, are set aside: listed under ``stale`` (file, unit,
+    count) with a warning, never merged. Lines without a hash (files from before hashes were kept) are merged.
     """
     split = split or split_of(dp)
     path = dp.judgments(split)
-    rec: dict[str, Any] = {"file": str(path), "exists": _looked_at(path), "merged": 0, "already_in_qrels": 0}
-    if not rec["exists"]:
-        return qrels, rec
-    rows, repeated = checked_judgments(dp, path, qrels)
-    known = set(qrels) | set(corpus.load_queries(dp))
+    rec: dict[str, Any] = {"file": str(path), "exists": _looked_at(path), "merged": 0, "already_in_qrels": 0,
+                           "stale": []}
     out = {q: dict(rel) for q, rel in qrels.items()}
-    ignored = []
+    rec["stale"] += _set_aside_drafts(dp, out)
+    if not rec["exists"]:
+        return out, rec
+    recorded = {(q, u): h for q, u, _, _, h in reversed(read_grade_lines(path))}  # the first line of a pair wins
+    chunks = corpus.load_chunks(dp) if recorded else None
+    rows, repeated = checked_judgments(dp, path, qrels, None if chunks is None else set(chunks.unit_id))
+    known = set(qrels) | set(corpus.load_queries(dp))
+    hashed = {u for (_, u), h in recorded.items() if h}
+    now = unit_hashes(chunks, only=hashed) if hashed and chunks is not None else {}
+    ignored, stale = [], {}
     for q, u, g, lineno in rows:
         old = qrels.get(q, {}).get(u)
         if old is not None and old != g:
@@ -269,10 +285,48 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
         if q not in known:
             ignored.append(f"line {lineno}: unknown query {q}")
             continue
+        if is_stale(recorded.get((q, u)), now.get(u)):
+            stale[u] = stale.get(u, 0) + 1
+            continue
         rec["already_in_qrels" if old is not None else "merged"] += 1
         out.setdefault(q, {})[u] = g
+    rec["stale"] += _say_stale(path, stale, "grade(s)", f"grade the page again with explore.judge(dp, qid, "
+                               f"unit_id, grade) (it replaces the old grade), or delete those lines of {path}")
     rec.update(sha256=sha256_file(path), ignored=ignored, repeated=repeated)
     return out, rec
+
+
+def _hashes(dp: DatasetPaths, units: set[str]) -> dict[str, str]:
+    """unit -> sha256 of its text now, for ``units`` (nothing read when there are none)."""
+    return unit_hashes(corpus.load_chunks(dp), only=units) if units else {}
+
+
+def _set_aside_drafts(dp: DatasetPaths, out: Qrels) -> list[dict[str, Any]]:
+    """Remove from ``out`` (in place) the drafted grade of every draft whose source page changed since it was
+    drafted or reviewed, when the drafts are the evaluated questions; what was set aside."""
+    if queryset.query_source(dp).kind != queryset.GENERATED:
+        return []
+    drafts = [d for d in queryset.read_drafts(dp.source_draft_queries) if d.status != queryset.REJECTED]
+    made = {d.qid: (d.unit, d.unit_sha256) for d in drafts}
+    now = _hashes(dp, {u for u, h in made.values() if h and u})
+    stale: dict[str, int] = {}
+    for qid, (unit, sha) in made.items():
+        if is_stale(sha, now.get(unit)) and unit in out.get(qid, {}):
+            del out[qid][unit]
+            if not out[qid]:
+                del out[qid]
+            stale[unit] = stale.get(unit, 0) + 1
+    return _say_stale(dp.source_draft_qrels, stale, "drafted question(s)",
+                      "review those drafts again in the explorer (accept, edit or reject each: a decision records "
+                      "the page as it reads now), or re-draft: make questions")
+
+
+def _say_stale(path: Path, stale: Mapping[str, int], what: str, fix: str) -> list[dict[str, Any]]:
+    """Warn once per unit whose grades in ``path`` were set aside; the records for the merge summary."""
+    for unit, n in sorted(stale.items()):
+        log.warning(f"{path}: {n} {what} of {unit} set aside (not merged): the page's text changed since they were "
+                    f"made (the file replaced under the same name?). Fix: {fix}.")
+    return [{"file": str(path), "unit": u, "count": n} for u, n in sorted(stale.items())]
 
 
 def judged_at_k(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int) -> dict[str, float]:

@@ -22,6 +22,8 @@ Dense Retrieval From 8 Examples", ICLR 2023) show an LLM a document and ask for 
 
 from __future__ import annotations
 
+import datetime as _dt
+import errno
 import json
 import time
 from collections import Counter
@@ -34,25 +36,28 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from rerankeval.core import progress
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, sha256_json, sha256_text
+from rerankeval.core.errors import ReRankEvalError
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, dataset_lock, disk_of, sha256_json, sha256_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import beir, queryset
 from rerankeval.corpus.contract import load_chunks, load_stats
+from rerankeval.corpus.unithash import unit_texts
 from rerankeval.llm import budget as budget_mod
 from rerankeval.llm import schemas
 from rerankeval.llm.breaker import Breaker
 from rerankeval.llm.cache import LLMCache
-from rerankeval.llm.call import BUDGET_EXCEEDED, CachedLLM, Call, CallStats
+from rerankeval.llm.call import BUDGET_EXCEEDED, CachedLLM, Call, CallStats, Outcome
 from rerankeval.llm.client import Reply
 from rerankeval.llm.repair import parse
 from rerankeval.questions.checks import MIN_VOCABULARY, REASONS, check, overlap, words
-from rerankeval.questions.units import Unit, sample_units, unit_texts
+from rerankeval.questions.units import Unit, sample_units
 
 CACHE_VERSION = 1
 GRADE = 2  # the grade a question's source unit gets in qrels/draft.tsv
 OVERSAMPLE = 3  # units asked at most per question still missing (drops are expected)
 MAX_TOKENS = 160
+FAILURES = "failures.json"  # the units whose reply failed the checks, per cache key (see :func:`read_failures`)
 LEDGER_COLUMNS = ["unit", "status", "reason", "question", "quote", "overlap", "cached", "seconds", "error"]
 
 SYSTEM = "You write test questions for evaluating a search engine over a collection of documents."
@@ -91,6 +96,7 @@ class QuestionsParams:
     max_cost: float = 0.0  # budget: USD this run may spend at price_per_mtok; 0: no limit
     validate_drafts: bool = False  # with human questions: draft a second set in the results, compare rankings
     validate_grid: str = "small"  # validate_drafts: the sweep grid whose points are the systems compared
+    retry_failed: bool = False  # ask again the units whose reply failed the checks before (recorded, else skipped)
 
     def __post_init__(self) -> None:
         if self.draft not in ("auto", "always", "never"):
@@ -134,8 +140,11 @@ class QuestionsResult:
     stats: CallStats = field(default_factory=CallStats)
     model: str = ""
     skipped: str = ""  # why nothing was drafted (human questions, draft="never", enough drafts)
-    stopped: str = ""  # why drafting stopped before enough questions were kept (budget, endpoint down)
+    stopped: str = ""  # why drafting stopped before enough questions were kept (budget, endpoint down, disk full)
     seconds: float = 0.0
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)  # cache key -> a deterministic failure
+    skipped_failed: int = 0  # units not asked: their reply failed before (``retry_failed`` asks them again)
+    retried: set[str] = field(default_factory=set)  # keys of recorded failures asked again this run
 
     @property
     def drafts(self) -> list[queryset.Draft]:
@@ -170,7 +179,9 @@ def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LL
         files: DraftFiles | None = None) -> QuestionsResult:
     """Draft what is missing (see the module docstring) into ``files`` (default: the dataset's own,
     :func:`dataset_files`) through ``settings``' endpoint and ``cache`` (default: the shared LLM cache); nothing is
-    written (:func:`write` does). A set that is not the dataset's own is drafted whatever ``params.draft`` says."""
+    written (:func:`write` does). A set that is not the dataset's own is drafted whatever ``params.draft`` says.
+    A unit whose reply failed the checks before (recorded in ``failures.json`` per unit and prompt/model key) is
+    not asked again unless ``params.retry_failed``: a warm re-run makes no LLM call."""
     t0 = time.perf_counter()
     files = files or dataset_files(dp)
     existing = queryset.read_drafts(files.queries)
@@ -182,7 +193,8 @@ def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LL
         return res
     missing = params.n_questions - sum(1 for d in existing if d.status != queryset.REJECTED)
     if missing <= 0:
-        res.skipped = f"{len(existing)} drafted questions already there (n_questions={params.n_questions})"
+        res.skipped = (f"n_questions={params.n_questions}: no question asked for" if not params.n_questions else
+                       f"{len(existing)} drafted questions already there (n_questions={params.n_questions})")
         return res
     chunks = load_chunks(dp)
     asked = {d.unit for d in existing}
@@ -196,6 +208,7 @@ def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LL
                          price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])))
     try:
         res.model = llm.model
+        units = _not_failed(llm, units, params, res)
         res.plan = _plan(llm, units, params)
         budget_mod.announce(res.plan, params.price_per_mtok, settings.base_url, settings.endpoint_id, stage="questions")
         _draft(llm, units, missing, params, res, human, vocabulary)
@@ -203,6 +216,31 @@ def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LL
         llm.close()
     res.seconds = round(time.perf_counter() - t0, 1)
     return res
+
+
+def read_failures(folder: Path) -> dict[str, dict[str, Any]]:
+    """The deterministic drafting failures recorded in ``folder/failures.json``: cache key -> unit, reason, model,
+    prompt hash, when ({} when there is none, or the file does not read)."""
+    try:
+        got = json.loads((folder / FAILURES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _key(llm: CachedLLM, u: Unit, params: QuestionsParams) -> str:
+    return llm.cache.key(material(u, params, llm.model, llm.endpoint))
+
+
+def _not_failed(llm: CachedLLM, units: list[Unit], params: QuestionsParams, res: QuestionsResult) -> list[Unit]:
+    """``units`` without those whose reply failed before (all of them with ``retry_failed``)."""
+    failed = read_failures(res.files.record)
+    if params.retry_failed:
+        res.retried = {k for u in units if (k := _key(llm, u, params)) in failed}
+        return units
+    keep = [u for u in units if _key(llm, u, params) not in failed]
+    res.skipped_failed = len(units) - len(keep)
+    return keep
 
 
 def _plan(llm: CachedLLM, units: Sequence[Unit], params: QuestionsParams) -> budget_mod.Plan:
@@ -231,9 +269,7 @@ def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: Question
             if len(res.new) >= missing:
                 break
             t0 = time.perf_counter()
-            call = Call(messages(u, params.paraphrase), material(u, params, llm.model, llm.endpoint), MAX_TOKENS,
-                        response_format=schemas.response_format(DraftStrict, "draft_question"), seed=params.draft_seed)
-            got = llm.call(call, _read, res.stats, label=f"unit {u.uid}")  # greedy: a re-ask repeats the reply
+            got = _ask(llm, u, params, res)
             if got.failure is not None and got.failure.error_class == BUDGET_EXCEEDED:
                 res.stopped = f"the budget is spent (max_calls={params.max_calls}, max_cost={params.max_cost:g})"
                 break
@@ -250,12 +286,43 @@ def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: Question
                     res.new.append(_new_draft(u, q, quote, params, llm.model, row["overlap"]))
             if reason:
                 res.drops[reason] += 1
+                if got.failure is None:  # the reply itself failed: greedy decoding gives it again
+                    res.failures[_key(llm, u, params)] = _failure(u, reason, row.get("error", ""), llm.model)
             rows.append({**row, "status": "dropped" if reason else "kept", "reason": reason})
             bar.update(1, kept=len(res.new))
             if got.failure is not None and llm.breaker is not None and llm.breaker.open:
                 res.stopped = f"the endpoint stopped answering ({got.failure.error_class}); a re-run resumes"
                 break  # the drafts so far are kept
+            if res.stopped:
+                break
     res.ledger = pd.DataFrame(rows).reindex(columns=LEDGER_COLUMNS)
+
+
+def _ask(llm: CachedLLM, u: Unit, params: QuestionsParams, res: QuestionsResult) -> Outcome[DraftReply]:
+    """The one cached call for ``u``. A reply the cache cannot store (its disk full) is kept for this run and
+    drafting stops, saying which disk (``res.stopped``)."""
+    call = Call(messages(u, params.paraphrase), material(u, params, llm.model, llm.endpoint), MAX_TOKENS,
+                response_format=schemas.response_format(DraftStrict, "draft_question"), seed=params.draft_seed)
+    seen: list[DraftReply] = []
+
+    def read(reply: Reply) -> DraftReply:
+        seen.append(_read(reply))
+        return seen[-1]
+
+    try:
+        return llm.call(call, read, res.stats, label=f"unit {u.uid}")  # greedy: a re-ask repeats the reply
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        root = getattr(llm.cache, "root", "the LLM cache")
+        res.stopped = (f"the disk is full: the reply cache {root} is on {disk_of(root)}; the replies so far are kept "
+                       "in the drafts. Free space there (or set RERANKEVAL_CACHE to a larger disk) and re-run")
+        return Outcome(value=seen[-1], ok=True) if seen else Outcome()
+
+
+def _failure(u: Unit, reason: str, error: str, model: str) -> dict[str, Any]:
+    return {"unit": u.uid, "reason": reason, "error": error, "model": model, "prompt_hash": prompt_hash(),
+            "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
 
 
 def _new_draft(u: Unit, question: str, quote: str, params: QuestionsParams, model: str,
@@ -264,25 +331,62 @@ def _new_draft(u: Unit, question: str, quote: str, params: QuestionsParams, mode
     return queryset.Draft(qid, question, {"source_unit": u.uid, "quote": quote, "model": model,
                                           "prompt_hash": prompt_hash(), "seed": params.draft_seed,
                                           "paraphrase": params.paraphrase, "overlap": lexical,
-                                          "status": queryset.DRAFT})
+                                          "unit_sha256": u.sha256, "status": queryset.DRAFT})
 
 
 def write(dp: DatasetPaths, res: QuestionsResult) -> dict[str, str]:
     """Append the new drafts to the dataset folder's draft files (never touching a human file or a line already
-    there), write the stage's summary and ledger, and refresh stage 01's query set when it is the drafts."""
+    there), write the stage's summary, ledger and failure record, and refresh stage 01's query set when it is the
+    drafts. The appends hold the dataset folder's lock (:func:`rerankeval.core.ioutil.dataset_lock`, the one a
+    reviewer takes) and re-read the files under it: a draft another run appended meanwhile is not written twice
+    (``res.new`` is left with the drafts this call wrote)."""
     written: dict[str, str] = {}
     f = res.files
     if res.new:
-        _append(f.queries, [_line(d) for d in res.new])
-        header = "" if f.qrels.is_file() else "query-id\tcorpus-id\tscore\n"
-        _append(f.qrels, [f"{d.qid}\t{d.unit}\t{GRADE}" for d in res.new], header)
+        with dataset_lock(dp.source if f.own else f.record):
+            res.new = _unwritten(f, res.new)
+            try:
+                _append(f.queries, [_line(d) for d in res.new])
+                header = "" if f.qrels.is_file() else "query-id\tcorpus-id\tscore\n"
+                _append(f.qrels, [f"{d.qid}\t{d.unit}\t{GRADE}" for d in res.new], header)
+            except OSError as exc:
+                raise _unwritable(exc, f, res.new) from None
         written.update(queries=str(f.queries), qrels=str(f.qrels))
     f.record.mkdir(parents=True, exist_ok=True)
     atomic_write_text(f.record / "ledger.csv", res.ledger.to_csv(index=False))
     atomic_write_json(f.record / "summary.json", summary(res))
+    failures = {k: v for k, v in read_failures(f.record).items() if k not in res.retried} | res.failures
+    atomic_write_json(f.record / FAILURES, failures)
     if f.own and queryset.query_source(dp).kind == queryset.GENERATED:
         refresh_corpus(dp)
     return written
+
+
+def _unwritten(f: DraftFiles, new: Sequence[queryset.Draft]) -> list[queryset.Draft]:
+    """The drafts of ``new`` not in ``f.queries`` yet (read under the lock)."""
+    there = {d.qid for d in queryset.read_drafts(f.queries)}
+    return [d for d in new if d.qid not in there]
+
+
+class DraftWriteError(ReRankEvalError, OSError):
+    """The drafted questions could not be written to the dataset folder (read-only, disk full)."""
+
+
+def _unwritable(exc: OSError, f: DraftFiles, new: Sequence[queryset.Draft]) -> DraftWriteError:
+    """The error to raise when ``new`` could not be appended: it names the file, the disk when it is full, and
+    where the drafts were kept (the results folder when it is writable; the LLM cache always holds the replies)."""
+    kept = "a re-run drafts them again from the LLM cache, without a request"
+    try:
+        spare = atomic_write_text(f.record / "unsaved.draft.jsonl", "".join(_line(d) + "\n" for d in new))
+        kept = f"the {len(new)} new drafts are kept in {spare}; " + kept
+    except OSError:
+        pass
+    if exc.errno == errno.ENOSPC:
+        return DraftWriteError(exc.errno, f"the disk is full: cannot write the drafted questions to {f.queries} "
+                                          f"({disk_of(f.queries)}); {kept}. Free space there and re-run")
+    return DraftWriteError(exc.errno, f"{exc.strerror}: cannot write the drafted questions to {f.queries}; {kept}. "
+                                      "Make the dataset folder writable, or copy it somewhere writable and give that "
+                                      "folder as DATASET")
 
 
 def _line(d: queryset.Draft) -> str:
@@ -290,17 +394,15 @@ def _line(d: queryset.Draft) -> str:
 
 
 def _append(path: Path, lines: Sequence[str], header: str = "") -> None:
-    """``path`` with ``lines`` added at its end, atomically; the bytes already there are kept as they are."""
-    try:
-        old = path.read_text(encoding="utf-8") if path.is_file() else header
-        if old and not old.endswith("\n"):
-            old += "\n"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, old + "".join(line + "\n" for line in lines))
-    except OSError as exc:
-        raise OSError(exc.errno, f"{exc.strerror}: cannot write the drafted questions to {path}; make the dataset "
-                                 f"folder writable, or copy it somewhere writable and give that folder as "
-                                 f"DATASET") from None
+    """``path`` with ``lines`` added at its end, atomically; the bytes already there are kept as they are. The
+    caller holds the dataset folder's lock."""
+    if not lines:
+        return
+    old = path.read_text(encoding="utf-8") if path.is_file() else header
+    if old and not old.endswith("\n"):
+        old += "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, old + "".join(line + "\n" for line in lines))
 
 
 def refresh_corpus(dp: DatasetPaths) -> None:
@@ -324,7 +426,8 @@ def summary(res: QuestionsResult) -> dict[str, Any]:
             "calls": {"calls": s.calls, "cache_hits": s.cache_hits, "requests": s.requests, "failed": s.failed,
                       "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
                       "llm_seconds": round(s.llm_seconds, 2), "errors": list(s.errors)},
-            "mean_overlap": _mean(res.ledger.loc[res.ledger.status == "kept", "overlap"]), "seconds": res.seconds}
+            "mean_overlap": _mean(res.ledger.loc[res.ledger.status == "kept", "overlap"]), "seconds": res.seconds,
+            "failures": {"new": len(res.failures), "skipped": res.skipped_failed, "retried": len(res.retried)}}
 
 
 def _mean(values: pd.Series) -> float | None:
@@ -336,12 +439,19 @@ def describe(res: QuestionsResult) -> str:
     """What the run did, in a few plain sentences (the notebook prints it)."""
     if res.skipped:
         return f"Nothing drafted: {res.skipped}."
-    drops = ", ".join(f"{r.replace('_', ' ')} {n}" for r, n in res.drops.most_common()) or "none"
+    drops = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in res.drops.most_common())
     s, stopped = res.stats, f" Stopped: {res.stopped}." if res.stopped else ""
-    return (f"Asked {len(res.ledger)} units with {res.model}: kept {len(res.new)} new questions "
-            f"({len(res.drafts)} drafted in all); dropped: {drops}. LLM calls: {s.calls} ({s.cache_hits} from the "
-            f"cache, {s.requests} requests, {s.failed} failed).{stopped} The questions are generated and not yet "
-            "reviewed.")
+    skipped = (f" {res.skipped_failed} unit(s) not asked: their reply failed the checks before "
+               f"({res.files.record / FAILURES}; retry_failed=true asks them again)." if res.skipped_failed else "")
+    if not res.new:
+        dropped = f"{sum(res.drops.values())} dropped: {drops}" if drops else "nothing dropped"
+        head = (f"No question was kept ({dropped}) of {len(res.ledger)} units asked with {res.model or 'the model'}; "
+                f"{len(res.drafts)} drafted in all.")
+    else:
+        head = (f"Asked {len(res.ledger)} units with {res.model}: kept {len(res.new)} new questions "
+                f"({len(res.drafts)} drafted in all); dropped: {drops or 'none'}.")
+    return (f"{head} LLM calls: {s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed)."
+            f"{skipped}{stopped} The questions are generated and not yet reviewed.")
 
 
 def overlap_table(dp: DatasetPaths, drafts: Sequence[queryset.Draft], chunks: pd.DataFrame) -> pd.DataFrame:
@@ -356,5 +466,7 @@ def overlap_table(dp: DatasetPaths, drafts: Sequence[queryset.Draft], chunks: pd
             if j.grade > 0 and j.qid in queries and j.did in texts:
                 rows.append({"set": "human", "overlap": overlap(queries[j.qid]["text"], texts[j.did])})
     df = pd.DataFrame(rows, columns=["set", "overlap"])
+    if df.empty:  # no question kept, none drafted yet: an empty table, not a KeyError
+        return pd.DataFrame(columns=["count", "mean", "median"], index=pd.Index([], name="set"))
     return df.groupby("set").overlap.describe()[["count", "mean", "50%"]].rename(columns={"50%": "median"})
 

@@ -7,27 +7,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rerankeval.core.ioutil import sha256_text
+from rerankeval.corpus.unithash import unit_texts
+
 
 @dataclass
 class Unit:
-    """A unit the LLM may be asked about: its id, file, label and the passage shown."""
+    """A unit the LLM may be asked about: its id, file, label, the passage shown and the sha256 of its whole text
+    (:func:`rerankeval.corpus.unithash.unit_hashes`; recorded with the draft)."""
 
     uid: str
     source: str
     place: str
     text: str
-
-
-def unit_texts(chunks: pd.DataFrame) -> dict[str, str]:
-    """Each unit's text rebuilt from its chunks (overlapping spans of the normalised page text, by offset)."""
-    out: dict[str, str] = {}
-    for uid, group in chunks.sort_values(["unit_id", "start"], kind="stable").groupby("unit_id", sort=False):
-        text = ""
-        for start, part in zip(group.start, group.text, strict=True):
-            start = int(start) if pd.notna(start) else len(text)
-            text = text[:start] + str(part) if start <= len(text) else text + " " + str(part)
-        out[str(uid)] = text
-    return out
+    sha256: str = ""
 
 
 def sample_units(chunks: pd.DataFrame, seed: int, min_chars: int, max_chars: int) -> list[Unit]:
@@ -43,7 +36,8 @@ def sample_units(chunks: pd.DataFrame, seed: int, min_chars: int, max_chars: int
         row = first.loc[uid]
         page = row.get("page")
         place = f"{row.source}, page {int(page)}" if pd.notna(page) and page != "" else f"document {uid}"
-        per_file.setdefault(str(row.source), []).append(Unit(uid, str(row.source), place, texts[uid][:max_chars]))
+        per_file.setdefault(str(row.source), []).append(
+            Unit(uid, str(row.source), place, texts[uid][:max_chars], sha256_text(texts[uid])))
     for units in per_file.values():
         rng.shuffle(units)
     order: list[Unit] = []
