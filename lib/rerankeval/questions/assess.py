@@ -45,12 +45,13 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from rerankeval.core import judge_grades, progress, runs
 from rerankeval.core.errors import ReRankEvalError
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, sha256_json, sha256_text
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, dataset_lock, sha256_json, sha256_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels
 from rerankeval.core.settings import FIELDS_ENV, Settings
-from rerankeval.corpus import beir, queryset
+from rerankeval.corpus import queryset
 from rerankeval.corpus.contract import load_chunks, load_qrels, load_queries
+from rerankeval.corpus.unithash import read_grade_lines, unit_texts
 from rerankeval.llm import budget as budget_mod
 from rerankeval.llm import schemas
 from rerankeval.llm.breaker import Breaker
@@ -58,7 +59,6 @@ from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import BUDGET_EXCEEDED, CachedLLM, Call, CallStats
 from rerankeval.llm.client import Reply
 from rerankeval.llm.repair import Unusable, parse
-from rerankeval.questions.draft import unit_texts
 
 CACHE_VERSION = 1
 MAX_TOKENS = 16
@@ -158,7 +158,8 @@ def human_qrels(dp: DatasetPaths) -> Qrels:
     if queryset.query_source(dp).kind != queryset.GENERATED and dp.qrels.is_file():
         _add(out, load_qrels(dp))
     for path in sorted((dp.source / "qrels").glob("judgments-*.tsv")) if (dp.source / "qrels").is_dir() else []:
-        _add(out, beir.read_qrels(path))
+        for q, u, g, _, _ in read_grade_lines(path):
+            out.setdefault(q, {})[u] = int(g)
     return out
 
 
@@ -366,14 +367,15 @@ def write(dp: DatasetPaths, res: AssessResult) -> dict[str, str]:
     if res.skipped:
         return {}
     path = llm_qrels_path(dp, res.model)
-    judge_grades.check_record(path, res.model)
-    grades = read_grades(path)
-    grades.update(res.grades)
-    rows = [f"{q}\t{u}\t{g}\n" for (q, u), g in sorted(grades.items())]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    judge_grades.write_record(path, res.model, res.endpoint)
-    written = {"llm_qrels": str(atomic_write_text(path, HEADER + "".join(rows))),
-               "record": str(judge_grades.record_path(path))}
+    with dataset_lock(dp.source):  # the grades file lives in the dataset folder: the one lock of its writers
+        judge_grades.check_record(path, res.model)
+        grades = read_grades(path)
+        grades.update(res.grades)
+        rows = [f"{q}\t{u}\t{g}\n" for (q, u), g in sorted(grades.items())]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        judge_grades.write_record(path, res.model, res.endpoint)
+        written = {"llm_qrels": str(atomic_write_text(path, HEADER + "".join(rows))),
+                   "record": str(judge_grades.record_path(path))}
     folder = dp.stage_dir("assess")
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "ledger.csv", res.ledger.to_csv(index=False))
