@@ -41,7 +41,8 @@ export PYTHONHASHSEED := 0
 # whichever clone last did the editable install, in this process and in every notebook kernel it starts
 export PYTHONPATH := $(CURDIR)/lib
 
-.PHONY: help setup report questions sweep bench-sweep test test-unit lab lint clean llama llama-if-local pyserver system-deps
+.PHONY: help setup report questions sweep bench-sweep test test-unit lab lint clean llama llama-if-local pyserver \
+  system-deps embed-server
 
 help: ## show this help
 	@echo "ReRankEval: does hybrid retrieval plus LLM reranking retrieve better on my documents?"
@@ -94,6 +95,12 @@ pyserver: setup ## (tests) llama-cpp-python's own OpenAI-compatible server, same
 	@PYTHON=$(PY) bash scripts/llama_setup.sh pyserver >/dev/null \
 	  || echo "[setup] llama-cpp-python[server] could not be built: its endpoint test will be skipped"
 
+# a real OpenAI-compatible embeddings server (infinity-emb) in its own venv, $(CACHE)/embed-server-venv, never the
+# project's; rerankeval.index.embed_server starts it on the bundled all-MiniLM-L6-v2 (tests, bench/embed_server.py)
+embed-server: ## (tests) Infinity's embeddings server for the EMBED_BASE_URL test (own venv, once, cached)
+	@PYTHON=$(PYTHON) bash scripts/embed_server_setup.sh >/dev/null \
+	  || echo "[setup] infinity-emb could not be installed: the embeddings-server test will be skipped"
+
 system-deps: ## install Debian packages the report check needs (chromium), when root and missing
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -103,9 +110,15 @@ system-deps: ## install Debian packages the report check needs (chromium), when 
 	  else echo "[setup] chromium missing and not root: the screenshot test will be skipped"; fi; \
 	fi
 
-# set-up in parallel: the llama-server build (compiler-bound, minutes) overlaps the venv install (mostly downloads)
+# the chain starts as soon as the venv is ready: the local llama-server build (compiler-bound, minutes; needs no
+# venv) runs in the background from the start, beside the venv install and then beside notebooks 01-03, its output
+# in $(LLAMA_LOG). scripts/llama_setup.sh holds a lock while it builds, and the first LLM notebook waits for it with
+# a line saying what it waits for and for how long (rerankeval.llm.build_wait); a failed build still falls back to
+# the prebuilt server.
+LLAMA_LOG := $(CACHE)/llama-build.log
 report: ## run every notebook on DATASET and render results/<dataset>/report/index.html
-	@$(MAKE) --no-print-directory -j2 setup llama-if-local
+	@mkdir -p "$(CACHE)"; ( $(MAKE) --no-print-directory llama-if-local >"$(LLAMA_LOG)" 2>&1 || true ) </dev/null &
+	@$(MAKE) --no-print-directory setup
 	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(P_ARG) $(if $(FORCE),--force)
 
 questions: setup llama-if-local ## draft questions for DATASET with the LLM (01 then 08-questions): queries.draft.jsonl, qrels/draft.tsv
@@ -118,7 +131,7 @@ sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-0
 bench-sweep: setup ## fusion points/s and the grids' wall times on SciFact (results/bench/sweep.json)
 	PYTHONPATH=$(CURDIR)/lib nice -n 10 $(PY) bench/sweep.py
 
-test: setup llama pyserver system-deps ## run the unit tests and a smoke run of the whole notebook chain
+test: setup llama pyserver embed-server system-deps ## run the unit tests and a smoke run of the whole notebook chain
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: setup ## the fast tests: no llama-server build, no second server, no chromium, nothing marked slow or llm

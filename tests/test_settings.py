@@ -208,7 +208,7 @@ def test_progress_mode_and_stage_are_settings(tmp_path):
 # -- Settings is the only reader of our variables in the environment (issue 20) --
 LIB = Path(__file__).resolve().parents[1] / "lib" / "rerankeval"
 READERS = {LIB / "core" / "settings.py", LIB / "core" / "envfile.py"}
-OURS = re.compile(r"^(RERANKEVAL_|OPENAI_|QDRANT_|LOCAL_MODEL|RERANK_|JUDGE_)")
+OURS = re.compile(r"^(RERANKEVAL_|OPENAI_|QDRANT_|LOCAL_MODEL|RERANK_|JUDGE_|EMBED_)")
 
 
 def _constants(trees: dict[Path, ast.Module]) -> dict[str, str]:
@@ -273,9 +273,46 @@ def test_the_scan_finds_a_read_of_our_variables():
 
 def test_only_settings_reads_our_variables_from_the_environment():
     """No module under lib/rerankeval but core/settings.py and core/envfile.py reads a RERANKEVAL_*, OPENAI_*,
-    QDRANT_*, RERANK_*, JUDGE_* or LOCAL_MODEL variable from os.environ (writing a child's environment is fine)."""
+    QDRANT_*, RERANK_*, JUDGE_*, EMBED_* or LOCAL_MODEL variable from os.environ (writing a child's environment is
+    fine)."""
     trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(LIB.rglob("*.py"))}
     constants = _constants(trees)
     bad = [f"{p.relative_to(LIB)}:{line} reads {name}" for p, tree in trees.items() if p not in READERS
            for line, name in env_reads(tree, constants) if OURS.match(name) or name in st.ENV_KEYS]
     assert not bad, "read it through rerankeval.core.settings (a Settings field) instead: " + "; ".join(bad)
+
+
+# -- issue 32 defect 9, issue 36 item 3: credentials never in a cache key; the embeddings server's settings --
+def test_cache_endpoint_holds_no_password_of_the_url(tmp_path):
+    s = st.load_settings(environ={"OPENAI_BASE_URL": "http://u:secretpw@127.0.0.1:9/v1/"}, env_file=tmp_path / "x")
+    assert "secretpw" not in s.cache_endpoint and "u:" not in s.cache_endpoint
+    assert s.cache_endpoint == "http://127.0.0.1:9/v1"
+    assert st.Settings(base_url="http://h/v1?api_key=qk-123456").cache_endpoint == f"http://h/v1?api_key={st.REDACTED}"
+    assert st.Settings(base_url="http://u:pw-1234@h/v1", endpoint_id="local/x").cache_endpoint == "local/x"
+
+
+def test_embeddings_server_settings(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("EMBED_BASE_URL=http://emb:pw-emb-0001@127.0.0.1:7997/v1/\nEMBED_MODEL=minilm\n"
+                        "EMBED_BATCH=16\n", encoding="utf-8")
+    s = st.load_settings(environ={"EMBED_CONCURRENCY": "2", "EMBED_API_KEY": "ek-0002-secret"}, env_file=env_file)
+    assert s.embed_configured and (s.embed_model, s.embed_batch, s.embed_concurrency, s.embed_dim) == (
+        "minilm", 16, 2, None)
+    assert (s.embed_timeout, s.embed_max_retries) == (60.0, 3)
+    assert s.embed_endpoint == "http://127.0.0.1:7997/v1" and "pw-emb-0001" not in repr(s) + str(s)
+    assert "ek-0002-secret" not in repr(s)
+    assert not st.load_settings(environ={}, env_file=tmp_path / "none").embed_configured
+    for var, bad in (("EMBED_CONCURRENCY", "0"), ("EMBED_BATCH", "many"), ("EMBED_DIM", "-1"),
+                     ("EMBED_TIMEOUT", "0")):
+        with pytest.raises(ValueError, match=rf"{var}='{bad}' \(in the environment\).*expected"):
+            st.load_settings(environ={var: bad}, env_file=tmp_path / "none")
+    assert "EMBED_BASE_URL" not in st.LLM_ENV_KEYS  # the LLM endpoint's variables are the first six, unchanged
+
+
+def test_redact_knows_the_judge_and_embeddings_secrets():
+    st.Settings(judge_api_key="jk-judge-0001", judge_base_url="http://j:jpw-0002@judge.test/v1",
+                embed_api_key="ek-embed-0003", embed_base_url="http://e:epw-0004@emb.test/v1")
+    out = st.redact("keys jk-judge-0001 ek-embed-0003; passwords jpw-0002 epw-0004")
+    assert not any(x in out for x in ("jk-judge", "ek-embed", "jpw-0002", "epw-0004")), out
+    s = st.Settings(judge_base_url="http://j:jpw-0005@judge.test/v1", judge_api_key="jk-0006")
+    assert "jpw-0005" not in repr(s) and "jk-0006" not in repr(s) and "judge.test/v1" in repr(s)

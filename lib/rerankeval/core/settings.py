@@ -24,6 +24,13 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
   qdrant-client's local mode search exactly anyway.
 - ``JUDGE_MODEL``, ``JUDGE_BASE_URL``, ``JUDGE_API_KEY``: the LLM assessor's model and endpoint (09-assess);
   unset, it asks the reranker's endpoint and model.
+- ``EMBED_BASE_URL``, ``EMBED_API_KEY``, ``EMBED_MODEL``: an OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, Text
+  Embeddings Inference, Infinity, Ollama, OpenAI) that encodes stage 02's chunks and stage 03's queries instead of
+  the in-process sentence-transformers model (:mod:`rerankeval.index.embed_remote`); unset: in-process.
+  ``EMBED_BATCH`` (texts per request, default 64), ``EMBED_CONCURRENCY`` (requests in flight, default 4),
+  ``EMBED_TIMEOUT`` (seconds per request, default 60), ``EMBED_MAX_RETRIES`` (default 3; the ``openai`` client backs
+  off on 429, 5xx, timeouts and refused connections) and ``EMBED_DIM`` (the dimension the model must return; unset:
+  whatever its first reply has).
 - ``RERANKEVAL_LLAMA_BACKEND``: how the local server is obtained, ``build`` (llama-server compiled for this CPU,
   the default; the prebuilt server stands in when it cannot be built or started) or ``wheel`` (the prebuilt,
   portable xllamacpp server: no compiler, slower prompts); the Makefile reads the same value.
@@ -69,6 +76,8 @@ DEFAULT_LLAMA_THREADS = 2  # the 2-core reference machine; see rerankeval.llm.se
 LOCAL_MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
 _MIN_SECRET_LEN = 4  # shorter "keys" (e.g. "x") are placeholders; replacing them would mangle text
+_URL_FIELDS = ("base_url", "qdrant_url", "judge_base_url", "embed_base_url")  # may hold user:password@
+_KEY_FIELDS = ("api_key", "qdrant_api_key", "judge_api_key", "embed_api_key")
 
 # field -> environment variable
 FIELDS_ENV = {
@@ -94,6 +103,14 @@ FIELDS_ENV = {
     "judge_api_key": "JUDGE_API_KEY",
     "progress": "RERANKEVAL_PROGRESS",
     "stage": "RERANKEVAL_STAGE",
+    "embed_base_url": "EMBED_BASE_URL",
+    "embed_api_key": "EMBED_API_KEY",
+    "embed_model": "EMBED_MODEL",
+    "embed_batch": "EMBED_BATCH",
+    "embed_concurrency": "EMBED_CONCURRENCY",
+    "embed_timeout": "EMBED_TIMEOUT",
+    "embed_max_retries": "EMBED_MAX_RETRIES",
+    "embed_dim": "EMBED_DIM",
 }
 ENV_KEYS = tuple(FIELDS_ENV.values())
 # what a malformed value should look like, for the message that refuses it
@@ -106,6 +123,11 @@ HINTS = {
     "RERANKEVAL_LLAMA_BACKEND": "build (compile llama-server, the default) or wheel (the prebuilt server)",
     "RERANKEVAL_PROGRESS": "bar, plain or off (unset: bar on a terminal, plain otherwise)",
     "LOCAL_MODEL": f"one of the local models {', '.join(LOCAL_MODELS)} (default {DEFAULT_LOCAL_MODEL})",
+    "EMBED_BATCH": "texts per embeddings request, a whole number >= 1 (default 64)",
+    "EMBED_CONCURRENCY": "embeddings requests in flight, a whole number >= 1 (default 4)",
+    "EMBED_TIMEOUT": "seconds per embeddings request, a number > 0 (default 60)",
+    "EMBED_MAX_RETRIES": "retries per embeddings request, a whole number >= 0 (default 3)",
+    "EMBED_DIM": "the embedding dimension the model returns, a whole number >= 1 (unset: not checked)",
 }
 LLM_ENV_KEYS = ENV_KEYS[:6]  # what Settings.env() hands to notebook kernels and subprocesses
 
@@ -143,6 +165,14 @@ class Settings(BaseSettings):
     judge_api_key: str | None = _var("judge_api_key", repr=False)
     progress: Literal["bar", "plain", "off"] | None = _var("progress")  # None: chosen from the stream
     stage: str | None = _var("stage")  # the chain's notebook (its kernels' environment)
+    embed_base_url: str | None = _var("embed_base_url")  # an embeddings server; unset: in-process encoding
+    embed_api_key: str | None = _var("embed_api_key", repr=False)
+    embed_model: str | None = _var("embed_model")  # the model name the embeddings server serves
+    embed_batch: int = _var("embed_batch", 64, ge=1)
+    embed_concurrency: int = _var("embed_concurrency", 4, ge=1)
+    embed_timeout: float = _var("embed_timeout", 60.0, gt=0)
+    embed_max_retries: int = _var("embed_max_retries", 3, ge=0)
+    embed_dim: int | None = _var("embed_dim", ge=1)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -178,7 +208,7 @@ class Settings(BaseSettings):
     def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
         """repr/str without secrets: keys are left out (repr=False), URLs lose their credentials."""
         for name, value in super().__repr_args__():
-            yield name, (scrub_url(value) if name in ("base_url", "qdrant_url") and value else value)
+            yield name, (scrub_url(value) if name in _URL_FIELDS and value else value)
 
     @property
     def configured(self) -> bool:
@@ -187,8 +217,19 @@ class Settings(BaseSettings):
 
     @property
     def cache_endpoint(self) -> str:
-        """What identifies the endpoint in cache keys."""
-        return self.endpoint_id or (self.base_url or "").rstrip("/")
+        """What identifies the endpoint in cache keys: ``RERANK_ENDPOINT_ID``, else the base URL without its
+        ``user:password@`` and secret query values (cache keys and fingerprints are written to disk)."""
+        return self.endpoint_id or scrub_url(self.base_url or "").rstrip("/")
+
+    @property
+    def embed_configured(self) -> bool:
+        """True when an embeddings server is given (``EMBED_BASE_URL``); otherwise encoding runs in-process."""
+        return bool(self.embed_base_url)
+
+    @property
+    def embed_endpoint(self) -> str:
+        """The embeddings server's URL as it may be written down: without credentials, no trailing slash."""
+        return scrub_url(self.embed_base_url or "").rstrip("/")
 
     def env(self) -> dict[str, str]:
         """The LLM endpoint's settings as environment variables (e.g. for notebook kernels)."""
@@ -299,8 +340,8 @@ def _url_secrets(url: str | None) -> list[str]:
 
 def secrets_of(settings: Settings) -> set[str]:
     """The literal secrets a Settings holds: API keys, URL passwords and URL tokens."""
-    found = [settings.api_key, settings.qdrant_api_key,
-             *_url_secrets(settings.base_url), *_url_secrets(settings.qdrant_url)]
+    found = [getattr(settings, f) for f in _KEY_FIELDS]
+    found += [s for f in _URL_FIELDS for s in _url_secrets(getattr(settings, f))]
     return {s for s in found if s and len(s) >= _MIN_SECRET_LEN}
 
 
@@ -326,8 +367,8 @@ def _secrets_for(environ: frozenset[tuple[str, str]], env_file: tuple[Any, ...])
     try:
         return frozenset(secrets_of(load_settings(environ=env, env_file=env_file[0])))
     except ValueError:  # a malformed .env must not stop redaction: fall back to the raw variables
-        raw = [env.get("OPENAI_API_KEY"), env.get("QDRANT_API_KEY"),
-               *_url_secrets(env.get("OPENAI_BASE_URL")), *_url_secrets(env.get("QDRANT_URL"))]
+        raw = [env.get(FIELDS_ENV[f]) for f in _KEY_FIELDS]
+        raw += [s for f in _URL_FIELDS for s in _url_secrets(env.get(FIELDS_ENV[f]))]
         return frozenset(s for s in raw if s and len(s) >= _MIN_SECRET_LEN)
 
 

@@ -18,6 +18,11 @@ built by the other backend is rebuilt, with a message (``actions["backend switch
 The manifest's ``dense_search`` (:class:`rerankeval.index.qdrant.recall.DenseSearch`) says how stage 03's dense
 search runs (exact below Qdrant's indexing threshold, HNSW above) and its recall@10 against exact search on a
 sample of the dataset's queries (:meth:`IndexInfo.messages` words it for notebook 02).
+
+The encoder is the in-process sentence-transformers model, or an embeddings server when ``EMBED_BASE_URL`` is set
+(:func:`open_embedder`; :mod:`rerankeval.index.embed_remote`). The manifest's ``embedder`` records which; the
+collection name hashes its key, and :func:`check_embedder` refuses to search an index with another encoder's
+query vectors, naming both.
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_json, sha256_json
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.core.settings import load_settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import bm25 as bm25mod
-from rerankeval.index.embed import Embedder
+from rerankeval.index.embed import CachedEncoder, Embedder
+from rerankeval.index.embed_remote import RemoteEmbedder
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import recall
 from rerankeval.index.qdrant import store as qdrant_store
@@ -80,6 +87,11 @@ class IndexInfo:
     seconds: dict = field(default_factory=dict)  # step -> wall seconds
     version: int = MANIFEST_VERSION
     dense_search: dict = field(default_factory=dict)  # recall.DenseSearch.record(): exact or HNSW, recall@10
+    embedder: dict = field(default_factory=dict)  # CachedEncoder.record(): in-process or a server, model, key
+
+    def embedder_described(self) -> str:
+        """The encoder that built the index, in words (older manifests: the in-process model)."""
+        return self.embedder.get("describe") or f"{self.model_id} (in-process)"
 
     @property
     def cold(self) -> bool:
@@ -87,8 +99,9 @@ class IndexInfo:
         return any(a not in ("loaded", "reused", "cached") for a in self.actions.values())
 
     def messages(self) -> list[str]:
-        """What notebook 02 prints: a backend switch (if any) and how dense search runs, with its recall@10."""
-        out = [self.actions["backend switch"]] if "backend switch" in self.actions else []
+        """What notebook 02 prints: an encoder or backend switch (if any) and how dense search runs, with its
+        recall@10."""
+        out = [self.actions[k] for k in ("embedder switch", "backend switch") if k in self.actions]
         if self.dense_search:
             out.append(recall.DenseSearch(**self.dense_search).describe(exact_in_03=load_settings().dense_exact))
         return out
@@ -117,12 +130,50 @@ class _Build:
         self.actions[name] = "reused"
 
 
+class EmbedderMismatch(ReRankEvalError, ValueError):
+    """An index searched (or filled) with another encoder's vectors than the one that built it."""
+
+
+def open_embedder(model: str | None = None, *, progress: bool = True,
+                  settings: Settings | None = None) -> CachedEncoder:
+    """The configured encoder: the embeddings server at ``EMBED_BASE_URL``, else the in-process ``model``
+    (None: the bundled all-MiniLM-L6-v2). A local ``model`` together with ``EMBED_BASE_URL`` is refused."""
+    settings = settings if settings is not None else load_settings()
+    if not settings.embed_configured:
+        return Embedder(model, progress=progress)
+    if model:
+        raise EmbedderMismatch(
+            f"two encoders given: the local model {model!r} (02's embedding_model) and the embeddings server "
+            f"EMBED_BASE_URL={settings.embed_endpoint} (EMBED_MODEL={settings.embed_model!r}); clear one of them")
+    return RemoteEmbedder(settings, progress=progress)
+
+
+def embedder_record(emb: CachedEncoder) -> dict:
+    """``emb.record()``; a stand-in that only encodes (a test's, a bench's) counts as an in-process model."""
+    record = getattr(emb, "record", None)
+    if record is not None:
+        return record()
+    return {"kind": "in-process", "model": emb.model_id, "key": emb.key, "describe": f"{emb.model_id} (in-process)"}
+
+
+def check_embedder(info: IndexInfo, emb: CachedEncoder) -> None:
+    """Refuse ``emb`` unless it is the encoder that built the index ``info`` describes (its key), naming both."""
+    if emb.key == info.model_key:
+        return
+    now = embedder_record(emb)["describe"]
+    raise EmbedderMismatch(
+        f"the indexes of {info.dataset} were built with {info.embedder_described()}, and the configured encoder is "
+        f"{now}: vectors of two encoders are never mixed. Set EMBED_BASE_URL / EMBED_MODEL back to what built the "
+        "index (unset both for the in-process model), or rebuild the index with the new encoder (re-run the "
+        "02-build-indexes stage: make report does).")
+
+
 @dataclass
 class _Fill:
     """What the Qdrant step fills a collection with (either backend)."""
 
     name: str
-    emb: Embedder
+    emb: CachedEncoder
     ids: list[str]
     texts: Mapping[str, str]
     unit_of: Mapping[str, str]
@@ -299,7 +350,7 @@ def build_indexes(
     k1: float = 1.2,
     b: float = 0.75,
     force: bool = False,
-    embedder: Embedder | None = None,
+    embedder: CachedEncoder | None = None,
     progress: bool = True,
     backend: str | None = None,
 ) -> IndexInfo:
@@ -308,7 +359,8 @@ def build_indexes(
     Everything is keyed by content: a second call with the same corpus and parameters computes nothing
     (``force=True`` rebuilds BM25 and re-upserts every point; embeddings still come from the cache).
     ``backend``: ``"client"`` or ``"edge"``, default ``RERANKEVAL_QDRANT_BACKEND``
-    (:func:`rerankeval.index.qdrant.edge.backend`).
+    (:func:`rerankeval.index.qdrant.edge.backend`). The encoder: ``embedder``, else :func:`open_embedder`
+    (``EMBED_BASE_URL``'s server, else the in-process ``model``).
     """
     t_all = t = time.perf_counter()
     st = _Build(dp)
@@ -321,10 +373,12 @@ def build_indexes(
     params = bm25mod.BM25Params(k1=k1, b=b)
     index, bm25_key, analyzer = _bm25_step(st, ids, texts, chash, params, force)
 
-    emb = embedder or Embedder(model, progress=progress)
+    emb = embedder or open_embedder(model, progress=progress)
     name = qdrant_store.collection_name(dp.name, model_key=emb.key, corpus_hash=chash, bm25_key=bm25_key)
     backend = _backend(backend)
-    fill = _Fill(name, emb, ids, texts, unit_of, index, _read_manifest(dp), force, progress, _queries(dp))
+    old = _read_manifest(dp)
+    _note_new_embedder(st, old, emb)
+    fill = _Fill(name, emb, ids, texts, unit_of, index, old, force, progress, _queries(dp))
     dim, where, dense = (_edge_store if backend == qdrant_edge.EDGE else _client_store)(st, fill)
     st.seconds["total"] = time.perf_counter() - t_all
     info = IndexInfo(
@@ -334,9 +388,22 @@ def build_indexes(
         bm25_dir=str((dp.index_dir / "bm25" / bm25_key).relative_to(dp.root)),
         bm25_params=asdict(params), analyzer=analyzer.spec(), vocab_size=len(index.vocab),
         backend=backend, actions=st.actions, seconds=st.seconds, dense_search=dense,
+        embedder=embedder_record(emb),
     )
     atomic_write_json(manifest_path(dp), asdict(info))
     return info
+
+
+def _note_new_embedder(b: _Build, old: dict | None, emb: CachedEncoder) -> None:
+    """Say so when the previous index was built by another encoder (this build makes a new collection)."""
+    if not old or old.get("model_key") in (None, emb.key):
+        return
+    before = (old.get("embedder") or {}).get("describe") or f"{old.get('model_id')} (in-process)"
+    now = embedder_record(emb)["describe"]
+    msg = (f"the previous index was built with {before}; encoding with {now} now, into a new collection "
+           "(the old one is dropped; set EMBED_BASE_URL / EMBED_MODEL back to return to it).")
+    log.warning(msg)
+    b.actions["embedder switch"] = msg
 
 
 def _backend(backend: str | None) -> str:

@@ -10,6 +10,10 @@ normalisation); each shard holds the sha256 of every text it covers, the float32
 A text is looked up by (model key, sha256(text)), so a re-run encodes nothing, whatever the dataset.
 Shards are written atomically; a shard that fails to load or verify is deleted and its texts are
 encoded again. The model is loaded lazily: only when some text is missing from the cache.
+
+:class:`CachedEncoder` is the cache-and-order logic both encoders share: :class:`Embedder` here (in-process,
+sentence-transformers) and :class:`rerankeval.index.embed_remote.RemoteEmbedder` (an OpenAI-compatible
+``/v1/embeddings`` server, ``EMBED_BASE_URL``), each with its own model key, so their vectors never mix.
 """
 
 from __future__ import annotations
@@ -127,7 +131,67 @@ def _checksum(hashes: np.ndarray, vectors: np.ndarray) -> str:
     return h.hexdigest()
 
 
-class Embedder:
+class CachedEncoder:
+    """Encode texts through the on-disk cache; a subclass sets ``model_id``, ``key``, ``_ident``, ``cache``,
+    ``progress`` and ``shard_size`` and encodes what is missing (:meth:`_encode_missing`)."""
+
+    model_id: str
+    key: str
+    cache: EmbeddingCache
+    progress: bool
+    shard_size: int
+    _ident: dict
+
+    kind = "in-process"  # what encodes: recorded in the index manifest, named when two encoders are mixed
+
+    def describe(self) -> str:
+        """The encoder in words, for messages: the model and where it runs."""
+        return f"{self.model_id} ({self.kind})"
+
+    def record(self) -> dict:
+        """What the index manifest records of the encoder (``IndexInfo.embedder``)."""
+        return {"kind": self.kind, "model": self.model_id, "key": self.key, "describe": self.describe()}
+
+    def all_cached(self, texts: Sequence[str]) -> bool:
+        """Whether :meth:`encode` would find every one of ``texts`` in the cache (and so not load the model)."""
+        want = {sha256_text(t) for t in texts}
+        return len(self.cache.lookup(want)) == len(want)
+
+    @property
+    def loaded(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def dim(self) -> int:
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str], *, desc: str = "embedding") -> np.ndarray:
+        """float32 array (len(texts), dim) of L2-normalised embeddings, in the order given."""
+        t0 = time.perf_counter()
+        hashes = [sha256_text(t) for t in texts]
+        want = set(hashes)
+        have = self.cache.lookup(want)
+        missing: dict[str, str] = {}
+        for h, t in zip(hashes, texts, strict=True):
+            if h not in have:
+                missing.setdefault(h, t)
+        stats = EncodeStats(texts=len(texts), unique=len(want), cached=len(have), encoded=len(missing))
+        if missing:
+            stats.model_loaded = True
+            self._encode_missing(missing, have, desc)
+            atomic_write_json(self.cache.root / "model.json", self._ident)
+        stats.seconds = time.perf_counter() - t0
+        self.stats = stats
+        if not hashes:
+            return np.zeros((0, self.dim if self.loaded else 0), dtype=np.float32)
+        return np.stack([have[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def _encode_missing(self, missing: dict[str, str], have: dict[str, np.ndarray], desc: str) -> None:
+        """Encode ``missing`` (sha256 -> text), store the vectors in the cache and in ``have``."""
+        raise NotImplementedError
+
+
+class Embedder(CachedEncoder):
     """Encode texts with a sentence-transformers model, through the on-disk cache.
 
     ``model``: ``None`` for the bundled all-MiniLM-L6-v2, a local model folder, or a model name already
@@ -199,32 +263,6 @@ class Embedder:
                     "sentence-transformers folder (nothing is downloaded)."
                 ) from exc
         return self._model
-
-    def all_cached(self, texts: Sequence[str]) -> bool:
-        """Whether :meth:`encode` would find every one of ``texts`` in the cache (and so not load the model)."""
-        want = {sha256_text(t) for t in texts}
-        return len(self.cache.lookup(want)) == len(want)
-
-    def encode(self, texts: Sequence[str], *, desc: str = "embedding") -> np.ndarray:
-        """float32 array (len(texts), dim) of L2-normalised embeddings, in the order given."""
-        t0 = time.perf_counter()
-        hashes = [sha256_text(t) for t in texts]
-        want = set(hashes)
-        have = self.cache.lookup(want)
-        missing: dict[str, str] = {}
-        for h, t in zip(hashes, texts, strict=True):
-            if h not in have:
-                missing.setdefault(h, t)
-        stats = EncodeStats(texts=len(texts), unique=len(want), cached=len(have), encoded=len(missing))
-        if missing:
-            stats.model_loaded = True
-            self._encode_missing(missing, have, desc)
-            atomic_write_json(self.cache.root / "model.json", self._ident)
-        stats.seconds = time.perf_counter() - t0
-        self.stats = stats
-        if not hashes:
-            return np.zeros((0, self.dim if self.loaded else 0), dtype=np.float32)
-        return np.stack([have[h] for h in hashes]).astype(np.float32, copy=False)
 
     def _encode_missing(self, missing: dict[str, str], have: dict[str, np.ndarray], desc: str) -> None:
         # longest first: similar lengths share a batch (less padding), and the bar's estimate is pessimistic
