@@ -66,6 +66,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from rerankeval.core.credentials import scrub_basic, url_credential_forms
 from rerankeval.core.envfile import read_env_file
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository (as rerankeval.core.paths.ROOT; no import cycle)
@@ -335,7 +336,7 @@ def _url_secrets(url: str | None) -> list[str]:
         k, _, v = piece.partition("=")
         if v and looks_secret(unquote(k)):
             out.append(v)
-    return [s for s in out + [unquote(s) for s in out] if s]
+    return [s for s in out + [unquote(s) for s in out] + url_credential_forms(parts) if s]
 
 
 def secrets_of(settings: Settings) -> set[str]:
@@ -387,4 +388,4 @@ def redact(text: object, secrets: Iterable[str | None] | None = None) -> str:
     known |= _current_secrets() | {k for k in (secrets or []) if k and len(k) >= _MIN_SECRET_LEN}
     for key in sorted(known, key=len, reverse=True):
         s = s.replace(key, REDACTED)
-    return _SECRET_VALUE.sub(REDACTED, s)
+    return scrub_basic(_SECRET_VALUE.sub(REDACTED, s), REDACTED)
