@@ -5,7 +5,7 @@ and the tiny PDF and BEIR sets of ``tests/builders.py``), stage 01 and 02 run in
 (``--work``; the embedding cache is the shared one, so nothing is encoded twice), once with
 ``RERANKEVAL_QDRANT_BACKEND=client`` (qdrant-client's local mode) and once with ``edge`` (Qdrant's engine
 in-process). Every variant that uses the dense leg (``vector``, the five hybrids) is searched through
-:class:`rerankeval.retrieve.stage.Retriever` for every judged query, plus the dense leg itself at ``leg_k``
+:class:`rerankeval.retrieve.retriever.Retriever` for every judged query, plus the dense leg itself at ``leg_k``
 (Qdrant's default search, as stage 03 runs it on edge, and ``exact=True``) and Qdrant's sparse leg (an input of
 ``qdrant_hybrid`` and ``qdrant_dbsf``). Their top 10 (units and chunks; the whole leg for the legs) are compared
 between backends: equal, or each difference explained and printed with its scores:
@@ -128,9 +128,11 @@ def compare(client: dict, edge: dict, k: int | None = TOP, legs_explain: dict | 
 
 def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int) -> dict:
     """Stage 02 with ``backend``, then every dense variant and the Qdrant legs through the Retriever."""
+    from rerankeval.core.settings import load_settings
     from rerankeval.index.build import build_indexes
     from rerankeval.index.qdrant import edge as qdrant_edge
-    from rerankeval.retrieve.stage import Retriever
+    from rerankeval.retrieve.params import Params
+    from rerankeval.retrieve.retriever import Retriever
 
     os.environ["RERANKEVAL_QDRANT_BACKEND"] = backend
     t = time.perf_counter()
@@ -138,9 +140,9 @@ def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int
     out = {"build_seconds": time.perf_counter() - t, "dense_search": info.dense_search,
            "switch": info.actions.get("backend switch"), "runs": {}}
     t = time.perf_counter()
-    with Retriever(dp, embedder=emb, progress=False) as r:
+    with Retriever(dp, load_settings(), embedder=emb, progress=False) as r:  # the backend set just above
         for v in DENSE_VARIANTS:
-            res = r.search(v, queries, leg_k=leg_k, pool_k=pool_k)
+            res = r.search(v, queries, leg_k=leg_k, pool_k=pool_k, rrf_k=Params().rrf_k)
             out["runs"][v] = {"units": res.run, "chunks": res.chunk_run}
         out["runs"]["dense_leg"] = {"chunks": r.dense_leg(queries, leg_k)}
         out["runs"]["sparse_leg"] = {"chunks": r.sparse_leg(queries, leg_k)}

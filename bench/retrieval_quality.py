@@ -22,10 +22,12 @@ import time
 import ir_measures
 import pandas as pd
 
+from rerankeval import retrieve
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.index.build import build_indexes
-from rerankeval.retrieve.stage import BASE_VARIANTS, Retriever, write_runs
+from rerankeval.retrieve.retriever import BASE_VARIANTS, Retriever
 
 TARGETS = {  # SciFact test, nDCG@10 (R@100 for vector): (low, high)
     ("scifact", "bm25", "nDCG@10"): (0.680, 1.0),
@@ -52,10 +54,10 @@ def run_dataset(name: str, variants: list[str], leg_k: int, pool_k: int) -> pd.D
     qrels = corpus.load_qrels(dp)
     measures = [ir_measures.parse_measure("nDCG@10"), ir_measures.parse_measure("R@100")]
     rows = []
-    with Retriever(dp, progress=False) as r:
+    with Retriever(dp, load_settings(), progress=False) as r:
         for v in variants:
-            res = r.search(v, queries, leg_k=leg_k, pool_k=pool_k)
-            unit_file, _ = write_runs(dp, res)
+            res = r.search(v, queries, leg_k=leg_k, pool_k=pool_k, rrf_k=retrieve.Params().rrf_k)
+            unit_file, _ = retrieve.write(dp, retrieve.Result(retrievals={v: res}))
             agg = ir_measures.calc_aggregate(measures, qrels, ir_measures.read_trec_run(str(unit_file)))
             rows.append({"dataset": dp.name, "variant": v, "nDCG@10": float(agg[measures[0]]),
                          "R@100": float(agg[measures[1]]), "seconds": round(res.seconds, 2)})

@@ -12,7 +12,7 @@ directly), on which the child process runs:
   and optimised, i.e. the HNSW graph built above Qdrant's indexing threshold, the recall@10 check on sampled
   queries); its embedder hands out the derived vectors by text, so ``index`` = ``stage_02`` less its
   ``embeddings`` step is 02 without the encode (the encode is ``bench/embed.py``'s subject);
-- ``q_<variant>``: :meth:`rerankeval.retrieve.stage.Retriever.search` for every variant that needs no model
+- ``q_<variant>``: :meth:`rerankeval.retrieve.retriever.Retriever.search` for every variant that needs no model
   (legs not shared between variants: each is timed from scratch; the store opened, the query vectors and BM25's
   weight matrix built once before), at ``leg_k``; ``q_dense_default`` and
   ``q_dense_exact``: the dense leg with Qdrant's own choice (HNSW above the threshold) and exhaustively.
@@ -104,17 +104,20 @@ class Stages:
 
 
 def _variants(st: Stages, dp, emb, queries: dict[str, str], leg_k: int) -> dict:
+    from rerankeval.core.settings import load_settings
     from rerankeval.index.qdrant import edge as qdrant_edge
-    from rerankeval.retrieve.stage import Retriever
+    from rerankeval.retrieve.params import Params
+    from rerankeval.retrieve.retriever import Retriever
 
-    r = st.run("open_retriever", Retriever, dp, embedder=emb, progress=False)
+    budget = {"leg_k": leg_k, "pool_k": Params().pool_k, "rrf_k": Params().rrf_k}  # stage 03's defaults
+    r = st.run("open_retriever", Retriever, dp, load_settings(), embedder=emb, progress=False)
     with r:
         # not timed: open the store, memoise the query vectors, build BM25's weight matrix (once per process)
-        r.search("vector", queries, leg_k=leg_k)
-        r.search("bm25", queries, leg_k=leg_k)
+        r.search("vector", queries, **budget)
+        r.search("bm25", queries, **budget)
         for v in VARIANTS:
             r._memo = {k: m for k, m in r._memo.items() if k[0] == "qvec"}  # every variant's legs from scratch
-            st.run(f"q_{v}", r.search, v, queries, leg_k=leg_k)
+            st.run(f"q_{v}", r.search, v, queries, **budget)
         extra = {"retriever_dense_exact": bool(r._exact)}
         if r.info.backend == qdrant_edge.EDGE:
             qv = r._qvecs(queries)

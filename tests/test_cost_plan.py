@@ -90,10 +90,11 @@ class WeakSource:
 
 def rewrite_run(url: str, cache_dir) -> dict:
     settings = Settings(base_url=url, api_key="k", model="fake", timeout=2.0, max_retries=0)
-    base = variants.complete(variants.Hybrid(WeakSource(), variants.Params(leg_k=10)).search_runs(QUERIES), QUERIES)
+    budget = variants.Budget(leg_k=10, pool_k=10, rrf_k=60)
+    base = variants.complete(variants.Hybrid(WeakSource(), budget).search_runs(QUERIES), QUERIES)
     with reformulate.open_rewriter(settings, LLMCache(cache_dir)) as (rewriter, _):
         step = reformulate.Reformulate(rewriter)
-        step.apply(WeakSource(), QUERIES, base, leg_k=10)
+        step.apply(WeakSource(), QUERIES, base, leg_k=10, rrf_k=60)
     return step.record()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.retrieve import cross_encoder as ce
 
 WORDS = "the a cat dog sat on mat ran fast slow red blue apt package network grub".split()
@@ -76,5 +77,7 @@ def test_model_found_in_the_rerankeval_model_cache(tiny_model_dir, tmp_path, mon
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
     shutil.copytree(tiny_model_dir, tmp_path / "models" / "me--tiny")
     assert ce.find_cross_encoder("me/tiny") == tmp_path / "models" / "me--tiny"
-    monkeypatch.setenv(ce.ENV_VAR, str(tiny_model_dir))
-    assert ce.find_cross_encoder() == tiny_model_dir
+    monkeypatch.setenv(ce.ENV_VAR, str(tiny_model_dir))  # the configured one, read by the settings given
+    assert ce.find_cross_encoder(ce.model_name(None, load_settings())) == tiny_model_dir
+    assert ce.find_cross_encoder(ce.model_name("me/tiny", load_settings())) == tmp_path / "models" / "me--tiny"
+    assert ce.model_name(None, Settings(cross_encoder="")) == ce.DEFAULT_CROSS_ENCODER

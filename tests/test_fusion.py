@@ -8,8 +8,9 @@ import random
 import pytest
 
 from rerankeval.core.runs import from_ranking
+from rerankeval.index.qdrant.rrf import qdrant_k
 from rerankeval.retrieve import fusion
-from rerankeval.retrieve.fusion import FUSION_METHODS, dbsf_norm, fuse, minmax_norm, qdrant_k, rrf, zscore_norm
+from rerankeval.retrieve.fusion import FUSION_METHODS, dbsf_norm, fuse, minmax_norm, rrf, zscore_norm
 
 
 def test_closed_form_two_legs():
@@ -93,9 +94,9 @@ def test_qdrant_k_reproduces_the_paper_constant_with_qdrant_client_fusion():
     responses = [[models.ScoredPoint(id=i, version=0, score=1.0 / (r + 1)) for r, i in enumerate(ids)]
                  for ids in (["a", "b", "c"], ["c", "a", "d"])]
     assert qdrant_k(60) == 61
-    from rerankeval.index.qdrant import rrf as qdrant_rrf  # the index layer owns the convention; fusion re-exports it
+    from rerankeval.index.qdrant import rrf as qdrant_rrf  # the index layer owns the convention (its one home)
 
-    assert (fusion.RRF_K, fusion.qdrant_k) == (qdrant_rrf.RRF_K, qdrant_rrf.qdrant_k) == (60, qdrant_k)
+    assert fusion.RRF_K == qdrant_rrf.RRF_K == 60  # fusion's default k is the index layer's constant
     fused = reciprocal_rank_fusion(responses, limit=10, ranking_constant_k=qdrant_k(60))
     ours = rrf(legs, k=60)["q"]
     assert {p.id: p.score for p in fused} == pytest.approx(ours, abs=1e-12)

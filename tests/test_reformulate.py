@@ -25,7 +25,7 @@ THRESHOLD = 0.0327  # between 1/61 + 1/62 (0.03252) and 2/61 (0.03279): q2 is we
 
 class FakeSource:
     """The legs the hybrid and the rewrite step search through (a rerankeval.retrieve.source.Legs, as the
-    rerankeval.retrieve.stage.Retriever is)."""
+    rerankeval.retrieve.retriever.Retriever is)."""
 
     def __init__(self) -> None:
         self.unit_of = {d: d for legs in LEGS.values() for leg in legs for d in leg}
@@ -46,13 +46,14 @@ def settings_for(url: str) -> Settings:
 
 def hybrid() -> variants.Runs:
     """The first search the rewrite step follows."""
-    return variants.complete(variants.Hybrid(FakeSource(), variants.Params(leg_k=10)).search_runs(QUERIES), QUERIES)
+    budget = variants.Budget(leg_k=10, pool_k=10, rrf_k=60)
+    return variants.complete(variants.Hybrid(FakeSource(), budget).search_runs(QUERIES), QUERIES)
 
 
 def run_with(fake_url: str, tmp_path, guard_k: int = 2):
     with reformulate.open_rewriter(settings_for(fake_url), LLMCache(tmp_path)) as (rewriter, problem):
         step = reformulate.Reformulate(rewriter, threshold=THRESHOLD, guard_k=guard_k)
-        found = step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10)
+        found = step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10, rrf_k=60)
         return found, step.ledger.set_index("qid"), problem
 
 
@@ -94,7 +95,7 @@ def test_the_guard_reverts_a_rewrite_that_retrieves_worse(tmp_path):
 def record_with(fake_url: str, tmp_path) -> dict:
     with reformulate.open_rewriter(settings_for(fake_url), LLMCache(tmp_path)) as (rewriter, _):
         step = reformulate.Reformulate(rewriter, threshold=THRESHOLD, guard_k=2)
-        step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10)
+        step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10, rrf_k=60)
     return step.record()
 
 
@@ -138,7 +139,7 @@ def test_the_llm_down_falls_back_with_a_status(tmp_path):
 
 def test_without_an_endpoint_every_weak_query_keeps_its_result_and_says_why():
     step = reformulate.Reformulate(None, threshold=THRESHOLD, guard_k=2)
-    run, chunk_run = step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10)
+    run, chunk_run = step.apply(FakeSource(), QUERIES, hybrid(), leg_k=10, rrf_k=60)
     assert (run, chunk_run) == tuple(hybrid())
     step.no_endpoint("no LLM endpoint configured")
     ledger = step.ledger.set_index("qid")

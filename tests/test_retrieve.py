@@ -14,9 +14,10 @@ from rerankeval.index import embed
 from rerankeval.index.build import build_indexes, load_index_info
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import store as qdrant_store
-from rerankeval.retrieve import variants
+from rerankeval.retrieve import stage, variants
 from rerankeval.retrieve.fusion import rrf
-from rerankeval.retrieve.stage import VARIANTS, Retriever, overlap_at_k, retrieve, write_runs
+from rerankeval.retrieve.retriever import VARIANTS, Retriever
+from rerankeval.retrieve.search import overlap_at_k
 
 CHUNKS = [
     ("man.pdf#p1:0", "man.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
@@ -30,6 +31,16 @@ CHUNKS = [
 QUERIES = {"q1": "how do I install packages with apt", "q2": "network configuration file",
            "q3": "grub bootloader"}
 QRELS = {"q1": {"man.pdf#p1": 1}, "q2": {"man.pdf#p2": 1}, "q3": {"man.pdf#p3": 1}}
+
+
+def budget(leg_k: int, pool_k: int = 10) -> dict:
+    """The search budget (the library has no defaults below the stage's Params)."""
+    return {"leg_k": leg_k, "pool_k": pool_k, "rrf_k": 60}
+
+
+def opened(dp, emb) -> Retriever:
+    """The retriever on the settings of the environment the test set up."""
+    return Retriever(dp, load_settings(), embedder=emb, progress=False)
 
 
 def _write_corpus(dp, chunks):
@@ -107,9 +118,9 @@ def test_reindexing_is_idempotent(built):
 
 def test_every_variant_deduplicates_units_and_keeps_full_chunk_depth(built):
     dp, emb, *_ = built
-    with Retriever(dp, embedder=emb, progress=False) as r:
+    with opened(dp, emb) as r:
         for v in ("vector", "bm25", "hybrid", "qdrant_hybrid"):
-            res = r.search(v, QUERIES, leg_k=5)
+            res = r.search(v, QUERIES, **budget(5))
             assert set(res.run) == set(QUERIES) == set(res.chunk_run)
             for q in QUERIES:
                 units = list(res.run[q])
@@ -125,16 +136,16 @@ def test_every_variant_deduplicates_units_and_keeps_full_chunk_depth(built):
 
 def test_bm25_leg_has_no_zero_score_padding(built):
     dp, emb, *_ = built
-    with Retriever(dp, embedder=emb, progress=False) as r:
-        res = r.search("bm25", {"q": "grub", "none": "zzzz qqqq"}, leg_k=100)
+    with opened(dp, emb) as r:
+        res = r.search("bm25", {"q": "grub", "none": "zzzz qqqq"}, **budget(100))
     assert list(res.chunk_run["q"]) == ["man.pdf#p3:0"] and res.run["none"] == {}
 
 
 def test_hybrid_fuses_units_not_chunks(built):
     dp, emb, *_ = built
-    with Retriever(dp, embedder=emb, progress=False) as r:
+    with opened(dp, emb) as r:
         dense, lex = r.dense_leg(QUERIES, 7), r.bm25_leg(QUERIES, 7)
-        res = r.search("hybrid", QUERIES, leg_k=7)
+        res = r.search("hybrid", QUERIES, **budget(7))
     unit_of = corpus.unit_of(dp)
     assert res.run == rrf([to_units(dense, unit_of), to_units(lex, unit_of)], k=60)
     # closed form: page 1 scores 1/(60 + its best dense rank) + 1/(60 + its best bm25 rank)
@@ -146,9 +157,10 @@ def test_hybrid_fuses_units_not_chunks(built):
 
 def test_retrieve_writes_unit_and_chunk_runs_and_they_evaluate(built):
     dp, emb, *_ = built
-    with Retriever(dp, embedder=emb, progress=False) as r:
+    with opened(dp, emb) as r:
         for v in ("vector", "bm25", "hybrid", "qdrant_hybrid"):
-            res = retrieve(dp, v, leg_k=7, retriever=r)
+            res = r.search(v, QUERIES, **budget(7))
+            stage.write(dp, stage.Result(retrievals={v: res}))
             assert dp.run_file(v).exists() and dp.chunk_run_file(v).exists()
             assert list(read_trec(dp.run_file(v))["q1"]) == list(res.run["q1"])
             assert len(read_trec(dp.chunk_run_file(v))["q1"]) == len(res.chunk_run["q1"])
@@ -168,9 +180,9 @@ def test_cross_encoder_variant_reorders_the_hybrid_pool(built):
         def predict(self, pairs, **kw):
             return [-len(doc) for _, doc in pairs]
 
-    with Retriever(dp, embedder=emb, progress=False) as r:
-        hybrid = r.search("hybrid", QUERIES, leg_k=7)
-        res = r.search("cross_encoder", QUERIES, leg_k=7, pool_k=3, cross_encoder=ShortestFirst())
+    with opened(dp, emb) as r:
+        hybrid = r.search("hybrid", QUERIES, **budget(7))
+        res = r.search("cross_encoder", QUERIES, **budget(7, pool_k=3), cross_encoder=ShortestFirst())
     texts = corpus.chunk_texts(dp)
     unit_of = corpus.unit_of(dp)
     for q in QUERIES:
@@ -184,11 +196,11 @@ def test_cross_encoder_variant_reorders_the_hybrid_pool(built):
 
 def test_unknown_variant_and_stale_indexes(built, tmp_path, minilm, monkeypatch):
     dp, emb, *_ = built
-    with Retriever(dp, embedder=emb, progress=False) as r, pytest.raises(ValueError, match="unknown variant"):
-        r.search("nope", QUERIES)
+    with opened(dp, emb) as r, pytest.raises(ValueError, match="unknown variant"):
+        r.search("nope", QUERIES, **budget(5))
     assert "cross_encoder" in VARIANTS
-    with Retriever(dp, embedder=emb, progress=False) as r, pytest.raises(ValueError, match="stage"):
-        r.search(names.HYBRID_RERANK, QUERIES)  # written by stage 04, not searched here
+    with opened(dp, emb) as r, pytest.raises(ValueError, match="stage"):
+        r.search(names.HYBRID_RERANK, QUERIES, **budget(5))  # written by stage 04, not searched here
     # a copy of the dataset whose chunk table then changes: old indexes are refused, a rebuild replaces them
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("RERANKEVAL_QDRANT_PATH", str(tmp_path / "qdrant"))
@@ -211,7 +223,7 @@ def test_overlap_at_k():
     assert overlap_at_k(a, b, 3) == {"q": 2 / 3}
 
 
-def test_a_registered_variant_plugs_into_search_and_write_runs(built, monkeypatch):
+def test_a_registered_variant_plugs_into_search_and_write(built, monkeypatch):
     """A new variant is one registered class: no branch of the retriever names it."""
     dp, emb, *_ = built
 
@@ -220,17 +232,17 @@ def test_a_registered_variant_plugs_into_search_and_write_runs(built, monkeypatc
         description = "the best BM25 chunk only"
 
         def search_runs(self, queries):
-            leg = self.source.bm25_leg(queries, self.params.leg_k)
+            leg = self.source.bm25_leg(queries, self.budget.leg_k)
             chunk_run = {q: dict(list(docs.items())[:1]) for q, docs in leg.items()}
             return variants.Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
 
     monkeypatch.setitem(variants.REGISTRY, Bm25Top1.name, Bm25Top1)
-    with Retriever(dp, embedder=emb, progress=False) as r:
-        res = r.search("bm25_top1", QUERIES, leg_k=5)
-        bm25 = r.search("bm25", QUERIES, leg_k=5)
+    with opened(dp, emb) as r:
+        res = r.search("bm25_top1", QUERIES, **budget(5))
+        bm25 = r.search("bm25", QUERIES, **budget(5))
     top1 = {q: dict(list(bm25.run[q].items())[:1]) for q in QUERIES}
     assert res.run == top1 and res.params == bm25.params and all(top1.values())
-    write_runs(dp, res)
+    stage.write(dp, stage.Result(retrievals={"bm25_top1": res}))
     assert read_trec(dp.run_file("bm25_top1")) == top1
     assert (dp.stage_dir("retrieve") / "bm25_top1.json").exists()
 
@@ -267,8 +279,8 @@ def by_backend(module_tmp, minilm):
             dp = _tiny(module_tmp / f"parity-{backend}")
             emb = embed.Embedder(model_obj=minilm, progress=False)
             info = build_indexes(dp, embedder=emb, progress=False)
-            with Retriever(dp, embedder=emb, progress=False) as r:
-                res = {v: r.search(v, QUERIES, leg_k=5) for v in BASE}
+            with opened(dp, emb) as r:
+                res = {v: r.search(v, QUERIES, **budget(5)) for v in BASE}
                 legs = {"dense": r.dense_leg(QUERIES, 7), "sparse": r.sparse_leg(QUERIES, 7)}
         out[backend] = info, res, legs
     return out
@@ -309,13 +321,13 @@ def test_switching_backend_refills_the_store_and_03_follows_the_manifest(module_
         assert build_indexes(dp, embedder=emb, progress=False).backend == "client"
         mp.setenv("RERANKEVAL_QDRANT_BACKEND", "edge")
         with pytest.raises(corpus.StageMissing, match="built by the 'client' backend.*re-run the 02"):
-            Retriever(dp, embedder=emb, progress=False)
+            opened(dp, emb)
         edge = build_indexes(dp, embedder=emb, progress=False)  # the manifest says client: fill the shard
         assert edge.backend == "edge" and edge.actions["qdrant"] == "upserted"
         assert qdrant_edge.shard_path(dp, edge.collection).is_dir()
         assert build_indexes(dp, embedder=emb, progress=False).actions["qdrant"] == "reused"
-        with Retriever(dp, embedder=emb, progress=False) as r:
-            assert list(r.search("vector", QUERIES, leg_k=5).run["q2"])[0] == "man.pdf#p2"
+        with opened(dp, emb) as r:
+            assert list(r.search("vector", QUERIES, **budget(5)).run["q2"])[0] == "man.pdf#p2"
         mp.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
         back = build_indexes(dp, embedder=emb, progress=False)
         assert back.backend == "client" and back.actions["qdrant"] == "upserted"

@@ -2,7 +2,7 @@
 searched again; one invalidation test per input (the corpus, the indexes, a query, a parameter, the code version,
 the rewrite LLM), and corrupted, missing or foreign key and run files are ignored, never used.
 
-"Searched" is counted where it happens: the indexes are opened (``stage.Retriever`` is constructed) only when a
+"Searched" is counted where it happens: the indexes are opened (a ``Retriever`` is constructed) only when a
 variant is searched, and the fake LLM counts the rewrite requests. Each test builds the tiny manual corpus of
 tests/builders.py in tmp (its own results, Qdrant store and caches)."""
 
@@ -14,19 +14,21 @@ import pytest
 
 from builders import MANUAL_CHUNKS
 from fakellm import FakeLLM
+from rerankeval import retrieve
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl, read_jsonl
 from rerankeval.core.runs import read_trec, write_qrels, write_trec
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import embed
 from rerankeval.index.build import build_indexes
 from rerankeval.llm.cache import LLMCache
-from rerankeval.retrieve import reformulate, runcache, stage, variants
+from rerankeval.retrieve import reformulate, runcache, search, variants
+from rerankeval.retrieve.retriever import Retriever
 
 QUERIES = {"q1": "install a package with apt", "q2": "where do network settings live", "q3": "grub boot loader"}
 BASE = ["vector", "bm25", "hybrid", "qdrant_hybrid"]
-PARAMS = stage.RetrieveParams(leg_k=5, pool_k=3, final_k=2, variants=BASE, explain_queries=2)
+PARAMS = retrieve.Params(leg_k=5, pool_k=3, final_k=2, variants=BASE, explain_queries=2)
 
 
 def _build(dp, **kw) -> None:
@@ -56,26 +58,31 @@ def opened(monkeypatch) -> list[int]:
     """How many times stage 03 opened the indexes (constructed its Retriever)."""
     count: list[int] = []
 
-    class Counting(stage.Retriever):
+    class Counting(Retriever):
         def __init__(self, *a, **kw):
             count.append(1)
             super().__init__(*a, **kw)
 
-    monkeypatch.setattr(stage, "Retriever", Counting)
+    monkeypatch.setattr(search, "Retriever", Counting)
     return count
 
 
-def run_and_write(dp, params=PARAMS, **kw) -> stage.RetrieveResult:
-    result = stage.run(dp, params, **kw)
-    stage.write(dp, result)
+def run03(dp, params=PARAMS, settings: Settings | None = None, cache: LLMCache | None = None) -> retrieve.Result:
+    """Stage 03's run on ``settings`` (None: those of the environment the test set up, read now)."""
+    return retrieve.run(dp, params, settings if settings is not None else load_settings(), cache=cache)
+
+
+def run_and_write(dp, params=PARAMS, **kw) -> retrieve.Result:
+    result = run03(dp, params, **kw)
+    retrieve.write(dp, result)
     return result
 
 
-def fresh(dp, params=PARAMS, **kw) -> stage.RetrieveResult:
+def fresh(dp, params=PARAMS, **kw) -> retrieve.Result:
     """What a search from scratch returns (nothing read back, nothing written)."""
     from dataclasses import replace
 
-    return stage.run(dp, replace(params, reuse_runs=False), **kw)
+    return run03(dp, replace(params, reuse_runs=False), **kw)
 
 
 def test_nothing_changed_reads_every_run_back_without_opening_the_indexes(tiny, opened):
@@ -99,7 +106,7 @@ def test_nothing_changed_reads_every_run_back_without_opening_the_indexes(tiny, 
 
 def test_a_read_back_run_is_the_run_a_new_search_returns(tiny, tmp_path):
     run_and_write(tiny)
-    back, new = stage.run(tiny, PARAMS), fresh(tiny)
+    back, new = run03(tiny, PARAMS), fresh(tiny)
     assert list(back.read_back) == BASE and not new.read_back
     for v in BASE:  # the new search, written, is the saved file byte for byte; the run read back is that file
         saved = tiny.run_file(v).read_text()
@@ -116,9 +123,9 @@ def test_a_changed_parameter_searches_only_the_variants_that_read_it(tiny, opene
     assert set(rrf.read_back) == {"vector", "bm25"}  # the legs do not read rrf_k
     assert rrf.reuse["hybrid"] == "searched (changed: rrf_k 60 -> 30)"
     assert rrf.runs["hybrid"] == fresh(tiny, replace(PARAMS, rrf_k=30)).runs["hybrid"]
-    pool = stage.run(tiny, replace(PARAMS, rrf_k=30, pool_k=4))
+    pool = run03(tiny, replace(PARAMS, rrf_k=30, pool_k=4))
     assert set(pool.read_back) == set(BASE)  # pool_k is read by the cross-encoder only
-    leg = stage.run(tiny, replace(PARAMS, rrf_k=30, leg_k=4))
+    leg = run03(tiny, replace(PARAMS, rrf_k=30, leg_k=4))
     assert not leg.read_back and leg.reuse["vector"] == "searched (changed: leg_k 5 -> 4)"
     assert len(opened) == 4  # first run, rrf_k, leg_k (twice for the fresh search); pool_k opened nothing
     assert runcache.reads("hybrid_dbsf") == ("leg_k", "weights")
@@ -129,7 +136,7 @@ def test_a_changed_query_is_searched_again(tiny):
     rows = read_jsonl(tiny.queries)
     rows[1]["text"] = "network interfaces file"
     atomic_write_jsonl(tiny.queries, rows)
-    result = stage.run(tiny, PARAMS)
+    result = run03(tiny, PARAMS)
     assert not result.read_back and result.reuse["bm25"] == "searched (changed: the queries)"
     assert result.runs["bm25"] == fresh(tiny).runs["bm25"]
 
@@ -137,7 +144,7 @@ def test_a_changed_query_is_searched_again(tiny):
 def test_changed_indexes_are_searched_again(tiny):
     run_and_write(tiny)
     _build(tiny, k1=2.0)  # another BM25 index (and so another collection name) over the same chunks
-    result = stage.run(tiny, PARAMS)
+    result = run03(tiny, PARAMS)
     assert not result.read_back and result.reuse["vector"] == "searched (changed: the indexes)"
 
 
@@ -147,9 +154,9 @@ def test_a_changed_corpus_is_never_read_back(tiny):
     rows[0]["text"] = "apt-get installs packages; dpkg is lower level"
     atomic_write_jsonl(tiny.chunks, rows)
     with pytest.raises(StageMissing, match="another version of the chunk table"):  # searched: the indexes are stale
-        stage.run(tiny, PARAMS)
+        run03(tiny, PARAMS)
     _build(tiny)
-    result = stage.run(tiny, PARAMS)
+    result = run03(tiny, PARAMS)
     assert not result.read_back and result.reuse["bm25"] == "searched (changed: the chunk table, the indexes)"
 
 
@@ -161,9 +168,9 @@ def test_another_code_version_is_searched_again_but_a_comment_is_not_code(tiny, 
     monkeypatch.setattr(runcache, "COMMON_MODULES", (*runcache.COMMON_MODULES, "my_scoring"))
     run_and_write(tiny)
     module.write_text("# a comment, and another layout\ndef score( x ):\n    return x + 1  # same code\n")
-    assert list(stage.run(tiny, PARAMS).read_back) == BASE
+    assert list(run03(tiny, PARAMS).read_back) == BASE
     module.write_text("def score(x):\n    return x + 2\n")
-    result = stage.run(tiny, PARAMS)
+    result = run03(tiny, PARAMS)
     assert not result.read_back and result.reuse["hybrid"] == "searched (changed: the code (my_scoring))"
 
 
@@ -188,12 +195,12 @@ def test_a_damaged_or_foreign_file_is_ignored_and_the_run_rebuilt(tiny, damage):
         chunks.unlink()
     else:
         run.write_text(run.read_text()[:50])
-    result = stage.run(tiny, PARAMS)
+    result = run03(tiny, PARAMS)
     assert "hybrid" not in result.read_back and result.reuse["hybrid"].startswith("searched (")
     assert {"vector", "bm25"} <= set(result.read_back)
     assert result.runs["hybrid"] == fresh(tiny).runs["hybrid"]
-    stage.write(tiny, result)
-    assert read_trec(run) == good and "hybrid" in stage.run(tiny, PARAMS).read_back  # rebuilt, then read back
+    retrieve.write(tiny, result)
+    assert read_trec(run) == good and "hybrid" in run03(tiny, PARAMS).read_back  # rebuilt, then read back
 
 
 def _rewrite(n, body):
@@ -216,11 +223,11 @@ def test_hybrid_reformulate_is_read_back_only_while_its_replies_are_cached(tiny,
         cols = ["qid", "status", "rewrite", "agreement", "rewrite_agreement", "top", "rewrite_top", "cache_hit"]
         assert second.ledger[cols].equals(first.ledger[cols])
         assert second.runs["hybrid_reformulate"] == read_trec(tiny.run_file("hybrid_reformulate"))
-        other = stage.run(tiny, p, settings=s.model_copy(update={"model": "another"}), cache=cache)
+        other = run03(tiny, p, settings=s.model_copy(update={"model": "another"}), cache=cache)
         assert other.reuse["hybrid_reformulate"] == "searched (changed: the model)" and f.count == asked + 3
         entry = json.loads(runcache.key_file(tiny, "hybrid_reformulate").read_text())
         cache.path(entry["llm_keys"][0]).unlink()
-        gone = stage.run(tiny, p, settings=s, cache=LLMCache(tmp_path / "llm"))
+        gone = run03(tiny, p, settings=s, cache=LLMCache(tmp_path / "llm"))
         assert gone.reuse["hybrid_reformulate"] == "searched (a rewrite's reply is no longer in the LLM cache)"
     down = run_and_write(tiny, p, settings=Settings(base_url=None), cache=cache)  # no endpoint: llm_failed
     assert "not saved for reading back: a rewrite failed" in down.reuse["hybrid_reformulate"]
@@ -262,4 +269,4 @@ def test_exact_dense_search_is_asked_of_qdrant_and_its_switch_searches_the_runs_
     exact = run_and_write(tiny)
     assert not exact.read_back and exact.reuse["vector"] == "searched (changed: the Qdrant backend)"
     assert asked and all(asked)
-    assert set(stage.run(tiny, PARAMS).read_back) == set(BASE)
+    assert set(run03(tiny, PARAMS).read_back) == set(BASE)

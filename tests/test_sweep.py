@@ -211,8 +211,9 @@ def tiny_built(tiny_beir):
 
 def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_built, monkeypatch):
     from fakellm import FakeLLM
+    from rerankeval.core.settings import load_settings
     from rerankeval.index import embed
-    from rerankeval.retrieve.stage import Retriever
+    from rerankeval.retrieve.retriever import Retriever
 
     dp, model = tiny_built
     encoded: list[int] = []
@@ -225,7 +226,8 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
         split = splits.eval_split(dp)
         train = splits.train_split(dp)
         assert train is not None and set(train.queries) == {"q3"} and set(split.queries) == {"q1", "q2"}
-        with Retriever(dp, embedder=embed.Embedder(model_obj=model, progress=False), progress=False) as r:
+        with Retriever(dp, load_settings(), embedder=embed.Embedder(model_obj=model, progress=False),
+                       progress=False) as r:
             eng = sweep.Engine(r, {**train.queries, **split.queries}, max_leg_k=4)
             res = sweep.run_sweep(dp, grid, leg_k=4, final_k=2, n_boot=200, engine=eng)
             after_legs = list(encoded)

@@ -10,11 +10,12 @@ from builders import MANUAL_CHUNKS
 from rerankeval.core import names, paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import assert_run_contract, read_run_checked, to_units, write_qrels
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.index import embed
 from rerankeval.index.build import build_indexes
-from rerankeval.retrieve import stage as retrieve
-from rerankeval.retrieve import variants
+from rerankeval.index.qdrant.rrf import RRF_K
+from rerankeval.retrieve import retriever, stage, variants
 from rerankeval.retrieve.fusion import fuse
 
 
@@ -23,13 +24,13 @@ def test_one_catalogue_of_names_and_a_registry_of_the_variants_that_search():
                              "hybrid_dbsf", "qdrant_dbsf", "cross_encoder", "hybrid_rerank", "hybrid_tuned",
                              "hybrid_rerank_expand", "hybrid_reformulate")
     assert variants.names() == names.names()[:9]  # only variants that search are registered
-    assert names.names(names.RETRIEVE) == retrieve.VARIANTS == (*variants.names(), "hybrid_reformulate")
-    assert retrieve.REWRITES == {"hybrid_reformulate": "hybrid"}  # a rewrite step in front of the hybrid
-    assert variants.FUSION_VARIANTS == variants.names()[4:8] and variants.REPORT_ORDER[4:8] == variants.FUSION_VARIANTS
+    assert names.names(names.RETRIEVE) == retriever.VARIANTS == (*variants.names(), "hybrid_reformulate")
+    assert retriever.REWRITES == {"hybrid_reformulate": "hybrid"}  # a rewrite step in front of the hybrid
+    assert names.FUSION_VARIANTS == variants.names()[4:8] and names.REPORT_ORDER[4:8] == names.FUSION_VARIANTS
     assert names.names(names.RERANK) == ("hybrid_rerank", "hybrid_rerank_expand")
-    assert names.names(names.SWEEP) == ("hybrid_tuned",) and names.stage_of("hybrid_tuned") == variants.SWEEP
+    assert names.names(names.SWEEP) == ("hybrid_tuned",) and names.stage_of("hybrid_tuned") == names.SWEEP
     assert names.stage_of("someone_elses_run") is None
-    assert set(variants.REPORT_ORDER) == set(names.names()) and set(variants.LEGS) < set(retrieve.BASE_VARIANTS)
+    assert set(names.REPORT_ORDER) == set(names.names()) and set(names.LEGS) < set(retriever.BASE_VARIANTS)
     assert all(names.describe().values()) and all(variants.describe().values())
     assert variants.describe() == {n: names.describe()[n] for n in variants.names()}  # classes read the catalogue
     assert variants.get("hybrid_combsum").description == names.CATALOGUE["hybrid_combsum"].description
@@ -55,7 +56,7 @@ def test_register_refuses_a_taken_or_blank_name(monkeypatch):
     monkeypatch.setattr(variants, "REGISTRY", dict(variants.REGISTRY))
 
     class Again(variants.Variant):
-        name = variants.HYBRID
+        name = names.HYBRID
 
         def search_runs(self, queries):
             return variants.Runs({}, {})
@@ -72,14 +73,21 @@ def test_register_refuses_a_taken_or_blank_name(monkeypatch):
 
 
 def test_create_passes_only_the_options_a_variant_takes():
-    ce = variants.create(variants.CROSS_ENCODER, None, variants.Params(pool_k=3), cross_encoder="m")
-    assert ce.cross_encoder == "m" and ce.params.pool_k == 3 and ce.params.leg_k == 100
-    hybrid = variants.create(variants.HYBRID, None, cross_encoder="m")  # one call shape for every variant
-    assert hybrid.params == variants.Params() and not hasattr(hybrid, "cross_encoder")
+    budget = variants.Budget(leg_k=100, pool_k=3, rrf_k=RRF_K)
+    ce = variants.create(names.CROSS_ENCODER, None, budget, cross_encoder="m")
+    assert ce.cross_encoder == "m" and ce.budget.pool_k == 3 and ce.budget.leg_k == 100
+    hybrid = variants.create(names.HYBRID, None, budget, cross_encoder="m")  # one call shape for every variant
+    assert hybrid.budget == budget and not hasattr(hybrid, "cross_encoder")
+
+
+def test_the_budget_has_no_defaults_of_its_own():
+    """Stage 03's Params is the one home of the defaults: a budget states every number (issue 33)."""
+    with pytest.raises(TypeError, match="pool_k"):
+        variants.Budget(leg_k=100, rrf_k=RRF_K)  # type: ignore[call-arg]
 
 
 def test_params_record_and_the_rrf_facts_written_with_them():
-    p = variants.Params(leg_k=7, pool_k=3, rrf_k=60, weights=(0.5, 2))
+    p = variants.Budget(leg_k=7, pool_k=3, rrf_k=60, weights=(0.5, 2))
     assert p.record() == {"leg_k": 7, "pool_k": 3, "rrf_k": 60, "weights": [0.5, 2]}
     assert variants.get("qdrant_hybrid").record(p.record())["qdrant_rrf_k"] == 61
     assert variants.get("hybrid").record(p.record())["qdrant_rrf_k"] is None
@@ -126,24 +134,25 @@ def test_fusion_variants_run_in_stage_03_and_keep_the_run_contract(tmp_path, mon
     if backend == "edge":
         pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0)")
     dp, emb = _tiny_index(tmp_path, monkeypatch, backend)
-    fused = (variants.HYBRID, *variants.FUSION_VARIANTS)
-    with retrieve.Retriever(dp, embedder=emb, progress=False) as r:
-        res = {v: retrieve.retrieve(dp, v, QUERIES, leg_k=5, retriever=r) for v in fused}
+    fused = (names.HYBRID, *names.FUSION_VARIANTS)
+    with retriever.Retriever(dp, load_settings(), embedder=emb, progress=False) as r:
+        res = {v: r.search(v, QUERIES, leg_k=5, pool_k=10, rrf_k=RRF_K) for v in fused}
+        stage.write(dp, stage.Result(retrievals=res))
         dense, lex, sparse = r.dense_leg(QUERIES, 5), r.bm25_leg(QUERIES, 5), r.sparse_leg(QUERIES, 5)
         with pytest.raises(ValueError, match="Qdrant's DBSF takes no weights"):
-            r.search(variants.QDRANT_DBSF, QUERIES, leg_k=5, weights=(1, 2))
+            r.search(names.QDRANT_DBSF, QUERIES, leg_k=5, pool_k=10, rrf_k=RRF_K, weights=(1, 2))
     unit_of = corpus.unit_of(dp)
     legs = [to_units(dense, unit_of), to_units(lex, unit_of)]
     for v in fused[:-1]:
         method = variants.get(v).fusion
         assert res[v].run == fuse(legs, method) and res[v].chunk_run == fuse([dense, lex], method)
-    assert res[variants.HYBRID_COMBSUM].run != res[variants.HYBRID].run  # scores, not 1/(60 + rank)
+    assert res[names.HYBRID_COMBSUM].run != res[names.HYBRID].run  # scores, not 1/(60 + rank)
     # Qdrant's DBSF (local mode: qdrant-client's Python; edge: Qdrant's Rust) of its dense and sparse legs
-    qdbsf = res[variants.QDRANT_DBSF].chunk_run
+    qdbsf = res[names.QDRANT_DBSF].chunk_run
     ours = fuse([dense, sparse], "dbsf")
     for q in QUERIES:
         assert qdbsf[q] == pytest.approx(ours[q], rel=1e-5, abs=1e-6)
-    assert res[variants.QDRANT_DBSF].run == to_units(qdbsf, unit_of)
+    assert res[names.QDRANT_DBSF].run == to_units(qdbsf, unit_of)
     checks = [read_run_checked(dp.run_file(v), v)[1] for v in fused]
     assert_run_contract(checks)
     assert all(c.ok for c in checks)

@@ -1,6 +1,44 @@
-"""Stage 03: the retrieval variants and the stage that writes their runs. ``stage`` (run/write, the one call per
-variant), ``retriever`` (the built indexes, searched; ``REWRITES``: a variant made by a rewrite step after another),
-``variants`` (the registry of the variants that search), ``reformulate`` (the LLM query-rewriting step in front of
-the hybrid, ``Reformulate.apply``), ``fusion``, ``cross_encoder`` and ``source`` (the protocol the variants search
-through). Names come from the catalogue, rerankeval.core.names. May import llm (lazily: only the rewrite step asks
-a model), index, corpus and core; never rerank (they meet only through run files)."""
+"""Stage 03, retrieve: the face of the stage. ``from rerankeval import retrieve`` then::
+
+    result = retrieve.run(dp, retrieve.Params.of(globals()), settings)   # searches (or reads back), writes nothing
+    retrieve.write(dp, result)                                          # run files, records, the rewrite ledger
+
+:data:`__all__` is the stage's public face: its parameters (``Params``, the one home of their defaults), its
+``Result``, ``run(dp, params, settings)``, ``write(dp, result)`` and the reader of the file it saves that others
+read (``read_ledger``: the rewrite ledger). Behind it, each name has one home: ``stage`` (run/write), ``params``,
+``runcache`` (read back a variant whose inputs did not change, else ask ``search``), ``search`` (one variant
+searched, the Qdrant comparison), ``retriever`` (the built indexes searched; ``Retriever``, ``VARIANTS``,
+``BASE_VARIANTS``, ``REWRITES``), ``variants`` (the registry of the variants that search, their ``Budget``),
+``reformulate`` (the LLM query-rewriting step in front of the hybrid), ``fusion``, ``cross_encoder`` and ``source``
+(the protocol the variants search through); import those from their module. Names come from the catalogue,
+rerankeval.core.names. May import llm (lazily: only the rewrite step asks a model), index, corpus and core; never
+rerank (they meet only through run files). The face's names load on first use (PEP 562), so importing one module
+behind it (``rerankeval.retrieve.fusion``, ``.variants``) does not import the stage.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rerankeval.retrieve.params import Params
+    from rerankeval.retrieve.reformulate import read_ledger
+    from rerankeval.retrieve.stage import Result, run, write
+
+__all__ = ["Params", "Result", "read_ledger", "run", "write"]
+
+_HOME = {"Params": "rerankeval.retrieve.params", "Result": "rerankeval.retrieve.stage",
+         "run": "rerankeval.retrieve.stage", "write": "rerankeval.retrieve.stage",
+         "read_ledger": "rerankeval.retrieve.reformulate"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
+                             "(other names: import them from their module under rerankeval.retrieve)")
+    return getattr(importlib.import_module(_HOME[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -2,8 +2,9 @@
 
 Weights are only ever read from local files (``local_files_only=True``): give a local model folder, or a
 model name already in the local Hugging Face cache, or set ``RERANKEVAL_CROSS_ENCODER`` to one (in the
-environment or ``.env``, see :mod:`rerankeval.core.settings`). :func:`find_cross_encoder` returns None when nothing
-local exists, so a notebook can skip the variant with a plain message instead of downloading.
+environment or ``.env``, see :mod:`rerankeval.core.settings`; :func:`model_name` picks one of them from the
+settings it is given). :func:`find_cross_encoder` returns None when nothing local exists, so a notebook can skip
+the variant with a plain message instead of downloading.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from rerankeval.core import paths
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.runs import Run
-from rerankeval.core.settings import load_settings
+from rerankeval.core.settings import Settings
 
 DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 ENV_VAR = "RERANKEVAL_CROSS_ENCODER"
@@ -31,8 +32,13 @@ class CrossEncoderUnavailable(ReRankEvalError, RuntimeError):
     pass
 
 
-def _candidates(name_or_path: str | os.PathLike[str] | None) -> list[Path | str]:
-    spec = name_or_path or load_settings().cross_encoder or DEFAULT_CROSS_ENCODER
+def model_name(name_or_path: str | os.PathLike[str] | None, settings: Settings) -> str | os.PathLike[str]:
+    """The cross-encoder asked for: ``name_or_path``, else the configured one (``settings.cross_encoder``,
+    ``$RERANKEVAL_CROSS_ENCODER``), else :data:`DEFAULT_CROSS_ENCODER`."""
+    return name_or_path or settings.cross_encoder or DEFAULT_CROSS_ENCODER
+
+
+def _candidates(spec: str | os.PathLike[str]) -> list[Path | str]:
     p = Path(spec).expanduser()
     out: list[Path | str] = []
     if p.is_absolute() or p.exists():
@@ -42,12 +48,13 @@ def _candidates(name_or_path: str | os.PathLike[str] | None) -> list[Path | str]
     return out
 
 
-def find_cross_encoder(name_or_path: str | os.PathLike[str] | None = None) -> Path | str | None:
-    """A local folder or a locally cached model name for the cross-encoder, or None if none is on disk.
+def find_cross_encoder(spec: str | os.PathLike[str]) -> Path | str | None:
+    """A local folder or a locally cached model name for the cross-encoder ``spec`` (a path or a name, e.g.
+    :func:`model_name`'s), or None if none is on disk.
 
     Looked up: the given path; ``<cache>/models/<org>--<name>``; the local Hugging Face cache.
     """
-    for c in _candidates(name_or_path):
+    for c in _candidates(spec):
         if isinstance(c, Path):
             if (c / "config.json").is_file():
                 return c
@@ -67,12 +74,11 @@ def find_cross_encoder(name_or_path: str | os.PathLike[str] | None = None) -> Pa
     return None
 
 
-def load_cross_encoder(name_or_path: str | os.PathLike[str] | None = None, *, device: str = "cpu",
-                       max_length: int = 512):
-    """Load a CrossEncoder from local files only; :class:`CrossEncoderUnavailable` if none is there."""
-    found = find_cross_encoder(name_or_path)
+def load_cross_encoder(spec: str | os.PathLike[str], *, device: str = "cpu", max_length: int = 512):
+    """Load the CrossEncoder ``spec`` from local files only; :class:`CrossEncoderUnavailable` if none is there."""
+    found = find_cross_encoder(spec)
     if found is None:
-        tried = ", ".join(str(c) for c in _candidates(name_or_path))
+        tried = ", ".join(str(c) for c in _candidates(spec))
         raise CrossEncoderUnavailable(
             f"no cross-encoder weights on this machine (looked for: {tried}); nothing is downloaded. Put a "
             f"sentence-transformers CrossEncoder folder there or set {ENV_VAR} to one."
@@ -82,9 +88,9 @@ def load_cross_encoder(name_or_path: str | os.PathLike[str] | None = None, *, de
     return CrossEncoder(str(found), device=device, local_files_only=True, max_length=max_length)
 
 
-def load_local(name_or_path: str | os.PathLike[str] | None = None):
-    """The loaded cross-encoder when its weights are on disk (:func:`find_cross_encoder`), else None."""
-    found = find_cross_encoder(name_or_path)
+def load_local(spec: str | os.PathLike[str]):
+    """The loaded cross-encoder ``spec`` when its weights are on disk (:func:`find_cross_encoder`), else None."""
+    found = find_cross_encoder(spec)
     return load_cross_encoder(found) if found is not None else None
 
 

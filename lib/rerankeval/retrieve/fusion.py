@@ -32,8 +32,8 @@ Conventions elsewhere, for cross-checks (``tests/test_fusion.py``):
   its dict order); ``method="sum"``/``"mnz"`` with ``norm="min-max"``/``"zmuv"`` are our CombSUM/CombMNZ
   except on degenerate legs (ranx maps them to 0) and ranx leaves ties unordered. ranx 0.3 has no DBSF.
 - Qdrant (server and qdrant-client's local mode) scores RRF as ``1 / (rank + k - 1)`` with 1-based rank,
-  so the paper's ``k = 60`` is Qdrant's ``k = 61`` (:func:`qdrant_k`); Qdrant's default k is 2. Qdrant's
-  *weighted* RRF divides the rank by the weight, ``1 / (rank / w + k - 1)``, which is not
+  so the paper's ``k = 60`` is Qdrant's ``k = 61`` (:func:`rerankeval.index.qdrant.rrf.qdrant_k`); Qdrant's
+  default k is 2. Qdrant's *weighted* RRF divides the rank by the weight, ``1 / (rank / w + k - 1)``, which is not
   ``w / (k + rank)``: weighted runs of the two differ.
 """
 
@@ -44,8 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rerankeval.core.runs import Run, ranked
-from rerankeval.index.qdrant.rrf import RRF_K as RRF_K  # re-exported: the paper's k, owned by the index layer
-from rerankeval.index.qdrant.rrf import qdrant_k as qdrant_k
+from rerankeval.index.qdrant.rrf import RRF_K  # the paper's k, owned by the index layer (its one home)
 
 FUSION_METHODS: tuple[str, ...] = ("rrf", "combsum_minmax", "combsum_zscore", "combmnz_minmax", "combmnz_zscore",
                                    "dbsf")

@@ -44,7 +44,8 @@ from rerankeval.core.names import HYBRID_REFORMULATE
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run, ranked, to_units
 from rerankeval.core.settings import Settings
-from rerankeval.retrieve.fusion import RRF_K, rrf
+from rerankeval.index.qdrant.rrf import RRF_K
+from rerankeval.retrieve.fusion import rrf
 from rerankeval.retrieve.source import Legs
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ class Reformulate:
         self.ledger = pd.DataFrame(columns=LEDGER_COLUMNS)
 
     def apply(self, source: Legs, queries: Mapping[str, str], base: tuple[Run, Run], *, leg_k: int,
-              rrf_k: int = RRF_K) -> tuple[Run, Run]:
+              rrf_k: int) -> tuple[Run, Run]:
         """(unit run, chunk run) for ``queries`` from ``base``, the hybrid's (unit run, chunk run) of every query."""
         base_run, base_chunks = base
         weak = {q: t for q, t in queries.items() if _top(base_run[q]) < self.threshold}
@@ -291,16 +292,23 @@ def failed_calls(ledger: pd.DataFrame) -> pd.Series:
 
 
 def read_ledger(dp: DatasetPaths) -> pd.DataFrame | None:
-    p = dp.stage_dir("retrieve") / LEDGER
-    return pd.read_csv(p, dtype={"qid": str}, keep_default_na=False) if p.exists() else None
+    """The saved rewrite ledger (:func:`write_ledger`) as :meth:`Reformulate.apply` made it (text columns as text,
+    empty numbers as NaN, ``cache_hit`` as bool, :data:`LEDGER_COLUMNS`), or None when there is none."""
+    p = dp.retrieve_dir / LEDGER
+    if not p.exists():
+        return None
+    text = ["qid", "query", "status", "rewrite", "error"]
+    df = pd.read_csv(p, dtype={c: str for c in text}, keep_default_na=False,
+                     na_values={c: [""] for c in LEDGER_COLUMNS if c not in text and c != "cache_hit"})
+    df["cache_hit"] = df["cache_hit"].astype(str).eq("True")
+    return df.reindex(columns=LEDGER_COLUMNS)
 
 
 @contextlib.contextmanager
-def open_rewriter(settings: Settings | None = None,
-                  cache: LLMCache | None = None) -> Iterator[tuple[Rewriter | None, str]]:
-    """(a :class:`Rewriter` on the configured endpoint, "") or (None, why not): never raises for a missing or
-    dead endpoint. Settings come from the environment (the chain passes the endpoint it started to 03)."""
-    from rerankeval.core.settings import load_settings, redact
+def open_rewriter(settings: Settings, cache: LLMCache | None = None) -> Iterator[tuple[Rewriter | None, str]]:
+    """(a :class:`Rewriter` on the endpoint of ``settings``, "") or (None, why not): never raises for a missing or
+    dead endpoint. ``cache``: the LLM reply cache (None: the default one under the rerankeval cache)."""
+    from rerankeval.core.settings import redact
     from rerankeval.llm.cache import LLMCache
     from rerankeval.llm.client import LLMCallError, LLMClient
     from rerankeval.llm.scrub import endpoint_identity
@@ -308,7 +316,6 @@ def open_rewriter(settings: Settings | None = None,
     stack = contextlib.ExitStack()
     rewriter, problem = None, ""
     try:
-        settings = settings or load_settings()
         client = LLMClient(settings, max_retries=1)
         stack.callback(client.close)
         rewriter = Rewriter(client, cache if cache is not None else LLMCache(), endpoint_identity(settings),

@@ -13,11 +13,11 @@ from rerankeval.core import names
 from rerankeval.core.ioutil import sha256_json
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
-from rerankeval.core.settings import load_settings
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.contract import StageMissing
+from rerankeval.retrieve import cross_encoder as ce
 from rerankeval.retrieve import variants
-from rerankeval.retrieve.fusion import RRF_K
 
 if TYPE_CHECKING:  # the indexes' modules (BM25 with scipy, Qdrant, the embedder) are imported when a Retriever opens
     from rerankeval.index.embed import Embedder
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the indexes' modules (BM25 with scipy, Qdrant, the embedder
 
 REWRITES = {names.HYBRID_REFORMULATE: names.HYBRID}  # variant -> the variant a query-rewriting step follows
 VARIANTS = (*variants.names(), *REWRITES)  # every variant stage 03 can search (names.names(names.RETRIEVE))
-BASE_VARIANTS = (variants.VECTOR, variants.BM25, variants.HYBRID, variants.QDRANT_HYBRID)  # need no model
+BASE_VARIANTS = (names.VECTOR, names.BM25, names.HYBRID, names.QDRANT_HYBRID)  # need no model
 
 
 @dataclass
@@ -42,6 +42,8 @@ class Retrieval:
 class Retriever:
     """The built indexes of one dataset, ready to search; use as a context manager (closes Qdrant).
 
+    ``settings`` (:class:`~rerankeval.core.settings.Settings`, given by the caller: nothing here reads the
+    environment) say whether dense search is forced exact and which cross-encoder is configured.
     ``search(variant, queries, *, leg_k, pool_k, rrf_k, weights, cross_encoder, rewrite)`` is the one entry point
     for every variant registered in :mod:`rerankeval.retrieve.variants` and each one of :data:`REWRITES` (a
     query-rewriting step after a registered one); the variants search through the legs below (a
@@ -54,14 +56,15 @@ class Retriever:
     so on every dataset here the backends return the same runs (``bench/backend_parity.py``).
     """
 
-    def __init__(self, dp: DatasetPaths, *, embedder: Embedder | None = None, progress: bool = True):
+    def __init__(self, dp: DatasetPaths, settings: Settings, *, embedder: Embedder | None = None,
+                 progress: bool = True):
         from rerankeval.index import bm25 as bm25mod
         from rerankeval.index.build import load_index_info
         from rerankeval.index.embed import Embedder
         from rerankeval.index.qdrant import edge as qdrant_edge
         from rerankeval.index.qdrant import store as qdrant_store
 
-        self.dp = dp
+        self.dp, self.settings = dp, settings
         self.info = load_index_info(dp)
         self.texts = corpus.chunk_texts(dp)
         self.unit_of = corpus.unit_of(dp)
@@ -78,7 +81,7 @@ class Retriever:
         # a server: exact dense search; local mode is exact anyway; edge: exact below Qdrant's indexing threshold,
         # HNSW above it (stage 02 measures its recall@10 against exact search: the manifest's dense_search), or
         # exact there too when RERANKEVAL_DENSE_EXACT is set
-        self._exact = bool(qdrant_store.location(dp).url) or load_settings().dense_exact
+        self._exact = bool(qdrant_store.location(dp).url) or settings.dense_exact
         self._client = None
         self._client_cm = None
         self._memo: dict = {}
@@ -152,7 +155,7 @@ class Retriever:
             self._memo[key] = mod.search_sparse(*head, list(queries), sparse, k, self._id_to_chunk)
         return self._memo[key]
 
-    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int = RRF_K,
+    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int,
                      weights: Sequence[float] | None = None, fusion: str = "rrf") -> Run:
         """Qdrant's own fusion (``rrf`` or ``dbsf``) of its dense and native sparse legs (``leg_k`` each),
         top ``limit`` chunks."""
@@ -168,9 +171,9 @@ class Retriever:
         variant: str,
         queries: Mapping[str, str],
         *,
-        leg_k: int = 100,
-        pool_k: int = 20,
-        rrf_k: int = RRF_K,
+        leg_k: int,
+        pool_k: int,
+        rrf_k: int,
         weights: Sequence[float] | None = None,
         cross_encoder=None,
         rewrite: Reformulate | None = None,
@@ -179,7 +182,8 @@ class Retriever:
 
         ``leg_k``: chunks per leg; ``pool_k``: hybrid units the ``cross_encoder`` variant reorders;
         ``rrf_k``: the RRF constant (paper convention); ``weights`` = (dense, bm25) for the hybrids;
-        ``cross_encoder``: a loaded ``sentence_transformers.CrossEncoder`` (or a local path/name);
+        ``cross_encoder``: a loaded ``sentence_transformers.CrossEncoder`` (or a local path/name; None: the one
+        ``settings`` configure);
         ``rewrite``: the query-rewriting step of a variant in :data:`REWRITES` (default: one without an LLM,
         which keeps every query's result; its ``ledger`` says what it did).
         """
@@ -188,14 +192,15 @@ class Retriever:
             raise ValueError("leg_k and pool_k must be >= 1")
         t0 = time.perf_counter()
         queries = dict(queries)
-        params = variants.Params(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights)
+        budget = variants.Budget(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights)
         searched = REWRITES.get(variant, variant)
-        found = variants.create(searched, self, params, cross_encoder=cross_encoder).search_runs(queries)
+        model = cross_encoder if cross_encoder is not None else ce.model_name(None, self.settings)
+        found = variants.create(searched, self, budget, cross_encoder=model).search_runs(queries)
         if variant in REWRITES:
             found = variants.Runs(*_rewrite_step(rewrite).apply(self, queries, variants.complete(found, queries),
                                                                 leg_k=leg_k, rrf_k=rrf_k))
         run, chunk_run = variants.complete(found, queries)
-        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0, params.record())
+        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0, budget.record())
 
 
 def _check_searchable(variant: str) -> None:

@@ -1,5 +1,9 @@
 """Cached runs of stage 03 (issue 24): a variant whose inputs did not change is read back, not searched again.
 
+The stage asks this module for each variant (:func:`fetch`) and for the Qdrant comparison (:func:`comparison`);
+what cannot be read back is searched by :mod:`rerankeval.retrieve.search` (stage -> runcache -> search: the
+walk goes one way, nothing here calls back into the stage).
+
 A variant's run is a function of its inputs, so :func:`rerankeval.retrieve.stage.write` saves, next to
 ``runs/<variant>.trec``, a small key file ``runs/<variant>.key.json`` (:func:`key_file`, written atomically and
 last, after the run files it vouches for) holding the hash of everything the run depends on:
@@ -41,17 +45,25 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rerankeval.core import names
 from rerankeval.core.ioutil import atomic_write_json, sha256_file, sha256_json, sha256_text
 from rerankeval.core.paths import DatasetPaths, cache_dir
 from rerankeval.core.runs import Run
-from rerankeval.retrieve import variants
+from rerankeval.core.settings import Settings
+from rerankeval.retrieve import cross_encoder, reformulate, search, variants
+from rerankeval.retrieve.params import Params
+from rerankeval.retrieve.retriever import Retrieval
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from rerankeval.llm.cache import LLMCache
 
 FORMAT = 1  # the key file's layout
 BUDGET = ("leg_k", "pool_k", "rrf_k", "weights")  # what every variant is given (variants.Params)
@@ -72,7 +84,7 @@ COMMON_MODULES = (
     "rerankeval.index.build", "rerankeval.index.qdrant.store", "rerankeval.index.qdrant.edge",
     "rerankeval.index.qdrant.rrf", "rerankeval.retrieve.fusion", "rerankeval.retrieve.variants",
     "rerankeval.retrieve.source", "rerankeval.retrieve.retriever", "rerankeval.retrieve.stage",
-    "rerankeval.retrieve.runcache",
+    "rerankeval.retrieve.runcache", "rerankeval.retrieve.search", "rerankeval.retrieve.params",
 )
 EXTRA_MODULES = {
     names.CROSS_ENCODER: ("rerankeval.retrieve.cross_encoder",),
@@ -191,16 +203,15 @@ class Inputs:
     queries: str
 
     @classmethod
-    def of(cls, dp: DatasetPaths, queries: Mapping[str, str]) -> Inputs:
-        from rerankeval.core.settings import load_settings
-
+    def of(cls, dp: DatasetPaths, queries: Mapping[str, str], settings: Settings) -> Inputs:
+        """The shared inputs of ``dp``'s runs for ``queries``, on the Qdrant store ``settings`` configure."""
         corpus = sha256_file(dp.chunks) if dp.chunks.is_file() else None
         try:
             manifest = json.loads(dp.index_manifest.read_text(encoding="utf-8"))
             index = sha256_json({k: v for k, v in manifest.items() if k not in INDEX_VOLATILE})
         except (OSError, ValueError, AttributeError):
             index = None
-        s = load_settings()
+        s = settings
         store = f"{s.qdrant_backend}{'+server' if s.qdrant_url else ''}{'+exact' if s.dense_exact else ''}"
         return cls(corpus, index, store, sha256_json(sorted(queries.items())))
 
@@ -321,12 +332,10 @@ def forget(dp: DatasetPaths, variant: str) -> None:
 
 
 # -- the model a variant asks: cross-encoder weights, the rewrite LLM --
-def cross_encoder_identity(name_or_path: str | None) -> dict[str, Any] | None:
-    """The cross-encoder found on disk (:func:`~rerankeval.retrieve.cross_encoder.find_cross_encoder`) as its
-    folder's files (name, size, modification time; no weights are read), or None when none is on disk."""
-    from rerankeval.retrieve import cross_encoder
-
-    found = cross_encoder.find_cross_encoder(name_or_path or None)
+def cross_encoder_identity(spec: str | Path) -> dict[str, Any] | None:
+    """The cross-encoder ``spec`` found on disk (:func:`~rerankeval.retrieve.cross_encoder.find_cross_encoder`) as
+    its folder's files (name, size, modification time; no weights are read), or None when none is on disk."""
+    found = cross_encoder.find_cross_encoder(spec)
     if found is None:
         return None
     folder = found if isinstance(found, Path) else _hub_folder(found)
@@ -342,29 +351,28 @@ def _hub_folder(name: str) -> Path | None:
     return Path(hit).parent if isinstance(hit, str) else None
 
 
-def rewrite_material(settings: Any, query: str) -> dict[str, Any] | None:
+def rewrite_material(settings: Settings, query: str) -> dict[str, Any] | None:
     """The rewrite's LLM cache-key material for ``query`` (:meth:`~rerankeval.retrieve.reformulate.Rewriter.material`,
     the one definition, on the configured model and endpoint), or None without an endpoint and a model name
     (``RERANK_MODEL``; a model found only by asking the endpoint cannot be checked without a request)."""
     from types import SimpleNamespace
 
     from rerankeval.llm.scrub import endpoint_identity
-    from rerankeval.retrieve.reformulate import Rewriter
 
     if not settings.base_url or not settings.model:
         return None
     asker = SimpleNamespace(client=SimpleNamespace(model=settings.model), endpoint=endpoint_identity(settings),
                             seed=0)  # the seed open_rewriter's Rewriter uses
-    return Rewriter.material(asker, query)  # type: ignore[arg-type]
+    return reformulate.Rewriter.material(asker, query)  # type: ignore[arg-type]
 
 
-def rewrite_identity(settings: Any) -> dict[str, Any] | None:
+def rewrite_identity(settings: Settings) -> dict[str, Any] | None:
     """The LLM a rewrite asks (the material without the query), or None (see :func:`rewrite_material`)."""
     material = rewrite_material(settings, "")
     return None if material is None else {k: v for k, v in material.items() if k != "query"}
 
 
-def rewrite_keys(settings: Any, texts: list[str]) -> list[str]:
+def rewrite_keys(settings: Settings, texts: list[str]) -> list[str]:
     """The LLM cache keys of the rewrites of ``texts``."""
     from rerankeval.llm.cache import LLMCache
 
@@ -376,13 +384,104 @@ def replies_cached(entry: Mapping[str, Any], cache: Any) -> bool:
     return all(cache.get(k) is not None for k in entry.get("llm_keys") or [])
 
 
-def read_ledger(path: Path, columns: list[str]) -> Any:
-    """The rewrite ledger as :meth:`~rerankeval.retrieve.reformulate.Reformulate.apply` made it (text columns as
-    text, empty numbers as NaN, ``cache_hit`` as bool), from the CSV :func:`~.reformulate.write_ledger` wrote."""
-    import pandas as pd
+# -- the stage's questions: each variant's runs, the Qdrant comparison --
+@dataclass
+class Fetched:
+    """One variant as :func:`fetch` got it: its runs (``retrieval``; None: skipped, ``skipped`` says why), read
+    back or searched (``note``), the key parts :func:`store` saves (None: not to be read back), the seconds of the
+    search that made a run read back, the rewrite ledger and the LLM cache keys of its replies."""
 
-    text = ["qid", "query", "status", "rewrite", "error"]
-    df = pd.read_csv(path, dtype={c: str for c in text}, keep_default_na=False,
-                     na_values={c: [""] for c in columns if c not in text and c != "cache_hit"})
-    df["cache_hit"] = df["cache_hit"].astype(str).eq("True")
-    return df.reindex(columns=columns)
+    retrieval: Retrieval | None = None
+    note: str = ""
+    skipped: str = ""
+    parts: dict[str, Any] | None = None
+    read_back: float | None = None
+    ledger: pd.DataFrame | None = None
+    llm_keys: list[str] | None = None
+
+
+def fetch(dp: DatasetPaths, searcher: search.Searcher, v: str, queries: Mapping[str, str], p: Params,
+          inputs: Inputs, *, cache: LLMCache | None) -> Fetched:
+    """``v``'s runs: read back when its inputs did not change since :func:`store` (and ``p.reuse_runs``), else
+    searched (:func:`rerankeval.retrieve.search.search`) on the settings of ``searcher``."""
+    settings, extra = searcher.settings, None
+    if v == names.CROSS_ENCODER:
+        extra = cross_encoder_identity(cross_encoder.model_name(p.cross_encoder_model, settings))
+        if extra is None:
+            return Fetched(skipped=f"Skipping {v}: {cross_encoder.NOT_ON_DISK}")
+    elif v == names.HYBRID_REFORMULATE:
+        extra = rewrite_identity(settings)
+    budget = {"leg_k": p.leg_k, "pool_k": p.pool_k, "rrf_k": p.rrf_k, "weights": None,
+              "threshold": p.reformulate_threshold, "guard_k": p.reformulate_guard_k}
+    parts = key_parts(inputs, v, budget, extra)
+    why = _read_back(dp, v, parts, queries, p, cache) if p.reuse_runs else "reuse_runs is off"
+    if isinstance(why, Fetched):
+        return why
+    found = search.search(searcher, v, queries, p, cache=cache)
+    if found.retrieval is None:
+        return Fetched(skipped=found.skipped)
+    out = Fetched(found.retrieval, parts=parts, ledger=found.ledger)
+    if v == names.HYBRID_REFORMULATE:
+        why = _rewrites_saved(out, queries, settings, why if extra is not None else "no LLM model named")
+    out.note = f"searched ({why})"
+    return out
+
+
+def _read_back(dp: DatasetPaths, v: str, parts: dict, queries: Mapping[str, str], p: Params,
+               cache: LLMCache | None) -> Fetched | str:
+    """``v``'s saved runs, or why they cannot be read back."""
+    ledger = dp.retrieve_dir / reformulate.LEDGER if v == names.HYBRID_REFORMULATE else None
+    hit = load(dp, v, parts, ledger)
+    if not hit.found:
+        return hit.reason
+    rows = None
+    if ledger is not None:
+        from rerankeval.llm.cache import LLMCache
+
+        if not replies_cached(hit.entry, cache if cache is not None else LLMCache()):
+            return "a rewrite's reply is no longer in the LLM cache"
+        rows = reformulate.read_ledger(dp)
+    found = variants.complete(variants.Runs(hit.run, hit.chunk_run), queries)
+    record = {**hit.entry["record"], **p.budget().record()}
+    return Fetched(Retrieval(v, found.run, found.chunk_run, hit.seconds, record), "unchanged, read back",
+                   parts=parts, read_back=float(hit.entry.get("seconds") or 0.0), ledger=rows)
+
+
+def _rewrites_saved(out: Fetched, queries: Mapping[str, str], settings: Settings, why: str) -> str:
+    """Keep ``hybrid_reformulate``'s key only when every rewrite asked had a usable reply (so the replies are in
+    the LLM cache) and the model is named; note the LLM cache keys; return the reason to show."""
+    ledger = out.ledger
+    asked = ledger[ledger.status != reformulate.NOT_REWRITTEN] if ledger is not None else None
+    failed = asked is None or reformulate.failed_calls(asked).any()
+    if failed or rewrite_identity(settings) is None:
+        out.parts = None
+        return f"{why}; not saved for reading back: {'a rewrite failed' if failed else 'no model name'}"
+    out.llm_keys = rewrite_keys(settings, [queries[q] for q in asked.qid])
+    return why
+
+
+COMPARISON = "qdrant_comparison.json"  # in dp.retrieve_dir: the Qdrant comparison and its key
+
+
+def comparison(dp: DatasetPaths, searcher: search.Searcher, found: Mapping[str, Retrieval],
+               keys: Mapping[str, Mapping[str, Any]], queries: Mapping[str, str],
+               p: Params) -> tuple[search.QdrantComparison | None, str | None]:
+    """(the Qdrant comparison, its key): read back when both hybrids' inputs (``keys``) and its own did not change,
+    else computed (:func:`rerankeval.retrieve.search.compare_qdrant`); (None, None) unless both hybrids ran."""
+    if not {names.HYBRID, names.QDRANT_HYBRID} <= set(found):
+        return None, None
+    key = sha256_json({
+        "runs": [key_of(keys[v]) for v in (names.HYBRID, names.QDRANT_HYBRID) if v in keys],
+        "params": [p.explain_queries, p.final_k, p.leg_k, p.rrf_k], "code": code_version(names.QDRANT_HYBRID)})
+    try:
+        saved = json.loads((dp.retrieve_dir / COMPARISON).read_text(encoding="utf-8"))
+        if p.reuse_runs and saved["key"] == key:
+            return search.QdrantComparison(**saved["comparison"]), key
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return search.compare_qdrant(searcher.get(), found, queries, p), key
+
+
+def store_comparison(dp: DatasetPaths, key: str, found: search.QdrantComparison) -> Path:
+    """Write the Qdrant comparison with its key (:func:`comparison` reads it back)."""
+    return atomic_write_json(dp.retrieve_dir / COMPARISON, {"key": key, "comparison": asdict(found)})

@@ -1,6 +1,6 @@
 """What a variant or a query-rewriting step searches through: the legs of the built indexes.
 
-:class:`rerankeval.retrieve.stage.Retriever` is one; a test passes a stand-in with the same members. The variants
+:class:`rerankeval.retrieve.retriever.Retriever` is one; a test passes a stand-in with the same members. The variants
 (:mod:`rerankeval.retrieve.variants`) and the rewrite step (:mod:`rerankeval.retrieve.reformulate`) depend on this
 protocol only, never on the stage that builds them (no import cycle).
 """
@@ -33,7 +33,7 @@ class Source(Legs, Protocol):
     texts: Mapping[str, str]
     progress: bool
 
-    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int = ...,
+    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int,
                      weights: Sequence[float] | None = None, fusion: str = "rrf") -> Run:
         """Qdrant's own fusion of its dense and sparse legs, top ``limit`` chunks."""
         ...

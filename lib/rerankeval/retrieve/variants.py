@@ -2,8 +2,8 @@
 
 A variant is a class with a ``name`` and ``search(queries) -> Run`` (qid -> {unit id: score},
 :mod:`rerankeval.core.runs`); ``search_runs`` also returns the chunk-level run the unit run was mapped from. Stage 03
-(:class:`rerankeval.retrieve.stage.Retriever`) builds a variant by name from this registry with the shared budget
-:class:`Params`, over the legs of a :class:`~rerankeval.retrieve.source.Source`, so a new variant (a tuned fusion, a
+(:class:`rerankeval.retrieve.retriever.Retriever`) builds a variant by name from this registry with the shared budget
+:class:`Budget`, over the legs of a :class:`~rerankeval.retrieve.source.Source`, so a new variant (a tuned fusion, a
 user's external run) plugs in by registering a class::
 
     @variants.register
@@ -12,11 +12,11 @@ user's external run) plugs in by registering a class::
         description = "..."
 
         def search_runs(self, queries):
-            dense, lex = self.source.dense_leg(queries, self.params.leg_k), ...
+            dense, lex = self.source.dense_leg(queries, self.budget.leg_k), ...
             return variants.Runs(run, chunk_run)
 
-    with Retriever(dp) as r:
-        write_runs(dp, r.search("my_fusion", queries))
+    with Retriever(dp, settings) as r:
+        found = r.search("my_fusion", queries, leg_k=100, pool_k=10, rrf_k=60)
 
 Registered (see :mod:`rerankeval.retrieve.stage` for the budgets and :mod:`rerankeval.retrieve.fusion` for the
 fusions): ``vector``, ``bm25``, ``hybrid``, ``qdrant_hybrid``, the fusion alternatives ``hybrid_combsum``,
@@ -48,27 +48,22 @@ from rerankeval.core.names import (
     QDRANT_HYBRID,
     VECTOR,
 )
-from rerankeval.core.names import FUSION_VARIANTS as FUSION_VARIANTS  # re-exported: callers look for names here
-from rerankeval.core.names import LEGS as LEGS
-from rerankeval.core.names import REPORT_ORDER as REPORT_ORDER
-from rerankeval.core.names import RERANK as RERANK
-from rerankeval.core.names import RETRIEVE as RETRIEVE
-from rerankeval.core.names import SWEEP as SWEEP
 from rerankeval.core.runs import Run, best_chunks, to_units
-from rerankeval.retrieve.fusion import RRF_K, fuse
+from rerankeval.retrieve.fusion import fuse
 from rerankeval.retrieve.source import Source
 
 RRF_FORMULA = "sum w / (rrf_k + rank), rank 1-based"
 
 
 @dataclass(frozen=True)
-class Params:
+class Budget:
     """The budget every stage-03 variant shares: ``leg_k`` chunks per leg, ``pool_k`` fused candidates a
-    reranker reorders, the RRF constant ``rrf_k`` (paper convention) and hybrid ``weights`` (dense, bm25)."""
+    reranker reorders, the RRF constant ``rrf_k`` (paper convention) and hybrid ``weights`` (dense, bm25; None:
+    equal). No defaults: they are stage 03's :class:`rerankeval.retrieve.params.Params`."""
 
-    leg_k: int = 100
-    pool_k: int = 20
-    rrf_k: int = RRF_K
+    leg_k: int
+    pool_k: int
+    rrf_k: int
     weights: Sequence[float] | None = None
 
     def record(self) -> dict:
@@ -85,7 +80,7 @@ class Runs(NamedTuple):
 
 
 class Variant(ABC):
-    """One retrieval variant over the built indexes ``source`` (a :class:`~rerankeval.retrieve.stage.Retriever`).
+    """One retrieval variant over the built indexes ``source`` (a :class:`~rerankeval.retrieve.retriever.Retriever`).
 
     A subclass named in :data:`rerankeval.core.names.CATALOGUE` without a ``description`` of its own takes the
     catalogue's."""
@@ -98,9 +93,9 @@ class Variant(ABC):
         if not cls.__dict__.get("description") and cls.name in catalogue.CATALOGUE:
             cls.description = catalogue.CATALOGUE[cls.name].description
 
-    def __init__(self, source: Source, params: Params | None = None) -> None:
+    def __init__(self, source: Source, budget: Budget) -> None:
         self.source = source
-        self.params = params or Params()
+        self.budget = budget
 
     @abstractmethod
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
@@ -149,12 +144,12 @@ def describe() -> dict[str, str]:
     return {n: c.description for n, c in REGISTRY.items()}
 
 
-def create(name: str, source: Source, params: Params | None = None, **options) -> Variant:
+def create(name: str, source: Source, budget: Budget, **options) -> Variant:
     """An instance of the variant ``name``. ``options`` (e.g. ``cross_encoder``) go to the variants whose
     constructor takes them; the others ignore them, so one call shape serves every variant."""
     cls = get(name)
-    takes = set(inspect.signature(cls).parameters) - {"source", "params"}
-    return cls(source, params, **{k: v for k, v in options.items() if k in takes and v is not None})
+    takes = set(inspect.signature(cls).parameters) - {"source", "budget"}
+    return cls(source, budget, **{k: v for k, v in options.items() if k in takes and v is not None})
 
 
 def complete(runs: Runs, queries: Mapping[str, str]) -> Runs:
@@ -173,7 +168,7 @@ class VectorLeg(Variant):
     name = VECTOR
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
-        chunk_run = self.source.dense_leg(queries, self.params.leg_k)
+        chunk_run = self.source.dense_leg(queries, self.budget.leg_k)
         return Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
 
 
@@ -182,7 +177,7 @@ class Bm25Leg(Variant):
     name = BM25
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
-        chunk_run = self.source.bm25_leg(queries, self.params.leg_k)
+        chunk_run = self.source.bm25_leg(queries, self.budget.leg_k)
         return Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
 
 
@@ -192,7 +187,7 @@ class Hybrid(Variant):
     fusion: ClassVar[str] = "rrf"  # the rerankeval.retrieve.fusion.fuse method
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
-        p, s = self.params, self.source
+        p, s = self.budget, self.source
         dense, lex = s.dense_leg(queries, p.leg_k), s.bm25_leg(queries, p.leg_k)
         chunk_run = fuse([dense, lex], self.fusion, k=p.rrf_k, weights=p.weights)
         run = fuse([to_units(dense, s.unit_of), to_units(lex, s.unit_of)], self.fusion, k=p.rrf_k,
@@ -205,7 +200,7 @@ class QdrantHybrid(Variant):
     name = QDRANT_HYBRID
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
-        p = self.params
+        p = self.budget
         chunk_run = self.source.qdrant_fused(queries, leg_k=p.leg_k, limit=2 * p.leg_k, rrf_k=p.rrf_k,
                                              weights=p.weights)
         return Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
@@ -247,9 +242,9 @@ class QdrantDbsf(QdrantHybrid):
     name = QDRANT_DBSF
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
-        p = self.params
-        chunk_run = self.source.qdrant_fused(queries, leg_k=p.leg_k, limit=2 * p.leg_k, weights=p.weights,
-                                             fusion="dbsf")
+        p = self.budget
+        chunk_run = self.source.qdrant_fused(queries, leg_k=p.leg_k, limit=2 * p.leg_k, rrf_k=p.rrf_k,
+                                             weights=p.weights, fusion="dbsf")
         return Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
 
     @classmethod
@@ -261,8 +256,8 @@ class QdrantDbsf(QdrantHybrid):
 class CrossEncoderRerank(Variant):
     name = CROSS_ENCODER
 
-    def __init__(self, source: Source, params: Params | None = None, cross_encoder=None) -> None:
-        super().__init__(source, params)
+    def __init__(self, source: Source, budget: Budget, cross_encoder) -> None:
+        super().__init__(source, budget)
         self.cross_encoder = cross_encoder  # a loaded CrossEncoder (anything with predict) or a path/name
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
@@ -272,9 +267,9 @@ class CrossEncoderRerank(Variant):
         if not hasattr(model, "predict"):
             model = ce.load_cross_encoder(model)
         s = self.source
-        base = complete(Hybrid(s, self.params).search_runs(queries), queries)
+        base = complete(Hybrid(s, self.budget).search_runs(queries), queries)
         best = best_chunks(base.chunk_run, s.unit_of)
-        heads = {q: [best[q][u] for u in list(base.run[q])[: self.params.pool_k]] for q in base.run}
+        heads = {q: [best[q][u] for u in list(base.run[q])[: self.budget.pool_k]] for q in base.run}
         scored = ce.rerank(model, queries, heads, s.texts, progress=s.progress)
         run, chunk_run = {}, {}
         for q in base.run:
