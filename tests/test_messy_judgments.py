@@ -232,9 +232,11 @@ print("shown")
 
 @pytest.mark.slow
 def test_explore_show_from_a_plain_script_exits_cleanly(tmp_path, tiny_pdf, monkeypatch):
+    from rerankeval import retrieve
+    from rerankeval.core.settings import load_settings
     from rerankeval.corpus import extract
     from rerankeval.index import build as index
-    from rerankeval.retrieve import stage as retrieve
+    from rerankeval.retrieve.retriever import BASE_VARIANTS
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
@@ -242,9 +244,7 @@ def test_explore_show_from_a_plain_script_exits_cleanly(tmp_path, tiny_pdf, monk
     dp = resolve_dataset(str(tiny_pdf))
     extract.build_corpus(dp)
     index.build_indexes(dp, progress=False)
-    with retrieve.Retriever(dp, progress=False) as r:
-        for v in retrieve.BASE_VARIANTS:
-            retrieve.retrieve(dp, v, leg_k=10, pool_k=3, retriever=r)
+    retrieve.write(dp, retrieve.run(dp, retrieve.Params(leg_k=10, pool_k=3, variants=BASE_VARIANTS), load_settings()))
     script = tmp_path / "show.py"
     script.write_text(textwrap.dedent(SCRIPT))
     done = subprocess.run([sys.executable, str(script), str(tiny_pdf)], capture_output=True, text=True,

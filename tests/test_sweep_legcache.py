@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.experiments import legcache, sweep
 from test_sweep import QRELS, QUERIES, FakeSource
 
@@ -27,7 +28,7 @@ def dp(tmp_path):
 
 def _engine(dp, src, queries=QUERIES):
     eng = sweep.Engine(src, queries, max_leg_k=5)
-    eng.leg_cache = legcache.LegCache(dp, queries)
+    eng.leg_cache = legcache.LegCache(dp, queries, load_settings())
     return eng
 
 
@@ -68,29 +69,29 @@ def test_a_changed_input_searches_again(dp, change, monkeypatch):
 
 def test_bm25_parameters_are_part_of_the_key(dp):
     _engine(dp, FakeSource()).leg("bm25", sweep.Point())
-    c = legcache.LegCache(dp, QUERIES)
+    c = legcache.LegCache(dp, QUERIES, load_settings())
     assert c.get("bm25", 5, (1.2, .75)) is not None and c.get("bm25", 5, (2.0, .3)) is None
     assert c.get("bm25", 4, (1.2, .75)) is None  # another depth
 
 
 def test_a_damaged_or_foreign_entry_is_ignored_and_rebuilt(dp):
     _engine(dp, FakeSource()).leg("dense", sweep.Point())
-    c = legcache.LegCache(dp, QUERIES)
+    c = legcache.LegCache(dp, QUERIES, load_settings())
     (path,) = c.dir.glob("dense-*.json.gz")
     path.write_bytes(b"not gzip")
     src = FakeSource()
     eng = _engine(dp, src)
     eng.leg("dense", sweep.Point())
     assert src.calls == [("dense", 5)] and "is damaged" in eng.leg_cache.reasons[0]
-    assert legcache.LegCache(dp, QUERIES).get("dense", 5, None) is not None  # re-saved by the search
+    assert legcache.LegCache(dp, QUERIES, load_settings()).get("dense", 5, None) is not None  # re-saved by the search
     entry = json.loads(gzip.decompress(path.read_bytes()))
     path.write_bytes(gzip.compress(json.dumps({**entry, "key": "0" * 64}).encode()))
-    c = legcache.LegCache(dp, QUERIES)
+    c = legcache.LegCache(dp, QUERIES, load_settings())
     assert c.get("dense", 5, None) is None and "holds another key" in c.reasons[0]
 
 
 def test_without_a_chunk_table_nothing_is_cached(tmp_path):
     bare = paths.DatasetPaths("bare", tmp_path / "s", tmp_path / "r")
-    c = legcache.LegCache(bare, QUERIES)
+    c = legcache.LegCache(bare, QUERIES, load_settings())
     c.put("dense", 5, None, {"q1": {"d1": 1.0}}, 0.1)
     assert not c.usable and c.get("dense", 5, None) is None and not c.dir.exists()

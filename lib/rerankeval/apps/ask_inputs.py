@@ -129,15 +129,18 @@ class PassageSource:
 
     def free(self, texts: Mapping[str, str]) -> dict[str, list[Passage]]:
         """Search ``texts`` (key -> question) with the saved indexes."""
-        from rerankeval.retrieve.stage import BASE_VARIANTS, Retriever
+        from rerankeval.core.settings import load_settings
+        from rerankeval.retrieve.params import Params
+        from rerankeval.retrieve.retriever import BASE_VARIANTS, Retriever
 
         variant = self.variant
         if variant not in BASE_VARIANTS:
             variant = HYBRID
             self.notes.append(f"free-text questions are searched with {HYBRID}: {self.variant} cannot search "
                               "new text here (it needs the LLM stage or a model)")
-        with Retriever(self.dp, progress=False) as r:
-            res = r.search(variant, texts, leg_k=self.leg_k)
+        defaults = Params()
+        with Retriever(self.dp, load_settings(), progress=False) as r:
+            res = r.search(variant, texts, leg_k=self.leg_k, pool_k=defaults.pool_k, rrf_k=defaults.rrf_k)
         best = runs.best_chunks(res.chunk_run, self.unit_of)
         return {key: self._passages(res.run.get(key, {}), best.get(key, {})) for key in texts}
 

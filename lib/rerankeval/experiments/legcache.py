@@ -21,6 +21,7 @@ from typing import Any
 from rerankeval.core.ioutil import atomic_write_bytes, sha256_json
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
+from rerankeval.core.settings import Settings
 from rerankeval.retrieve import runcache
 
 FORMAT = 1
@@ -30,9 +31,9 @@ VARIANT = {"dense": "vector", "bm25": "bm25"}  # the stage 03 variant whose sear
 class LegCache:
     """Legs of one dataset and query set on disk; :meth:`get` and :meth:`put` by leg, depth and BM25 parameters."""
 
-    def __init__(self, dp: DatasetPaths, queries: Mapping[str, str]) -> None:
+    def __init__(self, dp: DatasetPaths, queries: Mapping[str, str], settings: Settings) -> None:
         self.dir = dp.sweep_dir / "legs"
-        self.inputs = runcache.Inputs.of(dp, queries)
+        self.inputs = runcache.Inputs.of(dp, queries, settings)
         self.engine_code = runcache.source_hash(Path(__file__).with_name("grid.py"))
         self.hits, self.misses = 0, 0
         self.reasons: list[str] = []

@@ -20,7 +20,7 @@ from rerankeval.retrieve import cross_encoder as ce
 from rerankeval.retrieve import variants
 
 if TYPE_CHECKING:  # the indexes' modules (BM25 with scipy, Qdrant, the embedder) are imported when a Retriever opens
-    from rerankeval.index.embed import Embedder
+    from rerankeval.index.embed import CachedEncoder
     from rerankeval.retrieve.reformulate import Reformulate
 
 REWRITES = {names.HYBRID_REFORMULATE: names.HYBRID}  # variant -> the variant a query-rewriting step follows
@@ -56,11 +56,10 @@ class Retriever:
     so on every dataset here the backends return the same runs (``bench/backend_parity.py``).
     """
 
-    def __init__(self, dp: DatasetPaths, settings: Settings, *, embedder: Embedder | None = None,
+    def __init__(self, dp: DatasetPaths, settings: Settings, *, embedder: CachedEncoder | None = None,
                  progress: bool = True):
         from rerankeval.index import bm25 as bm25mod
-        from rerankeval.index.build import load_index_info
-        from rerankeval.index.embed import Embedder
+        from rerankeval.index.build import check_embedder, load_index_info, open_embedder
         from rerankeval.index.qdrant import edge as qdrant_edge
         from rerankeval.index.qdrant import store as qdrant_store
 
@@ -69,12 +68,8 @@ class Retriever:
         self.texts = corpus.chunk_texts(dp)
         self.unit_of = corpus.unit_of(dp)
         self.bm25 = bm25mod.BM25Index.load(dp.root / self.info.bm25_dir)
-        self.embedder = embedder or Embedder(self.info.model_source, progress=progress)
-        if self.embedder.key != self.info.model_key:
-            raise ValueError(
-                f"the embedding model {self.embedder.model_id!r} is not the one the index was built with "
-                f"({self.info.model_id!r}); rebuild the indexes or pass the same model"
-            )
+        self.embedder = embedder or open_embedder(self.info.model_source, progress=progress, settings=settings)
+        check_embedder(self.info, self.embedder)
         self.progress = progress
         self._id_to_chunk = {qdrant_store.point_id(c): c for c in self.texts}
         self._edge = _check_backend(self.info.backend) == qdrant_edge.EDGE
