@@ -143,7 +143,8 @@ def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1), vector=_good(3))
     a = analyse.run(dp, FAST)
     written = analyse.write(dp, a)
-    assert set(written) == {"metrics", "per_query", "summary", "comparisons", "winner", "manifest", "review"}
+    assert set(written) == {"metrics", "per_query", "summary", "comparisons", "winner", "manifest", "review",
+                            "injection", "inputs"}
     assert analysis_records.read_winner(dp) == analysis_records.winner(a.table, a.summary) == "hybrid"  # relevant first
     back = analysis_records.read_summary(dp)
     assert back == a.summary and back.pool_k == 5 and back.variants == ["vector", "hybrid"]

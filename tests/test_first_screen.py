@@ -29,7 +29,8 @@ COMPARISONS = pd.DataFrame([_cmp("vector", "hybrid", -0.06, 0.03, wins=5, ties=3
 def test_the_baseline_is_the_better_single_retriever_unless_named():
     assert verdict.baseline_of(METRICS) == "vector"
     assert verdict.baseline_of(METRICS, baseline="bm25") == "bm25"
-    assert verdict.baseline_of(METRICS, baseline="nope") == "vector"  # not evaluated: the default rule
+    with pytest.raises(verdict.UnknownBaseline, match="names no evaluated variant"):  # never a silent fall-back
+        verdict.baseline_of(METRICS, baseline="nope")
     assert verdict.baseline_of(METRICS[METRICS.variant == "hybrid"]) is None
 
 

@@ -445,3 +445,22 @@ def test_index_shows_the_auc_line_in_the_verdict_above_the_fold(dp):
     assert "relevant: 40% moved up, 30% down" in body
     figs = re.findall(r'<span class="file">\(([^<]+)\)</span></figcaption>', body)
     assert figs == ["05-metric-bars.png", "05-discrimination.png", "05-funnel.png"]  # the AUC's figure second
+
+
+# --------------------------------------------------------------------------- issue 32: the judge's own warnings
+def test_the_llm_judge_s_warning_from_09_is_shown_on_the_index(dp):
+    dp.root.mkdir(parents=True, exist_ok=True)
+    _metrics().to_csv(dp.metrics_csv, index=False)
+    assert "LLM judge." not in report.write_index(dp, []).read_text()  # 09 has not run: nothing to say
+    atomic_write_json(dp.stage_dir("assess") / "summary.json", {"warning": "100 % of grades are 1: the judge " + EVIL})
+    text = report.write_index(dp, []).read_text()
+    assert "<b>LLM judge.</b> 100 % of grades are 1: the judge &lt;script&gt;" in text
+    assert "<script>document" not in text
+    atomic_write_json(dp.stage_dir("assess") / "summary.json",
+                      {"warning": ["100 % of grades are 1", "the LLM judge graded its own drafts"]})
+    assert report.assess_warnings(dp) == ["100 % of grades are 1", "the LLM judge graded its own drafts"]
+    assert "the LLM judge graded its own drafts" in report.write_index(dp, []).read_text()
+    atomic_write_json(dp.stage_dir("assess") / "summary.json", {"warning": None, "grades": 3})
+    assert report.assess_warnings(dp) == []
+    own = "WARNING: the LLM judge graded questions its own model wrote."  # what 05 recorded about the judge it read
+    assert report.assess_warnings(dp, analyse.Summary(grades={"judge_warning": own})) == [own]

@@ -1,6 +1,7 @@
 """Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes what notebook 05 shows (:mod:`.views`
 words it), ``write(dp, analysis)`` writes ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``,
-``comparisons.csv``, ``discrimination.csv`` (:mod:`.discrimination`) and the manifest. Reads (stages 01, 03, 04, 09):
+``comparisons.csv``, ``discrimination.csv`` (:mod:`.discrimination`), ``injection.json`` (:mod:`.injection`: units
+that instruct the model, with the headline with and without them) and the manifest. Reads (stages 01, 03, 04, 09):
 the query table, qrels, corpus statistics, every run in ``dp.runs_dir`` (unit and chunk level), the rerank ledger,
 the parameters 03/04 recorded, the LLM assessor's grades (:mod:`.agreement`: kappa against the human grades; its
 grades where no human judged with ``qrels_source = "human+llm"``). ``baseline``: the variant the rest face.
@@ -34,6 +35,7 @@ from rerankeval.evaluate import (
     conformance,
     costs,
     funnel,
+    injection,
     judgments,
     limitations,
     manifest,
@@ -43,7 +45,14 @@ from rerankeval.evaluate import (
     verdict,
 )
 from rerankeval.evaluate import discrimination as discrim
-from rerankeval.evaluate.analysis_records import AnalysisParams, AnalysisWarning, Summary, winner
+from rerankeval.evaluate.analysis_records import (
+    AnalysisParams,
+    AnalysisWarning,
+    Summary,
+    inputs_record,
+    winner,
+    write_inputs,
+)
 
 FUSED, RERANKED = HYBRID, HYBRID_RERANK
 RERANKERS = (RERANKED, CROSS_ENCODER)
@@ -90,6 +99,7 @@ class Analysis:
     discrimination: discrim.Discrimination | None = None  # issue 22: the reranker model's AUC
     human_qrels: runs.Qrels | None = None  # the human grades (qrels + judgments), whatever qrels_source is
     other: tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]] | None = None  # the table under the other grades
+    injection: dict[str, Any] | None = None  # issue 32: units that instruct the model, and their effect (injection)
 
     @property
     def verdict(self) -> list[str]:
@@ -313,7 +323,8 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
         summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries),
-        discrimination=disc, human_qrels=human, other=other)
+        discrimination=disc, human_qrels=human, other=other,
+        injection=injection.analyse(dp, loaded, qrels, human, qs.qids, headline, p.missing_queries))
 
 
 def _other(dp: DatasetPaths, p: AnalysisParams, human: runs.Qrels, grades: Mapping[str, Any], ctx: tuple):
@@ -366,6 +377,9 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         **limitations.write(dp, a.known_limitations),
         **discrim.write(dp, a.discrimination),
         **other_grades.write(dp, a.other),
+        **injection.write(dp, a.injection),
+        "inputs": write_inputs(dp, inputs_record(dp, a.params, a.queries, a.qrels, a.query_set.qids,
+                                                 a.summary.judging)),
     }
     man = manifest.build_manifest(dp, variants=list(a.runs), extra=a.summary.to_dict())
     out["manifest"] = manifest.write_manifest(dp, man)

@@ -1,15 +1,21 @@
-"""Stage 05's parameters, the summary it leaves for the report (``analyse/summary.json``) and its winner
-(``analyse/winner.json``), apart from :mod:`.analyse` so that their readers (the report, 07) need not import the
-analysis."""
+"""Stage 05's parameters, the summary it leaves for the report (``analyse/summary.json``), its winner
+(``analyse/winner.json``) and what its numbers rest on (``analyse/inputs.json`` and ``questions.csv``: questions,
+grades, parameters, which the report's "since the previous run" line compares), apart from :mod:`.analyse` so that
+their readers (the report, 07) need not import the analysis."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import hashlib
+import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.names import HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import contract as corpus
@@ -120,6 +126,81 @@ def read_summary(dp: DatasetPaths) -> Summary | None:
         return Summary.from_dict(json.loads(p.read_text(encoding="utf-8"))) if p.exists() else None
     except (ValueError, TypeError):
         return None
+
+
+INPUTS_FILE = "inputs.json"  # under dp.stage_dir("analyse"): what the numbers rest on, for the next run to compare
+QUESTIONS_FILE = "questions.csv"  # ... and per evaluated question (a CSV: the manifest copies only the JSON files)
+_NOT_PARAMETERS = {"variant", "seconds", "queries", "read_back", "wall_s"}  # a stage record's facts, not settings
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+
+
+def stage_parameters(dp: DatasetPaths) -> dict[str, Any]:
+    """The settings the stages recorded, flat: ``retrieve.<variant>.<name>`` from 03's records, ``rerank.model`` and
+    ``rerank.<name>`` from 04's summary's config."""
+    out: dict[str, Any] = {}
+    folder = dp.stage_dir("retrieve")
+    for rec in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        got = _read_json(rec)
+        out |= {f"retrieve.{rec.stem}.{k}": v for k, v in got.items() if k not in _NOT_PARAMETERS}
+    rerank = _read_json(dp.stage_dir("rerank") / "summary.json")
+    if rerank:
+        out["rerank.model"] = rerank.get("model")
+        out |= {f"rerank.{k}": v for k, v in (rerank.get("config") or {}).items()}
+    return out
+
+
+def _read_json(path: Any) -> dict[str, Any]:
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def inputs_record(dp: DatasetPaths, params: AnalysisParams, queries: Mapping[str, str], qrels: Mapping[str, Any],
+                  qids: Sequence[str], judging: Mapping[str, Any]) -> dict[str, Any]:
+    """What an analysis rests on, per evaluated question: its text's and its grades' digests; the judgments merged,
+    the grades' source, the analysis's and the stages' parameters (:mod:`rerankeval.report.history` compares two)."""
+    merged = (judging or {}).get("judgments") or {}
+    return {"questions": {q: _digest(queries.get(q, "")) for q in qids},
+            "grades": {q: _digest(sorted((qrels.get(q) or {}).items())) for q in qids},
+            "judgments_merged": int(merged.get("merged", 0) or 0) if isinstance(merged, Mapping) else 0,
+            "qrels_source": params.qrels_source,
+            "parameters": {**{f"analyse.{k}": getattr(params, k) for k in ANALYSIS_PARAMETERS},
+                           **stage_parameters(dp)}}
+
+
+ANALYSIS_PARAMETERS = ("final_k", "pool_k", "missing_queries", "qrels_source", "baseline")
+
+
+def write_inputs(dp: DatasetPaths, record: Mapping[str, Any]) -> Path:
+    """``analyse/inputs.json`` (:func:`inputs_record` but the per-question digests) and ``analyse/questions.csv``
+    (``qid, question_sha256, grades_sha256``: one row per evaluated question)."""
+    folder, grades = dp.stage_dir("analyse"), record.get("grades") or {}
+    out = io.StringIO()
+    table = csv.writer(out, lineterminator="\n")
+    table.writerow(["qid", "question_sha256", "grades_sha256"])
+    table.writerows([q, h, grades.get(q, "")] for q, h in (record.get("questions") or {}).items())
+    atomic_write_text(folder / QUESTIONS_FILE, out.getvalue())
+    rest = {k: v for k, v in record.items() if k not in ("questions", "grades")}
+    return atomic_write_json(folder / INPUTS_FILE, rest)
+
+
+def read_inputs(dp: DatasetPaths) -> dict[str, Any] | None:
+    """What :func:`write_inputs` saved (the record of :func:`inputs_record`), or None."""
+    folder = dp.stage_dir("analyse")
+    got = _read_json(folder / INPUTS_FILE)
+    try:
+        table = corpus.read_table(folder / QUESTIONS_FILE, ids=("qid", "question_sha256", "grades_sha256"))
+    except (OSError, ValueError):
+        return None
+    if not got:
+        return None
+    return {**got, "questions": dict(zip(table.qid, table.question_sha256, strict=True)),
+            "grades": dict(zip(table.qid, table.grades_sha256, strict=True))}
 
 
 def read_comparisons(dp: DatasetPaths) -> pd.DataFrame | None:

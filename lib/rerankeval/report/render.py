@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import json
 import math
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -33,8 +34,9 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from rerankeval.core.ioutil import atomic_write_text
+from rerankeval.core.names import CROSS_ENCODER, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.evaluate import discrimination, limitations, verdict
+from rerankeval.evaluate import discrimination, injection, limitations, verdict
 from rerankeval.evaluate.analysis_records import Summary, read_comparisons, read_summary
 from rerankeval.evaluate.metrics import label
 from rerankeval.report import export, glossary, history, manifest_view
@@ -193,7 +195,7 @@ def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
                 facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None,
                 judged_warning=None, auc=None, questions_note=None, assessor=None, grades_caption="", variants=[],
-                exports={}, baseline_why="", since=None, headline_other=None)
+                exports={}, baseline_why="", since=None, headline_other=None, injection=None, assess_warnings=[])
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -350,7 +352,8 @@ def _headline_parts(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str
             "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
             "stale": _staleness(dp, man), "judged_warning": judged_warning(summary), **_assessor(summary),
             "auc": {"text": auc, "status": disc.get("status", "")} if auc else None,
-            "headline_other": _headline_other(dp, headline, pool_k, base)}
+            "headline_other": _headline_other(dp, headline, pool_k, base),
+            "injection": injection_block(dp, list(metrics["variant"])), "assess_warnings": assess_warnings(dp, summary)}
 
 
 def _headline_other(dp: DatasetPaths, headline: str, pool_k: int | None, base: str) -> dict[str, Any] | None:
@@ -363,6 +366,35 @@ def _headline_other(dp: DatasetPaths, headline: str, pool_k: int | None, base: s
     table, comparisons, rec = got
     return {"table": headline_table(table, headline, pool_k, comparisons, base), "source": rec.get("qrels_source"),
             "caption": agreement.caption(rec)}
+
+
+def injection_block(dp: DatasetPaths, variants: Sequence[str]) -> dict[str, Any] | None:
+    """The warning block of the units that instruct the model (``analyse/injection.json``,
+    :mod:`rerankeval.evaluate.injection`): the sentence, the units and each variant's headline with and without
+    them; None when nothing was flagged (or 05 has not checked)."""
+    rec = injection.read(dp)
+    reranked = [v for v in variants if v in (HYBRID_RERANK, CROSS_ENCODER) or "rerank" in str(v)]
+    text = injection.headline_sentence(rec, reranked)
+    if not text or rec is None:
+        return None
+    effect = [{"variant": r.get("variant"), "with": verdict.fmt(r.get("with")),
+               "without": verdict.fmt(r.get("without")),
+               "diff": "\u2013" if r.get("diff") is None else f"{r['diff']:+.3f}"} for r in rec.get("effect") or []]
+    return {"text": text, "units": rec.get("flagged") or [], "effect": effect, "metric": label(str(rec.get("metric")))}
+
+
+def assess_warnings(dp: DatasetPaths, summary: Summary | None = None) -> list[str]:
+    """The LLM judge's warnings, shown on the index beside the headline: 09-assess's (``assess/summary.json``, key
+    ``warning``: a text or a list of texts, e.g. "100 % of grades are 1") and those 05 recorded about the judge whose
+    grades it read (``summary.grades["judge_warning"]``: its own drafts graded, an old grades file), each once."""
+    try:
+        got = json.loads((dp.stage_dir("assess") / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        got = {}
+    w = got.get("warning") if isinstance(got, dict) else None
+    items = (w if isinstance(w, list) else [w]) + [((summary.grades if summary else None) or {}).get("judge_warning")]
+    texts = [str(x).strip() for x in items if isinstance(x, str | int | float) and str(x).strip()]
+    return list(dict.fromkeys(texts))
 
 
 def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
