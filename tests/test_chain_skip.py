@@ -162,3 +162,22 @@ def test_a_run_where_some_llm_calls_fell_back_is_not_recorded_as_up_to_date(tiny
         monkeypatch.setenv("STANDIN_STATUS", "ok" if stem.startswith("04") else "kept")  # the endpoint is back
         assert _run(capsys, dataset, only=[stem[:2]])[0] == {stem[:2]} and fingerprint.exists()
         assert _run(capsys, dataset, only=[stem[:2]]) == (set(), {stem[:2]})
+
+
+def test_the_fingerprint_holds_no_url_password(tmp_path, monkeypatch):
+    """Issue 32, defect 9: a password in OPENAI_BASE_URL (or JUDGE_BASE_URL, QDRANT_URL) was written into every
+    ``executed/*.fingerprint.json`` (the endpoint's identity was the raw URL)."""
+    from rerankeval.apps.chain_files import notebook_key
+    from rerankeval.core import settings
+
+    monkeypatch.setattr(settings, "ENV_FILE", tmp_path / "no.env")
+    monkeypatch.delenv("RERANK_ENDPOINT_ID", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://u:secretpw@127.0.0.1:9/v1")
+    monkeypatch.setenv("JUDGE_BASE_URL", "http://judge:judgepw@127.0.0.1:9/v1")
+    monkeypatch.setenv("QDRANT_URL", "http://q:qdrantpw@127.0.0.1:6333")
+    nb = tmp_path / "05-analyse.ipynb"
+    nbformat.write(_notebook("ks: list = [1]", "print(1)"), nb)
+    key = json.dumps(notebook_key(nb, {"ks": [1]}, "code-1", {}))
+    for secret in ("secretpw", "judgepw", "qdrantpw"):
+        assert secret not in key, key
+    assert "127.0.0.1:9/v1" in key  # the endpoint still counts (another endpoint runs the notebooks again)

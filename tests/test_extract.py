@@ -144,6 +144,59 @@ def test_empty_corpus_stops_with_a_message(tmp_path):
         build(folder)
 
 
+def _scan_pdf(path, pages: int = 2):
+    """A PDF whose pages are images only (what a scanner makes): no text layer."""
+    from fpdf import FPDF
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (400, 120), "white")
+    ImageDraw.Draw(img).text((10, 50), "scanned words about alpha", fill="black")
+    pdf = FPDF(format="A4")
+    for _ in range(pages):
+        pdf.add_page()
+        pdf.image(img, x=10, y=10, w=150)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+
+
+def test_a_folder_of_scans_says_the_pdfs_need_ocr(tmp_path):
+    """Issue 32 weak spot: a folder of scans said "empty corpus (no text could be extracted)", naming neither the
+    scans nor OCR."""
+    folder = tmp_path / "scans"
+    _scan_pdf(folder / "letter.pdf")
+    _scan_pdf(folder / "invoice.pdf", pages=1)
+    with pytest.raises(InputError) as err:
+        build(folder)
+    msg = str(err.value)
+    assert "none of the 3 page(s) of 2 PDF(s) (invoice.pdf, letter.pdf) has a text layer" in msg
+    assert "3 hold only images: scanned pages" in msg and "OCR" in msg and "ocrmypdf" in msg
+
+
+def test_a_symlink_to_a_pdf_outside_the_folder_is_skipped_and_named(tiny_pdf, tmp_path, caplog):
+    """Issue 32 weak spot: a link to a PDF outside the dataset folder was indexed silently (any readable file then
+    reaches the corpus, its snippets and the LLM's prompts). It is skipped, listed in skipped.csv and said."""
+    secret = write_pdf(tmp_path / "elsewhere" / "private.pdf", ["the private salary table of the whole company"])
+    (tiny_pdf / "linked.pdf").symlink_to(secret)
+    (tiny_pdf / "inside-link.pdf").symlink_to(tiny_pdf / "gamma-notes.pdf")  # a link inside the folder is fine
+    with caplog.at_level("WARNING", logger="rerankeval.corpus.extract"):
+        dp, rep = build(tiny_pdf)
+    assert "salary" not in " ".join(corpus.load_chunks(dp).text)
+    assert "inside-link.pdf#p1" in set(corpus.load_chunks(dp).unit_id)
+    recs = {r["file"]: r["reason"] for r in rep.skipped.to_dict("records")}
+    assert list(recs) == ["linked.pdf"] and str(secret) in recs["linked.pdf"] and "outside" in recs["linked.pdf"]
+    assert any("linked.pdf" in r.getMessage() and "outside the dataset folder" in r.getMessage()
+               for r in caplog.records)
+    assert rep.stats["files"] == 4 and rep.stats["files_skipped"] == 1
+
+
+def test_a_folder_holding_only_links_outside_says_so(tmp_path):
+    folder = tmp_path / "links"
+    folder.mkdir()
+    (folder / "a.pdf").symlink_to(write_pdf(tmp_path / "elsewhere" / "a.pdf", ["text"]))
+    with pytest.raises(InputError, match="1 PDF link\\(s\\) point outside the folder and are skipped: a.pdf"):
+        build(folder)
+
+
 def test_folder_without_corpus_says_what_to_provide(tmp_path):
     (tmp_path / "nothing").mkdir()
     with pytest.raises(InputError, match="put PDF files in it"):

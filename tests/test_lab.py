@@ -9,11 +9,13 @@ import os
 import queue
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -105,6 +107,39 @@ def test_the_command_allows_root_and_opens_no_browser_without_a_display(tmp_path
     assert "--ServerApp.port=8890" in cmd and "--IdentityProvider.token=tok" in cmd
     monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
     assert "--allow-root" not in lab.lab_command(8890, "tok", tmp_path, "127.0.0.1", browser=False)
+
+
+def test_the_lab_config_folder_is_private_and_never_follows_a_planted_symlink(tmp_path, monkeypatch):
+    """Issue 32, defect 13: ``$TMPDIR/rerankeval-lab-<uid>/`` was reused without an owner or mode check; a symlink
+    planted there by another user made the (root) lab overwrite the link's target."""
+    monkeypatch.setattr(lab.tempfile, "tempdir", str(tmp_path))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    planted = tmp_path / f"rerankeval-lab-{os.getuid()}"  # the old fixed name, prepared by someone else
+    planted.mkdir(mode=0o777)
+    (planted / "jupyter_server_config.py").symlink_to(victim)
+    with lab.config_env() as env:
+        folder = Path(env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0])
+        assert folder != planted and folder.parent == tmp_path
+        st = folder.lstat()
+        assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o700
+        config = folder / "jupyter_server_config.py"
+        assert not config.is_symlink() and "quiet_logs()" in config.read_text(encoding="utf-8")
+        assert stat.S_IMODE(config.stat().st_mode) & 0o077 == 0
+    assert victim.read_text(encoding="utf-8") == "precious"
+    assert not folder.exists()  # removed when the lab stops
+
+
+def test_a_lab_run_as_root_says_what_that_means(monkeypatch, capsys):
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(lab, "serve", lambda *a, **k: 0)
+    monkeypatch.setattr(lab.signal, "signal", lambda *a: None)  # main installs a SIGTERM handler: not in pytest
+    assert lab.main(["--port", "8890", "--no-browser"]) == 0
+    err = capsys.readouterr().err
+    assert "[lab] running as root" in err and "--allow-root" in err and "root terminal" in err
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
+    assert lab.main(["--port", "8890", "--no-browser"]) == 0
+    assert "root" not in capsys.readouterr().err
 
 
 def test_lab_opens_the_explorer_first(tmp_path, capsys):
@@ -235,5 +270,6 @@ def test_the_lab_log_filter_turns_the_kernel_ws_protocol_traceback_into_one_line
     assert not lab.QuietFilter().filter(ping) and lab.QuietFilter().filter(other)
     cmd = lab.lab_command(8890, "tok", lab.paths.NOTEBOOKS_DIR, "127.0.0.1", browser=False)
     assert "--ServerApp.log_level=WARN" in cmd and "--KernelManager.transport=ipc" in cmd
-    first = lab.config_env()["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0]
-    assert "quiet_logs()" in open(os.path.join(first, "jupyter_server_config.py"), encoding="utf-8").read()
+    with lab.config_env() as env:
+        first = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0]
+        assert "quiet_logs()" in open(os.path.join(first, "jupyter_server_config.py"), encoding="utf-8").read()

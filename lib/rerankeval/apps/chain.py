@@ -29,7 +29,8 @@ the folder and the OS error.
 Exit status: 0 done; 1 a notebook failed (the run stops, names the notebook and cell, keeps the executed
 copy and still writes the index); 2 a problem found before the run (settings, dataset, parameters, results
 folder, endpoint); 130 interrupted by Ctrl-C, 143 by SIGTERM (the index shows what finished; re-run the same
-command to resume: every finished stage is cached).
+command to resume: every finished stage is cached). A second Ctrl-C kills a notebook's kernel that did not stop; a
+third ends the chain at once with one line, without updating the index (:class:`Interrupt`).
 
 This module runs the notebooks and reports; the parts it uses live beside it and are re-exported here:
 :mod:`~rerankeval.apps.chain_params` (the notebooks, their parameters and the type checks),
@@ -79,11 +80,13 @@ from rerankeval.apps.chain_params import (
     override_texts,
     split_params,
     typed_parameters,
+    unknown_parameters,
 )
 from rerankeval.apps.chain_preflight import (
     ALLOW_FALLBACK,
     POSITIVE_INTS,
     PROBE_TIMEOUT,
+    check_baseline,
     check_dataset,
     check_parameters,
     check_settings,
@@ -132,6 +135,7 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
                  env: Mapping[str, str], interrupt: Interrupt, exec_lines: tuple[str, ...] = ()) -> dict[str, Any]:
     """Execute one notebook, keep and render its executed copy; the index entry for it (``exec_lines``: run in
     the kernel before the notebook, the read trace of :class:`Freshness`)."""
+    interrupt.in_notebook = True  # from here a signal stops the kernel, never raises (not inside these imports)
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -144,7 +148,6 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     print(f"[chain] {nb.name} ...", flush=True)
     t0 = time.perf_counter()
     status, error = "ok", None
-    interrupt.in_notebook = True
     try:
         atomic_saves(dp.executed_dir)
         papermill.execute_notebook(
@@ -189,14 +192,6 @@ def _render_page(dp: paths.DatasetPaths, nb: Path, status: str, error: str | Non
         problem = f"{nb.name}: its page was not rendered: {os_error(exc, dp.report_dir)}"
         return ("failed", problem) if status == "ok" else (status, f"{error}; {problem}")
     return status, error
-
-
-def _warn_unknown(params: Mapping[str, Any]) -> None:
-    declared = set().union(*(declared_parameters(nb) for nb in notebooks()))
-    unknown = sorted(set(params) - declared - {"dataset"})
-    if unknown:
-        print(f"[chain] WARNING: no notebook declares the parameter(s) {', '.join(unknown)}; they are ignored "
-              f"(see the parameters cell at the top of each notebook)", file=sys.stderr)
 
 
 class Freshness:
@@ -262,20 +257,31 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
         stale = [nb for nb in nbs if not fresh.skips(nb)]
         if any(_uses_llm(nb, params) for nb in stale):
             env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale))
+            interrupt.reclaim()  # the local server's SIGTERM handler would skip the partial report's line
         for nb in nbs:
             if fresh.skips(nb):
                 pages.append(_skipped_page(dp, nb))
                 continue
             if env is None and _uses_llm(nb, params):
                 env = start_endpoint(stack, allow_fallback or not needs_llm(nb))
+                interrupt.reclaim()
             pages.append(run_notebook(nb, dp, params, kernel, env or {}, interrupt, fresh.before(nb)))
             interrupt.in_notebook = False  # only now: a Ctrl-C while its page is rendered must not lose it
             if pages[-1]["status"] != "ok" or interrupt.hit:
                 break
-            if needs_llm(nb) and not allow_fallback:
-                pages[-1]["llm_problem"] = llm_fell_back(dp)
-            if not pages[-1].get("llm_problem"):
-                fresh.after(nb, _uses_llm(nb, params))
+            with interrupt.deferred():  # its record and fingerprint whole (their lazy imports too), then a signal
+                if needs_llm(nb) and not allow_fallback:
+                    pages[-1]["llm_problem"] = llm_fell_back(dp)
+                if not pages[-1].get("llm_problem"):
+                    fresh.after(nb, _uses_llm(nb, params))
+
+
+def _preload() -> None:
+    """Import what the end of the run needs (the index's renderer, pandas and numpy under it) before a notebook
+    runs, inside :meth:`Interrupt.deferred`: a Ctrl-C landing in a half-done import of numpy left a module that
+    raised (or segfaulted) when the index was written."""
+    import rerankeval.report.render  # noqa: F401
+    import rerankeval.rerank.ledger  # noqa: F401 - llm_fell_back's, after 04
 
 
 def _write_index(dp: paths.DatasetPaths, pages: list[dict[str, Any]]) -> tuple[str | None, OSError | None]:
@@ -337,19 +343,27 @@ def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] 
     if not nbs:
         raise PreflightError(f"no notebooks match {only!r} in {paths.NOTEBOOKS_DIR} (give a number such as "
                              "--only 05, or a notebook name)")
-    _warn_unknown(params)
+    unknown_parameters(params, override_texts(overrides or []))
     params = typed_parameters(nbs, params, override_texts(overrides or []))
     check_parameters(nbs, params)
+    check_baseline(dp, nbs, params)
     check_dataset(dp, nbs, params)
     check_writable(dp)
     interrupt = Interrupt()
     pages: list[dict[str, Any]] = []
     with interrupt.installed():
         try:
+            with interrupt.deferred():
+                _preload()
             _execute_all(dp, nbs, params, kernel, allow_fallback, interrupt, pages, force)
         except KeyboardInterrupt:
             interrupt.hit = True
-        return _finish(dp, pages, interrupt.hit, t0, interrupt.signum)
+        except SystemExit as exc:  # SIGTERM while the local LLM server started: its own handler stopped it
+            if exc.code != EXIT_TERMINATED:
+                raise
+            interrupt.hit, interrupt.signum = True, signal.SIGTERM
+        with interrupt.deferred(finishing=True):  # the index and the last line, whatever is pressed meanwhile
+            return _finish(dp, pages, interrupt.hit, t0, interrupt.signum)
 
 
 def main(argv: list[str] | None = None) -> int:

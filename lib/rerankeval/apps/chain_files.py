@@ -192,7 +192,8 @@ def shown_path(path: Path) -> str:
 # mtime_ns, since the PDF reader opens files below Python). A notebook whose fingerprint matches is skipped.
 
 FINGERPRINT_VERSION = 1
-# never a key; the LLM endpoint counts by its identity (Settings.cache_endpoint: RERANK_ENDPOINT_ID, else the URL), so
+# never a key nor a URL's password (every value redacted); the LLM endpoint counts by its identity
+# (llm.scrub.endpoint_identity: RERANK_ENDPOINT_ID, else the URL without user:password@), so
 # a local server that comes up on another port, with the same model, does not make every notebook run again
 _SETTING_FIELDS = ("model", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend", "dense_exact",
                    "llama_backend", "local_model", "judge_model", "judge_base_url")
@@ -253,11 +254,12 @@ def notebook_key(nb: Path, nb_params: Mapping[str, Any], code: str, extra: Mappi
     the code version, the settings that choose models, endpoints and backends (no secret), and ``extra``."""
     import hashlib
 
-    from rerankeval.core.settings import load_settings
+    from rerankeval.core.settings import load_settings, redact
+    from rerankeval.llm.scrub import endpoint_identity
 
     settings = load_settings()
-    chosen = {f: None if getattr(settings, f, None) is None else str(getattr(settings, f)) for f in _SETTING_FIELDS}
-    chosen["endpoint"] = settings.cache_endpoint or None
+    chosen = {f: None if getattr(settings, f, None) is None else redact(getattr(settings, f)) for f in _SETTING_FIELDS}
+    chosen["endpoint"] = endpoint_identity(settings) or None  # without user:password@ (issue 32, defect 9)
     return {"version": FINGERPRINT_VERSION, "notebook": hashlib.sha256(nb.read_bytes()).hexdigest(),
             "parameters": json.loads(json.dumps(dict(nb_params), sort_keys=True, default=str)), "code": code,
             "settings": chosen, **extra}

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import functools
 import json
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rerankeval.core import paths
+from rerankeval.core import paths, yamlsafe
 from rerankeval.core.errors import ReRankEvalError
 
 
@@ -55,31 +57,64 @@ def override_texts(overrides: list[str]) -> dict[str, str]:
     return {k.strip(): v for k, sep, v in (item.partition("=") for item in overrides) if sep and k.strip()}
 
 
+def _read_params_file(f: Path) -> dict[str, Any]:
+    """One ``params/*.yaml`` file through :mod:`rerankeval.core.yamlsafe` (no aliases, no YAML 1.1 number forms,
+    bounded size): a mapping of parameter names to values, else :class:`PreflightError` naming the file and line."""
+    try:
+        loaded = yamlsafe.load_file(f) or {}
+    except yamlsafe.YamlRefused as exc:
+        raise PreflightError(str(exc)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f", line {mark.line + 1}" if mark is not None else ""
+        raise PreflightError(f"{f}{at}: not valid YAML ({getattr(exc, 'problem', None) or exc}); "
+                             "expected `name: value` lines, e.g. `pool_k: 10`") from None
+    if not isinstance(loaded, dict):
+        raise PreflightError(f"{f}: expected a mapping of parameter names to values (name: value lines)")
+    return loaded
+
+
+def _read_override(item: str) -> tuple[str, Any]:
+    """``--set key=value`` as ``(key, the value read as YAML)`` through :mod:`rerankeval.core.yamlsafe`."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise PreflightError(f"--set {item!r}: expected key=value (e.g. --set pool_k=30, or P=\"pool_k=30\")")
+    try:
+        return key.strip(), yamlsafe.load(value, f"--set {item!r}", with_line=False)
+    except yamlsafe.YamlRefused as exc:
+        raise PreflightError(str(exc)) from None
+    except yaml.YAMLError as exc:
+        problem = str(getattr(exc, "problem", None) or exc).strip()
+        raise PreflightError(f"--set {item!r}: the value is not valid YAML ({problem}); e.g. --set ks=[1,3,5] "
+                             f"or P=\"variants=[vector, bm25]\"; quote text with ' or \"") from None
+
+
 def load_params(dataset_name: str, overrides: list[str]) -> dict[str, Any]:
+    """``params/default.yaml``, then ``params/<dataset>.yaml``, then each ``--set key=value`` (the last wins)."""
     params: dict[str, Any] = {}
     for f in (paths.PARAMS_DIR / "default.yaml", paths.PARAMS_DIR / f"{dataset_name}.yaml"):
         if f.is_file():
-            try:
-                loaded = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                at = f", line {mark.line + 1}" if mark is not None else ""
-                raise PreflightError(f"{f}{at}: not valid YAML ({getattr(exc, 'problem', None) or exc}); "
-                                     "expected `name: value` lines, e.g. `pool_k: 10`") from None
-            if not isinstance(loaded, dict):
-                raise PreflightError(f"{f}: expected a mapping of parameter names to values (name: value lines)")
-            params.update(loaded)
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PreflightError(f"--set {item!r}: expected key=value (e.g. --set pool_k=30, or P=\"pool_k=30\")")
-        try:
-            params[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            problem = str(getattr(exc, "problem", None) or exc).strip()
-            raise PreflightError(f"--set {item!r}: the value is not valid YAML ({problem}); e.g. --set ks=[1,3,5] "
-                                 f"or P=\"variants=[vector, bm25]\"; quote text with ' or \"") from None
+            params.update(_read_params_file(f))
+    params.update(_read_override(item) for item in overrides)
     return params
+
+
+def unknown_parameters(params: Mapping[str, Any], typed: Mapping[str, str]) -> None:
+    """Parameters no notebook declares: an error for one typed after ``--set``/``P=`` that is close to a declared
+    name (a typo: its value would be lost: ``pool_kk`` -> did you mean ``pool_k``?), else one warning line, with
+    the close names when there are some. ``typed``: the ``--set`` values as typed (:func:`override_texts`)."""
+    declared = set().union(*(declared_parameters(nb) for nb in notebooks()))
+    unknown = sorted(set(params) - declared - {"dataset"})
+    close = {k: difflib.get_close_matches(k, sorted(declared), n=3, cutoff=0.75) for k in unknown}
+    typos = [k for k in unknown if k in typed and close[k]]
+    if typos:
+        lines = [f"{k}: no notebook declares it; did you mean {' or '.join(close[k])}? "
+                 f"e.g. P=\"{close[k][0]}={typed[k].strip()}\"" for k in typos]
+        raise PreflightError("unknown parameter(s), found before running anything:\n  " + "\n  ".join(lines))
+    if unknown:
+        said = [k + (f" (did you mean {' or '.join(close[k])}?)" if close[k] else "") for k in unknown]
+        print(f"[chain] WARNING: no notebook declares the parameter(s) {', '.join(said)}; they are ignored "
+              f"(see the parameters cell at the top of each notebook)", file=sys.stderr)
 
 
 def _parameters_cell(nb: Path) -> list[ast.stmt]:

@@ -64,16 +64,27 @@ def check_writable(dp: paths.DatasetPaths) -> None:
                 f"(e.g. RERANKEVAL_RESULTS=~/rerankeval-results make report).") from None
 
 
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _default_of(nb: Path, key: str) -> Any:
+    """The notebook's own default of ``key`` when it is a whole number >= 1 (the fix to suggest), else None."""
+    value = effective_parameters(nb, {}).get(key)
+    return value if _positive_int(value) else None
+
+
 def check_parameters(nbs: list[Path], params: Mapping[str, Any]) -> None:
     """Raise :class:`PreflightError` for parameters a notebook would reject late (e.g. ``pool_k < final_k``)."""
     problems: dict[str, list[str]] = {}
     for nb in nbs:
         eff = effective_parameters(nb, params)
-        for key in POSITIVE_INTS:
-            if key in eff and (not isinstance(eff[key], int) or isinstance(eff[key], bool) or eff[key] < 1):
-                problems.setdefault(f"{key} = {eff[key]!r} must be a whole number >= 1", []).append(nb.stem)
+        bad = {key for key in POSITIVE_INTS if key in eff and not _positive_int(eff[key])}
+        for key in sorted(bad, key=POSITIVE_INTS.index):
+            fix = f"; e.g. P=\"{key}={_default_of(nb, key)}\" (the notebook's default)" if _default_of(nb, key) else ""
+            problems.setdefault(f"{key} = {eff[key]!r} must be a whole number >= 1{fix}", []).append(nb.stem)
         pool, final = eff.get("pool_k"), eff.get("final_k")
-        if isinstance(pool, int) and isinstance(final, int) and pool < final:
+        if not bad & {"pool_k", "final_k"} and isinstance(pool, int) and isinstance(final, int) and pool < final:
             problems.setdefault(
                 f"pool_k ({pool}) must be >= final_k ({final}): the reranker reorders the top pool_k and the "
                 f"headline metric is cut at final_k; e.g. P=\"pool_k={final}\" or P=\"final_k={pool}\"", []
@@ -81,6 +92,24 @@ def check_parameters(nbs: list[Path], params: Mapping[str, Any]) -> None:
     if problems:
         lines = [f"{msg} (in {', '.join(where)})" for msg, where in problems.items()]
         raise PreflightError("parameters that cannot work, found before running anything:\n  " + "\n  ".join(lines))
+
+
+def check_baseline(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any]) -> None:
+    """05's ``baseline`` must name a variant: one of the catalogue's or an external run in ``runs/`` (else
+    :class:`PreflightError` with the close names), not fall back to the default baseline without a word. Whether
+    it was evaluated in this run is checked by 05 itself (:func:`rerankeval.evaluate.verdict.check_baseline`)."""
+    import difflib
+
+    from rerankeval.core import names
+
+    wanted = {str(v) for nb in nbs if (v := effective_parameters(nb, params).get("baseline"))}
+    known = [*names.names(), *sorted(p.stem for p in dp.runs_dir.glob("*.trec"))]
+    for baseline in sorted(wanted - set(known)):
+        close = difflib.get_close_matches(baseline, known, n=2, cutoff=0.6)
+        meant = f"did you mean {' or '.join(close)}? e.g. P=\"baseline={close[0]}\"; " if close else ""
+        raise PreflightError(f"baseline={baseline!r} names no variant: {meant}the variants are {', '.join(known)} "
+                             "(an external run counts once it is in runs/); leave baseline empty for the better "
+                             "single retriever (vector or bm25)")
 
 
 def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any]) -> None:

@@ -34,14 +34,35 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+QUIT_AFTER = 3  # the signal that stops the chain at once, without the report index
+
+
+def _say_and_quit(line: str, status: int) -> None:
+    """Print ``line`` and end the process with ``status`` at once (no Python clean-up, no exception to land in a
+    half-done import or a C extension: what made the third Ctrl-C a segfault or a traceback)."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError):
+        os.write(2, f"\n{line}\n".encode())
+    os._exit(status)
+
+
 class Interrupt:
     """Ctrl-C (SIGINT) and SIGTERM handling of the chain: stop the running notebook, remember it, stop the run.
 
-    A Python exception raised from a signal handler can land anywhere, even where it is swallowed (a weakref
-    callback inside nbclient: "Exception ignored"), so during a notebook the first signal does not raise:
-    it terminates the notebook's kernel (papermill then keeps the cells done so far and returns). Outside a
-    notebook, or on a second signal, it raises :class:`Stopped` (a KeyboardInterrupt). :attr:`hit` tells the
-    chain to stop; :attr:`signum` which signal asked first.
+    A Python exception raised from a signal handler can land anywhere: where it is swallowed (a weakref callback
+    inside nbclient: "Exception ignored"), or inside a module being imported (numpy then half-initialised: a
+    traceback or a segfault at the next use). So it raises at most once, and never inside a notebook or a
+    :meth:`deferred` section (the imports the end of the run needs, and writing the index):
+
+    - the first signal during a notebook terminates its kernel (papermill keeps the cells done so far and
+      returns); outside a notebook it raises :class:`Stopped` (a KeyboardInterrupt), at once or, in a deferred
+      section, when the section ends;
+    - the second kills the kernel (SIGKILL: it did not stop) and raises nothing;
+    - the third (:data:`QUIT_AFTER`) prints one line and ends the process with 130 (143 for SIGTERM) at once,
+      unless the index is being written (a second or two), which it lets finish.
+
+    :attr:`hit` tells the chain to stop; :attr:`signum` which signal asked first.
     """
 
     def __init__(self) -> None:
@@ -49,6 +70,10 @@ class Interrupt:
         self.signum = signal.SIGINT
         self.in_notebook = False
         self.kernel_pid: int | None = None
+        self.count = 0  # signals received
+        self.raised = False  # Stopped was raised (or is due at the end of a deferred section)
+        self.deferring = 0  # inside deferred(): record signals, raise nothing
+        self.finishing = False  # writing the index: even the third signal waits for it
 
     @property
     def how(self) -> tuple[str, str, int]:
@@ -56,19 +81,47 @@ class Interrupt:
         return SIGNALS.get(self.signum, SIGNALS[signal.SIGINT])
 
     def handler(self, signum: int, frame: object) -> None:  # noqa: ARG002
+        self.count += 1
         first, self.hit = not self.hit, True
         if first:
             self.signum = signum
-        if not first or not self.in_notebook:
-            raise Stopped(signum)
         if self.kernel_pid is not None:
-            _signal_group(self.kernel_pid, signal.SIGTERM)
+            _signal_group(self.kernel_pid, signal.SIGTERM if first else signal.SIGKILL)
+        if self.count >= QUIT_AFTER and not self.finishing:
+            verb, what, status = self.how
+            _say_and_quit(f"[chain] {verb} ({what}, {self.count} times): stopped at once; the report index was "
+                          "not updated; re-run the same command to resume (finished stages are cached)", status)
+        if first and not self.in_notebook and not self.deferring:
+            self.raised = True
+            raise Stopped(signum)
+
+    @contextlib.contextmanager
+    def deferred(self, finishing: bool = False) -> Iterator[None]:
+        """A section no signal interrupts (imports, the index): a signal received inside is acted on at its end
+        (:class:`Stopped` raised, unless one was already). ``finishing``: the end of the run, raise nothing."""
+        self.deferring += 1
+        was_finishing, self.finishing = self.finishing, self.finishing or finishing
+        try:
+            yield
+        finally:
+            self.deferring -= 1
+            self.finishing = was_finishing
+        if self.hit and not self.raised and not self.deferring and not finishing and not self.in_notebook:
+            self.raised = True
+            raise Stopped(self.signum)
+
+    def reclaim(self) -> None:
+        """Handle SIGINT and SIGTERM again (main thread only): a context entered later (the local LLM server's
+        SIGTERM handler) may have replaced the chain's, so SIGTERM would skip the partial report's line."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                signal.signal(sig, self.handler)
 
     def kernel_started(self, pid: int) -> None:
         """Called by the kernel manager; a kernel started after Ctrl-C is stopped at once."""
         self.kernel_pid = pid
         if self.hit:
-            _signal_group(pid, signal.SIGTERM)
+            _signal_group(pid, signal.SIGTERM if self.count < 2 else signal.SIGKILL)
 
     def kernel_done(self) -> None:
         self.kernel_pid = None

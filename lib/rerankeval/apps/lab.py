@@ -1,26 +1,28 @@
 """JupyterLab on the project's notebooks, with the project kernel and an LLM endpoint beside it.
 
 ``python -m rerankeval.apps.lab`` is what ``make lab`` runs. It works as root or not (``--allow-root`` is
-added for root, as in most containers), with or without a display (no browser is opened without one),
-and prints the URL with its token once the server answers. New notebooks get the project kernel
-(``rerankeval``, installed by ``make setup``). The LLM endpoint comes from
-:func:`rerankeval.llm.server.ensure_endpoint`: the configured one (``OPENAI_BASE_URL``), else the local
-llama-server, started here and given to every kernel through its environment. Ctrl-C (or SIGTERM) stops
-JupyterLab, its kernels and the local server.
+added for root, as in most containers, and one line says what that means: the token gives a root terminal),
+with or without a display (no browser is opened without one), and prints the URL with its token once the
+server answers. New notebooks get the project kernel (``rerankeval``, installed by ``make setup``). The LLM
+endpoint comes from :func:`rerankeval.llm.server.ensure_endpoint`: the configured one (``OPENAI_BASE_URL``),
+else the local llama-server, started here and given to every kernel through its environment. Ctrl-C (or
+SIGTERM) stops JupyterLab, its kernels and the local server.
 
 The console stays quiet: the server logs at WARN (no extension-by-extension start log), kernels talk over IPC
 (no IPKernelApp "running over TCP without encryption" warning), and :func:`quiet_logs` (loaded through a config
-file, :func:`config_env`) drops two known harmless messages: jupyter_server's ``kernel_ws_protocol`` traceback
-when a browser tab re-attaches to a closed kernel (jupyter_server issue 1265; one line says so instead) and tornado's
-``websocket_ping_timeout`` warning.
+file in a private folder made for each lab, :func:`config_env`) drops two known harmless messages:
+jupyter_server's ``kernel_ws_protocol`` traceback when a browser tab re-attaches to a closed kernel
+(jupyter_server issue 1265; one line says so instead) and tornado's ``websocket_ping_timeout`` warning.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from rerankeval.core import paths
@@ -65,15 +68,28 @@ def quiet_logs() -> None:
             log.addFilter(QuietFilter())
 
 
-def config_env() -> dict[str, str]:
+CONFIG_TEXT = "from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n"
+
+
+@contextlib.contextmanager
+def config_env() -> Iterator[dict[str, str]]:
     """``JUPYTER_CONFIG_PATH`` with a folder first whose ``jupyter_server_config.py`` calls :func:`quiet_logs` in the
-    server process; a personal ``jupyter_server_config.py`` is still read (Jupyter reads every one on the path)."""
-    folder = Path(tempfile.gettempdir()) / f"rerankeval-lab-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    (folder / "jupyter_server_config.py").write_text("from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n",
-                                                     encoding="utf-8")
-    rest = os.environ.get("JUPYTER_CONFIG_PATH", "")
-    return {"JUPYTER_CONFIG_PATH": os.pathsep.join(p for p in (str(folder), rest) if p)}
+    server process; a personal ``jupyter_server_config.py`` is still read (Jupyter reads every one on the path).
+
+    The folder is new for each lab and private: made by ``tempfile.mkdtemp`` (mode 0700, owned by us, a name no
+    one could have planted), the file created there with ``O_EXCL | O_NOFOLLOW`` (never through a symlink), and
+    removed when the lab stops. A fixed folder in the shared temporary directory was reused without a check: a
+    symlink planted there by another user made the lab overwrite the link's target, and Jupyter would have run a
+    planted config file as the lab's user (issue 32, defect 13)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"rerankeval-lab-{os.getuid()}-"))
+    try:
+        fd = os.open(folder / "jupyter_server_config.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(CONFIG_TEXT)
+        rest = os.environ.get("JUPYTER_CONFIG_PATH", "")
+        yield {"JUPYTER_CONFIG_PATH": os.pathsep.join(p for p in (str(folder), rest) if p)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def free_port(preferred: int = DEFAULT_PORT, host: str = "127.0.0.1") -> int:
@@ -103,6 +119,15 @@ def has_display() -> bool:
     return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def runs_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+ROOT_NOTE = ("[lab] running as root: JupyterLab gets --allow-root, so whoever has the URL with its token gets a "
+             "root terminal and root kernels on this machine; keep the token private, or run make lab as an ordinary "
+             "user")
+
+
 def lab_command(port: int, token: str, notebook_dir: Path, ip: str, browser: bool) -> list[str]:
     """The ``jupyter lab`` command line (run with this interpreter)."""
     cmd = [
@@ -114,8 +139,8 @@ def lab_command(port: int, token: str, notebook_dir: Path, ip: str, browser: boo
     ]  # fmt: skip
     if not browser:
         cmd.append("--no-browser")
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
+    if runs_as_root():
+        cmd.append("--allow-root")  # said on the console: ROOT_NOTE
     return cmd
 
 
@@ -160,10 +185,10 @@ def serve(port: int, notebook_dir: Path, ip: str, browser: bool) -> int:
     from rerankeval.llm.server import ensure_endpoint
 
     token = secrets.token_hex(24)
-    with ensure_endpoint() as llm_env:
+    with ensure_endpoint() as llm_env, config_env() as quiet_env:
         # its own session: the terminal's Ctrl-C reaches only us, and we stop it without its y/n prompt
         proc = subprocess.Popen(lab_command(port, token, notebook_dir, ip, browser),
-                                env={**os.environ, **llm_env, **config_env()}, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **llm_env, **quiet_env}, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
             base = f"http://{'127.0.0.1' if ip in ('0.0.0.0', '') else ip}:{port}"
@@ -190,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    if runs_as_root():
+        print(ROOT_NOTE, file=sys.stderr, flush=True)
     try:
         return serve(port, args.notebook_dir.resolve(), args.ip, has_display() and not args.no_browser)
     except KeyboardInterrupt:  # while the LLM endpoint was starting

@@ -15,6 +15,7 @@ Every file a stage writes is a :class:`DatasetPaths` property or method: build n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -345,10 +346,28 @@ def resolve_dataset(name_or_path: str | os.PathLike[str] = DEFAULT_DATASET) -> D
             f"Dataset {raw!r} not found (looked in: {tried}). It is not shipped with ReRankEval: get {public}; "
             f"or keep it in ../shared/data/{p.name} beside the clone. Then: make report DATASET={p.name}"
         )
+    close = _close_datasets(p)
+    meant = f" Did you mean {' or '.join(close)}? e.g. make report DATASET={close[0]}." if close else ""
     raise DatasetNotFound(
-        f"Dataset {raw!r} not found (looked in: {tried}). Give a folder holding PDFs or a BEIR dataset "
+        f"Dataset {raw!r} not found (looked in: {tried}).{meant} Give a folder holding PDFs or a BEIR dataset "
         f"(corpus.jsonl[.gz]) plus queries.jsonl and qrels/test.tsv, e.g. make report DATASET=/path/to/folder."
     )
+
+
+def _close_datasets(p: Path) -> list[str]:
+    """Dataset names close to ``p``'s (a typo: ``debian-manual`` -> ``debian-manuals``): the folders under
+    ``data/`` and ``../shared/data`` (as names) and, for a path, beside it (as paths); the public datasets."""
+    import difflib
+
+    found: dict[str, str] = {name: name for name in PUBLIC_DATASETS}
+    for folder in (DATA_DIR, SHARED_DATA_DIR):
+        with contextlib.suppress(OSError):
+            found.update((c.name, c.name) for c in folder.iterdir() if c.is_dir() and not c.name.startswith("."))
+    parent = (p if p.is_absolute() else ROOT / p).parent
+    if len(p.parts) > 1 and parent.is_dir():
+        with contextlib.suppress(OSError):
+            found.update((c.name, str(c)) for c in parent.iterdir() if c.is_dir() and not c.name.startswith("."))
+    return [found[n] for n in difflib.get_close_matches(p.name, sorted(found), n=2, cutoff=0.75)]
 
 
 def _dataset_folder_of(file: Path) -> Path:

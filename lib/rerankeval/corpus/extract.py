@@ -1,7 +1,9 @@
 """Stage 01: turn a dataset folder (PDFs or BEIR) into the corpus contract of :mod:`rerankeval.corpus.contract`.
 
 PDF datasets: pages extracted with pdfplumber, normalised, chunked within each page; the relevance
-unit is the page (``<file>#p<page>``). BEIR datasets: one chunk per document; the unit is the document.
+unit is the page (``<file>#p<page>``). A PDF that is a symlink to a file outside the dataset folder is skipped
+and named, never indexed (:func:`outside_links`); a folder whose PDFs have no text layer (scans) says they need
+OCR. BEIR datasets: one chunk per document; the unit is the document.
 Chunk ids derive from source, page and character offset, so re-extraction never changes them. The
 stage is skipped when its inputs (file contents and parameters) are unchanged.
 """
@@ -70,7 +72,10 @@ def check_inputs(dp: DatasetPaths, split: str = "test") -> str:
     if not dp.source.is_dir():
         raise InputError(f"dataset folder {dp.source} does not exist; give a folder of PDFs or a BEIR dataset")
     kind = "beir" if beir.find_corpus(dp.source) else "pdf" if _pdf_files(dp.source) else None
-    missing = [] if kind else ["a corpus (put PDF files in it, or a BEIR corpus.jsonl[.gz])"]
+    outside = [p.relative_to(dp.source).as_posix() for p in outside_links(dp.source)]
+    links = f"; {len(outside)} PDF link(s) point outside the folder and are skipped: {', '.join(outside)}" if (
+        outside) else ""
+    missing = [] if kind else [f"a corpus (put PDF files in it, or a BEIR corpus.jsonl[.gz]{links})"]
     src = queryset.query_source(dp, split)
     if src.kind == queryset.HUMAN:  # one of the two without the other
         missing += [p.relative_to(dp.source).as_posix() for p in src.files() if not p.is_file()]
@@ -85,8 +90,36 @@ def check_inputs(dp: DatasetPaths, split: str = "test") -> str:
     return kind
 
 
-def _pdf_files(source: Path) -> list[Path]:
+def _every_pdf(source: Path) -> list[Path]:
     return sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf")
+
+
+def _inside(path: Path, source: Path) -> bool:
+    return path.resolve().is_relative_to(source.resolve())
+
+
+def _pdf_files(source: Path) -> list[Path]:
+    """The PDFs of the folder: those whose real file is inside it (see :func:`outside_links`)."""
+    return [p for p in _every_pdf(source) if _inside(p, source)]
+
+
+def outside_links(source: Path) -> list[Path]:
+    """PDFs of the folder that are symlinks (or under a linked folder) to a file outside it: never indexed (a
+    link planted in a shared folder would otherwise put any readable file into the corpus, its snippets and the
+    LLM's prompts), each listed in ``skipped.csv`` and said in one warning line. Copy the file in to index it."""
+    return [p for p in _every_pdf(source) if not _inside(p, source)]
+
+
+def _outside_rows(source: Path) -> list[dict[str, str]]:
+    """One ``skipped.csv`` row per :func:`outside_links` file, each also said in a warning line."""
+    rows = []
+    for path in outside_links(source):
+        rel = source_name(path.relative_to(source).as_posix())
+        reason = (f"a symlink to a file outside the dataset folder ({path.resolve()}): skipped; copy the file "
+                  "into the folder to index it")
+        log.warning("%s: %s", rel, reason)
+        rows.append({"file": rel, "reason": reason})
+    return rows
 
 
 def pdf_sources(source: Path) -> dict[str, Path]:
@@ -115,7 +148,9 @@ def _docs_hash(dp: DatasetPaths, kind: str, sources: dict[str, Path], params: di
     corpus = beir.find_corpus(dp.source)
     files = {corpus.name: corpus} if kind == "beir" and corpus else dict(sources)
     digest = {name: sha256_file(p) for name, p in files.items()}
-    return sha256_json({"files": digest, "params": params, "kind": kind, "version": STAGE_VERSION})
+    outside = [p.relative_to(dp.source).as_posix() for p in outside_links(dp.source)] if kind == "pdf" else []
+    return sha256_json({"files": digest, "params": params, "kind": kind, "version": STAGE_VERSION,
+                        **({"outside_links": outside} if outside else {})})
 
 
 def _input_hash(docs_hash: str, src: queryset.QuerySource) -> str:
@@ -184,16 +219,33 @@ class Docs:
 
 def _extract_docs(dp: DatasetPaths, kind: str, sources: dict[str, Path], size: int, overlap: int,
                   x_tolerance: float) -> Docs:
-    skipped: list[dict[str, str]] = []
+    skipped: list[dict[str, str]] = _outside_rows(dp.source) if kind == "pdf" else []
     page_rows: list[dict[str, Any]] = []
     if kind == "pdf":
         chunks, units = _pdf_chunks(sources, size, overlap, x_tolerance, skipped, page_rows)
     else:
         chunks, units = _beir_chunks(beir.find_corpus(dp.source))
     if not chunks:
-        why = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "no text could be extracted"
-        raise InputError(f"the corpus of {dp.source} is empty ({why}). Provide readable PDFs or a non-empty corpus.")
+        raise InputError(_empty_corpus(dp.source, skipped, page_rows))
     return Docs(chunks, units, page_rows, skipped)
+
+
+def _empty_corpus(source: Path, skipped: list[dict[str, str]], page_rows: list[dict[str, Any]]) -> str:
+    """Why no text came out of ``source``, and the fix: PDFs whose pages have no text layer are scans (or
+    images, forms): they need OCR first; files that were skipped say why."""
+    why = [f"{s['file']}: {s['reason']}" for s in skipped]
+    if page_rows:
+        files = sorted({p["file"] for p in page_rows})
+        scans = sum(1 for p in page_rows if "images only" in p["note"] or "scan" in p["note"])
+        images = f" ({scans} hold only images: scanned pages)" if scans else ""
+        why.insert(0, f"none of the {len(page_rows)} page(s) of {len(files)} PDF(s) ({', '.join(files[:5])}"
+                      f"{' ...' if len(files) > 5 else ''}) has a text layer{images}")
+        return (f"the corpus of {source} is empty: {'; '.join(why)}. PDFs without a text layer (scans) need OCR "
+                "before they can be searched: run e.g. `ocrmypdf --skip-text scan.pdf scan-ocr.pdf` "
+                "(https://ocrmypdf.readthedocs.io) on each, keep the OCR'd copies in the folder instead of the "
+                "scans, then run again.")
+    return (f"the corpus of {source} is empty ({'; '.join(why) or 'no text could be extracted'}). Provide "
+            "readable PDFs or a non-empty corpus.")
 
 
 def _saved_docs(dp: DatasetPaths, docs_hash: str) -> Docs | None:

@@ -10,12 +10,14 @@ table), and the verdict names how many queries it lacks.
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.evaluate import discrimination as discrimination_mod
 from rerankeval.evaluate.metrics import label, parse_column
@@ -78,11 +80,30 @@ def _left_out(r: Mapping[str, Any] | None) -> int:
 LEGS = ("vector", "bm25")  # the single retrievers: the better one is the default baseline
 
 
+class UnknownBaseline(ReRankEvalError, ValueError):
+    """``baseline=`` names a variant that was not evaluated; the message lists those that were."""
+
+
+def check_baseline(baseline: str, evaluated: Sequence[str]) -> None:
+    """Raise :class:`UnknownBaseline` when ``baseline`` (non-empty) is not one of ``evaluated``, with the close
+    names ("did you mean hybrid?"), the evaluated ones and how to set it. Never a silent fall-back to the default."""
+    if not baseline or baseline in evaluated:
+        return
+    close = difflib.get_close_matches(baseline, list(evaluated), n=2, cutoff=0.6)
+    meant = f"did you mean {' or '.join(close)}? " if close else ""
+    raise UnknownBaseline(
+        f"baseline={baseline!r} names no evaluated variant; {meant}the variants evaluated are "
+        f"{', '.join(evaluated) or 'none'}. Set baseline to one of them (notebook 05's parameter, e.g. "
+        f"P=\"baseline={(close or list(evaluated) or [LEGS[0]])[0]}\"), or leave it empty for the better single "
+        "retriever (vector or bm25)")
+
+
 def baseline_of(metrics: pd.DataFrame, headline: str = HEADLINE, baseline: str = "") -> str | None:
-    """The variant the others are compared with: ``baseline`` when it was evaluated, else the better single leg
-    (vector or BM25, by the headline metric), else None."""
+    """The variant the others are compared with: ``baseline`` (raising :class:`UnknownBaseline` when it was not
+    evaluated), else the better single leg (vector or BM25, by the headline metric), else None."""
     m = metrics.set_index("variant") if "variant" in metrics else metrics
-    if baseline and baseline in m.index:
+    if baseline:
+        check_baseline(baseline, [str(v) for v in m.index])
         return baseline
     legs = [v for v in LEGS if v in m.index and headline in m]
     return max(legs, key=lambda v: float(m.at[v, headline])) if legs else None

@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from rerankeval.core import yamlsafe
 from rerankeval.core.paths import PARAMS_DIR, DatasetPaths
 from rerankeval.core.progress import track
 from rerankeval.core.runs import Qrels, Run, ranked, to_units
@@ -118,8 +118,11 @@ class Grid:
 
 
 def load_grid(name: str, path: Path = GRID_FILE) -> Grid:
-    """The grid ``name`` (e.g. ``small``, ``large``) of ``params/sweep.yaml``."""
-    grids = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    """The grid ``name`` (e.g. ``small``, ``large``) of ``params/sweep.yaml``, read through
+    :mod:`rerankeval.core.yamlsafe` (no aliases, no YAML 1.1 number forms, bounded size)."""
+    grids = yamlsafe.load_file(path) or {}
+    if not isinstance(grids, dict):
+        raise ValueError(f"{path}: expected a mapping of grid names to their axes (e.g. `small:` then `leg_k: [50]`)")
     if name not in grids:
         raise ValueError(f"no grid {name!r} in {path}; choose from {', '.join(grids)} or add one there")
     spec = grids[name] or {}
