@@ -194,7 +194,8 @@ def _rrf(recorded: Mapping[str, Any]) -> dict[str, Any]:
     found = _find(recorded, {"rrf_k", "rrf", "fusion", "k_rrf"})
     return {"recorded": dict(found) or "not recorded by the stages",
             "formula": "score = sum over legs of w / (k + rank), rank 1-based (Cormack et al. 2009)",
-            "library_default_k": fusion.RRF_K, "qdrant_equivalent_k": fusion.qdrant_k(fusion.RRF_K)}
+            "library_default_k": fusion.RRF_K,
+            "qdrant_equivalent_k": fusion.RRF_K + 1}  # Qdrant ranks from 0: its k is the paper's k + 1
 
 
 def _bm25(index_man: Mapping[str, Any], index_files: Mapping[str, Any]) -> Any:

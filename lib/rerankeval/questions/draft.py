@@ -50,7 +50,7 @@ from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import BUDGET_EXCEEDED, CachedLLM, Call, CallStats, Outcome
 from rerankeval.llm.client import Reply
 from rerankeval.llm.repair import parse
-from rerankeval.questions.checks import MIN_VOCABULARY, REASONS, check, overlap, words
+from rerankeval.questions.checks import REASONS, Language, check, overlap
 from rerankeval.questions.units import Unit, sample_units
 
 CACHE_VERSION = 1
@@ -201,8 +201,7 @@ def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LL
     units = [u for u in sample_units(chunks, params.draft_seed, params.draft_min_chars, params.draft_passage_chars)
              if u.uid not in asked][: OVERSAMPLE * missing]
     human = [q["text"] for q in beir.read_queries(dp.source_queries).values()] if dp.source_queries.is_file() else []
-    vocabulary = set().union(*(words(t) for t in chunks.text))
-    vocabulary = vocabulary if len(vocabulary) >= MIN_VOCABULARY else set()  # empty: no language check
+    vocabulary = Language.of(chunks.text)  # the corpus's words and languages (empty: no language check)
     llm = CachedLLM.open(settings, cache, breaker=Breaker(threshold=2),
                          budget=budget_mod.Budget(params.max_calls, params.max_cost),
                          price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])))
@@ -260,7 +259,7 @@ def _plan(llm: CachedLLM, units: Sequence[Unit], params: QuestionsParams) -> bud
 
 
 def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: QuestionsParams, res: QuestionsResult,
-           human: Sequence[str], vocabulary: set[str]) -> None:
+           human: Sequence[str], vocabulary: Language) -> None:
     """Ask about ``units`` in order until ``missing`` questions are kept; fills ``res``."""
     kept = [d.text for d in res.existing]
     rows = []
@@ -279,7 +278,7 @@ def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: Question
                 row["error"] = got.failure.error_class if got.failure else (got.errors[-1] if got.errors else "")
             else:
                 q, quote = " ".join(got.value.question.split()), got.value.quote
-                reason = check(q, quote, u.text, kept, human, vocabulary)
+                reason = check(q, quote, u.text, kept, human, vocabulary, unit=u.uid)
                 row.update(question=q, quote=quote, overlap=overlap(q, u.text))
                 if not reason:
                     kept.append(q)
