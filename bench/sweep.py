@@ -21,6 +21,7 @@ import pandas as pd
 
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.experiments import splits, sweep
 from rerankeval.experiments.grid import columns
 
@@ -48,7 +49,8 @@ def points_speed(dp, grid: sweep.Grid, leg_k: int, final_k: int, old_sample: int
         raise SystemExit(f"{dp.name} has no train split (qrels/train.tsv): points_per_s is measured on train queries")
     points = fusion_points(grid, leg_k)
     cols = columns(final_k, grid.pool_k)
-    with sweep.Engine.open(dp, {**train.queries, **evaluated.queries}, max(grid.max_leg_k, leg_k)) as eng:
+    with sweep.Engine.open(dp, {**train.queries, **evaluated.queries}, max(grid.max_leg_k, leg_k),
+                           load_settings()) as eng:
         t0 = time.perf_counter()
         for which in ("dense", "bm25"):
             eng.leg(which, points[0])
@@ -78,10 +80,10 @@ def grid_wall(dp, name: str, leg_k: int, final_k: int) -> dict:
     """Wall seconds of stage 06 on grid ``name``: a first run (warms what a fresh process loads), then a timed one."""
     params = sweep.SweepParams(dataset=str(dp.source), grid=name, leg_k=leg_k, final_k=final_k)
     t0 = time.perf_counter()
-    sweep.run(dp, params)
+    sweep.run(dp, params, load_settings())
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    res = sweep.run(dp, params)
+    res = sweep.run(dp, params, load_settings())
     warm = time.perf_counter() - t0
     return {"points": len(res.points), "first_s": round(first, 1), "warm_s": round(warm, 1),
             "legs_s": round(res.seconds["legs"], 1), "points_s": round(res.seconds["points"], 1),

@@ -310,16 +310,20 @@ def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
     """The sweep reorders a pool from stage 04's recorded yes/no scores exactly as stage 04 did, never calling
     the LLM again, and skips the queries whose pool was not (wholly) scored."""
     from fakellm import FakeLLM
+    from rerank_data import run_cached
     from rerankeval import rerank
+    from rerankeval.core.settings import Settings
+    from rerankeval.llm.cache import LLMCache
+    from rerankeval.rerank.config import Params
     from test_rerank_stage import make_dataset
 
     _, dp = make_dataset(tmp_path)
-    fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
     with FakeLLM() as f:
-        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
-        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno", alpha=alpha), pool_k=3,
-                                max_queries=2, settings=s, cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
-        rerank.write_outputs(dp, res, s)
+        s = Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        params = Params(mode="yesno", yesno_json=True, alpha=alpha, pool_k=3, max_queries=2)
+        res = run_cached(dp, params, s, LLMCache(tmp_path / "llm"))
+        rerank.write(dp, res)
+        fused = res.inputs.fused
         calls = f.count
         llm, why = replay.recorded_llm(dp)
         replayed = replay.replay(fused, llm, 3)
@@ -332,6 +336,7 @@ def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
 
 
 def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pdf):
+    from rerankeval.core.settings import load_settings
     from rerankeval.corpus import contract as corpus
     from rerankeval.corpus import extract
     from rerankeval.index import build as index
@@ -340,7 +345,8 @@ def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pd
     extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)
     index.build_indexes(dp, progress=False)
     main_chunks = dp.chunks.read_bytes()
-    res = sweep.run_sweep(dp, sweep.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50)
+    res = sweep.run_sweep(dp, sweep.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50,
+                          settings=load_settings())
     point = res.table[res.table.chunk_size == 60]
     assert len(point) and point["ndcg@3"].between(0, 1).all()  # scored on the main dataset's qrels
     assert dp.chunks.read_bytes() == main_chunks  # the main results are untouched

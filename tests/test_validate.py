@@ -10,7 +10,7 @@ import pytest
 from builders import tiny_pdf_dataset
 from fakellm import FakeLLM
 from rerankeval.core import paths
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import extract
 from rerankeval.experiments import validate
 from rerankeval.llm.cache import LLMCache
@@ -31,7 +31,7 @@ def built(tmp_path):
 def test_a_set_ranks_systems_exactly_as_itself(built):
     dp, _ = built
     human = validate.human_set(dp)
-    check = validate.validate(dp, human, human)
+    check = validate.validate(dp, human, human, settings=load_settings())
     points = [p for p in validate.load_grid("small").points(validate.Point(leg_k=100), pdf=True) if not p.chunk_size]
     assert len(check.table) == check.tau["n_systems"] == len(points) > 10
     assert check.tau["n_pairs"] == len(points) * (len(points) - 1) // 2
@@ -54,7 +54,8 @@ def test_a_drafted_validation_set_stays_in_the_results_and_is_compared(built):
     assert len(res.new) == 3 and files.queries.is_relative_to(dp.root) and not dp.source_draft_queries.exists()
     assert {p: p.read_bytes() for p in before} == before  # no human file touched
     assert json.loads(dp.corpus_stats.read_text())["queries_source"] == "human"
-    check = validate.validate(dp, validate.human_set(dp), validate.draft_set(files.queries, files.qrels))
+    check = validate.validate(dp, validate.human_set(dp), validate.draft_set(files.queries, files.qrels),
+                              settings=load_settings())
     assert check.n_queries == {"human": 4, "generated": 3}
     assert isinstance(check.table, pd.DataFrame) and set(check.table.columns) == {"point", "human", "generated"}
 

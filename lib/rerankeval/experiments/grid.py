@@ -34,10 +34,12 @@ from rerankeval.core import yamlsafe
 from rerankeval.core.paths import PARAMS_DIR, DatasetPaths
 from rerankeval.core.progress import track
 from rerankeval.core.runs import Qrels, Run, ranked, to_units
+from rerankeval.core.settings import Settings
 from rerankeval.evaluate import metrics
 from rerankeval.experiments.replay import RecordedLLM, replay
 from rerankeval.index import bm25 as bm25mod
-from rerankeval.retrieve.fusion import FUSION_METHODS, RRF_K, fuse
+from rerankeval.index.qdrant.rrf import RRF_K
+from rerankeval.retrieve.fusion import FUSION_METHODS, fuse
 
 GRID_FILE = PARAMS_DIR / "sweep.yaml"
 RRF_METHODS = ("rrf",)  # methods that use rrf_k (the others ignore it: one value is swept)
@@ -167,15 +169,17 @@ class Engine:
 
     @classmethod
     @contextmanager
-    def open(cls, dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, **kw) -> Iterator[Engine]:
-        """An engine over the built indexes of ``dp`` (Qdrant closed on exit)."""
+    def open(cls, dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, settings: Settings,
+             **kw) -> Iterator[Engine]:
+        """An engine over the built indexes of ``dp`` (Qdrant closed on exit), searched with ``settings``."""
         from rerankeval.experiments.legcache import LegCache
         from rerankeval.retrieve.retriever import Retriever
 
         cache = kw.pop("cache_legs", True)
-        with Retriever(dp, progress=kw.pop("progress", False)) as r:
-            eng = cls(r, queries, max_leg_k, chunk_sources=lambda size, overlap: chunking_source(dp, size, overlap))
-            eng.leg_cache = LegCache(dp, queries) if cache else None
+        with Retriever(dp, settings, progress=kw.pop("progress", False)) as r:
+            eng = cls(r, queries, max_leg_k,
+                      chunk_sources=lambda size, overlap: chunking_source(dp, size, overlap, settings))
+            eng.leg_cache = LegCache(dp, queries, settings) if cache else None
             try:
                 yield eng
             finally:
@@ -281,7 +285,7 @@ def scratch_dataset(dp: DatasetPaths, size: int, overlap: int) -> DatasetPaths:
                         root=dp.sweep_dir / "chunking" / tag)
 
 
-def chunking_source(dp: DatasetPaths, size: int, overlap: int):
+def chunking_source(dp: DatasetPaths, size: int, overlap: int, settings: Settings):
     """A :class:`~rerankeval.retrieve.retriever.Retriever` over ``dp`` re-extracted with ``size``/``overlap`` and
     re-indexed in :func:`scratch_dataset` (both steps are cached by content, so a second sweep reuses them)."""
     from rerankeval.corpus.extract import build_corpus
@@ -292,7 +296,7 @@ def chunking_source(dp: DatasetPaths, size: int, overlap: int):
     split = _main_split(dp)
     build_corpus(sdp, split=split, chunk_size=size, chunk_overlap=overlap)
     build_indexes(sdp, progress=False)
-    return Retriever(sdp, progress=False)
+    return Retriever(sdp, settings, progress=False)
 
 
 def _main_split(dp: DatasetPaths) -> str:

@@ -26,6 +26,7 @@ from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.names import HYBRID_TUNED
 from rerankeval.core.paths import DEFAULT_DATASET, DatasetPaths
 from rerankeval.core.runs import write_trec
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.experiments import blend as blendmod
 from rerankeval.experiments import splits
@@ -87,7 +88,8 @@ class SweepResult:
 
 
 def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 10, folds: int = 5,
-              seed: int = 0, n_boot: int = 10_000, engine: Engine | None = None) -> SweepResult:
+              seed: int = 0, n_boot: int = 10_000, engine: Engine | None = None,
+              settings: Settings | None = None) -> SweepResult:
     """Sweep ``grid`` around the default setting (``leg_k``, RRF k = 60) and tune it honestly: on the
     train split when the dataset has one, else by ``folds``-fold cross-validation (seeded), both over the
     judged queries (a relevant unit each). With too few of them (:func:`rerankeval.experiments.splits.too_few`) nothing
@@ -101,7 +103,7 @@ def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 
     queries = {**(train.queries if train else {}), **evaluated.queries}
     t0 = time.perf_counter()
     llm, llm_note = recorded_llm(dp)
-    with _engine(dp, queries, max(grid.max_leg_k, leg_k), engine) as eng:
+    with _engine(dp, queries, max(grid.max_leg_k, leg_k), engine, settings) as eng:
         eng.llm = llm
         for which in ("dense", "bm25"):
             eng.leg(which, points[0])
@@ -134,13 +136,14 @@ def _blend(eng: Engine, point: Point, grid: Grid, train: splits.Split | None, ev
                          grid.alpha, **kw)
 
 
-def run(dp: DatasetPaths, params: SweepParams, *, engine: Engine | None = None) -> SweepResult:
+def run(dp: DatasetPaths, params: SweepParams, settings: Settings | None = None, *,
+        engine: Engine | None = None) -> SweepResult:
     """Stage 06: sweep ``params.grid`` of the grid file, with the chain's ``pool_k`` among its pool sizes, around the
     default setting at ``leg_k`` (:func:`run_sweep`); writes nothing (:func:`write`)."""
     grid = load_grid(params.grid)
     grid.pool_k = sorted({*grid.pool_k, params.pool_k})
     res = run_sweep(dp, grid, leg_k=params.leg_k, final_k=params.final_k, folds=params.folds, seed=params.stats_seed,
-                    n_boot=params.n_boot, engine=engine)
+                    n_boot=params.n_boot, engine=engine, settings=settings)
     res.params = params
     return res
 
@@ -151,11 +154,14 @@ def write(dp: DatasetPaths, res: SweepResult) -> dict[str, Path]:
 
 
 @contextmanager
-def _engine(dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given: Engine | None) -> Iterator[Engine]:
+def _engine(dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given: Engine | None,
+            settings: Settings | None) -> Iterator[Engine]:
     if given is not None:
         yield given
         return
-    with Engine.open(dp, queries, max_leg_k) as eng:
+    if settings is None:
+        raise ValueError("run_sweep needs the settings (settings=...) when no engine is given")
+    with Engine.open(dp, queries, max_leg_k, settings) as eng:
         yield eng
 
 

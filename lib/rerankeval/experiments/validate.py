@@ -28,6 +28,7 @@ import pandas as pd
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, read_qrels
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import queryset
 from rerankeval.evaluate import agreement, judgments
@@ -102,7 +103,7 @@ def judged(queries: Mapping[str, str], qrels: Qrels) -> list[str]:
 
 
 def scores_by_qrels(dp: DatasetPaths, queries: Mapping[str, str], qrels_sets: Mapping[str, Qrels], *,
-                    grid: str = "small", leg_k: int = 100, final_k: int = 10) -> pd.DataFrame:
+                    settings: Settings, grid: str = "small", leg_k: int = 100, final_k: int = 10) -> pd.DataFrame:
     """Mean ``ndcg@final_k`` of every non-chunking point of ``grid`` over ``queries``, one column per qrels set
     (index: point). The legs are searched once, then every set scores the same runs."""
     g = load_grid(grid)
@@ -110,7 +111,7 @@ def scores_by_qrels(dp: DatasetPaths, queries: Mapping[str, str], qrels_sets: Ma
               if not p.chunk_size]
     col, qids = f"ndcg@{final_k}", sorted(queries)
     out = {}
-    with Engine.open(dp, dict(queries), max(g.max_leg_k, leg_k)) as eng:
+    with Engine.open(dp, dict(queries), max(g.max_leg_k, leg_k), settings) as eng:
         for name, qrels in qrels_sets.items():
             per_query, _ = score_points(eng, points, qids, qrels, [col])
             out[name] = per_query[per_query.metric == col].groupby("point").value.mean()
