@@ -27,14 +27,15 @@ sys.path.insert(0, {tests!r})
 from test_backend_choice import HashEmbedder
 from rerankeval.core import paths
 from rerankeval.index.qdrant import store
-from rerankeval.retrieve.stage import Retriever
+from rerankeval.core.settings import load_settings
+from rerankeval.retrieve.retriever import Retriever
 
 dp = paths.resolve_dataset({dataset!r})
 
 def leak():
-    r = Retriever(dp, embedder=HashEmbedder(), progress=False)
+    r = Retriever(dp, load_settings(), embedder=HashEmbedder(), progress=False)
     r.cycle = r
-    print(len(r.search("hybrid", {{"q": "topic1 word2"}}).run["q"]))
+    print(len(r.search("hybrid", {{"q": "topic1 word2"}}, leg_k=100, pool_k=10, rrf_k=60).run["q"]))
     if {client!r}:
         class Holder:
             pass

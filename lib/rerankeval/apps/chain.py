@@ -107,6 +107,7 @@ from rerankeval.apps.chain_signals import (
     kernel_manager_class,
 )
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 
 # jsonschema (under nbformat and papermill) imports its optional IRI checker, rfc3987_syntax, which builds 38 lark
 # grammars at import: 3 of a warm run's seconds. Nothing here validates an IRI (nbformat's schema has none).
@@ -255,7 +256,10 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
             prefix="rerankeval-reads-"))))
         env: dict[str, str] | None = None
         stale = [nb for nb in nbs if not fresh.skips(nb)]
-        if any(_uses_llm(nb, params) for nb in stale):
+        # a configured endpoint is checked before the first notebook (a dead one stops the run in a second); the
+        # local server is started only when the first LLM notebook comes, so its build (make report runs it in the
+        # background) is off the critical path of 01 and 02 (issue 36 item 1)
+        if load_settings().configured and any(_uses_llm(nb, params) for nb in stale):
             env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale))
             interrupt.reclaim()  # the local server's SIGTERM handler would skip the partial report's line
         for nb in nbs:
@@ -318,7 +322,6 @@ def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bo
         return EXIT_FAILED
     fell_back = next((p["llm_problem"] for p in pages if p.get("llm_problem")), None)
     if fell_back:
-        from rerankeval.core.settings import load_settings
 
         fix = f"\n{endpoint_fix(load_settings().configured)}" if fell_back["endpoint"] else ""
         print(f"\n[chain] ERROR: {fell_back['text']}.{fix}\n[chain] report: {index}", file=sys.stderr, flush=True)

@@ -196,7 +196,8 @@ FINGERPRINT_VERSION = 1
 # (llm.scrub.endpoint_identity: RERANK_ENDPOINT_ID, else the URL without user:password@), so
 # a local server that comes up on another port, with the same model, does not make every notebook run again
 _SETTING_FIELDS = ("model", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend", "dense_exact",
-                   "llama_backend", "local_model", "judge_model", "judge_base_url")
+                   "llama_backend", "local_model", "judge_model", "judge_base_url", "embed_base_url", "embed_model",
+                   "embed_dim")
 
 
 def install_read_trace(log: str, roots: list[str]) -> None:
