@@ -20,6 +20,7 @@ from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import NOTEBOOKS_DIR, resolve_dataset
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.evaluate import judgments
+from rerankeval.rerank.ledger import write_ledger
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
 TEXTS = ["The alpha configuration file lives in /etc/alpha.", "Beta upgrades <script>alert(1)</script> run nightly.",
@@ -51,7 +52,7 @@ def _dataset(tmp_path):
     rows = [{"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": "repaired" if q == "q1" else "ok",
              "n_invalid": 1, "n_duplicate": 0, "n_missing": 1, "n_failed": 0, "retries": 2, "error": "",
              "llm_calls": 5, "cache_hits": 5, "latency_s": 1.25, "model": "fake-reranker"} for q in hybrid]
-    rerank.write_ledger(rows, dp.ledger)
+    write_ledger(rows, dp.ledger)
     return dp
 
 

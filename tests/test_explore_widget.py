@@ -98,3 +98,16 @@ def test_the_grade_buttons_follow_a_0_to_3_scale_and_a_grade_off_it_is_refused(t
     assert "recorded: q3 / m.pdf#p2 = 3" in ui.status.value
     with pytest.raises(ValueError, match="grade 4 is outside the scale: grades are 0-3"):
         explore.judge(dp, "q3", UNITS[2], 4)
+
+
+def test_next_to_judge_picks_the_queue_s_first_unit_and_a_grade_refreshes_the_status(ui):
+    dp, ui = ui
+    ui.next.click()
+    first = explore.next_to_judge(dp, 1).units.iloc[0]
+    assert ui.state["x"].qid == first.qid and ui.unit.value == first.unit_id
+    assert "undecided \u2014 at most 7 judgments could decide it" in ui.judging.value and "0 done" in ui.judging.value
+    assert f"next: {first.qid} / {first.unit_id}" in ui.judging.value
+    ui.grades[0].click()
+    assert "recorded:" in ui.status.value
+    assert "at most 6 judgments could decide it" in ui.judging.value and "1 done" in ui.judging.value
+    assert "status computed in" in ui.judging.value

@@ -8,6 +8,7 @@
     explore.show(dp, "how do I change the keyboard layout", k=10)   # free text: a live search
     explore.show(dp, "dm-012")                                       # a judged query: its saved runs
     explore.judge(dp, "dm-012", "debian-policy.pdf#p27", 1)          # a grade, merged by the next make report
+    explore.next_to_judge(dp, 5)                                     # the units that settle a comparison, and why
     explore.add_question(dp, "which file lists the archives apt downloads packages from?",
                          ["debian-reference.en.pdf#p68"])            # a question of your own, with its answer
     explore.drafts(dp)                                               # generated questions and their review state
@@ -35,7 +36,9 @@ text box, a dropdown of judged and example queries, grade buttons and "Add as a 
 
 This module holds the explorer and its public functions; the parts live beside it and are re-exported here:
 :mod:`~rerankeval.apps.explore_view` (what is shown and its HTML), :mod:`~rerankeval.apps.explore_search` (free
-text: the live search) and :mod:`~rerankeval.apps.explore_widget` (the ipywidgets UI).
+text: the live search), :mod:`~rerankeval.apps.explore_queue` (what to judge next: :func:`next_to_judge`) and
+:mod:`~rerankeval.apps.explore_widget` (the ipywidgets UI, with a "Next to judge" button and the comparisons' status
+refreshed after each grade).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ from typing import Any
 
 import pandas as pd
 
-from rerankeval.apps import explore_widget
+from rerankeval.apps import explore_queue, explore_widget
+from rerankeval.apps.explore_queue import NextUnits
 from rerankeval.apps.explore_search import FREE_QID, LiveSearch, close_all
 from rerankeval.apps.explore_view import Column, Exploration, Hit, render_html
 from rerankeval.apps.explore_widget import in_chain
@@ -65,9 +69,9 @@ from rerankeval.evaluate.analysis_records import read_summary
 log = get_logger(__name__)
 
 __all__ = [  # the explorer's API, wherever each part lives (the notebook, tests and bench use these names)
-    "FREE_QID", "RERANKED", "Column", "Exploration", "Explorer", "Hit", "LiveSearch", "close_all",
+    "FREE_QID", "RERANKED", "Column", "Exploration", "Explorer", "Hit", "LiveSearch", "NextUnits", "close_all",
     "add_question", "draft_source", "drafts", "example_queries", "explorer", "in_chain", "judge", "judging_table",
-    "promote", "render_html", "review", "show", "widget",
+    "next_to_judge", "promote", "render_html", "review", "show", "widget",
 ]
 
 RERANKED = (HYBRID_RERANK, CROSS_ENCODER)  # columns that show each unit's hybrid rank before reranking
@@ -151,14 +155,33 @@ class Explorer:
         self.ledger = read_ledger(dp.ledger, missing_ok=True)
         self.llm_scores = _llm_scores(dp)
         self._qrels: runs.Qrels | None = None
+        self._signature: tuple[int, int] | None = None  # the judgments file as last read (mtime, size)
+        self._notes: list[str] = []  # said by the next next_to_judge (e.g. the judgments file changed on disk)
         self._live: LiveSearch | None = None  # opened on the first free-text query
 
     @property
+    def original_qrels(self) -> runs.Qrels:
+        """The dataset's own qrels, without the grades recorded while exploring."""
+        return corpus.load_qrels(self.dp)
+
+    @property
     def qrels(self) -> runs.Qrels:
-        """The qrels with the grades recorded while exploring (re-read after :meth:`judge`)."""
+        """The qrels with the grades recorded while exploring (re-read after :meth:`judge`, and when the judgments
+        file changed on disk since it was read: another explorer, a process or an edit; said once)."""
+        now = explore_queue.judgments_signature(self.dp)
+        if self._qrels is not None and now != self._signature:
+            self._notes.append(explore_queue.changed_note(self.dp))
+            log.warning(self._notes[-1])
+            self._qrels = None
         if self._qrels is None:
-            self._qrels = judgments.merged_qrels(self.dp, corpus.load_qrels(self.dp))[0]
+            self._qrels = judgments.merged_qrels(self.dp, self.original_qrels)[0]
+            self._signature = now
         return self._qrels
+
+    def take_notes(self) -> list[str]:
+        """What the explorer noticed since last asked (and forgets it)."""
+        out, self._notes = self._notes, []
+        return out
 
     def resolve(self, query: str) -> str | None:
         """The query id ``query`` names (an id of queries.jsonl, or exactly its text), else None (free text)."""
@@ -226,7 +249,12 @@ class Explorer:
         """Record a grade (see :func:`rerankeval.evaluate.judgments.record`); shown at once, merged by the next 05."""
         out = judgments.record(self.dp, qid, unit_id, grade, replace=replace)
         self._qrels = None
-        return out
+        note = explore_queue.unretrieved_note(self.runs, qid, unit_id)
+        return f"{out} ({note})" if note else out
+
+    def next_to_judge(self, n: int = 5, mode: str = "queue", seed: int = 0) -> NextUnits:
+        """The next ``n`` units to judge and the status of each comparison (:mod:`.explore_queue`)."""
+        return explore_queue.next_units(self, n, mode, seed)
 
     def examples(self, n: int = 3) -> list[str]:
         """The diff view's largest changes: the ``n`` queries whose headline metric moves most between hybrid
@@ -297,7 +325,18 @@ def judge(dp: DatasetPaths, qid: str, unit_id: str, grade: int, replace: bool = 
     """Record ``grade`` for a shown unit into ``dp.judgments(split)``; the next ``make report`` merges it."""
     if str(dp.root) in _EXPLORERS:
         return _EXPLORERS[str(dp.root)].judge(qid, unit_id, grade, replace)
-    return judgments.record(dp, qid, unit_id, grade, replace=replace)
+    out = judgments.record(dp, qid, unit_id, grade, replace=replace)
+    saved = runs.discover_runs(dp.runs_dir) if dp.runs_dir.is_dir() else {}
+    note = explore_queue.unretrieved_note({v: runs.read_trec(p) for v, p in saved.items()}, qid, unit_id)
+    return f"{out} ({note})" if note else out
+
+
+def next_to_judge(dp: DatasetPaths, n: int = 5, mode: str = "queue", seed: int = 0) -> NextUnits:
+    """The next ``n`` units to judge, from the saved runs and the qrels with the explorer's judgments (nothing is
+    re-run): ``mode="queue"`` the units that move an undecided comparison most (with why), ``"sample"`` the next
+    units of a random sample for prediction-powered intervals; and one status line per comparison ("hybrid vs
+    vector: undecided — at most 23 judgments could decide it; 6 done"). See :mod:`.explore_queue`."""
+    return explorer(dp).next_to_judge(n, mode, seed)
 
 
 def drafts(dp: DatasetPaths) -> pd.DataFrame:

@@ -29,16 +29,17 @@ def close_all() -> None:
 
 
 class LiveSearch:
-    """Free-text search through stage 03's :class:`~rerankeval.retrieve.stage.Retriever` over the saved indexes, with
-    each variant's recorded parameters, and stage 04's cached LLM reranker with its recorded configuration."""
+    """Free-text search through stage 03's :class:`~rerankeval.retrieve.retriever.Retriever` over the saved indexes,
+    with each variant's recorded parameters, and stage 04's cached LLM reranker with its recorded configuration."""
 
     def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str], say: Callable[[str], None] = print):
-        from rerankeval.retrieve.stage import Retriever
+        from rerankeval.core.settings import load_settings
+        from rerankeval.retrieve.retriever import Retriever
 
         self.dp, self.unit_of, self.say = dp, unit_of, say
         self.llm_scores: dict[str, float | None] = {}  # the last live rerank's own scores, by unit
         try:
-            self.retriever = Retriever(dp, progress=False)
+            self.retriever = Retriever(dp, load_settings(), progress=False)
         except FileNotFoundError as exc:  # StageMissing: no index manifest, or one built from other chunks
             raise corpus.StageMissing(
                 f"free-text search needs the saved indexes of {dp.name}, and they are missing or stale ({exc}). "
@@ -56,7 +57,7 @@ class LiveSearch:
         return {k: got[k] for k in ("leg_k", "pool_k", "rrf_k", "weights") if got.get(k) is not None}
 
     def _retrieve(self, v: str, text: str) -> tuple[Run, dict[str, str], str]:
-        from rerankeval.retrieve.stage import VARIANTS
+        from rerankeval.retrieve.retriever import VARIANTS
 
         if v not in VARIANTS:
             return {}, {}, "a run from another system: only its saved queries can be shown (give a query id)"

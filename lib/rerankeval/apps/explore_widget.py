@@ -12,7 +12,7 @@ from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import judgments
-from rerankeval.report.fragments import status_html
+from rerankeval.report.fragments import status_html, verdict_html
 
 
 def in_chain(settings: Settings | None = None) -> bool:
@@ -79,8 +79,12 @@ class ExplorerUI:
         for g, b in enumerate(self.grades):
             b.on_click(lambda _, g=g: self.on_grade(g))
         self.add.on_click(self.on_add)
-        self.box = w.VBox([w.HBox([self.text, self.search]), self.pick, self.depth, self.out,
-                           w.HBox([self.unit, *self.grades, self.add]), self.status])
+        self.next = w.Button(description="Next to judge", tooltip="show the unjudged unit that moves an undecided "
+                             "comparison most (explore.next_to_judge), with why it matters")
+        self.judging = w.HTML()  # the comparisons' status, refreshed after each grade
+        self.next.on_click(self.on_next)
+        self.box = w.VBox([w.HBox([self.text, self.search, self.next]), self.pick, self.depth, self.out,
+                           w.HBox([self.unit, *self.grades, self.add]), self.status, self.judging])
 
     def run(self, query: str) -> None:
         """Show ``query``; offer its units for grading (a judged query) or for a new question (free text)."""
@@ -111,6 +115,31 @@ class ExplorerUI:
             done = status_html(exc, error=True)
         self.run(x.qid)
         self.status.value = done
+        self.show_judging()
+
+    def show_judging(self, n: int = 0) -> Any:
+        """Refresh the comparisons' status from the saved runs and the judgments (``n`` > 0: with the next ``n``
+        units and why each matters); the :class:`~rerankeval.apps.explore_queue.NextUnits`, or None on an error."""
+        try:
+            got = self.ex.next_to_judge(max(n, 1))
+        except (ValueError, FileNotFoundError) as exc:
+            self.judging.value = status_html(exc, error=True)
+            return None
+        why = [f"next: {r.qid} / {r.unit_id} \u2014 {r.why}" for r in got.units.head(n).itertuples()]
+        self.judging.value = verdict_html([*got.lines(), *why, f"(status computed in {got.seconds:.2f} s)"])
+        return got
+
+    def on_next(self, _: Any) -> None:
+        """Show the query of the unit the queue puts first and pick that unit for grading."""
+        got = self.show_judging(1)
+        if got is None or not len(got.units):
+            return
+        qid, unit = got.units.qid.iloc[0], got.units.unit_id.iloc[0]
+        self.run(qid)
+        if unit in self.unit.options:
+            self.unit.value = unit
+        else:
+            self.status.value = status_html(f"{unit} is below the shown depth k: raise k to see it", error=True)
 
     def on_add(self, _: Any) -> None:
         """Append the shown free text to queries.jsonl with the picked unit at the top grade."""
