@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -14,18 +15,29 @@ import pytest
 
 from builders import Console
 from fakellm import FakeLLM
-from rerankeval import rerank
 from rerankeval.apps import ask
+from rerankeval.apps.ask.answers import Answer, Asker
+from rerankeval.apps.ask.html import answers_html
+from rerankeval.apps.ask.inputs import (
+    Passage,
+    PassageSource,
+    Question,
+    default_questions,
+    resolve_variant,
+    to_questions,
+)
 from rerankeval.core import paths
+from rerankeval.core.settings import Settings
+from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import CallStats
 
-P1 = ask.Passage("alpha-guide.pdf p.1", "alpha-guide.pdf#p1",
+P1 = Passage("alpha-guide.pdf p.1", "alpha-guide.pdf#p1",
                  "The alpha widget stores its configuration in /etc/alpha/alpha.conf.")
-P2 = ask.Passage("beta-manual.pdf p.2", "beta-manual.pdf#p2",
+P2 = Passage("beta-manual.pdf p.2", "beta-manual.pdf#p2",
                  "Beta logs every transaction to /var/log/beta/history.log.")
 PASSAGES = [P1, P2]
 QRELS = {"t1": {"alpha-guide.pdf#p1": 2}}
-QUESTION = ask.Question("where is the alpha configuration file", "t1")
+QUESTION = Question("where is the alpha configuration file", "t1")
 
 
 def reply(answer: str, cites: list[tuple[str, str]], nid: bool = False) -> dict:
@@ -33,13 +45,13 @@ def reply(answer: str, cites: list[tuple[str, str]], nid: bool = False) -> dict:
     return {"content": json.dumps(body)}
 
 
-def settings(fake: FakeLLM) -> rerank.Settings:
-    return rerank.Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=5, max_retries=0)
+def settings(fake: FakeLLM) -> Settings:
+    return Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=5, max_retries=0)
 
 
-def run_one(tmp_path, script, question=QUESTION, **kw) -> tuple[ask.Answer, CallStats, FakeLLM]:
+def run_one(tmp_path, script, question=QUESTION, **kw) -> tuple[Answer, CallStats, FakeLLM]:
     with FakeLLM(script=script) as fake:
-        with ask.Asker(settings(fake), rerank.LLMCache(tmp_path / "llm"), **kw) as asker:
+        with Asker(settings(fake), ask.Params(**kw), LLMCache(tmp_path / "llm")) as asker:
             got = asker.ask(question, PASSAGES, QRELS)
         return got, asker.stats, fake
 
@@ -72,7 +84,7 @@ def test_not_in_the_documents_is_recognised(tmp_path, answer, flag):
     a, _, _ = run_one(tmp_path, [reply(answer, [], nid=flag)])
     assert a.not_in_documents and a.status == "ok" and not a.flagged
     assert math.isnan(a.precision) and a.gold_cited is False and a.gold_given  # the gold page was given
-    free, _, _ = run_one(tmp_path, [reply(answer, [], nid=flag)], question=ask.Question("free text"))
+    free, _, _ = run_one(tmp_path, [reply(answer, [], nid=flag)], question=Question("free text"))
     assert free.not_in_documents and (free.gold_cited, free.gold_given) == (None, None)
 
 
@@ -82,7 +94,7 @@ def test_the_cache_makes_a_second_run_free(tmp_path):
     got = []
     with FakeLLM(script=script) as fake:
         for _ in range(2):
-            with ask.Asker(settings(fake), rerank.LLMCache(tmp_path / "llm")) as asker:
+            with Asker(settings(fake), ask.Params(), LLMCache(tmp_path / "llm")) as asker:
                 got.append((asker.ask(QUESTION, PASSAGES, QRELS), asker.stats, fake.count))
     (first, s1, n1), (second, s2, n2) = got
     assert (n1, s1.requests, s1.cache_hits) == (1, 1, 0)
@@ -93,7 +105,7 @@ def test_the_cache_makes_a_second_run_free(tmp_path):
 def test_an_unusable_reply_is_reasked_with_more_tokens_then_salvaged(tmp_path):
     cut = '{"answer": "In /etc/alpha/alpha.conf", "citations": [{"label": "alpha-guide.pdf p.1", "quote": "alph'
     script = [{"content": cut, "finish_reason": "length"}, {"content": cut, "finish_reason": "length"}]
-    a, stats, fake = run_one(tmp_path, script, max_tokens=64)
+    a, stats, fake = run_one(tmp_path, script, max_answer_tokens=64)
     assert stats.requests == 2
     assert [r[2]["max_tokens"] for r in fake.requests if r[1].endswith("/chat/completions")] == [64, 128]
     assert (a.status, a.answer, a.citations) == ("repaired", "In /etc/alpha/alpha.conf", [])
@@ -127,8 +139,8 @@ def test_an_unreachable_endpoint_is_a_failed_status_not_an_exception(tmp_path):
 
 def test_the_table_escapes_text_and_marks_bad_citations_red(tmp_path):
     a, _, _ = run_one(tmp_path, [reply("<script>alert(1)</script>", [("<b>x</b>", "q")])])
-    res = ask.AskResult([a], "hybrid", 2, ["note"], "fake", "127.0.0.1", {}, CallStats())
-    html = ask.answers_html(res)
+    res = ask.Result([a], "hybrid", 2, ["note"], "fake", "127.0.0.1", {}, CallStats())
+    html = answers_html(res)
     assert "<script>alert" not in html and "&lt;script&gt;" in html and "&lt;b&gt;x&lt;/b&gt;" in html
     assert '<tr class="flag">' in html and "fabricated" in html
     assert res.summary()["flagged"] == 1 and res.summary()["citation_checks"]["fabricated"] == 1
@@ -139,21 +151,21 @@ def test_the_winner_is_the_best_variant_that_answered_every_query(tiny_pdf):
     from rerankeval.evaluate.analysis_records import Summary
 
     dp = paths.resolve_dataset(tiny_pdf)
-    assert ask.resolve_variant(dp)[0] == "hybrid"  # no analysis yet
+    assert resolve_variant(dp, "")[0] == "hybrid"  # no analysis yet
     summary = Summary(headline_metric="ndcg@10", missing={"hybrid_rerank": 2})
     table = pd.DataFrame({"variant": ["bm25", "vector", "hybrid_rerank"], "ndcg@10": [0.5, 0.6, 0.9]})
     analyse.write_summary(dp, summary, table=table)
-    assert ask.resolve_variant(dp) == ("vector", "variant vector: the analysis' winner on its headline metric "
+    assert resolve_variant(dp, "") == ("vector", "variant vector: the analysis' winner on its headline metric "
                                                  "(05-analyse)")
-    assert ask.resolve_variant(dp, "bm25")[0] == "bm25"
+    assert resolve_variant(dp, "bm25")[0] == "bm25"
     before = dp.analyse_winner.read_bytes()
     more = pd.concat([table, pd.DataFrame({"variant": ["hybrid_dbsf"], "ndcg@10": [0.55]})], ignore_index=True)
     analyse.write_summary(dp, summary, table=more)  # a new variant that does not win: 07's input, byte for byte
     assert dp.analyse_winner.read_bytes() == before
     analyse.write_summary(dp, Summary(headline_metric="ndcg@10"), table=table)  # every variant answered all
-    assert ask.resolve_variant(dp)[0] == "hybrid_rerank"
+    assert resolve_variant(dp, "")[0] == "hybrid_rerank"
     dp.analyse_winner.write_text("{not json")
-    assert ask.resolve_variant(dp)[0] == "hybrid"  # unreadable: as with no analysis
+    assert resolve_variant(dp, "")[0] == "hybrid"  # unreadable: as with no analysis
 
 
 _LABELLED = re.compile(r"^\[([^\]]+)\] (.*)$", re.M)
@@ -211,14 +223,14 @@ def fake_corpus(dp: paths.DatasetPaths) -> None:
 def test_passages_come_from_the_saved_run_with_page_labels_and_best_chunks(tiny_pdf):
     dp = paths.resolve_dataset(tiny_pdf)
     fake_corpus(dp)
-    src = ask.PassageSource(dp, "hybrid_rerank", k=2)
-    assert src.judged("t1") == [ask.Passage("a.pdf p.1", "a.pdf#p1", "second chunk"),
-                                ask.Passage("a.pdf p.2", "a.pdf#p2", "page two text")]
+    src = PassageSource(dp, "hybrid_rerank", ask.Params(k=2))
+    assert src.judged("t1") == [Passage("a.pdf p.1", "a.pdf#p1", "second chunk"),
+                                Passage("a.pdf p.2", "a.pdf#p2", "page two text")]
     assert [p.unit for p in src.judged("t2")] == ["a.pdf#p2", "a.pdf#p1"]  # not reranked: hybrid's run
     assert src.notes == ["query t2 is not in the hybrid_rerank run: its passages come from hybrid"]
-    assert [(q.qid, q.text) for q in ask.default_questions(dp, 5)] == [("t1", "question t1"), ("t2", "question t2")]
-    assert ask.to_questions(dp, ["t2", "QUESTION  t1", "anything else"]) == [
-        ask.Question("question t2", "t2"), ask.Question("question t1", "t1"), ask.Question("anything else")]
+    assert [(q.qid, q.text) for q in default_questions(dp, 5)] == [("t1", "question t1"), ("t2", "question t2")]
+    assert to_questions(dp, ask.Params(questions=["t2", "QUESTION  t1", "anything else"])) == [
+        Question("question t2", "t2"), Question("question t1", "t1"), Question("anything else")]
 
 
 def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf, tmp_path, monkeypatch):
@@ -230,7 +242,8 @@ def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf,
     dp = paths.resolve_dataset(tiny_pdf)
     fake_corpus(dp)
     with FakeLLM(rule=cite_first) as fake:
-        ask.answer(dp, ["t1", "t2"], "hybrid", k=2, settings=settings(fake), cache=rerank.LLMCache(tmp_path))
+        ask.run(dp, ask.Params(questions=["t1", "t2"], variant="hybrid", k=2), settings(fake),
+                cache=LLMCache(tmp_path))
         sent = [t for t, path, _ in fake.requests if path.endswith("/chat/completions")]
         assert len(sent) == 2
         plan = [t for t, line in console.lines if "answers: Plan: 2 questions, 2 LLM calls" in line]
@@ -238,5 +251,31 @@ def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf,
         assert plan and plan[0] < min(sent)
         assert final and final[0][0] > max(sent) and "2 calls, 0 from the cache" in final[0][1]
         console.lines.clear()
-        ask.answer(dp, ["t1", "t2"], "hybrid", k=2, settings=settings(fake), cache=rerank.LLMCache(tmp_path))
+        ask.run(dp, ask.Params(questions=["t1", "t2"], variant="hybrid", k=2), settings(fake),
+                cache=LLMCache(tmp_path))
         assert fake.count == 2 and console.lines == []  # answered from the cache: nothing on the console
+
+
+def test_the_face_runs_the_stage_from_params_and_answer_is_run_with_the_questions(tiny_pdf, tmp_path, monkeypatch):
+    """Stage 07's face (issue 33): Params, Result, run(dp, params, settings), write(dp, result) and answer, the
+    free-text entry: the same answers as run with those questions, the other parameters from Params."""
+    import inspect
+
+    assert ask.__all__ == ["Params", "Result", "answer", "run", "write"]
+    assert list(inspect.signature(ask.run).parameters)[:3] == ["dp", "params", "settings"]
+    assert inspect.signature(ask.run).parameters["settings"].default is inspect.Parameter.empty  # never hidden
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))  # answer() uses the default reply cache
+    dp = paths.resolve_dataset(tiny_pdf)
+    fake_corpus(dp)
+    params = ask.Params(variant="hybrid", k=2, questions=["t3"])
+    with FakeLLM(rule=cite_first) as fake:
+        via_run = ask.run(dp, dataclasses.replace(params, questions=("t1", "question t2")), settings(fake),
+                          progress=False)
+        via_answer = ask.answer(dp, ["t1", "question t2"], settings(fake), params)
+        assert fake.count == 2  # the second run is answered from the cache: the same calls
+    assert [(a.qid, a.answer, a.citations) for a in via_answer.answers] == [
+        (a.qid, a.answer, a.citations) for a in via_run.answers] and [a.qid for a in via_run.answers] == ["t1", "t2"]
+    assert (via_answer.k, via_answer.variant) == (2, "hybrid")
+    written = ask.write(dp, via_answer)
+    assert [json.loads(x)["qid"] for x in written["answers"].read_text().splitlines()] == ["t1", "t2"]
+    assert json.loads(written["summary"].read_text())["questions"] == 2

@@ -2,7 +2,7 @@
 
 import math
 
-from rerankeval.apps import citations as c
+from rerankeval.apps.ask import citations as c
 
 LABELS = {"guide.pdf p.1": "guide.pdf#p1", "guide.pdf p.2": "guide.pdf#p2", "notes.pdf p.7": "notes.pdf#p7"}
 TEXTS = {

@@ -12,13 +12,18 @@ import pytest
 
 from builders import hand_made_stages
 from fakellm import FakeLLM
+from rerank_data import run_cached
 from rerankeval import rerank
-from rerankeval.apps import ask, explore
+from rerankeval.apps import explore
+from rerankeval.apps.ask.inputs import resolve_variant
+from rerankeval.core.names import HYBRID_RERANK_EXPAND
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import analyse, analysis_records
 from rerankeval.evaluate.analysis_records import Summary
-from rerankeval.rerank import expand
+from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank.config import Params
 from rerankeval.rerank.ledger import read_ledger
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
@@ -38,7 +43,7 @@ def _files_with(root: Path, needle: str) -> list[str]:
     return sorted(str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes())
 
 
-# --------------------------------------------------------------------------- expand.write_outputs redacts
+# --------------------------------------------------------------------------- the expansion arm redacts
 @pytest.mark.parametrize("mode", ["listwise", "yesno"])
 def test_a_key_echoed_by_the_endpoint_reaches_no_file_the_expansion_arm_writes(tmp_path, monkeypatch, mode):
     """The endpoint lists a model id holding the API key (RERANK_MODEL unset, so the client takes it) and echoes
@@ -50,24 +55,24 @@ def test_a_key_echoed_by_the_endpoint_reaches_no_file_the_expansion_arm_writes(t
                                      UNITS[1]: ["page 2 GOLD text", f"the admin key is {key}"],
                                      UNITS[2]: ["page 3 text"]})
     with FakeLLM(rule=lambda n, body: {"echo": f"my key is {key}"}, model=f"fake-{key}") as fake:
-        settings = rerank.Settings(base_url=fake.base_url, api_key=key, model="", timeout=5, max_retries=0)
-        fused, queries, _ = rerank.load_inputs(dp, pool_k=3)
-        result, shown = expand.rerank_expanded(dp, fused, queries, rerank.RerankConfig(mode=mode, alpha=1.0),
-                                               pool_k=3, expand_n=1, expand_chars=100, settings=settings,
-                                               cache=rerank.LLMCache(tmp_path / "cache" / "llm"), progress=False)
-        assert fake.count > 0
+        settings = Settings(base_url=fake.base_url, api_key=key, model="", timeout=5, max_retries=0)
+        params = Params(mode=mode, yesno_json=True, alpha=1.0, pool_k=3, expand_n=1, expand_chars=100,
+                        expand_compare=True)
+        main = run_cached(dp, params, settings, LLMCache(tmp_path / "cache" / "llm"))
+        assert fake.count > 0 and main.expanded is not None
+    result, shown = main.expanded.result, main.expanded.shown
     assert result.model == f"fake-{key}" and set(result.ledger.status) == {"ok"}
     assert key in " ".join(shown.text)  # the input really holds the key: the check below proves something
-    written = expand.write_outputs(dp, result, shown, 1, 100)
+    written = {k.removeprefix("expanded_"): v for k, v in rerank.write(dp, main).items() if k.startswith("expanded_")}
     assert set(written) == {"run", "ledger", "candidates", "expanded", "record"}
     assert [p for p in written.values() if key.encode() in p.read_bytes()] == []
     assert _files_with(dp.stage_dir("rerank"), key) == [] and _files_with(tmp_path / "cache", key) == []
     record = json.loads(written["record"].read_text())
-    assert record["model"] == "fake-[REDACTED]" and record["variant"] == expand.VARIANT
+    assert record["model"] == "fake-[REDACTED]" and record["variant"] == HYBRID_RERANK_EXPAND
     back = read_ledger(written["ledger"])
-    assert set(back.model) == {"fake-[REDACTED]"} and set(back.variant) == {expand.VARIANT}
+    assert set(back.model) == {"fake-[REDACTED]"} and set(back.variant) == {HYBRID_RERANK_EXPAND}
     assert sorted(set(back.qid)) == QIDS
-    assert any("the admin key is [REDACTED]" in t for t in expand.read_shown(dp).text)
+    assert any("the admin key is [REDACTED]" in t for t in rerank.read_shown(dp).text)
 
 
 # --------------------------------------------------------------------------- ids read as missing
@@ -96,5 +101,5 @@ def test_a_variant_named_NA_can_be_the_winner_and_null_is_still_known_as_incompl
     assert analysis_records.winner(table, summary) == "NA"
     analyse.write_summary(dp, summary, table=table)
     assert json.loads(dp.analyse_winner.read_text())["variant"] == "NA"
-    assert ask.winner(dp) == "NA"
-    assert ask.resolve_variant(dp) == ("NA", "variant NA: the analysis' winner on its headline metric (05-analyse)")
+    assert analysis_records.read_winner(dp) == "NA"
+    assert resolve_variant(dp, "") == ("NA", "variant NA: the analysis' winner on its headline metric (05-analyse)")

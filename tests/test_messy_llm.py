@@ -18,14 +18,22 @@ import pytest
 
 from builders import hand_made_stages
 from fakellm import FakeLLM, make_inputs
+from rerank_data import stage03
 from rerankeval import rerank
 from rerankeval.apps import ask
+from rerankeval.apps.ask.answers import Asker
+from rerankeval.apps.ask.inputs import Passage, Question
 from rerankeval.core import progress
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import Settings, load_settings
+from rerankeval.llm.breaker import BREAKER_THRESHOLD
+from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMCallError, LLMClient
 from rerankeval.llm.scrub import endpoint_identity, redact_frame, redact_tree
 from rerankeval.rerank import core, ledger
+from rerankeval.rerank.config import Params
+from rerankeval.rerank.reranker import Reranker
 from rerankeval.retrieve import reformulate
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
@@ -41,16 +49,20 @@ def _dataset(root: Path):
                                           for i, u in enumerate(UNITS)}, QIDS)
 
 
-def _settings(url: str, **kw) -> rerank.Settings:
-    return rerank.Settings(base_url=url, **{"api_key": "k", "model": "fake", "timeout": 2, "max_retries": 0, **kw})
+def _settings(url: str, **kw) -> Settings:
+    return Settings(base_url=url, **{"api_key": "k", "model": "fake", "timeout": 2, "max_retries": 0, **kw})
 
 
-def _rerank(url: str, cache: rerank.LLMCache, mode: str = "listwise", n_queries: int = 2, progress_: bool = False,
-            endpoint_id: str | None = None):
-    fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=6, gold=(2,))
-    config = rerank.RerankConfig(mode=mode, alpha=1.0, window=5, step=5)
-    return rerank.rerank_run(fused, queries, texts, config, pool_k=5, settings=_settings(url, endpoint_id=endpoint_id),
-                             cache=cache, progress=progress_)
+def _rerank(url: str, cache: LLMCache, mode: str = "listwise", n_queries: int = 2, progress_: bool = False,
+            endpoint_id: str | None = None, pool_k: int = 5, window: int = 5):
+    """Stage 04 (``rerank.run``) on a hand-made hybrid run, with ``cache``'s folder and ``use_cache``."""
+    fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=max(6, pool_k + 2), gold=(2,))
+    assert cache.root.name == "llm", "the stage's cache is <RERANKEVAL_CACHE>/llm"
+    dp = stage03(cache.root.parent / f"ds-{n_queries}", fused, queries, texts)
+    params = Params(mode=mode, alpha=1.0, window=window, step=window, pool_k=pool_k, use_cache=cache.enabled)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RERANKEVAL_CACHE", str(cache.root.parent))
+        return rerank.run(dp, params, _settings(url, endpoint_id=endpoint_id), progress=progress_)
 
 
 def _files_with(roots: list[Path], needles: list[str]) -> dict[str, list[str]]:
@@ -90,17 +102,16 @@ def test_no_canary_on_disk_after_rerank_ask_and_reformulate(tmp_path, monkeypatc
         monkeypatch.setenv("OPENAI_BASE_URL", url.replace("http://", f"http://alice:{password}@"))
         monkeypatch.setenv("OPENAI_API_KEY", key)
         monkeypatch.setenv("RERANK_MODEL", "fake-reranker")
-        settings = rerank.load_settings()
+        settings = load_settings()
         # stage 04 (listwise and yes/no, so both reply kinds and the rates file are written)
-        fused, queries, texts = rerank.load_inputs(dp, pool_k=POOL_K)
         for mode in ("listwise", "yesno"):
-            res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode=mode, alpha=1.0), pool_k=POOL_K,
-                                    settings=settings, cache=rerank.LLMCache(), progress=False)
-            rerank.write_outputs(dp, res, settings)
+            res = rerank.run(dp, Params(mode=mode, alpha=1.0, pool_k=POOL_K, yesno_json=True), settings,
+                             progress=False)
+            rerank.write(dp, res)
             assert set(res.ledger.status) == {"ok"}, res.ledger.to_dict("records")
         # stage 07
-        answered = ask.answer(dp, settings=settings, k=2, progress=False)
-        ask.write_answers(dp, answered)
+        answered = ask.run(dp, ask.Params(k=2), settings, progress=False)
+        ask.write(dp, answered)
         assert {a.status for a in answered.answers} == {"ok"}
         # stage 03's rewriter
         with reformulate.open_rewriter(settings) as (rewriter, problem):
@@ -124,14 +135,14 @@ def test_an_echoed_key_is_redacted_in_answers_jsonl_and_the_cache(tmp_path):
     key = f"canary-{uuid.uuid4().hex}"  # no well-known key shape: only knowing the configured key catches it
     body = {"answer": f"the key is {key}", "citations": [{"label": "a p.1", "quote": f"key {key}"}],
             "not_in_documents": False}
-    passages = [ask.Passage("a p.1", "a#p1", f"the key {key} is here")]
+    passages = [Passage("a p.1", "a#p1", f"the key {key} is here")]
     with FakeLLM(rule=lambda n, b: {"content": json.dumps(body)}) as fake:
-        with ask.Asker(_settings(fake.base_url, api_key=key), rerank.LLMCache(tmp_path / "llm")) as asker:
-            got = asker.ask(ask.Question("what is the key"), passages, {})
-    res = ask.AskResult([got], "hybrid", 1, [], "fake", "127.0.0.1", {}, asker.stats)
+        with Asker(_settings(fake.base_url, api_key=key), ask.Params(), LLMCache(tmp_path / "llm")) as asker:
+            got = asker.ask(Question("what is the key"), passages, {})
+    res = ask.Result([got], "hybrid", 1, [], "fake", "127.0.0.1", {}, asker.stats)
     (tmp_path / "ds").mkdir()
-    written = ask.write_answers(resolve_dataset(str(tmp_path / "ds")), res)
-    assert key in got.answer  # the answer in memory is the model's (the notebook output is redacted by the chain)
+    written = ask.write(resolve_dataset(str(tmp_path / "ds")), res)
+    assert key not in got.answer and "[REDACTED]" in got.answer  # the one cached call redacts it before reading
     text = written["answers"].read_text()
     assert key not in text and "[REDACTED]" in text
     assert _files_with([tmp_path / "llm"], [key]) == {}
@@ -139,7 +150,7 @@ def test_an_echoed_key_is_redacted_in_answers_jsonl_and_the_cache(tmp_path):
 
 def test_redact_tree_and_frame_keep_shape_and_types():
     key = f"canary-{uuid.uuid4().hex}"
-    rerank.Settings(api_key=key)  # a Settings built in code: its key is known to redact()
+    Settings(api_key=key)  # a Settings built in code: its key is known to redact()
     tree = {"a": [f"x {key}", 1, None, (key, 2.5)], "b": {"c": "clean\ntext", "d": True}, key: "keys are kept"}
     out = redact_tree(tree)
     assert out == {"a": ["x [REDACTED]", 1, None, ("[REDACTED]", 2.5)], "b": {"c": "clean\ntext", "d": True},
@@ -154,10 +165,10 @@ def test_a_url_password_is_in_no_cache_file_and_no_rates_key(tmp_path):
     password = f"pw-{uuid.uuid4().hex}"
     with FakeLLM() as fake:
         url = fake.base_url.replace("http://", f"http://alice:{password}@")
-        first = _rerank(url, rerank.LLMCache(tmp_path / "llm"))
+        first = _rerank(url, LLMCache(tmp_path / "llm"))
         n = fake.count
         # the same endpoint without the password is the same cache identity: no new request
-        second = _rerank(fake.base_url, rerank.LLMCache(tmp_path / "llm"))
+        second = _rerank(fake.base_url, LLMCache(tmp_path / "llm"))
         assert fake.count == n
     assert set(first.ledger.status) == set(second.ledger.status) == {"ok"}
     assert (tmp_path / "llm.rates.json").exists()
@@ -167,16 +178,16 @@ def test_a_url_password_is_in_no_cache_file_and_no_rates_key(tmp_path):
 def test_the_identity_of_a_url_without_credentials_is_unchanged():
     """Cache keys of endpoints without a credential are what they were before (the raw base URL)."""
     for url in ("http://127.0.0.1:8080/v1", "https://api.openai.com/v1/", "https://h.test/v1?api-version=2024-06-01"):
-        s = rerank.Settings(base_url=url, api_key="test-key-not-a-secret-0001")
+        s = Settings(base_url=url, api_key="test-key-not-a-secret-0001")
         assert endpoint_identity(s) == s.cache_endpoint
-    s = rerank.Settings(base_url="https://h.test/v1?api-key=SECRET1234&api-version=1", api_key="x")
+    s = Settings(base_url="https://h.test/v1?api-key=SECRET1234&api-version=1", api_key="x")
     assert "SECRET1234" not in endpoint_identity(s) and "api-version=1" in endpoint_identity(s)
-    s = rerank.Settings(base_url="http://u:p4ssw0rd@h.test/v1", endpoint_id="http://u:p4ssw0rd@h.test/v1")
+    s = Settings(base_url="http://u:p4ssw0rd@h.test/v1", endpoint_id="http://u:p4ssw0rd@h.test/v1")
     assert endpoint_identity(s) == "http://h.test/v1"
 
 
 def test_an_old_rates_key_with_a_password_is_dropped(tmp_path):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     cache.rates_path.write_text(json.dumps({"http://alice:pw-OLD-secret@h/v1|m": {"s_per_token": 0.1},
                                             "http://h/v1|m": {"s_per_token": 0.2}}))
     cache.record_rate("http://h2/v1", "m", 0.3)
@@ -186,7 +197,7 @@ def test_an_old_rates_key_with_a_password_is_dropped(tmp_path):
 
 # --------------------------------------------------------------------------- bug 8: unusable replies cached
 def test_an_unusable_reply_is_not_cached_so_fixing_the_endpoint_helps(tmp_path):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     with FakeLLM(rule=lambda n, b: {"content": "Sure! Passage 3 is the best."}) as broken:
         bad = _rerank(broken.base_url, cache, endpoint_id="my-endpoint")
     assert set(bad.ledger.status) == {"fallback"} and set(bad.ledger.error) == {"InvalidJSON"}
@@ -197,17 +208,17 @@ def test_an_unusable_reply_is_not_cached_so_fixing_the_endpoint_helps(tmp_path):
     assert set(good.ledger.status) == {"ok"}
 
 
-def _poison(cache: rerank.LLMCache, url: str, mode: str = "listwise") -> int:
+def _poison(cache: LLMCache, url: str, mode: str = "listwise") -> int:
     """Entries as an older version wrote them: the keys of this run's calls, with an unusable reply."""
     fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(2,))
-    config = rerank.RerankConfig(mode=mode, alpha=1.0, window=5, step=5)
+    config = Params(mode=mode, alpha=1.0, window=5, step=5).config()
     pools = core.build_pools(fused, texts, sorted(fused), 5)
     n = 0
-    with rerank.Reranker(config, settings=_settings(url), cache=cache) as rr:
+    with Reranker(config, _settings(url), cache=cache) as rr:
         for q, pool in pools.items():
-            for spec in rr.specs(queries[q], pool, [c.text for c in pool]):
+            for spec in rr.calls.specs(queries[q], pool, [c.text for c in pool]):
                 for attempt in range(config.content_retries + 1):
-                    base = rr._material(spec, queries[q])
+                    base = rr.calls.material(spec, queries[q])
                     key = cache.key(base if attempt == 0 else {**base, "attempt": attempt})
                     atomic_write_json(cache.path(key), {"key": key, "material": base, "reply": {
                         "content": "I cannot rank these.", "logprobs": None, "prompt_tokens": 5,
@@ -219,36 +230,36 @@ def _poison(cache: rerank.LLMCache, url: str, mode: str = "listwise") -> int:
 
 def test_a_cached_unusable_reply_is_asked_again_and_replaced(tmp_path):
     with FakeLLM() as f:
-        assert _poison(rerank.LLMCache(tmp_path / "llm"), f.base_url) == 4
-        first = _rerank(f.base_url, rerank.LLMCache(tmp_path / "llm"))
+        assert _poison(LLMCache(tmp_path / "llm"), f.base_url) == 4
+        first = _rerank(f.base_url, LLMCache(tmp_path / "llm"))
         sent = f.count
-        second = _rerank(f.base_url, rerank.LLMCache(tmp_path / "llm"))
+        second = _rerank(f.base_url, LLMCache(tmp_path / "llm"))
         assert f.count == sent == 2  # the first run asked again; the second is served by the fresh replies
     assert set(first.ledger.status) == set(second.ledger.status) == {"ok"}
     assert set(first.ledger.error) == {"CachedUnusable"} and set(second.ledger.error) == {""}
-    assert rerank.summarize(second.ledger)["cache_hits"] == 2
+    assert ledger.summarize(second.ledger)["cache_hits"] == 2
 
 
 def test_use_cache_false_refreshes_the_cache(tmp_path):
     with FakeLLM() as f:
-        _poison(rerank.LLMCache(tmp_path / "llm"), f.base_url)
-        fresh = _rerank(f.base_url, rerank.LLMCache(tmp_path / "llm", enabled=False))
+        _poison(LLMCache(tmp_path / "llm"), f.base_url)
+        fresh = _rerank(f.base_url, LLMCache(tmp_path / "llm", enabled=False))
         sent = f.count
-        again = _rerank(f.base_url, rerank.LLMCache(tmp_path / "llm"))
+        again = _rerank(f.base_url, LLMCache(tmp_path / "llm"))
         assert f.count == sent  # the refreshed replies serve the next normal run
     assert set(fresh.ledger.status) == set(again.ledger.status) == {"ok"}
-    assert set(again.ledger.error) == {""} and rerank.summarize(again.ledger)["requests"] == 0
+    assert set(again.ledger.error) == {""} and ledger.summarize(again.ledger)["requests"] == 0
 
 
 def test_ask_does_not_cache_an_unusable_reply_and_replaces_a_cached_one(tmp_path):
-    q, passages = ask.Question("where"), [ask.Passage("a p.1", "a#p1", "alpha")]
+    q, passages = Question("where"), [Passage("a p.1", "a#p1", "alpha")]
     good = {"content": json.dumps({"answer": "alpha", "citations": [], "not_in_documents": False})}
     with FakeLLM(rule=lambda n, b: {"content": '{"relevant": "no"}'}) as f:
-        with ask.Asker(_settings(f.base_url), rerank.LLMCache(tmp_path / "llm"), content_retries=0) as asker:
+        with Asker(_settings(f.base_url), ask.Params(content_retries=0), LLMCache(tmp_path / "llm")) as asker:
             assert asker.ask(q, passages, {}).status == "failed"
     assert not list((tmp_path / "llm").rglob("*.json"))
     with FakeLLM(rule=lambda n, b: good) as f:
-        with ask.Asker(_settings(f.base_url), rerank.LLMCache(tmp_path / "llm"), content_retries=0) as asker:
+        with Asker(_settings(f.base_url), ask.Params(content_retries=0), LLMCache(tmp_path / "llm")) as asker:
             key = asker.cache.key(asker.material(q.text, passages, asker.max_tokens))
             atomic_write_json(asker.cache.path(key), {"key": key, "reply": {"content": "prose, no JSON"}})
             a = asker.ask(q, passages, {})
@@ -258,7 +269,7 @@ def test_ask_does_not_cache_an_unusable_reply_and_replaces_a_cached_one(tmp_path
 
 def test_reformulate_does_not_serve_a_cached_unusable_rewrite(tmp_path):
     with FakeLLM(rule=lambda n, b: {"content": json.dumps({"query": "the rewrite"})}) as f:
-        with reformulate.open_rewriter(_settings(f.base_url), rerank.LLMCache(tmp_path)) as (rw, _):
+        with reformulate.open_rewriter(_settings(f.base_url), LLMCache(tmp_path)) as (rw, _):
             key = rw.cache.key(rw.material("q text"))
             atomic_write_json(rw.cache.path(key), {"key": key, "reply": {"content": "not json"}})
             assert rw.rewrite("q text") == ("the rewrite", False, "")
@@ -267,7 +278,7 @@ def test_reformulate_does_not_serve_a_cached_unusable_rewrite(tmp_path):
 
 def test_the_end_of_run_message_names_the_cause_not_the_endpoint(tmp_path, capsys):
     with FakeLLM(rule=lambda n, b: {"content": "Passage 3."}) as f:
-        res = _rerank(f.base_url, rerank.LLMCache(tmp_path / "llm"), progress_=True)
+        res = _rerank(f.base_url, LLMCache(tmp_path / "llm"), progress_=True)
     out = capsys.readouterr().out
     assert "Fallback: 2 of 2 queries fell back" in out and "replies could not be used (InvalidJSON" in out
     assert "OPENAI_BASE_URL" not in out
@@ -299,7 +310,7 @@ def test_a_200_that_is_not_a_chat_completion_is_a_clear_failure(tmp_path, action
         url = f.base_url
         with LLMClient(_settings(url)) as client, pytest.raises(LLMCallError) as err:
             client.chat([{"role": "user", "content": "hi"}], response_format=None, max_tokens=1)
-        res = _rerank(url, rerank.LLMCache(tmp_path / "llm"), n_queries=1, progress_=False)
+        res = _rerank(url, LLMCache(tmp_path / "llm"), n_queries=1, progress_=False)
     msg = str(err.value)
     assert err.value.error_class == "NotChatCompletion"
     assert f"the endpoint at {url} answered HTTP 200 but not with an OpenAI chat completion" in msg
@@ -312,16 +323,16 @@ def test_a_200_that_is_not_a_chat_completion_is_a_clear_failure(tmp_path, action
 
 def test_ask_reports_a_200_that_is_not_a_chat_completion(tmp_path):
     with FakeLLM(rule=lambda n, b: NOT_CHAT[0]) as f:
-        with ask.Asker(_settings(f.base_url), rerank.LLMCache(tmp_path / "llm")) as asker:
-            a = asker.ask(ask.Question("where"), [ask.Passage("a p.1", "a#p1", "alpha")], {})
+        with Asker(_settings(f.base_url), ask.Params(), LLMCache(tmp_path / "llm")) as asker:
+            a = asker.ask(Question("where"), [Passage("a p.1", "a#p1", "alpha")], {})
     assert a.status == "failed" and a.error.startswith("NotChatCompletion: the endpoint at")
     assert "body starts '<html" in a.error
 
 
 def test_a_non_chat_endpoint_trips_the_breaker(tmp_path):
     with FakeLLM(rule=lambda n, b: NOT_CHAT[0]) as f:
-        res = _rerank(f.base_url, rerank.LLMCache(tmp_path / "llm"), mode="yesno", n_queries=3)
-        assert f.count == core.BREAKER_THRESHOLD < 3 * 5
+        res = _rerank(f.base_url, LLMCache(tmp_path / "llm"), mode="yesno", n_queries=3)
+        assert f.count == BREAKER_THRESHOLD < 3 * 5
     assert set(res.ledger.status) == {"fallback"} and res.ledger.n_failed.sum() == 15
 
 
@@ -330,13 +341,10 @@ def test_a_query_with_failed_calls_is_a_partial_fallback_in_the_rate(tmp_path):
     # listwise, 6 candidates in windows of 3: the second call of the query fails, the first is used
     script = [None, {"status": 400, "message": "no"}]
     with FakeLLM(script=script) as f:
-        fused, queries, texts = make_inputs(n_queries=1, n_docs=8, gold=(2,))
-        cfg = rerank.RerankConfig(mode="listwise", alpha=1.0, window=3, step=3)
-        res = rerank.rerank_run(fused, queries, texts, cfg, pool_k=6, settings=_settings(f.base_url),
-                                cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
+        res = _rerank(f.base_url, LLMCache(tmp_path / "llm"), n_queries=1, pool_k=6, window=3)
     row = res.ledger.iloc[0]
     assert (row.status, row.n_failed) == ("partial_fallback", 1)
-    assert rerank.summarize(res.ledger)["fallback_rate"] == 1.0
+    assert ledger.summarize(res.ledger)["fallback_rate"] == 1.0
     assert ledger.ledger_summary(res.ledger).fallback_rate.iloc[0] == 1.0
     assert ledger.fallback_queries(res.ledger) == {"q0000"}
     assert "1 of 1 queries fell back to the fused order (1 of them partly)" in res.fallback_cause
@@ -387,8 +395,8 @@ def test_the_reranker_marks_each_call_for_the_heartbeat(tmp_path, monkeypatch):
     fused, queries, texts = make_inputs(n_queries=1, n_docs=6, gold=(2,))
     pool = core.build_pools(fused, texts, ["q0000"], 5)["q0000"]
     with FakeLLM(rule=rule) as f:
-        with rerank.Reranker(rerank.RerankConfig(mode="yesno"), settings=_settings(f.base_url),
-                             cache=rerank.LLMCache(tmp_path / "llm")) as rr:
+        with Reranker(Params(mode="yesno", yesno_json=True).config(), _settings(f.base_url),
+                      cache=LLMCache(tmp_path / "llm")) as rr:
             rr.heartbeat = hb
             res = rr.rerank_query("q0000", queries["q0000"], pool)
     assert res.row["status"] == "ok" and len(seen) == 5
@@ -410,9 +418,9 @@ def test_ask_marks_each_answer_for_the_heartbeat(tmp_path, monkeypatch):
         return good
 
     with FakeLLM(rule=rule) as f:
-        with ask.Asker(_settings(f.base_url), rerank.LLMCache(tmp_path / "llm")) as asker:
+        with Asker(_settings(f.base_url), ask.Params(), LLMCache(tmp_path / "llm")) as asker:
             asker.heartbeat = hb
-            asker.ask(ask.Question("where", "t1"), [ask.Passage("a p.1", "a#p1", "alpha")], {})
+            asker.ask(Question("where", "t1"), [Passage("a p.1", "a#p1", "alpha")], {})
     assert seen == ["waiting for the endpoint: 61 s on answer 1 of 1 (question t1)"]
 
 

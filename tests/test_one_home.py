@@ -1,6 +1,7 @@
 """One home per name, settings passed at the face (issue 33), checked on the syntax trees of the package.
 
-For each package of :data:`ENFORCED` (a stage package under ``lib/rerankeval``):
+For each package of :data:`ENFORCED` (a stage package under ``lib/rerankeval``, or a sub-package named with dots,
+``apps.ask``):
 
 - no module but the package's face (``__init__.py``) re-exports a name it imports from another rerankeval module
   (an import used only to re-export it: listed in ``__all__``, marked ``noqa: F401``, or written ``X as X`` and
@@ -22,7 +23,7 @@ import pytest
 
 from rerankeval.core import paths
 
-ENFORCED = ["retrieve"]
+ENFORCED = ["retrieve", "apps.ask"]
 LIB = paths.ROOT / "lib" / "rerankeval"
 CALLERS = [paths.ROOT / "lib", paths.ROOT / "tests", paths.ROOT / "bench"]
 
@@ -32,8 +33,15 @@ def packages() -> list[str]:
     return sorted(p.parent.name for p in LIB.glob("*/__init__.py"))
 
 
+def folder(package: str) -> Path:
+    """The folder of ``package`` (``apps.ask``: ``lib/rerankeval/apps/ask``)."""
+    return LIB.joinpath(*package.split("."))
+
+
 def modules(package: str) -> Iterator[Path]:
-    yield from sorted((LIB / package).rglob("*.py"))
+    """The modules of ``package``, without those of a sub-package enforced on its own (counted there)."""
+    nested = [folder(p) for p in ENFORCED if p.startswith(f"{package}.")]
+    yield from sorted(m for m in folder(package).rglob("*.py") if not any(n in m.parents for n in nested))
 
 
 def _tree(path: Path) -> ast.Module:
@@ -93,7 +101,7 @@ def homes(package: str) -> dict[str, set[str]]:
 def second_doors(package: str) -> list[str]:
     """``file:line module.name`` for each import of a name of ``package`` from a module that is not its home."""
     home, face = homes(package), f"rerankeval.{package}"
-    face_names = _dunder_all(_tree(LIB / package / "__init__.py"))
+    face_names = _dunder_all(_tree(folder(package) / "__init__.py"))
     out = []
     for root in CALLERS:
         for path in sorted(root.rglob("*.py")):
@@ -116,6 +124,8 @@ def _count_others(check, what: str) -> None:
 
 @pytest.mark.parametrize("package", ENFORCED)
 def test_no_module_behind_a_face_re_exports_a_name(package):
+    assert (folder(package) / "__init__.py").is_file(), (f"{package} is not a package under {LIB}: create its "
+                                                         "folder with an __init__.py face, or fix ENFORCED")
     found = [r for m in modules(package) if m.name != "__init__.py" for r in reexports(m)]
     assert not found, (f"{package}: names re-exported by a module that is not the face: {found}. Import each name "
                        "from its home module instead (or put it in the package's __init__ face, __all__).")
@@ -152,3 +162,20 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     assert [r.split()[1] for r in reexports(mod)] == ["HYBRID", "ROOT"]
     assert hidden_settings(mod) == ["rerankeval/pkg/mod.py:6"]
     assert homes("pkg") == {"rerankeval.pkg": set(), "rerankeval.pkg.mod": {"x", "s"}}
+
+
+def test_a_sub_package_is_checked_on_its_own(tmp_path, monkeypatch):
+    """A sub-package named with dots (``apps.ask``) is found by its folder, its names have their dotted home, and
+    its parent package's count leaves it out (so each module is counted once)."""
+    monkeypatch.setattr(f"{__name__}.LIB", tmp_path / "rerankeval")
+    monkeypatch.setattr(f"{__name__}.ENFORCED", ["pkg.sub"])
+    sub = tmp_path / "rerankeval" / "pkg" / "sub"
+    sub.mkdir(parents=True)
+    for init in (sub.parent / "__init__.py", sub / "__init__.py"):
+        init.write_text("", encoding="utf-8")
+    (sub / "mod.py").write_text("from rerankeval.core.paths import ROOT  # noqa: F401\nY = 1\n", encoding="utf-8")
+    (sub.parent / "top.py").write_text("Z = 2\n", encoding="utf-8")
+    assert [m.name for m in modules("pkg.sub")] == ["__init__.py", "mod.py"]
+    assert homes("pkg.sub") == {"rerankeval.pkg.sub": set(), "rerankeval.pkg.sub.mod": {"Y"}}
+    assert [r.split()[1] for r in reexports(sub / "mod.py")] == ["ROOT"]
+    assert [m.name for m in modules("pkg")] == ["__init__.py", "top.py"]

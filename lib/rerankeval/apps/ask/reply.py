@@ -10,7 +10,7 @@ from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rerankeval.apps.ask_inputs import Passage
+from rerankeval.apps.ask.inputs import Passage
 from rerankeval.core.ioutil import sha256_json
 from rerankeval.llm.client import Reply
 from rerankeval.llm.repair import Unusable, parse

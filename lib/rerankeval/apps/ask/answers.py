@@ -1,5 +1,5 @@
 """One cited answer asked through the one cached call (:class:`Asker`), its citations checked (:func:`checked`),
-and a run's answers with their counts (:class:`AskResult`)."""
+and a run's answers with their counts (:class:`Result`, the stage's result)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rerankeval.apps import citations
-from rerankeval.apps.ask_inputs import Passage, Question
-from rerankeval.apps.ask_reply import AnswerReply, AnswerStrict, messages, salvage, template_hash
-from rerankeval.apps.ask_reply import read_answer as _read_answer
+from rerankeval.apps.ask import citations
+from rerankeval.apps.ask.inputs import Passage, Question
+from rerankeval.apps.ask.params import Params
+from rerankeval.apps.ask.reply import AnswerReply, AnswerStrict, messages, read_answer, salvage, template_hash
 from rerankeval.core.ioutil import sha256_text
-from rerankeval.core.settings import Settings, load_settings
+from rerankeval.core.settings import Settings
 from rerankeval.llm import budget, schemas
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import AsksLLM, CachedLLM, Call, CallStats
 from rerankeval.llm.client import LLMClient, Reply
 
 CACHE_VERSION = 1
+SEED = 0  # the generation seed of every answer (part of its cache key)
 
 
 @dataclass
@@ -65,17 +66,16 @@ def checked(ans: Answer, reply: AnswerReply | None, qrels: Mapping[str, Mapping[
 class Asker(AsksLLM):
     """Asks one endpoint for cited answers through the reranker's client and reply cache (a context manager)."""
 
-    def __init__(self, settings: Settings | None = None, cache: LLMCache | None = None,
-                 client: LLMClient | None = None, *, max_tokens: int = 256, seed: int = 0, content_retries: int = 1,
-                 timeout: float | None = None):
-        if max_tokens < 16 or content_retries < 0:
-            raise ValueError(f"need max_answer_tokens >= 16 and content_retries >= 0, got {max_tokens}/"
-                             f"{content_retries}")
-        self.settings = settings or load_settings()
-        self.llm = CachedLLM.open(self.settings, cache, client, timeout=timeout)
+    def __init__(self, settings: Settings, params: Params, cache: LLMCache | None = None,
+                 client: LLMClient | None = None):
+        """``params``: the answer's token budget, re-asks, timeout and whether the reply cache serves (``cache``,
+        None: the default one); ``client``: a client to use instead of one opened on ``settings``."""
+        self.settings = settings
+        cache = cache if cache is not None else LLMCache(enabled=params.use_cache)
+        self.llm = CachedLLM.open(settings, cache, client, timeout=params.timeout_s)
         self.cache, self.client, self.model = self.llm.cache, self.llm.client, self.llm.model
         self.endpoint = self.llm.endpoint
-        self.max_tokens, self.seed, self.content_retries = max_tokens, seed, content_retries
+        self.max_tokens, self.seed, self.content_retries = params.max_answer_tokens, SEED, params.content_retries
         self.stats = CallStats()  # of every answer this asker gave
 
     def material(self, question: str, passages: Sequence[Passage], max_tokens: int) -> dict[str, Any]:
@@ -102,7 +102,7 @@ class Asker(AsksLLM):
         def reask(call: Call, reply: Reply) -> Call:
             return self.call(q.text, passages, call.max_tokens * 2) if reply.finish_reason == "length" else call
 
-        got = self.llm.call(self.call(q.text, passages, self.max_tokens), _read_answer, self.stats,
+        got = self.llm.call(self.call(q.text, passages, self.max_tokens), read_answer, self.stats,
                             retries=self.content_retries, label=label, reask=reask)
         ans.cached = got.cached
         if got.ok:
@@ -130,7 +130,9 @@ class Asker(AsksLLM):
 
 # -- one run over many questions --
 @dataclass
-class AskResult:
+class Result:
+    """Stage 07's result: every question's answer, where its passages came from, the model and the calls."""
+
     answers: list[Answer]
     variant: str
     k: int

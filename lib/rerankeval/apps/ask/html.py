@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rerankeval.apps import citations
-from rerankeval.apps.ask_answers import Answer, AskResult
+from rerankeval.apps.ask import citations
+from rerankeval.apps.ask.answers import Answer, Result
 from rerankeval.report import fragments
 
 
@@ -23,7 +23,7 @@ def _row(a: Answer) -> dict[str, Any]:
                           for c in a.citations]}
 
 
-def answers_html(result: AskResult) -> str:
+def answers_html(result: Result) -> str:
     """The answers as one table (a row in red when a citation is fabricated or misquoted), all text escaped."""
     prec, n = result.precision()
     figure = (f"citation precision {prec:.2f} over {n} judged answers with citations" if n

@@ -1,5 +1,5 @@
 """What a cited answer is asked about: the questions (judged queries or free text), the variant whose passages
-are used (the analysis' winner by default) and the top ``k`` passages of each question."""
+are used (the analysis' winner by default, as 05 saved it) and the top ``k`` passages of each question."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rerankeval.apps import citations
+from rerankeval.apps.ask.params import Params
 from rerankeval.core import runs
 from rerankeval.core.names import HYBRID
 from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
+from rerankeval.corpus.textnorm import norm_text
 from rerankeval.evaluate.analysis_records import read_winner
 from rerankeval.rerank import prompts
-
-DEFAULT_N = 5
 
 
 @dataclass(frozen=True)
@@ -34,23 +34,18 @@ class Passage:
     text: str  # the text given to the model (clipped)
 
 
-def winner(dp: DatasetPaths) -> str | None:
-    """The analysis' best variant on its headline metric among those that answered every query, as 05 saved it
-    (``analyse/winner.json``: a new variant that does not win leaves this input, and so 07, unchanged), or None."""
-    return read_winner(dp)
-
-
-def resolve_variant(dp: DatasetPaths, variant: str = "") -> tuple[str, str]:
-    """(variant to use, a note saying where it comes from)."""
+def resolve_variant(dp: DatasetPaths, variant: str) -> tuple[str, str]:
+    """(variant to use, a note saying where it comes from): ``variant``, else the analysis' best variant on its
+    headline metric among those that answered every query (``analyse/winner.json``), else hybrid."""
     if variant:
         return variant, f"variant {variant} (chosen)"
-    best = winner(dp)
+    best = read_winner(dp)
     if best:
         return best, f"variant {best}: the analysis' winner on its headline metric (05-analyse)"
     return HYBRID, f"variant {HYBRID}: no analysis yet (run 05-analyse to use its winner)"
 
 
-def default_questions(dp: DatasetPaths, n: int = DEFAULT_N) -> list[Question]:
+def default_questions(dp: DatasetPaths, n: int) -> list[Question]:
     """``n`` judged queries spread evenly over the judged queries sorted by id (deterministic)."""
     queries, qrels = corpus.load_queries(dp), corpus.load_qrels(dp)
     judged = sorted(q for q in queries if any(g > 0 for g in qrels.get(q, {}).values()))
@@ -61,17 +56,18 @@ def default_questions(dp: DatasetPaths, n: int = DEFAULT_N) -> list[Question]:
     return [Question(queries[judged[i]], judged[i]) for i in picks]
 
 
-def to_questions(dp: DatasetPaths, questions: Sequence[str], n: int = DEFAULT_N) -> list[Question]:
-    """Judged queries (named by id or exact text) keep their id; anything else is free text."""
-    if not questions:
-        return default_questions(dp, n)
+def to_questions(dp: DatasetPaths, params: Params) -> list[Question]:
+    """``params.questions``: judged queries (named by id or exact text) keep their id; anything else is free text.
+    None given: ``params.n_questions`` judged queries (:func:`default_questions`)."""
+    if not params.questions:
+        return default_questions(dp, params.n_questions)
     queries = corpus.load_queries(dp)
     by_text: dict[str, str] = {}
     for q, t in sorted(queries.items()):
-        by_text.setdefault(citations.norm_text(t), q)
+        by_text.setdefault(norm_text(t), q)
     out = []
-    for item in questions:
-        qid = item if item in queries else by_text.get(citations.norm_text(item))
+    for item in params.questions:
+        qid = item if item in queries else by_text.get(norm_text(item))
         out.append(Question(queries[qid], qid) if qid else Question(str(item)))
     return out
 
@@ -85,10 +81,11 @@ def unit_label(unit: str, source: Any, page: Any) -> str:
 
 # -- passages --
 class PassageSource:
-    """The top ``k`` passages of ``variant`` for judged (saved run) and free-text (retriever) questions."""
+    """The top ``params.k`` passages of ``variant`` for judged (saved run) and free-text (retriever) questions,
+    each clipped to ``params.max_passage_chars``."""
 
-    def __init__(self, dp: DatasetPaths, variant: str, k: int, max_chars: int = 600, leg_k: int = 100):
-        self.dp, self.variant, self.k, self.max_chars, self.leg_k = dp, variant, k, max_chars, leg_k
+    def __init__(self, dp: DatasetPaths, variant: str, params: Params):
+        self.dp, self.variant, self.k, self.max_chars = dp, variant, params.k, params.max_passage_chars
         chunks = corpus.load_chunks(dp)
         self.texts = corpus.chunk_texts(dp)
         self.unit_of = dict(zip(chunks.chunk_id, chunks.unit_id, strict=True))
@@ -127,10 +124,10 @@ class PassageSource:
             run, best = self._read(HYBRID)
         return self._passages(run.get(qid, {}), best.get(qid, {}))
 
-    def free(self, texts: Mapping[str, str]) -> dict[str, list[Passage]]:
-        """Search ``texts`` (key -> question) with the saved indexes."""
-        from rerankeval.core.settings import load_settings
-        from rerankeval.retrieve.params import Params
+    def free(self, texts: Mapping[str, str], settings: Settings) -> dict[str, list[Passage]]:
+        """Search ``texts`` (key -> question) with the saved indexes, as stage 03 searches by default (its
+        :class:`~rerankeval.retrieve.params.Params`), with the encoder ``settings`` configure."""
+        from rerankeval.retrieve.params import Params as RetrieveParams
         from rerankeval.retrieve.retriever import BASE_VARIANTS, Retriever
 
         variant = self.variant
@@ -138,13 +135,14 @@ class PassageSource:
             variant = HYBRID
             self.notes.append(f"free-text questions are searched with {HYBRID}: {self.variant} cannot search "
                               "new text here (it needs the LLM stage or a model)")
-        defaults = Params()
-        with Retriever(self.dp, load_settings(), progress=False) as r:
-            res = r.search(variant, texts, leg_k=self.leg_k, pool_k=defaults.pool_k, rrf_k=defaults.rrf_k)
+        defaults = RetrieveParams()
+        with Retriever(self.dp, settings, progress=False) as r:
+            res = r.search(variant, texts, leg_k=defaults.leg_k, pool_k=defaults.pool_k, rrf_k=defaults.rrf_k)
         best = runs.best_chunks(res.chunk_run, self.unit_of)
         return {key: self._passages(res.run.get(key, {}), best.get(key, {})) for key in texts}
 
-    def for_questions(self, questions: Sequence[Question]) -> list[list[Passage]]:
+    def for_questions(self, questions: Sequence[Question], settings: Settings) -> list[list[Passage]]:
+        """Each question's passages (free text searched with ``settings``' encoder)."""
         free = {f"free-{i}": q.text for i, q in enumerate(questions) if q.qid is None}
-        found = self.free(free) if free else {}
+        found = self.free(free, settings) if free else {}
         return [self.judged(q.qid) if q.qid else found[f"free-{i}"] for i, q in enumerate(questions)]
