@@ -1,3 +1,3 @@
 """The programs people run: the notebook chain (``python -m rerankeval.chain``), the explorer, the cited answers
-(ask, citations) and JupyterLab (lab). The top layer: may import everything; nothing imports it but the
+(the ``ask`` sub-package, stage 07) and JupyterLab (lab). The top layer: may import everything; nothing imports it but the
 rerankeval.chain shim."""
