@@ -26,11 +26,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rerankeval import rerank
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
 from rerankeval.llm import server as llm_server
-from rerankeval.rerank import prompts
+from rerankeval.rerank import prompts, stage
+from rerankeval.rerank.config import Params
 
 BACKENDS = {  # name -> (backend, no_repack)
     "build": ("build", False),
@@ -52,9 +52,10 @@ def chat(base: str, messages: list[dict[str, str]]) -> dict[str, Any]:
 
 def prompt_set(dataset: str, n: int, n_long: int, chars: int) -> tuple[list[list[dict[str, str]]], list[Any]]:
     dp = resolve_dataset(dataset)
-    fused, queries, texts = rerank.load_inputs(dp, pool_k=10)
+    inputs = stage.load(dp, Params(pool_k=10))
+    queries, texts = inputs.queries, inputs.texts
     short = []
-    for qid in rerank.select_queries(fused, queries):
+    for qid in inputs.qids:
         for text in texts[qid].values():
             short.append(prompts.yesno(queries[qid], prompts.clip(text, chars), False))
             if len(short) == n:
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=30, help="yes/no prompts (the stage's calls)")
     ap.add_argument("--long", type=int, default=4, help="long prompts (about 1,500 tokens) for the prompt rate")
     ap.add_argument("--backends", default=",".join(BACKENDS), help=f"comma list of {list(BACKENDS)}")
-    ap.add_argument("--max-passage-chars", type=int, default=rerank.RerankConfig().max_passage_chars)
+    ap.add_argument("--max-passage-chars", type=int, default=Params.max_passage_chars)
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "llama_backends.json")
     args = ap.parse_args(argv)
     names = [b for b in args.backends.split(",") if b]

@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
+from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import DEFAULT_DATASET, ROOT, DatasetPaths, resolve_dataset
@@ -57,7 +58,8 @@ from rerankeval.experiments import splits
 from rerankeval.experiments.replay import RecordedLLM, replay
 from rerankeval.llm import server as llm_server
 from rerankeval.rerank import stage
-from rerankeval.rerank.config import MODES
+from rerankeval.rerank.config import MAIN_PASS, MODES, Params
+from rerankeval.rerank.core import Inputs
 from rerankeval.rerank.ledger import summarize
 
 METRIC = "ndcg@10"
@@ -85,7 +87,7 @@ def auc_summary(cands: pd.DataFrame, qrels: runs.Qrels, qids: list[str], score: 
     keep = set(qids)
     c = cands[cands.qid.isin(keep) & cands[score].notna()]
     if "pass" in c:
-        c = c[c["pass"] == "main"]
+        c = c[c["pass"] == MAIN_PASS]
     grade = [qrels.get(q, {}).get(d) for q, d in zip(c.qid, c.docid, strict=True)]
     rel = np.array([g is not None and g >= metrics.REL_LEVEL for g in grade])
     by_q = {q: float(roc_auc_score(g.rel, g[score])) for q, g in c.assign(rel=rel).groupby("qid")
@@ -132,8 +134,8 @@ def _pair(pq: pd.DataFrame, first_name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def cost(ledger: pd.DataFrame, wall_s: float) -> dict[str, Any]:
     """Calls, tokens (sent now + those of cached replies) and seconds, per query, from the main pass's ledger."""
-    s = summarize(ledger, "main")
-    main = ledger[ledger["pass"] == "main"]
+    s = summarize(ledger, MAIN_PASS)
+    main = ledger[ledger["pass"] == MAIN_PASS]
     n = max(1, s["queries"])
     tokens = int(main[["prompt_tokens", "completion_tokens", "saved_prompt_tokens", "saved_completion_tokens"]]
                  .to_numpy().sum())
@@ -148,7 +150,7 @@ def reranked_at(fused: runs.Run, cands: pd.DataFrame, alpha: float, pool_k: int,
                 ) -> tuple[runs.Run, int]:
     """The first stage reordered by the recorded LLM scores at ``alpha``; a query with an unscored candidate keeps
     its first-stage order (counted), as stage 04's fallback does."""
-    main = cands[(cands["pass"] == "main") & cands.llm_score.notna()]
+    main = cands[(cands["pass"] == MAIN_PASS) & cands.llm_score.notna()]
     scores: dict[str, dict[str, float]] = {}
     for q, d, s in zip(main.qid, main.docid, main.llm_score, strict=True):
         scores.setdefault(q, {})[d] = float(s)
@@ -192,14 +194,14 @@ def kfold(first: runs.Run, cands: pd.DataFrame, qrels: runs.Qrels, qids: Sequenc
                                             for a, v in values.items()}}
 
 
-def measure(dp: DatasetPaths, model: str, params: stage.RerankParams, inputs: stage.RerankInputs,
+def measure(dp: DatasetPaths, model: str, params: Params, inputs: Inputs,
             qrels: runs.Qrels, alphas: Sequence[float] = ALPHAS, k: int = 5) -> dict[str, Any]:
     """One model's row in ``params.mode``: rerank with it (cached replies reused), then quality at the stage's
     alpha, AUC, cost, and the out-of-fold blend (:func:`kfold`)."""
     load0 = os.getloadavg()
     with local_settings(model) as settings:
         t0 = time.perf_counter()
-        res = stage.run(dp, params, settings=settings, inputs=inputs)
+        res = rerank.run(dp, params, settings, progress=False)
         wall = time.perf_counter() - t0
     first = {q: inputs.fused[q] for q in inputs.qids}
     return {"local_model": model, "model": res.model, "endpoint_id": settings.endpoint_id, "mode": params.mode,
@@ -261,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default=DEFAULT_DATASET)
     ap.add_argument("--models", default=",".join(LOCAL_MODELS), help=f"comma list of {', '.join(LOCAL_MODELS)}")
     ap.add_argument("--queries", type=int, default=0, help="0: all; else the first N by qid")
-    ap.add_argument("--pool-k", type=int, default=stage.RerankParams().pool_k)
+    ap.add_argument("--pool-k", type=int, default=Params.pool_k)
     ap.add_argument("--modes", default="yesno", help=f"comma list of {', '.join(MODES)} (default yesno)")
     ap.add_argument("--alphas", type=lambda s: [float(a) for a in s.split(",")], default=list(ALPHAS),
                     help="blend weights the k-fold choice replays")
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     if set(modes) - set(MODES):
         ap.error(f"unknown mode(s) {sorted(set(modes) - set(MODES))}: choose from {', '.join(MODES)}")
     dp = resolve_dataset(args.dataset)
-    params = stage.RerankParams(dataset=dp.name, pool_k=args.pool_k, max_queries=args.queries)
+    params = Params(dataset=dp.name, pool_k=args.pool_k, max_queries=args.queries)
     inputs, qrels = stage.load(dp, params), corpus.load_qrels(dp)
     old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
     same = old.get("dataset") == dp.name and old.get("queries") == len(inputs.qids) and old.get("pool_k") == args.pool_k

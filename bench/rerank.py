@@ -39,11 +39,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rerankeval import rerank
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
 from rerankeval.core.settings import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, load_settings
 from rerankeval.llm import server as llm_server
+from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank import core, prompts, stage
+from rerankeval.rerank.config import Params
+from rerankeval.rerank.ledger import summarize
 
 MODES: dict[str, dict[str, Any]] = {
     "yesno": {"mode": "yesno", "yesno_json": True},
@@ -104,7 +107,7 @@ def prefix_reuse(base: str, model: str, query: str, passages: list[str]) -> dict
     """Two yes/no calls of one query: how many prompt tokens the second one takes from the server's cache."""
     out = []
     for p in passages[:2]:
-        t = chat(base, model, rerank.prompts.yesno(query, rerank.prompts.clip(p, 600), False)).get("timings", {})
+        t = chat(base, model, prompts.yesno(query, prompts.clip(p, 600), False)).get("timings", {})
         out.append({"prompt_n": t.get("prompt_n"), "cache_n": t.get("cache_n")})
     props = _http(base, "/props")
     gen = props.get("default_generation_settings", {}) if isinstance(props, dict) else {}
@@ -113,18 +116,16 @@ def prefix_reuse(base: str, model: str, query: str, passages: list[str]) -> dict
 
 
 def one_run(args, inputs, settings, base, name: str, pool: int, conc: int, cache_dir: Path) -> dict[str, Any]:
-    fused, queries, texts = inputs
-    cfg = rerank.RerankConfig(alpha=0.1, max_passage_chars=args.max_passage_chars, concurrency=conc, **MODES[name])
+    params = Params(alpha=0.1, max_passage_chars=args.max_passage_chars, concurrency=conc, pool_k=pool,
+                    max_queries=args.queries, **MODES[name])
     before = counters(base)
-    t0 = time.perf_counter()
-    res = rerank.rerank_run(
-        fused, queries, texts, cfg, pool_k=pool, max_queries=args.queries, settings=settings,
-        cache=rerank.LLMCache(cache_dir), progress=False,
-    )  # fmt: skip
+    t0 = time.perf_counter()  # the reranking step of rerank.run, on inputs read once (the timing is the LLM's)
+    res = core.rerank(inputs, params.config(), pool_k=pool, stability=params.stability, settings=settings,
+                      cache=LLMCache(cache_dir), progress=False)
     wall = time.perf_counter() - t0
     after = counters(base)
     d = {k: after[k] - before[k] for k in METRICS}
-    s = rerank.summarize(res.ledger)
+    s = summarize(res.ledger)
     n = s["queries"] or 1
     return {
         "wall_s": round(wall, 2),
@@ -154,7 +155,7 @@ def started(server_bin: Path | list[str], model: Path, no_repack: bool = False) 
         "RERANK_MODEL": llm_server.model_name(model),
         "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server_bin, model, srv.no_repack),
     }
-    return srv, rerank.load_settings(env)
+    return srv, load_settings(env)
 
 
 def bench(args, inputs, server_bin: Path | list[str], model: Path) -> list[dict[str, Any]]:
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--pools", default="10,20")
     ap.add_argument("--concurrency", default="1", help="comma list, e.g. 1,2 (the local server has one slot)")
-    ap.add_argument("--max-passage-chars", type=int, default=rerank.RerankConfig().max_passage_chars)
+    ap.add_argument("--max-passage-chars", type=int, default=Params.max_passage_chars)
     ap.add_argument("--floor-chars", type=int, default=9000, help="length of the long prompts timed (0: skip)")
     ap.add_argument("--server-bin", type=Path, help="another llama-server binary to time (default: the backend's)")
     ap.add_argument("--backend", choices=llm_server.BACKENDS, default=llm_server.DEFAULT_BACKEND,
@@ -206,9 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out = ROOT / "results" / "bench" / name
 
     dp = resolve_dataset(args.dataset)
-    inputs = rerank.load_inputs(dp, pool_k=max(int(p) for p in args.pools.split(",")))
-    fused, queries, texts = inputs
-    qids = rerank.select_queries(fused, queries, args.queries)
+    inputs = stage.load(dp, Params(pool_k=max(int(p) for p in args.pools.split(",")), max_queries=args.queries))
+    fused, queries, texts, qids = inputs.fused, inputs.queries, inputs.texts, inputs.qids
     server_bin, model = llm_server.setup_paths(backend=args.backend, model=args.model)
     server_bin = args.server_bin or server_bin
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         name = llm_server.model_name(model)
         all_texts = [t for q in qids for t in texts[q].values()]
         alone = server_alone(srv.base, name, all_texts, args.floor_chars)
-        probe = rerank.select_queries(fused, queries)[-1]
+        probe = core.select_queries(fused, queries, 0)[-1]
         reuse = prefix_reuse(srv.base, name, queries[probe], list(texts[probe].values()))
     finally:
         srv.stop()

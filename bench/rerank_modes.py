@@ -26,6 +26,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import ir_measures
@@ -36,8 +37,12 @@ from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.llm import server as llm_server
+from rerankeval.rerank import stage
+from rerankeval.rerank.config import MAIN_PASS, Params
+from rerankeval.rerank.ledger import summarize
 
 MODES = {
     "listwise": {"mode": "listwise"},
@@ -91,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     dp = resolve_dataset(args.dataset)
-    fused, queries, texts = rerank.load_inputs(dp, pool_k=args.pool_k)
-    qids = rerank.select_queries(fused, queries, args.queries)
+    inputs = stage.load(dp, Params(pool_k=args.pool_k, max_queries=args.queries))
+    fused, qids = inputs.fused, inputs.qids
     bench_dir = dp.stage_dir("rerank") / "bench"
     out = bench_dir / f"pool{args.pool_k}_q{len(qids)}"
     out.mkdir(parents=True, exist_ok=True)
@@ -111,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     with llm_server.ensure_endpoint() as env:
-        settings = rerank.load_settings(env)
+        settings = load_settings(env)
         for name in [m.strip() for m in args.modes.split(",") if m.strip()]:
             kw = {
                 **MODES[name],
@@ -123,20 +128,13 @@ def main(argv: list[str] | None = None) -> int:
             if kw.get("batch_size", 1) > 1:
                 kw["batch_size"] = args.pool_k
             t0 = time.perf_counter()
-            first = rerank.rerank_run(
-                fused,
-                queries,
-                texts,
-                rerank.RerankConfig(alpha=1.0, **kw),
-                pool_k=args.pool_k,
-                max_queries=args.queries,
-                settings=settings,
-            )
+            params = Params(pool_k=args.pool_k, max_queries=args.queries, **kw)
+            first = rerank.run(dp, replace(params, alpha=1.0), settings)
             wall = time.perf_counter() - t0
             led = first.ledger
-            s = rerank.summarize(led)
+            s = summarize(led)
             key = f"{name}|pool{args.pool_k}|q{len(qids)}|chars{args.max_passage_chars}"
-            fresh = led[(led["pass"] == "main") & (led["cache_hits"] == 0) & (led["requests"] > 0)]
+            fresh = led[(led["pass"] == MAIN_PASS) & (led["cache_hits"] == 0) & (led["requests"] > 0)]
             if len(fresh):  # time only the queries whose replies were computed now, not cache hits
                 timing[key] = {
                     "seconds_per_query": float(fresh["latency_s"].mean()),
@@ -156,16 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 res = (
                     first
                     if a == 1.0
-                    else rerank.rerank_run(
-                        fused,
-                        queries,
-                        texts,
-                        rerank.RerankConfig(alpha=a, **kw),
-                        pool_k=args.pool_k,
-                        max_queries=args.queries,
-                        settings=settings,
-                        progress=False,
-                    )
+                    else rerank.run(dp, replace(params, alpha=a), settings, progress=False)
                 )
                 f = runs.write_trec(res.run, out / f"{name}_a{a:g}.trec", "hybrid_rerank")
                 agg, pq = evaluate(f, qrels)

@@ -41,18 +41,18 @@ from typing import Any
 import pandas as pd
 from models import auc_summary, choose_alpha, cost, first_stage_auc, local_settings, quality, reranked_at
 
-from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, DatasetPaths, resolve_dataset
-from rerankeval.core.settings import LOCAL_MODELS, Settings
+from rerankeval.core.settings import LOCAL_MODELS, Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import metrics, stats
 from rerankeval.experiments import splits
 from rerankeval.experiments.grid import Engine, Point
 from rerankeval.llm.cache import LLMCache
-from rerankeval.rerank import stage
-from rerankeval.rerank.core import build_pools
+from rerankeval.rerank import core, stage
+from rerankeval.rerank.config import NO_STABILITY, Params, RerankConfig
+from rerankeval.rerank.core import build_pools, select_queries
 from rerankeval.rerank.reranker import Reranker
 
 OUT = ROOT / "results" / "bench" / "scifact_rerank.json"
@@ -75,8 +75,10 @@ def first_stage(dp: DatasetPaths) -> tuple[str, Point, str]:
 
 
 def test_inputs(dp: DatasetPaths, variant: str, pool_k: int, max_queries: int) -> Inputs:
-    fused, queries, texts = stage.load_inputs(dp, pool_k, variant)
-    return fused, queries, texts, rerank.select_queries(fused, queries, max_queries)
+    fused, queries, chunk_ids = stage.pool_chunks(dp, pool_k, variant)
+    chunk_text = corpus.chunk_texts(dp)
+    texts = {q: {d: chunk_text[c] for d, c in units.items()} for q, units in chunk_ids.items()}
+    return fused, queries, texts, select_queries(fused, queries, max_queries)
 
 
 def train_inputs(dp: DatasetPaths, point: Point, n: int, seed: int, pool_k: int) -> tuple[Inputs, runs.Qrels]:
@@ -88,7 +90,7 @@ def train_inputs(dp: DatasetPaths, point: Point, n: int, seed: int, pool_k: int)
                          "chosen on train queries")
     qids = sorted(random.Random(seed).sample(train.qids, min(n, len(train.qids))))
     queries = {q: train.queries[q] for q in qids}
-    with Engine.open(dp, queries, max_leg_k=point.leg_k) as eng:
+    with Engine.open(dp, queries, max_leg_k=point.leg_k, settings=load_settings()) as eng:
         fused, _ = eng.run(point, qids)
     chunk_text, unit_of = corpus.chunk_texts(dp), corpus.unit_of(dp)
     first_chunk: dict[str, str] = {}
@@ -99,20 +101,20 @@ def train_inputs(dp: DatasetPaths, point: Point, n: int, seed: int, pool_k: int)
     return (fused, queries, texts, [q for q in qids if q in texts]), {q: train.qrels[q] for q in qids}
 
 
-def plan(inputs: Sequence[Inputs], cfg: rerank.RerankConfig, settings: Settings, pool_k: int) -> dict[str, Any]:
+def plan(inputs: Sequence[Inputs], cfg: RerankConfig, settings: Settings, pool_k: int) -> dict[str, Any]:
     """The reranker's own estimate for every pool of ``inputs`` (calls, cache hits, tokens, expected seconds)."""
     queries: dict[str, str] = {}
     pools: dict[str, list] = {}
     for i, (fused, qs, texts, qids) in enumerate(inputs):
         for q, cands in build_pools(fused, texts, qids, pool_k).items():
             pools[f"{i}:{q}"], queries[f"{i}:{q}"] = cands, qs[q]
-    with Reranker(cfg, settings=settings, cache=LLMCache()) as rr:
-        p = rr.estimate(queries, rr.tasks(pools))
+    with Reranker(cfg, settings, cache=LLMCache()) as rr:
+        p = rr.estimate(queries, rr.tasks(pools, NO_STABILITY))
     print(p.message(priced=False), flush=True)
     return p.to_dict()
 
 
-def rerank_batches(inputs: Inputs, cfg: rerank.RerankConfig, settings: Settings, pool_k: int, batch: int,
+def rerank_batches(inputs: Inputs, cfg: RerankConfig, settings: Settings, pool_k: int, batch: int,
                    on_batch: Callable[[pd.DataFrame, pd.DataFrame, float], None] | None = None
                    ) -> tuple[pd.DataFrame, pd.DataFrame, float]:
     """Candidates, ledger and wall seconds of reranking ``inputs``' queries, ``batch`` queries at a time."""
@@ -121,8 +123,9 @@ def rerank_batches(inputs: Inputs, cfg: rerank.RerankConfig, settings: Settings,
     for s in range(0, len(qids), batch):
         part = qids[s : s + batch]
         t0 = time.perf_counter()
-        res = rerank.rerank_run({q: fused[q] for q in part}, {q: queries[q] for q in part}, texts, cfg,
-                                pool_k=pool_k, settings=settings, cache=LLMCache(), progress=False)
+        batch_inputs = core.Inputs({q: fused[q] for q in part}, {q: queries[q] for q in part}, texts, list(part), {})
+        res = core.rerank(batch_inputs, cfg, pool_k=pool_k, stability=NO_STABILITY, settings=settings,
+                          cache=LLMCache(), progress=False)  # rerank.run's reranking step, batch by batch
         wall += time.perf_counter() - t0
         cands.append(res.candidates)
         ledgers.append(res.ledger)
@@ -171,7 +174,7 @@ def save(path: Path, head: dict[str, Any], model: str, row: dict[str, Any]) -> N
 def run_model(args, dp: DatasetPaths, model: str, head: dict[str, Any], test: Inputs, train: Inputs,
               qrels: runs.Qrels, train_qrels: runs.Qrels) -> dict[str, Any]:
     """One model: the plan, the train sample and its alpha, then the test queries batch by batch."""
-    cfg = rerank.RerankConfig(mode="yesno", yesno_json=False, alpha=0.1, max_passage_chars=args.max_passage_chars)
+    cfg = Params(mode="yesno", yesno_json=False, alpha=0.1, max_passage_chars=args.max_passage_chars).config()
     with local_settings(model) as settings:
         print(f"[scifact] {model}: the plan for {len(train[3])} train + {len(test[3])} test queries", flush=True)
         row: dict[str, Any] = {"model": settings.model, "endpoint_id": settings.endpoint_id,
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     qrels = corpus.load_qrels(dp)
     head = {"dataset": dp.name, "first_stage": name, "first_stage_why": why, "point": point.record(),
             "pool_k": args.pool_k, "max_passage_chars": args.max_passage_chars, "mode": "yesno (one plain token)",
-            "test_queries": len(rerank.select_queries(test[0], test[1])), "alphas": args.alphas,
+            "test_queries": len(select_queries(test[0], test[1], 0)), "alphas": args.alphas,
             "n_boot": stats.N_BOOT}
     calls = len(models) * args.pool_k * (len(train[3]) + len(test[3]))
     print(f"[scifact] cost plan: {len(models)} model(s) x {args.pool_k} candidates x ({len(train[3])} train + "

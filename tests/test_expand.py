@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from rerankeval.corpus.textnorm import chunk_text
-from rerankeval.rerank import RerankConfig, expand
+from rerankeval.rerank import expand
+from rerankeval.rerank.config import Params
 
 PAGE = " ".join(f"w{i:02d}" for i in range(20))  # 79 characters, words of 3 + a space
 
@@ -78,14 +79,14 @@ def test_pools_and_the_table_of_what_the_llm_sees(nb):
 
 
 def test_expanded_config_grows_the_clip_by_the_budget():
-    assert expand.expanded_config(RerankConfig(max_passage_chars=400), 300).max_passage_chars == 700
-    assert expand.expanded_config(RerankConfig(max_passage_chars=0), 300).max_passage_chars == 0
-    assert expand.expanded_config(RerankConfig(alpha=0.3), 0) == RerankConfig(alpha=0.3)
+    assert expand.expanded_config(Params(max_passage_chars=400).config(), 300).max_passage_chars == 700
+    assert expand.expanded_config(Params(max_passage_chars=0).config(), 300).max_passage_chars == 0
+    assert expand.expanded_config(Params(alpha=0.3).config(), 0) == Params(alpha=0.3).config()
 
 
 def test_expand_n_zero_gives_the_chunk_texts_unchanged(nb):
     # with expand_n = 0 the LLM sees exactly what hybrid_rerank shows: same texts, same settings, same cache keys
     pools = {"q1": {"a.pdf#p1": "a.pdf#p1#c24", "b.pdf#p1": "b.pdf#p1#c0"}}
-    texts, shown = expand.expand_pools(pools, nb, 0, 300)
+    texts, shown = expand.expand_pools(pools, nb, 0, 300, max_passage_chars=0)
     assert texts == {"q1": {"a.pdf#p1": "w06 w07 w08 w09 w10", "b.pdf#p1": nb.unit("b.pdf#p1#c0")[0].text}}
     assert list(shown.neighbours) == ["", ""] and list(shown.chars_added) == [0, 0]

@@ -23,15 +23,18 @@ from pydantic import ConfigDict
 
 from builders import TINY_QUERIES, tiny_pdf_dataset, write_pdf, write_queries
 from fakellm import FakeLLM, make_inputs
-from rerankeval import rerank
+from rerank_data import rerank_made
 from rerankeval.core import paths
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import extract
 from rerankeval.index import bm25, embed
 from rerankeval.index import build as index
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm import schemas
+from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank import prompts
+from rerankeval.rerank.config import Params
 
 ALL_REUSED = {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused", "qdrant": "reused"}
 
@@ -203,11 +206,11 @@ def test_embedding_model_change_reencodes_and_rebuilds_only_the_dense_side(ds, t
 
 
 # --------------------------------------------------------------------------- LLM reply cache
-def _rerank(fake: FakeLLM, cache: rerank.LLMCache, model: str = "fake-reranker"):
+def _rerank(fake: FakeLLM, cache: LLMCache, model: str = "fake-reranker"):
     fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(2,))
-    s = rerank.Settings(base_url=fake.base_url, api_key="k", model=model, timeout=5, max_retries=0)
-    cfg = rerank.RerankConfig(mode="yesno", alpha=1.0)
-    return rerank.rerank_run(fused, queries, texts, cfg, pool_k=3, settings=s, cache=cache, progress=False)
+    s = Settings(base_url=fake.base_url, api_key="k", model=model, timeout=5, max_retries=0)
+    params = Params(mode="yesno", yesno_json=True, alpha=1.0, pool_k=3)
+    return rerank_made(cache.root.parent / "ds", fused, queries, texts, params, s, cache)
 
 
 CALLS = 2 * 3  # two queries, three yes/no calls each
@@ -234,7 +237,7 @@ def _change(kind: str, monkeypatch) -> dict:
 
 @pytest.mark.parametrize("kind", ["template", "schema", "model"])
 def test_llm_cache_misses_exactly_when_a_key_changes(kind, tmp_path, monkeypatch):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     with FakeLLM() as fake:
         first = _rerank(fake, cache)
         assert fake.count == CALLS and not first.ledger.cache_hit.any()

@@ -14,12 +14,16 @@ import socket
 import pandas as pd
 import pytest
 
+from rerank_data import run_cached
 from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import Settings
 from rerankeval.evaluate import analyse
+from rerankeval.llm.cache import LLMCache
 from rerankeval.report import render as report
+from rerankeval.rerank.config import Params
 
 QIDS = [f"q{i}" for i in range(1, 7)]
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
@@ -60,17 +64,13 @@ def _analyse(dp) -> None:
 @pytest.fixture
 def down_run(tmp_path):
     dp = _dataset(tmp_path)
-    fused, queries, texts = rerank.load_inputs(dp, pool_k=POOL_K)
-    settings = rerank.Settings(base_url=_dead_url(), api_key="sk-test", model="fake-reranker", timeout=1,
-                               max_retries=1)
-    res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="listwise", alpha=1.0),
-                            pool_k=POOL_K, settings=settings, cache=rerank.LLMCache(tmp_path / "llm"),
-                            progress=False)
-    rerank.write_outputs(dp, res, settings)
+    settings = Settings(base_url=_dead_url(), api_key="sk-test", model="fake-reranker", timeout=1, max_retries=1)
+    res = run_cached(dp, Params(mode="listwise", alpha=1.0, pool_k=POOL_K), settings, LLMCache(tmp_path / "llm"))
+    rerank.write(dp, res)
     _analyse(dp)
     page = report.write_index(dp, [{"name": "04-rerank", "href": "04-rerank.html", "status": "ok",
                                     "seconds": 1.0, "error": None}]).read_text(encoding="utf-8")
-    return dp, fused, res, page, tmp_path / "llm"
+    return dp, res.inputs.fused, res, page, tmp_path / "llm"
 
 
 def _reranked_row(page: str) -> str:
@@ -113,20 +113,18 @@ def test_a_total_fallback_is_flagged_in_red_on_the_index_page(down_run):
 
 def test_a_dead_endpoint_trips_the_circuit_breaker(tmp_path):
     """Past BREAKER_THRESHOLD consecutive unreachable calls the rest fall back without calling."""
-    from rerankeval.rerank import core
+    from rerankeval.llm.breaker import BREAKER_THRESHOLD
 
     dp = _dataset(tmp_path)
-    fused, queries, texts = rerank.load_inputs(dp, pool_k=POOL_K)
-    settings = rerank.Settings(base_url=_dead_url(), api_key="sk-test", model="fake-reranker", timeout=1,
-                               max_retries=0)
+    settings = Settings(base_url=_dead_url(), api_key="sk-test", model="fake-reranker", timeout=1, max_retries=0)
     # yesno: one call per candidate, 6 queries x 3 candidates = 18 calls if nothing stopped them
-    res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno", alpha=1.0),
-                            pool_k=POOL_K, settings=settings, cache=rerank.LLMCache(tmp_path / "llm"),
-                            progress=False)
-    rerank.write_outputs(dp, res, settings)
+    params = Params(mode="yesno", yesno_json=True, alpha=1.0, pool_k=POOL_K)
+    res = run_cached(dp, params, settings, LLMCache(tmp_path / "llm"))
+    rerank.write(dp, res)
+    fused = res.inputs.fused
     led = rerank.read_ledger(dp.ledger)
     assert set(led.status) == {"fallback"} and set(led.error) == {"APIConnectionError"}
-    assert led.requests.sum() == core.BREAKER_THRESHOLD < len(QIDS) * POOL_K
+    assert led.requests.sum() == BREAKER_THRESHOLD < len(QIDS) * POOL_K
     written = runs.read_trec(dp.run_file("hybrid_rerank"))
     assert {q: list(d) for q, d in written.items()} == {q: list(d) for q, d in fused.items()}
 

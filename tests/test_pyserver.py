@@ -19,11 +19,13 @@ import urllib.request
 
 import pytest
 
-from rerankeval import rerank
+from rerank_data import rerank_made
 from rerankeval.core import paths
 from rerankeval.core.settings import Settings
 from rerankeval.llm import server as llm_server
+from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMClient
+from rerankeval.rerank.config import Params
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
@@ -106,9 +108,9 @@ def test_client_downgrades_once_without_retries(pyserver):
 
 def test_rerank_run_on_pyserver(pyserver, tmp_path):
     passages = {"p1": "Paris is the capital and largest city of France.", "p2": "Bananas are rich in potassium."}
-    res = rerank.rerank_run({"q1": {"p2": 0.5, "p1": 0.4}}, {"q1": "What is the capital of France?"},
-                            {"q1": passages}, rerank.RerankConfig(mode="yesno", alpha=1.0), pool_k=2,
-                            settings=pyserver, cache=rerank.LLMCache(tmp_path), progress=False)
+    res = rerank_made(tmp_path / "ds", {"q1": {"p2": 0.5, "p1": 0.4}}, {"q1": "What is the capital of France?"},
+                      {"q1": passages}, Params(mode="yesno", yesno_json=True, alpha=1.0, pool_k=2), pyserver,
+                      LLMCache(tmp_path / "llm"))
     row = res.ledger.iloc[0]
     assert row.status in ("ok", "repaired"), row.to_dict()
     assert row.response_format == "json_object" and "InternalServerError" not in str(row.error)

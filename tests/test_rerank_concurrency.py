@@ -11,26 +11,20 @@ import time
 import pytest
 
 from fakellm import FakeLLM, make_inputs
-from rerankeval import rerank
+from rerank_data import rerank_made
+from rerankeval.core.settings import Settings
+from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank.config import Params
 
 DROP = ["latency_s", "llm_seconds", "fresh_seconds"]  # wall-clock timings
 
 
 def _run(fake, tmp, concurrency, n_queries=12, mode="listwise", stability="none", cache=True, **skw):
     fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=12)
-    s = rerank.Settings(base_url=fake.base_url, api_key="k", model="fake", **{"timeout": 2, "max_retries": 1, **skw})
-    cfg = rerank.RerankConfig(mode=mode, alpha=1.0, window=6, step=3, concurrency=concurrency)
-    return rerank.rerank_run(
-        fused,
-        queries,
-        texts,
-        cfg,
-        pool_k=10,
-        settings=s,
-        stability=stability,
-        cache=rerank.LLMCache(tmp, enabled=cache),
-        progress=False,
-    )
+    s = Settings(base_url=fake.base_url, api_key="k", model="fake", **{"timeout": 2, "max_retries": 1, **skw})
+    params = Params(mode=mode, yesno_json=True, alpha=1.0, window=6, step=3, concurrency=concurrency, pool_k=10,
+                    stability=stability)
+    return rerank_made(tmp / "ds", fused, queries, texts, params, s, LLMCache(tmp / "llm", enabled=cache))
 
 
 @pytest.mark.parametrize("mode", ["listwise", "yesno"])
@@ -73,18 +67,9 @@ def test_load_1000_queries_with_faults(tmp_path):
     t0 = time.perf_counter()
     with FakeLLM(rule=rule) as f:
         fused, queries, texts = make_inputs(n_queries=1000, n_docs=8)
-        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake", timeout=0.5, max_retries=2)
-        cfg = rerank.RerankConfig(mode="listwise", alpha=1.0, window=5, step=5, concurrency=8)
-        res = rerank.rerank_run(
-            fused,
-            queries,
-            texts,
-            cfg,
-            pool_k=5,
-            settings=s,
-            cache=rerank.LLMCache(tmp_path, enabled=False),
-            progress=False,
-        )
+        s = Settings(base_url=f.base_url, api_key="k", model="fake", timeout=0.5, max_retries=2)
+        params = Params(mode="listwise", alpha=1.0, window=5, step=5, concurrency=8, pool_k=5)
+        res = rerank_made(tmp_path / "ds", fused, queries, texts, params, s, LLMCache(tmp_path / "llm", enabled=False))
         elapsed = time.perf_counter() - t0
         # A request the client gave up on (timeout 0.5 s) may not be recorded yet: its handler thread runs on, or
         # its connection still waits in the listen queue (on 2 busy cores the fake accepted one after the client's

@@ -8,10 +8,14 @@ import time
 import pytest
 
 from fakellm import FakeLLM, make_inputs, no_json_schema
-from rerankeval import rerank
+from rerank_data import rerank_made
 from rerankeval.core.settings import Settings
 from rerankeval.llm import server as llm_server
+from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMCallError, LLMClient
+from rerankeval.llm.repair import repair_order
+from rerankeval.rerank.config import Params
+from rerankeval.rerank.ledger import summarize
 
 POOL = 5
 
@@ -25,17 +29,9 @@ def run_one(tmp_path, fake_or_url, mode="listwise", n_queries=1, pool_k=POOL, **
     url = fake_or_url if isinstance(fake_or_url, str) else fake_or_url.base_url
     skw = {k: cfg.pop(k) for k in ("timeout", "max_retries") if k in cfg}
     fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=8, gold=(3,))
-    config = rerank.RerankConfig(mode=mode, alpha=1.0, window=POOL, step=POOL, **cfg)
-    res = rerank.rerank_run(
-        fused,
-        queries,
-        texts,
-        config,
-        pool_k=pool_k,
-        settings=settings_for(url, **skw),
-        cache=rerank.LLMCache(tmp_path / "llm"),
-        progress=False,
-    )
+    params = Params(mode=mode, alpha=1.0, window=POOL, step=POOL, pool_k=pool_k, **{"yesno_json": True, **cfg})
+    res = rerank_made(tmp_path / "ds", fused, queries, texts, params, settings_for(url, **skw),
+                      LLMCache(tmp_path / "llm"))
     for q in fused:  # always a permutation of the fused list, pool first
         assert sorted(res.run[q]) == sorted(fused[q])
         assert set(list(res.run[q])[:pool_k]) == set(list(fused[q])[:pool_k])
@@ -219,7 +215,7 @@ def test_bad_replies(tmp_path, content, status, counts, error, order):
 
 def test_partial_list_positions():
     # missing candidates go back to their fused positions, in fused order
-    order, c = rerank.repair_order([3, 1], 5)
+    order, c = repair_order([3, 1], 5)
     assert order == [2, 1, 0, 3, 4] and c.n_missing == 3
 
 
@@ -263,7 +259,7 @@ def test_yesno_logprobs_and_partial_failure(tmp_path):
         res, row, order = run_one(tmp_path, f, mode="yesno")
     # one call failed: its candidate kept its fused place, a partial fallback (counted in the fallback rate)
     assert row["status"] == "partial_fallback" and row["n_failed"] == 1 and row["error"] == "BadRequestError"
-    assert rerank.summarize(res.ledger)["fallback_rate"] == 1.0
+    assert summarize(res.ledger)["fallback_rate"] == 1.0
     assert order[0] == "d03"
     scores = res.candidates.set_index("docid")["llm_score"]
     assert scores["d03"] == pytest.approx(0.9) and scores["d00"] == pytest.approx(0.2)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from rerankeval import rerank
+from rerank_data import rerank_made
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.llm import server as llm_server
+from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank.config import Params
 
 pytestmark = pytest.mark.llm
 
@@ -21,7 +24,7 @@ PASSAGES = {
 @pytest.fixture(scope="module")
 def endpoint():
     with llm_server.ensure_endpoint() as env:
-        yield rerank.load_settings(env)
+        yield env if isinstance(env, Settings) else load_settings(env)
 
 
 @pytest.mark.parametrize(
@@ -35,19 +38,11 @@ def endpoint():
 )
 def test_real_model_reranks_with_json_schema(endpoint, tmp_path, mode, extra):
     fused = {"q1": {d: 1.0 / (i + 1) for i, d in enumerate(PASSAGES)}}
-    cfg = rerank.RerankConfig(mode=mode, alpha=1.0, **extra)
+    params = Params(mode=mode, alpha=1.0, pool_k=4, **{"yesno_json": True, **extra})
 
     def run():
-        return rerank.rerank_run(
-            fused,
-            {"q1": QUERY},
-            {"q1": PASSAGES},
-            cfg,
-            pool_k=4,
-            settings=endpoint,
-            cache=rerank.LLMCache(tmp_path),
-            progress=False,
-        )
+        return rerank_made(tmp_path / "ds", fused, {"q1": QUERY}, {"q1": PASSAGES}, params, endpoint,
+                           LLMCache(tmp_path / "llm"))
 
     res = run()
     row = res.ledger.iloc[0]
@@ -71,11 +66,11 @@ def test_real_model_answers_setwise_with_a_label(endpoint, tmp_path):
     from rerankeval.rerank.reranker import Reranker
 
     pool = [Candidate(d, t, 1.0 / (i + 1), i) for i, (d, t) in enumerate(PASSAGES.items())]
-    cfg = rerank.RerankConfig(mode="setwise", alpha=1.0, set_size=4)
-    with Reranker(cfg, settings=endpoint, cache=rerank.LLMCache(tmp_path)) as rr:
+    cfg = Params(mode="setwise", alpha=1.0, set_size=4).config()
+    with Reranker(cfg, endpoint, cache=LLMCache(tmp_path)) as rr:
         stats = CallStats()
-        scores, counts = rr._setwise(QUERY, pool, [c.text for c in pool], stats)
+        scores, counts = rr.calls.scores(QUERY, pool, [c.text for c in pool], stats)
         assert stats.calls == 3 and stats.failed == 0 and stats.requests >= 3  # heap sort of 4 in sets of 4
         assert sorted(scores) == [0.0, 1 / 3, 2 / 3, 1.0]
         again = CallStats()
-        assert rr._setwise(QUERY, pool, [c.text for c in pool], again)[0] == scores and again.requests == 0
+        assert rr.calls.scores(QUERY, pool, [c.text for c in pool], again)[0] == scores and again.requests == 0

@@ -13,8 +13,10 @@ from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import Settings
 from rerankeval.evaluate.quick import quick_check
-from rerankeval.rerank import stage
+from rerankeval.rerank import ledger, stage
+from rerankeval.rerank.config import Params
 
 # two chunks per page unit; the chunk run decides which chunk's text represents the unit
 CHUNKS = [
@@ -56,33 +58,27 @@ def make_dataset(tmp_path):
     return src, dp
 
 
-def test_stage_end_to_end(tmp_path):
+def test_stage_end_to_end(tmp_path, monkeypatch):
     src, dp = make_dataset(tmp_path)
-    fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
-    assert texts["q1"]["a.pdf#p1"] == "alpha GOLD answer"  # best chunk, not the first chunk of the page
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
+    params = Params(dataset=str(src), pool_k=3, mode="yesno", yesno_json=True, alpha=1.0, max_queries=2,
+                    stability="reversed")
+    inputs = stage.load(dp, params)
+    fused = inputs.fused
+    assert inputs.texts["q1"]["a.pdf#p1"] == "alpha GOLD answer"  # best chunk, not the first chunk of the page
     assert list(fused["q1"]) == ["b.pdf#p1", "a.pdf#p1", "b.pdf#p2", "a.pdf#p2", "c.pdf#p1"]
     with FakeLLM() as f:
-        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
-        res = rerank.rerank_run(
-            fused,
-            queries,
-            texts,
-            rerank.RerankConfig(mode="yesno", alpha=1.0),
-            pool_k=3,
-            max_queries=2,
-            stability="reversed",
-            settings=s,
-            cache=rerank.LLMCache(tmp_path / "llm"),
-            progress=False,
-        )
-    out = rerank.write_outputs(dp, res, s)
+        s = Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        res = rerank.run(dp, params, s, progress=False)
+    out = rerank.write(dp, res)
+    assert res.inputs.fused == fused and res.expanded is None
     got = runs.read_trec(dp.run_file("hybrid_rerank"))
     assert sorted(got) == ["q1", "q2"]  # max_queries: only the first 2 by qid
     assert list(got["q1"]) == ["a.pdf#p1", "b.pdf#p1", "b.pdf#p2", "a.pdf#p2", "c.pdf#p1"]
     # the rest keeps its fused order, strictly below the pool
     assert list(got["q2"])[3:] == ["a.pdf#p2", "c.pdf#p1"]
     led = rerank.read_ledger(dp.ledger)
-    assert list(led.columns) == rerank.LEDGER_COLUMNS
+    assert list(led.columns) == ledger.COLUMNS
     assert led["pass"].tolist() == ["main", "main", "reversed", "reversed"]
     assert led["variant"].tolist()[:2] == ["hybrid_rerank"] * 2
     assert set(led.status) == {"ok"} and (led.model == "fake-reranker").all()
@@ -104,24 +100,26 @@ def test_stage_end_to_end(tmp_path):
     assert quick_check(dp, fused, res, ["q9"]) is None
 
 
-def test_the_stage_shape_and_what_notebook_04_shows(tmp_path):
+def test_the_stage_shape_and_what_notebook_04_shows(tmp_path, monkeypatch):
     src, dp = make_dataset(tmp_path)
-    params = stage.RerankParams(dataset=str(src), pool_k=3, alpha=1.0, max_queries=2, stability="reversed")
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
+    params = Params.of({"dataset": str(src), "pool_k": 3, "alpha": 1.0, "max_queries": 2, "stability": "reversed",
+                        "dp": dp, "other": 1})  # a notebook's globals: the parameters are taken, the rest ignored
     inputs = stage.load(dp, params)
     assert inputs.qids == ["q1", "q2"] and inputs.texts["q1"]["a.pdf#p1"] == "alpha GOLD answer"
     assert inputs.describe(dp, params) == ("Dataset tinyds: reranking the top 3 of the hybrid run for 2 of 3 queries "
                                            "(first 2 by query id); mode yesno, alpha 1.0.")
-    assert params.config() == rerank.RerankConfig(mode="yesno", alpha=1.0, yesno_json=False)  # the notebook's default
+    assert params.config().yesno_json is False  # the notebook's default
     with FakeLLM(script=[{"status": 500}]) as f:  # the first call fails (no retries): q1 keeps one fused place
-        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
-        res = stage.run(dp, params, settings=s, inputs=inputs, progress=False)
-    written = stage.write(dp, res, s)
+        s = Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        res = rerank.run(dp, params, s, progress=False)
+    written = rerank.write(dp, res)
     assert set(written) == {"run", "ledger", "candidates", "stability", "summary"}
-    said = stage.describe_run(res, params, s, written).splitlines()
+    said = stage.describe_run(res, params, written).splitlines()
     assert said[0].startswith("Reranker: fake-reranker (127.0.0.1), mode yesno, alpha 1.0; ")
     assert said[1:] == [f"wrote {k}: {v}" for k, v in written.items()]  # not the local server: no note
-    local = s.model_copy(update={"endpoint_id": "llama-server qwen"})
-    assert stage.describe_run(res, params, local, {}).splitlines()[1:] == [stage.LOCAL_NOTE]
+    res.endpoint = stage.endpoint_kind(s.model_copy(update={"endpoint_id": "llama-server qwen"}))
+    assert stage.describe_run(res, params, {}).splitlines()[1:] == [stage.LOCAL_NOTE]
     assert stage.describe_ledger(res.ledger).startswith("Fallback rate 50.0% and repair rate 0.0% over 2 queries; ")
     by_status = stage.ledger_by_status(res.ledger)
     assert by_status.index.names == ["pass", "status"] and by_status.queries.sum() == 4
@@ -136,7 +134,7 @@ def test_missing_run_says_which_stage(tmp_path):
     src = tmp_path / "empty"
     src.mkdir()
     with pytest.raises(FileNotFoundError, match="03-retrieve"):
-        rerank.load_inputs(resolve_dataset(str(src)), pool_k=5)
+        stage.load(resolve_dataset(str(src)), Params(pool_k=5))
 
 
 @pytest.mark.slow

@@ -3,35 +3,41 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from rerank_data import stage03
 from rerankeval import rerank
+from rerankeval.core.settings import Settings
 from rerankeval.llm import schemas
+from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import Reply
+from rerankeval.llm.repair import Unusable, order_by_scores, parse, repair_order, repair_scores
 from rerankeval.rerank import prompts
-from rerankeval.rerank.core import minmax
+from rerankeval.rerank.config import Params, RerankConfig
+from rerankeval.rerank.scores import kendall_tau, minmax, sliding_windows, yes_prob
 
 
 def test_repair_order_rules():
-    order, c = rerank.repair_order([2, "x", 2, 7, 1.5, True, 1], 3)
+    order, c = repair_order([2, "x", 2, 7, 1.5, True, 1], 3)
     assert order == [1, 0, 2]
     assert (c.n_invalid, c.n_duplicate, c.n_missing) == (4, 1, 1)
 
 
 def test_repair_scores_and_order():
-    vals, c = rerank.repair_scores([(1, 5), (3, 5), (3, 1), (4, 2), (2, -1)], 3)
+    vals, c = repair_scores([(1, 5), (3, 5), (3, 1), (4, 2), (2, -1)], 3)
     assert vals == [5.0, None, 5.0] and (c.n_invalid, c.n_duplicate, c.n_missing) == (2, 1, 1)
-    assert rerank.order_by_scores(vals) == [0, 1, 2]  # tie 0/2 in input order, 1 back at its place
-    assert rerank.order_by_scores([1.0, None, 3.0, None]) == [2, 1, 0, 3]
+    assert order_by_scores(vals) == [0, 1, 2]  # tie 0/2 in input order, 1 back at its place
+    assert order_by_scores([1.0, None, 3.0, None]) == [2, 1, 0, 3]
 
 
 def test_parse_salvage_and_errors():
-    obj, salvaged = rerank.parse('{"ranking": [3, 1, 2]}', schemas.ListwiseReply, "ranking")
+    obj, salvaged = parse('{"ranking": [3, 1, 2]}', schemas.ListwiseReply, "ranking")
     assert obj.ranking == [3, 1, 2] and not salvaged
-    obj, salvaged = rerank.parse('{"ranking": [3, 1, 1', schemas.ListwiseReply, "ranking")
+    obj, salvaged = parse('{"ranking": [3, 1, 1', schemas.ListwiseReply, "ranking")
     assert obj.ranking == [3, 1] and salvaged
-    obj, _ = rerank.parse('{"scores": [{"id": 1, "score": 4}, {"id": 2, "sc', schemas.PointwiseBatchReply, "scores")
+    obj, _ = parse('{"scores": [{"id": 1, "score": 4}, {"id": 2, "sc', schemas.PointwiseBatchReply, "scores")
     assert [(i.id, i.score) for i in obj.scores] == [(1, 4)]
     for bad, cls in [
         ("", "EmptyContent"),
@@ -39,24 +45,24 @@ def test_parse_salvage_and_errors():
         ('{"x": 1}', "WrongShape"),
         ("[1,2]", "WrongShape"),
     ]:
-        with pytest.raises(rerank.Unusable) as e:
-            rerank.parse(bad, schemas.ListwiseReply, "ranking")
+        with pytest.raises(Unusable) as e:
+            parse(bad, schemas.ListwiseReply, "ranking")
         assert e.value.error_class == cls
 
 
 def test_sliding_windows():
-    assert rerank.sliding_windows(20, 20, 10) == [(0, 20)]
-    assert rerank.sliding_windows(5, 20, 10) == [(0, 5)]
-    assert rerank.sliding_windows(30, 20, 10) == [(10, 30), (0, 20)]
-    assert rerank.sliding_windows(25, 10, 5) == [(15, 25), (10, 20), (5, 15), (0, 10)]
-    assert rerank.sliding_windows(0, 10, 5) == []
+    assert sliding_windows(20, 20, 10) == [(0, 20)]
+    assert sliding_windows(5, 20, 10) == [(0, 5)]
+    assert sliding_windows(30, 20, 10) == [(10, 30), (0, 20)]
+    assert sliding_windows(25, 10, 5) == [(15, 25), (10, 20), (5, 15), (0, 10)]
+    assert sliding_windows(0, 10, 5) == []
 
 
 def test_kendall_tau_and_minmax():
     a = ["a", "b", "c", "d"]
-    assert rerank.kendall_tau(a, a) == 1.0
-    assert rerank.kendall_tau(a, a[::-1]) == -1.0
-    assert rerank.kendall_tau(a, ["b", "a", "c", "d"]) == pytest.approx(4 / 6)
+    assert kendall_tau(a, a) == 1.0
+    assert kendall_tau(a, a[::-1]) == -1.0
+    assert kendall_tau(a, ["b", "a", "c", "d"]) == pytest.approx(4 / 6)
     assert minmax([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5] and minmax([1.0, 1.0]) == [0.0, 0.0]
 
 
@@ -69,34 +75,26 @@ def _lp(tokens, top):
 def test_yes_prob_finds_answer_token_after_json_prefix():
     top = [["yes", math.log(0.3)], ["no", math.log(0.6)], ["Yes", math.log(0.1)]]
     r = Reply(content='{"relevant": "no"}', logprobs=_lp(['{"', "relevant", '":', ' "', "no", '"}'], top))
-    assert rerank.yes_prob(r, True) == pytest.approx(0.4)
+    assert yes_prob(r, True) == pytest.approx(0.4)
     r = Reply(content='{"relevant": "yes"}', logprobs=None)
-    assert rerank.yes_prob(r, True) == 1.0
-    assert rerank.yes_prob(Reply(content="No."), False) == 0.0
-    with pytest.raises(rerank.Unusable):
-        rerank.yes_prob(Reply(content="maybe"), False)
+    assert yes_prob(r, True) == 1.0
+    assert yes_prob(Reply(content="No."), False) == 0.0
+    with pytest.raises(Unusable):
+        yes_prob(Reply(content="maybe"), False)
 
 
-def test_blend_alpha(tmp_path):
+def test_blend_alpha(tmp_path, monkeypatch):
     # alpha 0 keeps the fused order whatever the LLM says; alpha 1 is the LLM order
     from fakellm import FakeLLM, make_inputs
 
     fused, queries, texts = make_inputs(n_queries=2, n_docs=10, gold=(7,))
+    dp = stage03(tmp_path / "ds", fused, queries, texts)
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
     with FakeLLM() as f:
-        s = rerank.Settings(base_url=f.base_url, api_key="k", model="m", timeout=2, max_retries=0)
+        s = Settings(base_url=f.base_url, api_key="k", model="m", timeout=2, max_retries=0)
         out = {}
         for a in (0.0, 0.5, 1.0):
-            cfg = rerank.RerankConfig(mode="pointwise", alpha=a)
-            res = rerank.rerank_run(
-                fused,
-                queries,
-                texts,
-                cfg,
-                pool_k=10,
-                settings=s,
-                cache=rerank.LLMCache(tmp_path),
-                progress=False,
-            )
+            res = rerank.run(dp, Params(mode="pointwise", alpha=a, pool_k=10), s, progress=False)
             out[a] = list(res.run["q0000"])
     assert out[0.0] == list(fused["q0000"])
     assert out[1.0][0] == "d07"
@@ -125,11 +123,17 @@ def test_prompts_clip_and_order():
 
 def test_config_validation():
     with pytest.raises(ValueError):
-        rerank.RerankConfig(mode="pairwise")
+        Params(mode="pairwise")
     with pytest.raises(ValueError):
-        rerank.RerankConfig(alpha=1.5)
+        Params(alpha=1.5)
     with pytest.raises(ValueError):
-        rerank.RerankConfig(window=10, step=11)
+        Params(window=10, step=11)
+    with pytest.raises(ValueError, match="pool_k"):
+        Params(pool_k=0)
+    with pytest.raises(ValueError, match="stability"):
+        Params(stability="sideways")
+    with pytest.raises(TypeError):  # the reranker's view has no defaults of its own: it is built from Params
+        RerankConfig(mode="yesno")
 
 
 # --------------------------------------------------------------------------- setwise (Zhuang et al., SIGIR 2024)
@@ -250,10 +254,10 @@ def test_setwise_prompt_schema_and_config():
         prompts.setwise("q", ["only one"])
     s = schemas.json_schema(setwise_model(3))
     assert s["additionalProperties"] is False and s["properties"]["most_relevant"]["enum"] == ["A", "B", "C"]
-    assert rerank.RerankConfig(mode="setwise").set_size == 4 and rerank.RerankConfig().mode == "yesno"
+    assert Params(mode="setwise").config().set_size == 4 and Params().config().mode == "yesno"
     for bad in ({"set_size": 1}, {"set_size": 11}, {"setwise_k": -1}):
         with pytest.raises(ValueError, match="set_size"):
-            rerank.RerankConfig(mode="setwise", **bad)
+            Params(mode="setwise", **bad)
 
 
 def _setwise_rule(bad: set[int] = frozenset()):
@@ -276,10 +280,9 @@ def _setwise_rule(bad: set[int] = frozenset()):
 def _setwise_reranker(tmp_path, f, **cfg):
     from rerankeval.rerank.reranker import Reranker
 
-    s = rerank.Settings(base_url=f.base_url, api_key="test-key-not-a-secret-0001", model="m", timeout=2,
-                        max_retries=0)
-    return Reranker(rerank.RerankConfig(mode="setwise", alpha=1.0, content_retries=0, **cfg), settings=s,
-                    cache=rerank.LLMCache(tmp_path / "llm"))
+    s = Settings(base_url=f.base_url, api_key="test-key-not-a-secret-0001", model="m", timeout=2, max_retries=0)
+    config = replace(Params(mode="setwise", alpha=1.0, **cfg).config(), content_retries=0)
+    return Reranker(config, s, cache=LLMCache(tmp_path / "llm"))
 
 
 def test_setwise_mode_calls_the_cached_llm_and_puts_gold_first(tmp_path):
@@ -293,14 +296,14 @@ def test_setwise_mode_calls_the_cached_llm_and_puts_gold_first(tmp_path):
     with FakeLLM(rule=_setwise_rule()) as f, _setwise_reranker(tmp_path, f) as rr:
         plan = rr.estimate(queries, [("q0000", "main", pool)])  # cold: as if the model agreed with the fused order
         stats = CallStats()
-        scores, counts = rr._setwise("query q0000", pool, plain, stats)
+        scores, counts = rr.calls.scores("query q0000", pool, plain, stats)
         assert scores[7] == 1.0 and sorted(scores) == [i / 9 for i in range(10)] and not counts.repaired
         assert stats.calls == f.count == stats.requests and stats.failed == 0
         assert plan.calls == 15 and plan.fresh_calls == 15  # the closed-form count above (fused order agreed)
         sent = [body["response_format"]["json_schema"]["name"] for _, path, body in f.requests if "chat" in path]
         assert set(sent) == {"setwise_choice"}
         again = CallStats()
-        assert rr._setwise("query q0000", pool, plain, again)[0] == scores and again.requests == 0  # all cached
+        assert rr.calls.scores("query q0000", pool, plain, again)[0] == scores and again.requests == 0  # all cached
         warm = rr.estimate(queries, [("q0000", "main", pool)])
         assert warm.calls == stats.calls and warm.fresh_calls == 0  # the estimate follows the cached replies
 
@@ -315,30 +318,25 @@ def test_setwise_failed_calls_keep_the_node_and_all_failed_fall_back(tmp_path):
     plain = [c.text for c in pool]
     with FakeLLM(rule=_setwise_rule(bad=set(range(100)))) as f, _setwise_reranker(tmp_path / "a", f) as rr:
         stats = CallStats()
-        assert rr._setwise("q", pool, plain, stats)[0] is None and stats.failed == stats.calls > 0
+        assert rr.calls.scores("q", pool, plain, stats)[0] is None and stats.failed == stats.calls > 0
     with FakeLLM(rule=_setwise_rule(bad={0})) as f, _setwise_reranker(tmp_path / "b", f) as rr:
         stats = CallStats()
-        scores, _ = rr._setwise("q", pool, plain, stats)
+        scores, _ = rr.calls.scores("q", pool, plain, stats)
         # request 0 asked about node 1 and its children (d01, d04 GOLD, d05): the fused order chose d01, so GOLD
         # stays below it in the heap until d01 is extracted (0 and 1 first), then wins every set it is in
         assert stats.failed == 1 and stats.errors == ["InvalidJSON"] and sorted(scores) == [i / 5 for i in range(6)]
         assert scores[0] == 1.0 and scores[4] == 0.6
 
 
-def test_setwise_end_to_end_through_rerank_run(tmp_path):
-    import inspect
-
+def test_setwise_end_to_end_through_rerank_run(tmp_path, monkeypatch):
     from fakellm import FakeLLM, make_inputs
-    from rerankeval.rerank.reranker import Reranker
 
-    if '"setwise"' not in inspect.getsource(Reranker.rerank_query):
-        pytest.skip("Reranker.rerank_query does not dispatch mode 'setwise' yet (rerank/reranker.py: H4's report)")
     fused, queries, texts = make_inputs(n_queries=2, n_docs=12, gold=(8,))
+    dp = stage03(tmp_path / "ds", fused, queries, texts)
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
     with FakeLLM(rule=_setwise_rule()) as f:
-        s = rerank.Settings(base_url=f.base_url, api_key="test-key-not-a-secret-0001", model="m", timeout=2,
-                            max_retries=0)
-        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="setwise", alpha=1.0), pool_k=10,
-                                settings=s, cache=rerank.LLMCache(tmp_path), progress=False)
+        s = Settings(base_url=f.base_url, api_key="test-key-not-a-secret-0001", model="m", timeout=2, max_retries=0)
+        res = rerank.run(dp, Params(mode="setwise", alpha=1.0, pool_k=10), s, progress=False)
         sent = f.count
     assert [list(res.run[q])[0] for q in fused] == ["d08", "d08"]
     led = res.ledger

@@ -23,14 +23,17 @@ import pytest
 
 from builders import tiny_pdf_dataset
 from fakellm import FakeLLM, make_inputs
-from rerankeval import rerank
+from rerank_data import rerank_made
 from rerankeval.core import ioutil, paths, runs
 from rerankeval.core.ioutil import sha256_file, sha256_text
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import extract
 from rerankeval.index import build as index
 from rerankeval.index import embed
 from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank.config import Params
 
 TESTS_DIR = Path(__file__).resolve().parent
 SHARD = 8
@@ -162,24 +165,27 @@ N_QUERIES = 30
 RERANK_CHILD = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
+from pathlib import Path
 from fakellm import make_inputs
+from rerank_data import stage03
 from rerankeval import rerank
 from rerankeval.core import runs
+from rerankeval.core.settings import Settings
+from rerankeval.rerank.config import Params
 fused, queries, texts = make_inputs(n_queries=int(sys.argv[3]), n_docs=8, gold=(3,))
-s = rerank.Settings(base_url=sys.argv[2], api_key="k", model="fake-reranker", timeout=10, max_retries=0)
-cfg = rerank.RerankConfig(mode="listwise", alpha=1.0, window=5, step=5)
-res = rerank.rerank_run(fused, queries, texts, cfg, pool_k=5, settings=s, cache=rerank.LLMCache(),
-                        progress=False)
+dp = stage03(Path(sys.argv[4]).parent / "child-ds", fused, queries, texts)
+s = Settings(base_url=sys.argv[2], api_key="k", model="fake-reranker", timeout=10, max_retries=0)
+res = rerank.run(dp, Params(mode="listwise", alpha=1.0, window=5, step=5, pool_k=5), s, progress=False)
 runs.write_trec(res.run, sys.argv[4], "hybrid_rerank")
 print("DONE", flush=True)
 """
 
 
-def _rerank_in_process(fake: FakeLLM, cache: rerank.LLMCache):
+def _rerank_in_process(fake: FakeLLM, cache: LLMCache):
     fused, queries, texts = make_inputs(n_queries=N_QUERIES, n_docs=8, gold=(3,))
-    s = rerank.Settings(base_url=fake.base_url, api_key="k", model="fake-reranker", timeout=10, max_retries=0)
-    cfg = rerank.RerankConfig(mode="listwise", alpha=1.0, window=5, step=5)
-    return rerank.rerank_run(fused, queries, texts, cfg, pool_k=5, settings=s, cache=cache, progress=False)
+    s = Settings(base_url=fake.base_url, api_key="k", model="fake-reranker", timeout=10, max_retries=0)
+    params = Params(mode="listwise", alpha=1.0, window=5, step=5, pool_k=5)
+    return rerank_made(cache.root.parent / "ds", fused, queries, texts, params, s, cache)
 
 
 def _settled_count(fake: FakeLLM, quiet: float = 0.5) -> int:
@@ -199,7 +205,7 @@ def _entries(root: Path) -> list[Path]:
 def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("RERANKEVAL_CACHE", str(cache))
-    llm_root = rerank.LLMCache().root
+    llm_root = LLMCache().root
     assert llm_root == cache / "llm"
     killed_out = tmp_path / "killed.trec"
     delay = {"s": 0.15}  # per request, so the run is slow enough to be killed mid-way
@@ -220,7 +226,7 @@ def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, mo
         assert sent_before >= len(entries)  # a request in flight at the kill has no entry: it is asked again
 
         delay["s"] = 0.0
-        resumed = _rerank_in_process(fake, rerank.LLMCache())
+        resumed = _rerank_in_process(fake, LLMCache())
         made = fake.count - sent_before
         assert made == N_QUERIES - len(entries)  # only the remaining calls
         led = resumed.ledger
@@ -228,7 +234,7 @@ def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, mo
         assert set(led.status) == {"ok"}
 
         n = fake.count
-        clean = _rerank_in_process(fake, rerank.LLMCache(tmp_path / "fresh-llm"))
+        clean = _rerank_in_process(fake, LLMCache(tmp_path / "fresh" / "llm"))
         assert fake.count - n == N_QUERIES
     a = runs.write_trec(resumed.run, tmp_path / "resumed.trec", "hybrid_rerank")
     b = runs.write_trec(clean.run, tmp_path / "clean.trec", "hybrid_rerank")

@@ -28,7 +28,7 @@ a run says why queries fell back (:func:`.ledger.fallback_cause`).
 
 Where things are: the parameters and per-query records in :mod:`.config`, the scoring arithmetic in
 :mod:`.scores`, each mode's calls and reply reading in :mod:`.modes`, the reranker in :mod:`.reranker`; this
-module runs it over a fused run (:func:`rerank_run`) and re-exports their names.
+module runs it over a fused run (:func:`rerank`, what :func:`rerankeval.rerank.run` calls for each arm).
 """
 
 from __future__ import annotations
@@ -43,32 +43,41 @@ import pandas as pd
 from rerankeval.core import progress as progress_mod
 from rerankeval.core import runs as runs_mod
 from rerankeval.core.log import get_logger
+from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings
 from rerankeval.llm import budget
-from rerankeval.llm.breaker import BREAKER, BREAKER_THRESHOLD, UNREACHABLE, Breaker  # noqa: F401 (re-exported)
 from rerankeval.llm.cache import LLMCache
-from rerankeval.llm.client import LLMClient
-from rerankeval.rerank.config import (  # noqa: F401 (re-exported)
-    CACHE_VERSION,
-    MODES,
-    STABILITY,
-    VARIANT,
-    Candidate,
-    QueryResult,
-    RerankConfig,
-    Task,
-)
+from rerankeval.rerank.config import MAIN_PASS, NO_STABILITY, Candidate, Params, QueryResult, RerankConfig
 from rerankeval.rerank.ledger import fallback_cause, to_frame
-from rerankeval.rerank.modes import CallSpec, ModeCalls  # noqa: F401 (re-exported)
 from rerankeval.rerank.reranker import Reranker
-from rerankeval.rerank.scores import kendall_tau, minmax, perturb, sliding_windows, yes_prob  # noqa: F401
+from rerankeval.rerank.scores import kendall_tau
 
 log = get_logger(__name__)
 
 
 # -- from run files to results --
+@dataclass(frozen=True)
+class Inputs:
+    """What stage 04 reads: the fused run, the query texts, each pool unit's text, the queries it reranks."""
+
+    fused: runs_mod.Run
+    queries: Mapping[str, str]
+    texts: Mapping[str, Mapping[str, str]]  # qid -> unit -> the text the LLM is shown (its best chunk's)
+    qids: list[str]  # sorted by qid, the first max_queries when > 0
+    chunk_ids: Mapping[str, Mapping[str, str]]  # qid -> unit -> the chunk that represents it in the pool
+
+    def describe(self, dp: DatasetPaths, p: Params) -> str:
+        """What will be reranked, with which mode and weight."""
+        which = "all" if not p.max_queries else f"first {p.max_queries} by query id"
+        return (f"Dataset {dp.name}: reranking the top {p.pool_k} of the hybrid run for {len(self.qids)} of "
+                f"{len(self.fused)} queries ({which}); mode {p.mode}, alpha {p.alpha}.")
+
+
 @dataclass
-class RerankResult:
+class Result:
+    """One arm of stage 04 (the main rerank; the expansion arm in ``expanded``), as :func:`rerankeval.rerank.write`
+    writes it."""
+
     run: runs_mod.Run  # main pass: reranked pool, then the rest of the fused list
     ledger: pd.DataFrame
     candidates: pd.DataFrame  # qid, pass, docid, fused_rank, presented_rank, llm_score, final_rank
@@ -76,12 +85,25 @@ class RerankResult:
     model: str
     config: RerankConfig
     wall_s: float
-    plan: dict[str, Any] | None = None  # budget.Plan.to_dict(): the estimate printed before the first call
-    pool_k: int | None = None  # candidates per query given to the LLM (the rest keep their fused order)
-    fallback_cause: str | None = None  # why queries of the main pass fell back (None when none did)
+    plan: dict[str, Any]  # budget.Plan.to_dict(): the estimate printed before the first call
+    pool_k: int  # candidates per query given to the LLM (the rest keep their fused order)
+    fallback_cause: str | None  # why queries of the main pass fell back (None when none did)
+    inputs: Inputs  # what was reranked (the quick check reads the fused run and the queries)
+    endpoint: str = "unknown"  # the endpoint's kind (rerank.stage.endpoint_kind), set by rerank.run
+    expanded: Expansion | None = None  # the neighbour-expansion arm, when params.expand_compare
 
 
-def select_queries(fused: runs_mod.Run, queries: Mapping[str, str], max_queries: int = 0) -> list[str]:
+@dataclass
+class Expansion:
+    """The neighbour-expansion arm: its result, the texts the LLM was shown (:data:`.expand.EXPANDED_COLUMNS`)."""
+
+    result: Result
+    shown: pd.DataFrame
+    expand_n: int
+    expand_chars: int
+
+
+def select_queries(fused: runs_mod.Run, queries: Mapping[str, str], max_queries: int) -> list[str]:
     """Queries with a fused list and a text, sorted by qid; the first ``max_queries`` if > 0."""
     qids = sorted(q for q in fused if q in queries)
     return qids[:max_queries] if max_queries and max_queries > 0 else qids
@@ -101,45 +123,31 @@ def build_pools(
     return pools
 
 
-def rerank_run(
-    fused: runs_mod.Run,
-    queries: Mapping[str, str],
-    texts: Mapping[str, Mapping[str, str]],
-    config: RerankConfig,
-    *,
-    pool_k: int = 20,
-    max_queries: int = 0,
-    stability: str = "none",
-    settings: Settings | None = None,
-    cache: LLMCache | None = None,
-    client: LLMClient | None = None,
-    progress: bool = True,
-) -> RerankResult:
-    """Rerank the top ``pool_k`` of ``fused`` for the selected queries; see the module docstring.
+def rerank(inputs: Inputs, config: RerankConfig, *, pool_k: int, stability: str, settings: Settings,
+           cache: LLMCache, progress: bool) -> Result:
+    """Rerank the top ``pool_k`` of ``inputs.fused`` for ``inputs.qids``; see the module docstring.
 
     Before the first call it logs the plan (calls, cache hits, tokens, expected time and cost; with
     ``progress``) and skips what the budget (``max_calls`` / ``max_cost``) does not allow.
     """
-    if pool_k < 1:
-        raise ValueError(f"pool_k must be >= 1, got {pool_k}")
     t0 = time.perf_counter()
-    qids = select_queries(fused, queries, max_queries)
-    pools = build_pools(fused, texts, qids, pool_k)
-    with Reranker(config, settings=settings, cache=cache, client=client) as rr:
-        plan = rr.estimate(queries, rr.tasks(pools, stability))
+    qids = inputs.qids
+    pools = build_pools(inputs.fused, inputs.texts, qids, pool_k)
+    with Reranker(config, settings, cache=cache) as rr:
+        plan = rr.estimate(inputs.queries, rr.tasks(pools, stability))
         if progress:  # on the console (the chain's terminal) before the first call, and on the page
             log.info(budget.announce(plan, config.price_per_mtok, rr.settings.base_url, rr.settings.endpoint_id,
                                      stage="rerank"))
-        results = rr.rerank_pools(queries, pools, stability=stability, progress=progress, plan=plan)
+        results = rr.rerank_pools(inputs.queries, pools, stability=stability, progress=progress, plan=plan)
         rr.record_rate(results, plan)
         model, messages = rr.model, dict(rr.messages)
-    ledger = ledger_frame([r.row for r in results])
+    ledger = to_frame([r.row for r in results])
     cause = fallback_cause(ledger, messages)
     if progress and cause is not None:
         log.info(f"Fallback: {cause.text}")
         progress_mod.say(f"rerank: fallback: {cause.text}")
-    return RerankResult(
-        run=reranked_run(fused, results, qids, pool_k),
+    return Result(
+        run=reranked_run(inputs.fused, results, qids, pool_k),
         ledger=ledger,
         candidates=candidates_frame(results, pools),
         stability=stability_frame(results, qids, stability),
@@ -149,22 +157,18 @@ def rerank_run(
         plan=plan.to_dict(),
         pool_k=pool_k,
         fallback_cause=cause.text if cause else None,
+        inputs=inputs,
     )
 
 
 def reranked_run(fused: runs_mod.Run, results: list[QueryResult], qids: list[str], pool_k: int) -> runs_mod.Run:
     """The main pass: each query's reranked pool, then the rest of its fused list (scores 1/rank)."""
-    main = {r.qid: r for r in results if r.pass_name == "main"}
+    main = {r.qid: r for r in results if r.pass_name == MAIN_PASS}
     run: runs_mod.Run = {}
     for q in qids:
         rest = [d for d, _ in runs_mod.ranked(fused[q])[pool_k:]]
         run[q] = {d: 1.0 / (i + 1) for i, d in enumerate(main[q].order + rest)}
     return run
-
-
-def ledger_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The ledger (:data:`.ledger.COLUMNS`) of these rows."""
-    return to_frame(rows)
 
 
 CANDIDATE_COLUMNS = ["qid", "pass", "docid", "fused_rank", "presented_rank", "llm_score", "final_rank"]
@@ -182,9 +186,9 @@ def candidates_frame(results: list[QueryResult], pools: Mapping[str, list[Candid
 
 def stability_frame(results: list[QueryResult], qids: list[str], stability: str) -> pd.DataFrame | None:
     """Per query: Kendall tau and top-1 agreement of the main pass and the stability pass."""
-    if stability == "none":
+    if stability == NO_STABILITY:
         return None
-    main = {r.qid: r for r in results if r.pass_name == "main"}
+    main = {r.qid: r for r in results if r.pass_name == MAIN_PASS}
     other = {r.qid: r for r in results if r.pass_name == stability}
     rows = [
         [q, kendall_tau(main[q].order, other[q].order), bool(main[q].order[:1] == other[q].order[:1])] for q in qids

@@ -24,7 +24,7 @@ its stage and description, in :mod:`rerankeval.core.names`, as ``hybrid_rerank``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,17 @@ from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.log import get_logger
 from rerankeval.core.names import HYBRID_RERANK_EXPAND
 from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.settings import Settings
+from rerankeval.corpus.contract import load_chunks
+from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.scrub import redact_frame, redact_tree
 from rerankeval.rerank import prompts
-from rerankeval.rerank.core import RerankConfig, RerankResult
+from rerankeval.rerank.config import NO_STABILITY, Params, RerankConfig
+from rerankeval.rerank.core import Expansion, Inputs, rerank
 from rerankeval.rerank.ledger import write_ledger
 
 log = get_logger(__name__)
 
-VARIANT = HYBRID_RERANK_EXPAND
 EXPANDED_CSV = "expanded.csv"
 EXPANDED_COLUMNS = ["qid", "docid", "chunk_id", "neighbours", "chars_added", "text"]
 
@@ -148,20 +151,18 @@ def _cut(text: str, budget: int, keep_end: bool) -> str:
 def expanded_config(config: RerankConfig, expand_chars: int) -> RerankConfig:
     """The reranker settings for expanded passages: the same, with the clip grown by ``expand_chars``
     (0 = no clip stays 0), so the chunk itself is shown as far as without expansion."""
-    from dataclasses import replace
-
     limit = config.max_passage_chars + expand_chars if config.max_passage_chars else 0
     return replace(config, max_passage_chars=limit)
 
 
 def expand_pools(
     chunk_ids: Mapping[str, Mapping[str, str]], neighbours: Neighbours, expand_n: int, expand_chars: int,
-    max_passage_chars: int = 0,
+    max_passage_chars: int,
 ) -> tuple[dict[str, dict[str, str]], pd.DataFrame]:
     """(qid -> unit -> expanded text, the table of what the LLM is shown: :data:`EXPANDED_COLUMNS`).
 
     ``chunk_ids``: qid -> unit -> the chunk that represents it in the pool (see
-    :func:`rerankeval.rerank.stage.pool_chunks`); the table's ``text`` is clipped to ``max_passage_chars``
+    :func:`rerankeval.rerank.stage.load`); the table's ``text`` is clipped to ``max_passage_chars``
     exactly as the reranker clips it (:func:`rerankeval.rerank.prompts.clip`)."""
     texts: dict[str, dict[str, str]] = {}
     rows: list[list[Any]] = []
@@ -174,26 +175,43 @@ def expand_pools(
     return texts, pd.DataFrame(rows, columns=EXPANDED_COLUMNS)
 
 
-def write_outputs(dp: DatasetPaths, result: RerankResult, shown: pd.DataFrame, expand_n: int,
-                  expand_chars: int) -> dict[str, Path]:
+def rerank_expanded(dp: DatasetPaths, inputs: Inputs, params: Params, *, settings: Settings,
+                    progress: bool) -> Expansion:
+    """Stage 04's second arm: the same pool, model and settings as ``hybrid_rerank``, each candidate expanded by
+    ``params.expand_n`` neighbours (at most ``params.expand_chars`` characters); :func:`write` writes it."""
+    cfg = expanded_config(params.config(), params.expand_chars)
+    qids = set(inputs.qids)
+    texts, shown = expand_pools({q: c for q, c in inputs.chunk_ids.items() if q in qids}, Neighbours(load_chunks(dp)),
+                                params.expand_n, params.expand_chars, cfg.max_passage_chars)
+    # no stability pass in this arm: it is compared with the main pass of hybrid_rerank
+    result = rerank(replace(inputs, texts=texts), cfg, pool_k=params.pool_k, stability=NO_STABILITY,
+                    settings=settings, cache=LLMCache(enabled=params.use_cache), progress=progress)
+    log.info(f"{HYBRID_RERANK_EXPAND}: {len(result.run)} queries, {len(shown)} candidates; "
+             f"{(shown.neighbours != '').mean():.0%} got a neighbour, {shown.chars_added.mean():.0f} characters "
+             f"added on average; {result.wall_s:.0f} s.")
+    return Expansion(result, shown, params.expand_n, params.expand_chars)
+
+
+def write(dp: DatasetPaths, arm: Expansion) -> dict[str, Path]:
     """The expanded rerank's run (``runs/hybrid_rerank_expand.trec``), its ledger, candidates, record and the
     texts shown, all next to stage 04's own files (whose ``hybrid_rerank`` outputs stay untouched). Their text
     is redacted as stage 04's is (:mod:`rerankeval.llm.scrub`): an endpoint may echo a key, e.g. in the
     model id it lists, and a page may hold one."""
-    stage = dp.stage_dir("rerank")
+    stage, result, variant = dp.stage_dir("rerank"), arm.result, HYBRID_RERANK_EXPAND
     ledger = result.ledger.copy()
     if len(ledger):
-        ledger["variant"] = VARIANT
-    record = {"variant": VARIANT, "pool_k": result.pool_k, "expand_n": expand_n, "expand_chars": expand_chars,
-              "model": result.model, "max_passage_chars": result.config.max_passage_chars,
-              "queries": int(len(result.run)), "wall_s": round(result.wall_s, 2)}
+        ledger["variant"] = variant
+    record = {"variant": variant, "pool_k": result.pool_k, "expand_n": arm.expand_n,
+              "expand_chars": arm.expand_chars, "model": result.model,
+              "max_passage_chars": result.config.max_passage_chars, "queries": int(len(result.run)),
+              "wall_s": round(result.wall_s, 2)}
     return {
-        "run": runs.write_trec(result.run, dp.run_file(VARIANT), tag=VARIANT),
-        "ledger": write_ledger(ledger, stage / f"{VARIANT}_ledger.csv"),
-        "candidates": atomic_write_text(stage / f"{VARIANT}_candidates.csv",
+        "run": runs.write_trec(result.run, dp.run_file(variant), tag=variant),
+        "ledger": write_ledger(ledger, stage / f"{variant}_ledger.csv"),
+        "candidates": atomic_write_text(stage / f"{variant}_candidates.csv",
                                         redact_frame(result.candidates).to_csv(index=False)),
-        "expanded": atomic_write_text(stage / EXPANDED_CSV, redact_frame(shown).to_csv(index=False)),
-        "record": atomic_write_json(stage / f"{VARIANT}.json", redact_tree(record)),
+        "expanded": atomic_write_text(stage / EXPANDED_CSV, redact_frame(arm.shown).to_csv(index=False)),
+        "record": atomic_write_json(stage / f"{variant}.json", redact_tree(record)),
     }
 
 
@@ -201,47 +219,3 @@ def read_shown(dp: DatasetPaths) -> pd.DataFrame | None:
     """The expanded texts the LLM was shown (``expanded.csv``), or None when 04 did not expand."""
     p = dp.stage_dir("rerank") / EXPANDED_CSV
     return pd.read_csv(p, dtype={"qid": str, "docid": str}, keep_default_na=False) if p.exists() else None
-
-
-def rerank_expanded(
-    dp: DatasetPaths, fused: runs.Run, queries: Mapping[str, str], config: RerankConfig, *, pool_k: int,
-    expand_n: int, expand_chars: int, max_queries: int = 0, **rerank_kw: Any,
-) -> tuple[RerankResult, pd.DataFrame]:
-    """Stage 04's second arm: the same pool, model and settings as ``hybrid_rerank``, each candidate expanded.
-
-    ``rerank_kw`` go to :func:`rerankeval.rerank.rerank_run` (``settings``, ``cache``, ``progress``, ...).
-    Returns the result and the table of texts shown; :func:`write_outputs` writes them."""
-    from rerankeval.corpus.contract import load_chunks
-    from rerankeval.rerank.core import rerank_run, select_queries
-    from rerankeval.rerank.stage import pool_chunks
-
-    _, _, chunk_ids = pool_chunks(dp, pool_k)
-    cfg = expanded_config(config, expand_chars)
-    qids = set(select_queries(fused, queries, max_queries))
-    texts, shown = expand_pools({q: c for q, c in chunk_ids.items() if q in qids}, Neighbours(load_chunks(dp)),
-                                expand_n, expand_chars, cfg.max_passage_chars)
-    result = rerank_run(fused, queries, texts, cfg, pool_k=pool_k, max_queries=max_queries, **rerank_kw)
-    return result, shown
-
-
-def run_stage(dp: DatasetPaths, fused: runs.Run, queries: Mapping[str, str], config: RerankConfig, *, pool_k: int,
-              expand_n: int, expand_chars: int, max_queries: int = 0, enabled: bool = True,
-              use_cache: bool = True) -> pd.DataFrame | None:
-    """Notebook 04's expansion arm: rerank (the LLM endpoint started if needed), write, say what was done (the log);
-    the texts shown to the LLM (None when the arm is off)."""
-    if not enabled or expand_n <= 0:
-        log.info("No expansion arm (expand_compare is false or expand_n is 0).")
-        return None
-    from rerankeval.llm.server import ensure_endpoint
-    from rerankeval.rerank import LLMCache, load_settings
-
-    with ensure_endpoint() as env:
-        result, shown = rerank_expanded(dp, fused, queries, config, pool_k=pool_k, expand_n=expand_n,
-                                        expand_chars=expand_chars, max_queries=max_queries,
-                                        settings=load_settings(env), cache=LLMCache(enabled=use_cache))
-    written = write_outputs(dp, result, shown, expand_n, expand_chars)
-    log.info(f"{VARIANT}: {len(result.run)} queries, {len(shown)} candidates; {(shown.neighbours != '').mean():.0%} "
-             f"got a neighbour, {shown.chars_added.mean():.0f} characters added on average; {result.wall_s:.0f} s.")
-    for name, path in written.items():
-        log.info(f"wrote {name}: {path}")
-    return shown

@@ -32,8 +32,8 @@ import pandas as pd
 from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.names import HYBRID_RERANK
 from rerankeval.llm.scrub import redact_frame
+from rerankeval.rerank.config import MAIN_PASS
 
-VARIANT = HYBRID_RERANK  # the main pass's variant
 # statuses meaning the reranker's order was not used for (part of) the query
 FALLBACK_WORDS = ("fallback", "error", "fail", "unusable", "timeout")
 
@@ -93,7 +93,7 @@ def read_ledger(path: str | os.PathLike[str], missing_ok: bool = False) -> pd.Da
     return pd.read_csv(path, dtype={"qid": str, "error": str, "status": str}, keep_default_na=False)
 
 
-def summarize(df: pd.DataFrame, pass_name: str | None = "main") -> dict[str, Any]:
+def summarize(df: pd.DataFrame, pass_name: str | None = MAIN_PASS) -> dict[str, Any]:
     """Rates and totals for one pass (or all rows with ``pass_name=None``).
 
     ``fallback_rate`` and ``repaired_rate`` are shares of the pass's queries, as in :func:`ledger_summary`;
@@ -224,7 +224,7 @@ def _variant_row(variant: str, g: pd.DataFrame) -> dict[str, Any] | None:
 
 
 def ledger_summary(
-    ledger: pd.DataFrame | None, qids: Iterable[str] | None = None, default_variant: str = VARIANT
+    ledger: pd.DataFrame | None, qids: Iterable[str] | None = None, default_variant: str = HYBRID_RERANK
 ) -> pd.DataFrame:
     """Per variant (``variant`` column, else ``default_variant``): LLM cost figures per query.
 
@@ -270,7 +270,7 @@ class FallbackCause:
 
 
 def fallback_cause(ledger: pd.DataFrame | None, messages: dict[str, str] | None = None,
-                   pass_name: str | None = "main") -> FallbackCause | None:
+                   pass_name: str | None = MAIN_PASS) -> FallbackCause | None:
     """Why the queries of ``pass_name`` that (partly) fell back did, from their ledger rows (None if none did).
 
     Tells apart: replies served from the cache alone (no request sent), an endpoint that could not be

@@ -1,7 +1,8 @@
 """The calls each reranking mode makes (their prompts, reply schemas and cache keys) and how it reads the replies.
 
-:class:`ModeCalls` is the part of :class:`~rerankeval.rerank.reranker.Reranker` that talks to the model: each
-call goes through the one cached call, :meth:`rerankeval.llm.call.CachedLLM.call`.
+:class:`ModeCalls` asks the model what one pool needs in the configured mode and reads the replies into LLM scores;
+the :class:`~rerankeval.rerank.reranker.Reranker` owns one (``rr.calls``) and turns the scores into an order, a
+fallback and a ledger row. Each call goes through the one cached call, :meth:`rerankeval.llm.call.CachedLLM.call`.
 
 ``setwise`` (Zhuang et al., "A Setwise Approach for Effective and Highly Efficient Zero-shot Ranking with Large
 Language Models", SIGIR 2024): the pool is heap-sorted (:func:`.scores.setwise_heapsort`), each sift-down step
@@ -88,12 +89,18 @@ def _fused_best(pool: list[Candidate], ids: list[int]) -> int:
 
 
 class ModeCalls:
-    """The LLM calls of the three modes, on ``self.llm`` with ``self.config``."""
+    """The LLM calls of the four modes with ``config``, through ``llm`` (the reranker's cached call)."""
 
-    config: RerankConfig
-    llm: CachedLLM
-    model: str
-    endpoint: str
+    def __init__(self, config: RerankConfig, llm: CachedLLM) -> None:
+        self.config, self.llm = config, llm
+        self.cache, self.model, self.endpoint = llm.cache, llm.model, llm.endpoint
+
+    def scores(self, query: str, pool: list[Candidate], texts: list[str],
+               stats: CallStats) -> tuple[list[float | None] | None, Counts]:
+        """LLM scores by presented index (None: not scored; all None: nothing usable) and the repair counts."""
+        fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno,
+              "setwise": self._setwise}[self.config.mode]
+        return fn(query, pool, texts, stats)
 
     # -- the calls each mode makes --
     def _yesno_spec(self, query: str, cand: Candidate, text: str) -> CallSpec:
@@ -137,7 +144,7 @@ class ModeCalls:
         ]
 
     # -- one LLM call, cached, with re-asks after unreadable replies --
-    def _material(self, spec: CallSpec, query: str) -> dict[str, Any]:
+    def material(self, spec: CallSpec, query: str) -> dict[str, Any]:
         """Everything the reply depends on: its cache key."""
         return {
             "v": CACHE_VERSION,
@@ -155,18 +162,18 @@ class ModeCalls:
             "candidates": [[c.docid, sha256_text(t)] for c, t in zip(spec.cands, spec.texts, strict=True)],
         }
 
-    def _call(self, stats: CallStats, spec: CallSpec, query: str, read: Callable[[Reply], Any]) -> Any | None:
+    def call(self, stats: CallStats, spec: CallSpec, query: str, read: Callable[[Reply], Any]) -> Any | None:
         """``read(reply)`` of a cached or fresh reply (:meth:`.CachedLLM.call`); None on failure."""
         rf = schemas.response_format(spec.strict, spec.schema_name) if spec.strict is not None else None
-        call = Call(spec.messages, self._material(spec, query), spec.max_tokens, response_format=rf,
+        call = Call(spec.messages, self.material(spec, query), spec.max_tokens, response_format=rf,
                     seed=self.config.seed, top_logprobs=spec.top_logprobs)
         got = self.llm.call(call, read, stats, retries=self.config.content_retries)
         return got.value if got.ok else None
 
     def _repaired_call(self, stats: CallStats, spec: CallSpec, query: str,
                        read: Callable[[Reply], tuple[T, Counts]], counts: Counts) -> T | None:
-        """:meth:`_call` of a reply read as (value, repair counts): the counts are added to ``counts``."""
-        got = self._call(stats, spec, query, read)
+        """:meth:`call` of a reply read as (value, repair counts): the counts are added to ``counts``."""
+        got = self.call(stats, spec, query, read)
         if got is None:
             return None
         counts += got[1]
@@ -232,7 +239,7 @@ class ModeCalls:
         scores: list[float | None] = [None] * len(pool)
         for i, (c, t) in enumerate(zip(pool, texts, strict=True)):
             # a failed call leaves None: the candidate keeps its fused place (n_failed)
-            scores[i] = self._call(stats, self._yesno_spec(query, c, t), query, lambda r: yes_prob(r, json_reply))
+            scores[i] = self.call(stats, self._yesno_spec(query, c, t), query, lambda r: yes_prob(r, json_reply))
         return scores, Counts()
 
     def _setwise(self, query: str, pool: list[Candidate], texts: list[str], stats: CallStats):
@@ -261,7 +268,7 @@ class ModeCalls:
         def best(ids: list[int]) -> int:
             spec = self._setwise_spec(query, [pool[i] for i in ids], [texts[i] for i in ids])
             out.append(spec)
-            cached = self.cache.get(self.cache.key(self._material(spec, query)))
+            cached = self.cache.get(self.cache.key(self.material(spec, query)))
             try:
                 return read_choice(Reply.from_cache(cached).content, len(ids))[0]
             except (Unusable, TypeError, KeyError, ValueError, AttributeError):

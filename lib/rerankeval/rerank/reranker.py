@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 from rerankeval.core import progress as progress_mod
-from rerankeval.core.settings import Settings, load_settings, redact
+from rerankeval.core.names import HYBRID_RERANK
+from rerankeval.core.settings import Settings, redact
 from rerankeval.llm import budget
 from rerankeval.llm.breaker import BREAKER_THRESHOLD, Breaker
 from rerankeval.llm.cache import LLMCache
@@ -16,31 +17,34 @@ from rerankeval.llm.call import AsksLLM, CachedLLM, CallStats
 from rerankeval.llm.client import FORMATS, LLMClient
 from rerankeval.llm.repair import Counts, order_by_scores
 from rerankeval.rerank import prompts
-from rerankeval.rerank.config import STABILITY, VARIANT, Candidate, QueryResult, RerankConfig, Task
+from rerankeval.rerank.config import MAIN_PASS, NO_STABILITY, STABILITY, Candidate, QueryResult, RerankConfig, Task
 from rerankeval.rerank.modes import ModeCalls
 from rerankeval.rerank.scores import minmax, perturb
 
 T = TypeVar("T")
 
 
-class Reranker(ModeCalls, AsksLLM):
-    """Reranks candidate pools with one endpoint; use as a context manager (closes the HTTP client)."""
+class Reranker(AsksLLM):
+    """Reranks candidate pools with the endpoint of ``settings``; use as a context manager (closes the HTTP client).
+
+    Its :class:`~.modes.ModeCalls` (``calls``) asks the model; this class orders, falls back, keeps the ledger."""
 
     def __init__(
         self,
         config: RerankConfig,
-        settings: Settings | None = None,
+        settings: Settings,
         cache: LLMCache | None = None,
         client: LLMClient | None = None,
     ):
         self.config = config
-        self.settings = settings or load_settings()
+        self.settings = settings
         # after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest fall back without calling
         self.llm = CachedLLM.open(self.settings, cache, client, max_connections=max(2, config.concurrency),
                                   breaker=Breaker(BREAKER_THRESHOLD), price=config.price_per_mtok,
                                   budget=budget.Budget(config.max_calls, config.max_cost))
         self.cache, self.client, self.model = self.llm.cache, self.llm.client, self.llm.model
         self.endpoint = self.llm.endpoint  # never a credential: it is part of stored keys
+        self.calls = ModeCalls(config, self.llm)
 
     @property
     def messages(self) -> dict[str, str]:
@@ -48,20 +52,18 @@ class Reranker(ModeCalls, AsksLLM):
         return self.llm.messages
 
     # -- one query --
-    def rerank_query(self, qid: str, query: str, pool: list[Candidate], pass_name: str = "main") -> QueryResult:
+    def rerank_query(self, qid: str, query: str, pool: list[Candidate], pass_name: str = MAIN_PASS) -> QueryResult:
         """Rerank one pool (given in the order the LLM should see it). Never raises."""
         cfg = self.config
         t0 = time.perf_counter()
-        stats = CallStats(label=f"query {qid}" + (f", {pass_name} pass" if pass_name != "main" else ""))
+        stats = CallStats(label=f"query {qid}" + (f", {pass_name} pass" if pass_name != MAIN_PASS else ""))
         texts = [prompts.clip(c.text, cfg.max_passage_chars) for c in pool]
         fused = sorted(pool, key=lambda c: c.fused_rank)
         counts = Counts()
         scores: list[float | None] | None = None
         try:
             if pool:
-                fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno,
-                      "setwise": self._setwise}[cfg.mode]
-                scores, counts = fn(query, pool, texts, stats)
+                scores, counts = self.calls.scores(query, pool, texts, stats)
         except Exception as exc:  # a bug must not lose the run: fall back, and say so in the ledger
             stats.error(f"{type(exc).__name__}: {redact(exc)[:200]}")
             scores = None
@@ -96,7 +98,7 @@ class Reranker(ModeCalls, AsksLLM):
         return {
             "qid": qid,
             "pass": pass_name,
-            "variant": VARIANT if pass_name == "main" else f"{VARIANT}@{pass_name}",
+            "variant": HYBRID_RERANK if pass_name == MAIN_PASS else f"{HYBRID_RERANK}@{pass_name}",
             "mode": self.config.mode,
             "alpha": self.config.alpha,
             "model": self.model,
@@ -162,12 +164,12 @@ class Reranker(ModeCalls, AsksLLM):
         out: list[budget.CallEstimate] = []
         previous = ""
         first_hit = None
-        for i, spec in enumerate(self.specs(query, pool, texts)):
+        for i, spec in enumerate(self.calls.specs(query, pool, texts)):
             later_window = self.config.mode == "listwise" and i > 0
             if later_window:  # its contents depend on the first window's reply: cached together or not at all
                 hit = bool(first_hit)
             else:
-                key = self.cache.key(self._material(spec, query))
+                key = self.cache.key(self.calls.material(spec, query))
                 hit = key in planned or self.cache.get(key) is not None
                 planned.add(key)
             first_hit = hit if first_hit is None else first_hit
@@ -176,12 +178,12 @@ class Reranker(ModeCalls, AsksLLM):
         return out
 
     # -- many queries --
-    def tasks(self, pools: Mapping[str, list[Candidate]], stability: str = "none") -> list[Task]:
+    def tasks(self, pools: Mapping[str, list[Candidate]], stability: str) -> list[Task]:
         """All queries (sorted qid), main pass then the optional stability pass."""
         if stability not in STABILITY:
             raise ValueError(f"stability must be one of {STABILITY}, got {stability!r}")
-        tasks: list[Task] = [(qid, "main", pools[qid]) for qid in sorted(pools)]
-        if stability != "none":
+        tasks: list[Task] = [(qid, MAIN_PASS, pools[qid]) for qid in sorted(pools)]
+        if stability != NO_STABILITY:
             tasks += [(qid, stability, perturb(pools[qid], stability, self.config.seed, qid)) for qid in sorted(pools)]
         return tasks
 
@@ -189,7 +191,8 @@ class Reranker(ModeCalls, AsksLLM):
         self,
         queries: Mapping[str, str],
         pools: Mapping[str, list[Candidate]],
-        stability: str = "none",
+        *,
+        stability: str,
         progress: bool = True,
         plan: budget.Plan | None = None,
     ) -> list[QueryResult]:
