@@ -230,15 +230,15 @@ def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int, max_queries:
     that nothing is sent (misses fail at once) and nothing stored."""
     from rerankeval.core.settings import load_settings
     from rerankeval.rerank import stage as rstage
-    from rerankeval.rerank.core import rerank_run
+    from rerankeval.rerank.config import NO_STABILITY, Params
+    from rerankeval.rerank.core import rerank
 
     dead = load_settings({**endpoint, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "RERANK_MAX_RETRIES": "0"})
-    p = rstage.RerankParams(pool_k=pool_k)
+    p = Params(pool_k=pool_k, max_queries=max_queries)
     i = rstage.load(ws.dp(), p)
     rec = recording_cache(ws.cache / "llm")
     with contextlib.redirect_stderr(open(os.devnull, "w")):  # noqa: SIM115 - the fallback warnings
-        rerank_run(i.fused, i.queries, i.texts, p.config(), pool_k=pool_k, max_queries=max_queries, stability="none",
-                   settings=dead, cache=rec, progress=False)
+        rerank(i, p.config(), pool_k=pool_k, stability=NO_STABILITY, settings=dead, cache=rec, progress=False)
     return list(dict.fromkeys(rec.keys))
 
 

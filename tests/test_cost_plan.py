@@ -9,12 +9,13 @@ import pytest
 
 from builders import Console
 from fakellm import FakeLLM, make_inputs
-from rerankeval import rerank
+from rerank_data import rerank_made
 from rerankeval.core import progress
 from rerankeval.core.settings import Settings
 from rerankeval.evaluate import costs
 from rerankeval.llm import budget
 from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank.config import Params
 from rerankeval.retrieve import reformulate, variants
 
 
@@ -34,8 +35,8 @@ def test_the_rerank_plan_reaches_the_console_before_the_first_request(tmp_path, 
     fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(3,))
     with FakeLLM() as f:
         s = Settings(base_url=f.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
-        rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno"), pool_k=3, settings=s,
-                          cache=LLMCache(tmp_path), progress=True)
+        rerank_made(tmp_path / "ds", fused, queries, texts, Params(mode="yesno", yesno_json=True, pool_k=3), s,
+                    LLMCache(tmp_path / "llm"), progress=True)
         assert f.count == 6
         assert console.first("rerank: Plan: 2 queries, 6 LLM calls") < first_request(f)
     assert "rerank: Plan: 2 queries" in capsys.readouterr().out  # and on the notebook page
@@ -48,8 +49,8 @@ def test_a_warm_plan_stays_off_the_console(tmp_path, console):
         s = Settings(base_url=f.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
         for _ in range(2):
             console.lines.clear()
-            rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno"), pool_k=3, settings=s,
-                              cache=LLMCache(tmp_path), progress=True)
+            rerank_made(tmp_path / "ds", fused, queries, texts, Params(mode="yesno", yesno_json=True, pool_k=3), s,
+                        LLMCache(tmp_path / "llm"), progress=True)
     assert not any("Plan:" in line for _, line in console.lines)  # the second run sent nothing
 
 

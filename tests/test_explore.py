@@ -18,6 +18,7 @@ from rerankeval.apps import chain, explore
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import NOTEBOOKS_DIR, resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.evaluate import judgments
 from rerankeval.rerank.ledger import write_ledger
@@ -147,10 +148,8 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
     with FakeLLM() as f:
         for k, v in {"OPENAI_BASE_URL": f.base_url, "OPENAI_API_KEY": "sk-fake", "RERANK_MODEL": "fake"}.items():
             monkeypatch.setenv(k, v)
-        fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
-        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(), pool_k=3, progress=False,
-                                settings=rerank.load_settings())
-        rerank.write_outputs(dp, res, rerank.load_settings())
+        params = rerank.Params(pool_k=3, yesno_json=True)  # RerankConfig()'s yes/no JSON, as before
+        rerank.write(dp, rerank.run(dp, params, load_settings(), progress=False))
         analyse.write(dp, analyse.run(dp, {"ks": [1, 3], "final_k": 3, "n_boot": 50, "n_perm": 50}))
         calls = f.count
         out = tmp_path / "00.ipynb"

@@ -4,26 +4,30 @@ existed (warm caches still hit), and each step of material -> key -> get -> chat
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval import rerank
-from rerankeval.apps import ask
+from rerankeval.apps.ask.answers import Asker
+from rerankeval.apps.ask.inputs import Passage
+from rerankeval.apps.ask.params import Params as AskParams
+from rerankeval.core.settings import Settings
 from rerankeval.llm.breaker import Breaker
 from rerankeval.llm.budget import Budget
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import CACHED_UNUSABLE, CachedLLM, Call, CallStats
 from rerankeval.llm.client import LLMClient, Reply
 from rerankeval.llm.repair import Unusable
-from rerankeval.rerank import core
+from rerankeval.rerank.config import Candidate, Params
+from rerankeval.rerank.reranker import Reranker
 from rerankeval.retrieve import reformulate
 
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 
-SETTINGS = rerank.Settings(base_url="http://127.0.0.1:9/v1", api_key="k", model="fake", timeout=2, max_retries=0)
-POOL = [core.Candidate("d1", "alpha text", 0.5, 0), core.Candidate("d2", "beta GOLD text", 0.4, 1),
-        core.Candidate("d3", "gamma text", 0.3, 2)]
+SETTINGS = Settings(base_url="http://127.0.0.1:9/v1", api_key="k", model="fake", timeout=2, max_retries=0)
+POOL = [Candidate("d1", "alpha text", 0.5, 0), Candidate("d2", "beta GOLD text", 0.4, 1),
+        Candidate("d3", "gamma text", 0.3, 2)]
 
 # (mode, yesno_json, first-attempt key, attempt-1 key) of each call, computed before llm.call existed
 RERANK_KEYS = {
@@ -68,16 +72,16 @@ def _keys(call: Call) -> tuple[str, str]:
 @pytest.mark.parametrize("which", sorted(RERANK_KEYS))
 def test_the_rerank_cache_keys_are_unchanged(tmp_path, which):
     mode, _ = which
-    config = rerank.RerankConfig(mode=mode, **CONFIGS[which])
-    with rerank.Reranker(config, settings=SETTINGS, cache=LLMCache(tmp_path)) as rr:
-        specs = rr.specs("what is alpha", POOL, [c.text for c in POOL])
-        got = [_keys(Call(s.messages, rr._material(s, "what is alpha"), s.max_tokens)) for s in specs]
+    config = replace(Params(mode=mode, yesno_json=True).config(), **CONFIGS[which])  # the keys' configuration
+    with Reranker(config, SETTINGS, cache=LLMCache(tmp_path)) as rr:
+        specs = rr.calls.specs("what is alpha", POOL, [c.text for c in POOL])
+        got = [_keys(Call(s.messages, rr.calls.material(s, "what is alpha"), s.max_tokens)) for s in specs]
     assert got == RERANK_KEYS[which]
 
 
 def test_the_ask_and_rewrite_cache_keys_are_unchanged(tmp_path):
-    passages = [ask.Passage("a.pdf p.1", "a.pdf#p1", "alpha text"), ask.Passage("b", "b", "beta")]
-    with ask.Asker(SETTINGS, LLMCache(tmp_path)) as asker:
+    passages = [Passage("a.pdf p.1", "a.pdf#p1", "alpha text"), Passage("b", "b", "beta")]
+    with Asker(SETTINGS, AskParams(), LLMCache(tmp_path)) as asker:
         assert {n: _keys(asker.call("where is alpha", passages, n)) for n in ASK_KEYS} == ASK_KEYS
 
     class Client:
@@ -94,9 +98,9 @@ def test_a_warm_cache_of_an_older_run_is_hit(tmp_path):
         cache.put(key, {}, {"content": '{"relevant": "yes"}', "prompt_tokens": 5, "completion_tokens": 3,
                             "latency_s": 0.5})
     with FakeLLM() as fake:
-        settings = rerank.Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=2, max_retries=0,
+        settings = Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=2, max_retries=0,
                                    endpoint_id=SETTINGS.cache_endpoint)  # the identity of the older run's endpoint
-        with rerank.Reranker(rerank.RerankConfig(mode="yesno"), settings=settings, cache=cache) as rr:
+        with Reranker(Params(mode="yesno", yesno_json=True).config(), settings, cache=cache) as rr:
             res = rr.rerank_query("q1", "what is alpha", POOL)
         assert fake.count == 0
     assert (res.row["cache_hits"], res.row["requests"], res.row["llm_seconds"]) == (3, 0, 1.5)
@@ -119,7 +123,7 @@ GOOD = {"content": json.dumps({"answer": "yes"})}
 
 
 def _llm(fake: FakeLLM, cache: LLMCache, **kw) -> CachedLLM:
-    client = LLMClient(rerank.Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=2, max_retries=0))
+    client = LLMClient(Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=2, max_retries=0))
     return CachedLLM(client, cache, **kw)
 
 

@@ -18,10 +18,13 @@ import pandas as pd
 import pytest
 
 from fakellm import FakeLLM, make_inputs
-from rerankeval import rerank
+from rerank_data import rerank_made
 from rerankeval.core import settings as st
 from rerankeval.core.paths import ROOT
 from rerankeval.llm import server as llm_server
+from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank.config import Params
+from rerankeval.rerank.ledger import summarize
 
 SETUP = ROOT / "scripts" / "llama_setup.sh"
 SHA_15B = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"  # issue 22
@@ -134,7 +137,7 @@ def test_the_model_named_in_env_file_is_assembled_beside_the_other_and_cached(tm
     assert r.returncode == 0 and r.stdout.strip() == str(small), r.stderr
 
 
-def local_settings(url: str, name: str, server: Path) -> rerank.Settings:
+def local_settings(url: str, name: str, server: Path) -> st.Settings:
     """The settings ensure_endpoint hands out for local model ``name`` (its file, endpoint id), served at ``url``;
     the file is a stand-in beside ``server`` (the endpoint id holds the file's own sha256)."""
     gguf = server.parent / "models" / llm_server.local_models()[name].file
@@ -143,18 +146,17 @@ def local_settings(url: str, name: str, server: Path) -> rerank.Settings:
     env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test-key-not-a-secret-0001",
            "RERANK_MODEL": llm_server.model_name(gguf), "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server, gguf),
            "RERANK_MAX_RETRIES": "0", "RERANK_TIMEOUT": "5"}
-    return rerank.load_settings(env)
+    return st.load_settings(env)
 
 
 def test_switching_models_keeps_their_reply_caches_apart(tmp_path):
     fused, queries, texts = make_inputs(n_queries=2, n_docs=5, gold=(3,))
     server = tmp_path / "llama.cpp" / "0.3.36-cpu" / "bin" / "llama-server"
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
 
-    def run(s: rerank.Settings) -> dict:
-        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno", alpha=0.5), pool_k=5,
-                                settings=s, cache=cache, progress=False)
-        return rerank.summarize(res.ledger)
+    def run(s: st.Settings) -> dict:
+        params = Params(mode="yesno", yesno_json=True, alpha=0.5, pool_k=5)
+        return summarize(rerank_made(tmp_path / "ds", fused, queries, texts, params, s, cache).ledger)
 
     with FakeLLM() as fake:
         small, big = (local_settings(fake.base_url, n, server) for n in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"))

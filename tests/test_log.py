@@ -8,8 +8,13 @@ import logging
 import nbformat
 import pytest
 
+from fakellm import FakeLLM, make_inputs
+from rerank_data import stage03
+from rerankeval import rerank
 from rerankeval.core import log as log_mod
-from rerankeval.rerank import expand
+from rerankeval.core.settings import Settings
+
+NO_ARM = "No expansion arm (expand_compare is false or expand_n is 0)."
 
 
 def test_info_goes_to_stdout_and_a_warning_to_stderr_once(capsys):
@@ -24,18 +29,21 @@ def test_info_goes_to_stdout_and_a_warning_to_stderr_once(capsys):
     assert sum(isinstance(h, log_mod._CurrentStream) for h in package.handlers) == 2
 
 
-def test_a_stage_line_is_logged_where_a_test_or_a_user_can_catch_it(capsys, caplog):
-    caplog.set_level(logging.INFO, logger="rerankeval.rerank.expand")
-    assert expand.run_stage(None, {}, {}, None, pool_k=1, expand_n=0, expand_chars=0) is None  # the arm is off
-    assert capsys.readouterr().out == "No expansion arm (expand_compare is false or expand_n is 0).\n"
-    assert [r.getMessage() for r in caplog.records] == ["No expansion arm (expand_compare is false or expand_n is 0)."]
+def test_a_stage_line_is_logged_where_a_test_or_a_user_can_catch_it(capsys, caplog, tmp_path, monkeypatch):
+    caplog.set_level(logging.INFO, logger="rerankeval.rerank.stage")
+    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
+    dp = stage03(tmp_path / "ds", *make_inputs(n_queries=1, n_docs=2))
+    with FakeLLM() as f:
+        rerank.run(dp, rerank.Params(pool_k=2, expand_n=0), Settings(base_url=f.base_url, api_key="k", model="m"),
+                   progress=False)  # the arm is off
+    assert capsys.readouterr().out.splitlines().count(NO_ARM) == 1
+    assert [r.getMessage() for r in caplog.records].count(NO_ARM) == 1
 
 
 CELL = """\
-from rerankeval.rerank import expand
-from rerankeval.index import build
-expand.run_stage(None, {}, {}, None, pool_k=1, expand_n=0, expand_chars=0)
-build.log.warning("a warning of stage 02")
+from rerankeval.core.log import get_logger
+get_logger("rerankeval.rerank.stage").info("No expansion arm (expand_compare is false or expand_n is 0).")
+get_logger("rerankeval.index.build").warning("a warning of stage 02")
 """
 
 

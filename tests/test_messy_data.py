@@ -202,15 +202,19 @@ def _rerank_dataset(tmp_path: Path, qids: tuple[str, ...]):
 # and "null" were keyed by NaN, so the sweep silently replayed no rerank for them
 def test_query_ids_that_look_missing_survive_the_sweep_replay(tmp_path):
     from fakellm import FakeLLM
+    from rerank_data import run_cached
     from rerankeval import rerank
+    from rerankeval.core.settings import Settings
+    from rerankeval.llm.cache import LLMCache
+    from rerankeval.rerank.config import Params
 
     dp = _rerank_dataset(tmp_path, (*MISSING_LOOKING, "q3"))
-    fused, queries, texts = rerank.load_inputs(dp, pool_k=3)
     with FakeLLM() as f:
-        s = rerank.Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
-        res = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="yesno"), pool_k=3, settings=s,
-                                cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
-        rerank.write_outputs(dp, res, s)
+        s = Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)
+        params = Params(mode="yesno", yesno_json=True, pool_k=3)
+        res = run_cached(dp, params, s, LLMCache(tmp_path / "llm"))
+        rerank.write(dp, res)
+        fused = res.inputs.fused
     llm, why = replay.recorded_llm(dp)
     assert set(llm.scores) == {"NA", "null", "q3"} and "3 queries" in why
     assert sorted(replay.replay(fused, llm, 3)) == ["NA", "null", "q3"]

@@ -7,20 +7,23 @@ import json
 import pytest
 
 from fakellm import FakeLLM, make_inputs
-from rerankeval import rerank
+from rerank_data import rerank_made
+from rerankeval.core.settings import Settings
 from rerankeval.llm import budget
+from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank import prompts
+from rerankeval.rerank.config import Params
 
 
 def _run(fake, cache, **kw):
     fused, queries, texts = make_inputs(n_queries=4, n_docs=8, gold=(3,))
-    s = rerank.Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
-    cfg = rerank.RerankConfig(**{"mode": "yesno", "alpha": 1.0, **kw})
-    return rerank.rerank_run(fused, queries, texts, cfg, pool_k=5, settings=s, cache=cache, progress=False)
+    s = Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
+    params = Params(pool_k=5, **{"mode": "yesno", "yesno_json": True, "alpha": 1.0, **kw})
+    return rerank_made(cache.root.parent / "ds", fused, queries, texts, params, s, cache)
 
 
 def test_max_calls_skips_whole_queries_before_any_call(tmp_path):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     with FakeLLM() as f:
         res = _run(f, cache, max_calls=12)  # 5 calls per query: two queries fit, the third would pass 12
         assert f.count == 10
@@ -35,7 +38,7 @@ def test_max_calls_skips_whole_queries_before_any_call(tmp_path):
 
 
 def test_cached_calls_do_not_count_against_the_budget(tmp_path):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     with FakeLLM() as f:
         _run(f, cache, max_calls=10)  # q0000 and q0001 cached
         res = _run(f, cache, max_calls=10)  # q0002, q0003 fit now
@@ -45,10 +48,10 @@ def test_cached_calls_do_not_count_against_the_budget(tmp_path):
 
 
 def test_max_cost_stops_before_overspending(tmp_path):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     price = (1e6, 0.0)  # $1 per prompt token: a call costs its prompt tokens in dollars
     with FakeLLM() as f:
-        probe = _run(f, rerank.LLMCache(tmp_path / "probe"), price_per_mtok=price)
+        probe = _run(f, LLMCache(tmp_path / "probe" / "llm"), price_per_mtok=price)
         per_query = probe.plan["cost_usd"] / 4
         f.requests.clear()
         res = _run(f, cache, price_per_mtok=price, max_cost=2.5 * per_query)
@@ -67,7 +70,7 @@ def test_runtime_budget_refuses_calls_the_plan_did_not_foresee():
 
 
 def test_plan_counts_hits_tokens_and_time(tmp_path):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     with FakeLLM() as f:
         cold = _run(f, cache)
         warm = _run(f, cache)
@@ -77,11 +80,12 @@ def test_plan_counts_hits_tokens_and_time(tmp_path):
     rates = json.loads(cache.rates_path.read_text())
     ((key, rate),) = rates.items()
     assert key.endswith("|fake") and rate["s_per_token"] > 0  # per endpoint and model
-    assert "rate measured by the last run" in warm.plan["rate_source"]
+    assert rate["calls"] == 20 and sum(rate.get(k, 0) for k in ("prompt_s", "gen_s", "call_s")) > 0  # all measured
+    assert "measured by the last run on this endpoint" in warm.plan["rate_source"]
 
 
 def test_cached_reply_keeps_its_original_seconds_and_tokens(tmp_path):
-    cache = rerank.LLMCache(tmp_path / "llm")
+    cache = LLMCache(tmp_path / "llm")
     with FakeLLM(rule=lambda n, body: {"delay": 0.05}) as f:
         cold = _run(f, cache)
         warm = _run(f, cache)
@@ -126,7 +130,7 @@ def test_a_negative_or_meaningless_price_is_refused_before_any_call(tmp_path, pr
     """Issue 32: a negative price gave a negative cost (and let max_cost admit any number of calls)."""
     with FakeLLM() as f:
         with pytest.raises(budget.BadPrice, match=r"price_per_mtok=.*two numbers >= 0"):
-            _run(f, rerank.LLMCache(tmp_path / "llm"), price_per_mtok=price, max_cost=0.01)
+            _run(f, LLMCache(tmp_path / "llm"), price_per_mtok=price, max_cost=0.01)
         assert f.count == 0
     with pytest.raises(budget.BadPrice):
         budget.plan([], price=price, max_calls=0, max_cost=0.0, s_per_token=None, rate_source="")

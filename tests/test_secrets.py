@@ -7,11 +7,14 @@ import json
 import pytest
 
 from fakellm import FakeLLM, make_inputs
+from rerank_data import rerank_made
 from rerankeval import rerank
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import Settings, redact
 from rerankeval.evaluate import manifest
 from rerankeval.index.qdrant import store as qdrant_store
+from rerankeval.llm.cache import LLMCache
+from rerankeval.rerank.config import Params
 
 KEY = "sk-SENTINEL-llm-key-0123456789"
 QD_PASSWORD = "SENTINEL-qdrant-password-42"
@@ -36,11 +39,10 @@ def test_sentinels_in_code_reach_no_output(tmp_path):
     with FakeLLM(rule=lambda n, b: echo) as fake:
         s = _settings(fake.base_url)
         fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(2,))
-        result = rerank.rerank_run(fused, queries, texts, rerank.RerankConfig(mode="listwise", window=5, step=5),
-                                   pool_k=5, settings=s, cache=rerank.LLMCache(tmp_path / "llm"), progress=False)
-    (tmp_path / "ds").mkdir()
+        result = rerank_made(tmp_path / "ds", fused, queries, texts,
+                             Params(mode="listwise", window=5, step=5, pool_k=5), s, LLMCache(tmp_path / "llm"))
     dp = resolve_dataset(str(tmp_path / "ds"))
-    written = rerank.write_outputs(dp, result, s)
+    written = rerank.write(dp, result)
     man = manifest.build_manifest(dp, settings=s)
     written["manifest"] = manifest.write_manifest(dp, man, s)
     assert man["qdrant"]["url"] == "http://qdrant.test:6333/?token=[REDACTED]"

@@ -56,7 +56,7 @@ def replay(run: Run, llm: RecordedLLM, pool_k: int) -> Run:
     min-max LLM and fused scores, as :mod:`rerankeval.rerank.core`), for the queries whose whole pool was
     scored; the rest of the list keeps its fused order."""
     from rerankeval.llm.repair import order_by_scores
-    from rerankeval.rerank.core import minmax
+    from rerankeval.rerank.scores import minmax
 
     out: Run = {}
     for q, docs in run.items():
