@@ -77,7 +77,7 @@ def test_delta_per_query_bars_sorted_coloured_and_counted():
     heights = [round(b.get_height(), 3) for b in ax.patches]
     assert heights == [0.4, 0.2, 0.0, -0.1, -0.1]
     colours = [matplotlib.colors.to_hex(b.get_facecolor()) for b in ax.patches]
-    assert colours[:2] == [C.BETTER] * 2 and colours[3:] == [C.WORSE] * 2
+    assert colours == [P.BETTER] * 2 + [P.TIED] + [P.WORSE] * 2
     assert "2 queries better, 1 tied, 2 worse" in ax.get_title()
     plt.close(fig)
     plt.close(C.delta_per_query(_per_query(), "hybrid", "nothing", "ndcg@10"))  # a message, no error
@@ -90,3 +90,12 @@ def test_delta_pairs_are_the_comparisons_that_matter():
         ("hybrid", "bm25"), ("cross_encoder", "hybrid")]
     assert C.delta_pairs(["bm25", "vector"], "vector", "hybrid_rerank") == []
     assert C.delta_pairs(["hybrid", "hybrid_rerank"], "hybrid", "hybrid_rerank") == [("hybrid_rerank", "hybrid")]
+
+
+def test_delta_bars_mean_better_and_worse_in_colours_no_variant_has():
+    """Green and red were hybrid's and qdrant_hybrid's colours: a bar looked like a variant."""
+    fig = C.delta_per_query(_per_query(), "hybrid", "bm25", "ndcg@10")
+    used = {matplotlib.colors.to_hex(b.get_facecolor()) for b in fig.axes[0].patches}
+    assert used == {P.BETTER, P.TIED, P.WORSE}
+    assert not used & set(P.VARIANT_COLOURS.values())
+    plt.close(fig)

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from PIL import Image  # noqa: E402
 
@@ -226,4 +227,124 @@ def test_heatmap_values_are_short_and_fit_their_cells():
     assert sorted(t.get_text() for t in texts) == [".650", ".651", ".654", ".662"]
     width = ax.get_window_extent().width / 2  # two columns
     assert all(t.get_window_extent().width < 0.8 * width for t in texts)
+    plt.close(fig)
+
+
+def _far_from_every_variant(colour: str, at_least: float = 0.12) -> bool:
+    """``colour`` differs from every variant colour (catalogue and hashed) by ``at_least`` in RGB (0-1) distance."""
+    import numpy as np
+
+    rgb = np.array(matplotlib.colors.to_rgb(colour))
+    others = [*P.VARIANT_COLOURS.values(), *P._OTHER_COLOURS]
+    return min(float(np.linalg.norm(rgb - np.array(matplotlib.colors.to_rgb(o)))) for o in others) >= at_least
+
+
+def test_better_worse_and_funnel_colours_are_no_variant_colours():
+    assert P.BETTER != P.WORSE and all(_far_from_every_variant(c) for c in (P.BETTER, P.WORSE))
+    assert P.CLASS_COLOURS["hit"] == P.BETTER and P.CLASS_COLOURS["lost in rerank"] == P.WORSE
+    assert all(_far_from_every_variant(c) for c in P.CLASS_COLOURS.values())
+    assert P.BETTER not in [c for k, c in P.CLASS_COLOURS.items() if k != "hit"]  # better means a hit only
+
+
+def test_funnel_bars_draw_hits_in_the_better_colour_and_counts_readable():
+    funnel = pd.DataFrame({"hit": [3, 6], "lost in fusion": [2, 1], "not lifted by rerank": [3, 1]},
+                          index=pd.Index([1, 10], name="k"))
+    fig = P.funnel_bars(funnel)
+    ax = fig.axes[0]
+    colours = {matplotlib.colors.to_hex(b.get_facecolor()) for b in ax.patches}
+    assert P.BETTER in colours and not colours & set(P.VARIANT_COLOURS.values())
+    inks = []
+    for t in ax.texts:  # each count in the ink that reads on its bar: black on a light one
+        x, y = t.get_position()
+        bar = next(b for b in ax.patches if b.get_x() <= x <= b.get_x() + b.get_width()
+                   and b.get_y() <= y <= b.get_y() + b.get_height())
+        inks.append((matplotlib.colors.to_hex(bar.get_facecolor()), t.get_color()))
+    assert (P.CLASS_COLOURS["not lifted by rerank"], "black") in inks and (P.BETTER, "white") in inks
+    plt.close(fig)
+
+
+def _shift(src, dst):
+    return pd.DataFrame({"qid": [f"q{i}" for i in range(len(src))], "unit": [f"u{i}" for i in range(len(src))],
+                         "grade": [1] * len(src), "src_rank": src, "dst_rank": dst})
+
+
+def test_rank_shift_axes_are_linear_for_top_ranks_and_log_only_for_deep_ones():
+    fig = P.rank_shift_plot(_shift([5, 1, 8, 3], [1, 3, math.nan, 3]), "hybrid", "hybrid_rerank", pool_k=10, k=10)
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("linear", "linear")
+    assert ax.get_xlim()[0] < 1 < 10 <= ax.get_xlim()[1]
+    colours = [matplotlib.colors.to_hex(c) for c in ax.collections[0].get_facecolors()]
+    assert colours[:2] == [P.BETTER, P.WORSE] and colours[3] == P.TIED  # promoted, demoted, unchanged
+    plt.close(fig)
+    fig = P.rank_shift_plot(_shift([5, 90], [1, 40]), "hybrid", "hybrid_rerank", pool_k=100, k=10)
+    assert fig.axes[0].get_xscale() == "log"
+    plt.close(fig)
+
+
+def test_quality_cost_no_label_sits_on_another_point():
+    """A cheap variant's label used to run over its cheap neighbour's point at the same height."""
+    summary = pd.DataFrame({"variant": ["bm25", "hybrid_reformulate", "hybrid", "hybrid_rerank"],
+                            "ndcg@10": [0.60, 0.60, 0.62, 0.70], "seconds_per_query": [0.010, 0.2, 0.4, 12.0],
+                            "tokens_per_query": [math.nan, 30.0, math.nan, 1800.0]})  # 30 tokens: beside bm25's 0
+    fig = P.quality_cost(summary, "ndcg@10")
+    fig.canvas.draw()
+    for ax in fig.axes:
+        anns = {a.get_text(): a for a in ax.texts}
+        pts = {r.variant: (P._cost(r, c), r["ndcg@10"]) for _, r in summary.iterrows()
+               for c in ["tokens_per_query" if "tokens" in ax.get_xlabel() else "seconds_per_query"]}
+        for name, ann in anns.items():
+            assert tuple(ann.xy) == pytest.approx(pts[name])  # the label is its own point's
+            box = Text.get_window_extent(ann)
+            for other, xy in pts.items():
+                px, py = ax.transData.transform(xy)
+                assert not (box.x0 - 3 <= px <= box.x1 + 3 and box.y0 - 3 <= py <= box.y1 + 3), (name, other)
+            near = min(pts, key=lambda v: _distance(box, ax.transData.transform(pts[v])))
+            assert near == name or ann.arrow_patch is not None, name  # else a leader line says whose it is
+    plt.close(fig)
+
+
+def _distance(box, p) -> float:
+    return math.hypot(max(box.x0 - p[0], 0, p[0] - box.x1), max(box.y0 - p[1], 0, p[1] - box.y1))
+
+
+def test_pareto_legend_lists_only_what_is_drawn():
+    view = _sweep_view([0.002, 0.010, 0.030]).assign(**{"ndcg@10": [0.70, 0.65, 0.63]})  # p1: best and cheapest
+    fig = SP.sweep_pareto(view, "ndcg@10", [True, False, False], {"p1": "default"})
+    ax = fig.axes[0]
+    drawn = {a.get_label(): a for a in [*ax.lines, *ax.collections] if not a.get_label().startswith("_")}
+    entries = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sorted(entries) == sorted(drawn) and "frontier" not in entries  # one point: no line to show
+    for name in entries:
+        a = drawn[name]
+        n = len(a.get_xdata()) if hasattr(a, "get_xdata") else len(a.get_offsets())
+        assert n >= (2 if hasattr(a, "get_xdata") else 1), name
+    plt.close(fig)
+    fig = SP.sweep_pareto(view.assign(**{"ndcg@10": [0.60, 0.65, 0.70]}), "ndcg@10", [True, True, True], {})
+    assert "frontier" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    plt.close(fig)
+
+
+def test_marked_settings_name_the_folds_that_chose_them():
+    chosen = {"fold 0": "p2", "fold 1": "p3", "fold 2": "p2"}
+    assert SP.marks("p1", chosen) == {"p1": "default", "p2": "chosen in folds 0, 2", "p3": "chosen in fold 1"}
+    assert SP.marks("p1", {"train": "p1"}) == {"p1": "default, chosen on train"}
+    view = _sweep_view([0.002, 0.010, 0.030])
+    fig = SP.sweep_pareto(view, "ndcg@10", [True, True, False], SP.marks("p1", chosen))
+    texts = sorted(t.get_text() for t in fig.axes[0].texts)
+    assert texts == ["chosen in fold 1", "chosen in folds 0, 2", "default"]
+    plt.close(fig)
+
+
+def test_discrimination_classes_are_drawn_in_better_and_worse_not_variant_colours():
+    import numpy as np
+
+    from rerankeval.evaluate import discrimination as D
+
+    rng = np.random.default_rng(0)
+    rows = [{"qid": f"q{q}", "docid": f"d{i}", "llm_score": float(rng.uniform() + (i < 3) * 0.3)}
+            for q in range(12) for i in range(8)]
+    qrels = {f"q{q}": {f"d{i}": int(i < 3) for i in range(8)} for q in range(12)}
+    fig = AP.discrimination(D.measure(pd.DataFrame(rows), qrels, model="m", n_boot=50))
+    edges = {matplotlib.colors.to_hex(p.get_edgecolor()) for p in fig.axes[0].patches}
+    assert edges == {P.BETTER, P.WORSE}
     plt.close(fig)

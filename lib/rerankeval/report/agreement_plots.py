@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from rerankeval.evaluate.discrimination import Discrimination
+from rerankeval.report.plots import BETTER, WORSE
 
 
 def system_scatter(table: pd.DataFrame, x: str, y: str, metric: str, title: str = "", *, xlabel: str = "",
@@ -41,7 +42,8 @@ def _no_data(ax, text: str) -> None:
 
 def discrimination(d: Discrimination) -> plt.Figure:
     """The reranker model's scores, relevant against non-relevant candidates (left: each class's histogram as a
-    share of the class, shared bins), and its ROC AUC per query (right: sorted, chance at 0.5, the macro AUC and
+    share of the class, shared bins; relevant in the better colour, the others in the worse one, never a variant's),
+    and its ROC AUC per query (right: sorted, chance at 0.5, the macro AUC and
     its CI as a band); a note saying why where there is nothing to draw (:mod:`rerankeval.evaluate.discrimination`)."""
     scores, per_query, auc, ci, model, note = d.scores, d.per_query, d.auc, (d.ci_low, d.ci_high), d.model, d.reason
     scores = scores if scores is not None else pd.DataFrame(columns=["score", "relevant"])
@@ -53,7 +55,7 @@ def discrimination(d: Discrimination) -> plt.Figure:
     else:
         edges = np.histogram_bin_edges(s.score.to_numpy(dtype=float), bins=min(20, max(5, len(s) // 10)))
         non = "non-relevant or unjudged" if d.negatives == "unjudged" else "non-relevant"
-        for flag, name, colour in ((True, "relevant", "#55a868"), (False, non, "#c44e52")):
+        for flag, name, colour in ((True, "relevant", BETTER), (False, non, WORSE)):
             x = s.score[s.relevant == flag].to_numpy(dtype=float)
             if len(x):
                 left.hist(x, bins=edges, weights=np.full(len(x), 1 / len(x)), histtype="step", lw=1.8,
@@ -66,12 +68,12 @@ def discrimination(d: Discrimination) -> plt.Figure:
     if not aucs.size:
         _no_data(right, note or "no query with both relevant and non-relevant candidates")
     else:
-        right.scatter(np.arange(1, aucs.size + 1), aucs, s=14, color="#4c72b0", label="one query")
+        right.scatter(np.arange(1, aucs.size + 1), aucs, s=14, color="#555555", label="one query")
         right.axhline(0.5, color="#777", ls="--", lw=1, label="chance (0.5)")
         if math.isfinite(auc):
-            right.axhline(auc, color="#dd8452", lw=1.5, label=f"mean AUC {auc:.3f}")
+            right.axhline(auc, color="#222222", lw=1.5, label=f"mean AUC {auc:.3f}")
         if all(math.isfinite(c) for c in ci):
-            right.axhspan(ci[0], ci[1], color="#dd8452", alpha=0.2, label="95% CI of the mean")
+            right.axhspan(ci[0], ci[1], color="#222222", alpha=0.12, label="95% CI of the mean")
         right.set_ylim(-0.03, 1.03)
         right.set_xlabel("query (sorted by AUC)")
         right.set_ylabel("ROC AUC (relevant vs non-relevant)")

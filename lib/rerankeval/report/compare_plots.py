@@ -1,8 +1,9 @@
 """Figures of the paired comparisons (notebook 05): the forest plot of every variant against the baseline, and
 the TREC-style per-query difference chart of one pair.
 
-Orientation (which side of a comparison row is ``a``) is :func:`rerankeval.evaluate.verdict.versus`'s; colours are
-:func:`rerankeval.report.plots.variant_colour`'s. Nothing here reads files.
+Orientation (which side of a comparison row is ``a``) is :func:`rerankeval.evaluate.verdict.versus`'s; a variant's
+colour is :func:`rerankeval.report.plots.variant_colour`'s, better and worse have their own (``plots.BETTER``,
+``plots.WORSE``). Nothing here reads files.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import pandas as pd
 from rerankeval.core import names
 from rerankeval.evaluate import verdict
 from rerankeval.evaluate.metrics import label, wide
-from rerankeval.report.plots import variant_colour
-
-BETTER, WORSE = "#55a868", "#c44e52"  # per-query charts: green above 0, red below
+from rerankeval.report.plots import BETTER, TIED, WORSE, variant_colour
 
 
 def forest(comparisons: pd.DataFrame, metric: str, baseline: str, variants: Sequence[str]) -> plt.Figure:
@@ -65,8 +64,9 @@ def per_query_diff(per_query: pd.DataFrame, a: str, b: str, metric: str) -> pd.S
 
 
 def delta_per_query(per_query: pd.DataFrame, a: str, b: str, metric: str) -> plt.Figure:
-    """TREC-style per-topic chart: one bar per query of metric(a) - metric(b), sorted, green above 0 and red
-    below, the count of queries better / tied / worse in the title. ``per_query``: ``variant, qid, metric,
+    """TREC-style per-topic chart: one bar per query of metric(a) - metric(b), sorted, in the better colour above
+    0 and the worse one below (:data:`rerankeval.report.plots.BETTER`, ``WORSE``: never a variant's), the count
+    of queries better / tied / worse in the title. ``per_query``: ``variant, qid, metric,
     value`` (``Analysis.per_query``)."""
     d = per_query_diff(per_query, a, b, metric)
     n = len(d)
@@ -78,7 +78,7 @@ def delta_per_query(per_query: pd.DataFrame, a: str, b: str, metric: str) -> plt
     vals = d.to_numpy(dtype=float)
     better, worse = int((vals > 0).sum()), int((vals < 0).sum())
     x = np.arange(n)
-    ax.bar(x, vals, width=0.8, color=np.where(vals >= 0, BETTER, WORSE))
+    ax.bar(x, vals, width=0.8, color=np.where(vals > 0, BETTER, np.where(vals < 0, WORSE, TIED)))
     ax.axhline(0, color="#555", lw=0.8)
     if n <= 80:
         ax.set_xticks(x, list(d.index), rotation=90, fontsize=6)

@@ -27,16 +27,29 @@ from rerankeval.report.captions import caption_for
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-CLASS_COLOURS = {
-    "hit": "#55a868",
+# Better and worse have their own colours, never a variant's (colour means a variant elsewhere): the two ends of
+# ColorBrewer's PuOr, a diverging scheme safe for colour-blind readers; tied is grey.
+BETTER, WORSE, TIED = "#5e3c99", "#e66101", "#9e9e9e"
+
+CLASS_COLOURS = {  # the funnel: a hit in the better colour, each loss a shade of the worse one (pipeline order)
+    "hit": BETTER,
     "not retrieved by either leg": "#4d4d4d",
-    "lost in fusion": "#c44e52",
-    "cut by the pool size": "#dd8452",
-    "below the cutoff": "#dd8452",
-    "rerank fallback": "#8172b3",
-    "lost in rerank": "#da8bc3",
-    "not lifted by rerank": "#ccb974",
+    "lost in fusion": "#7f3b08",
+    "cut by the pool size": "#b35806",
+    "below the cutoff": "#b35806",
+    "rerank fallback": "#bababa",
+    "lost in rerank": WORSE,
+    "not lifted by rerank": "#fdb863",
 }
+
+
+def _ink(colour: str) -> str:
+    """Black or white, whichever reads on ``colour`` (its relative luminance)."""
+    import matplotlib.colors as mc
+
+    r, g, b = mc.to_rgb(colour)
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5 else "white"
+
 
 VARIANT_COLOURS = {  # one colour per variant name, the same in every figure of every notebook
     names.BM25: "#4c72b0", names.VECTOR: "#dd8452", names.HYBRID: "#55a868", names.QDRANT_HYBRID: "#c44e52",
@@ -199,37 +212,36 @@ def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = ""
     return fig
 
 
+LOG_RANKS_ABOVE = 30  # the rank-shift axes turn logarithmic only for ranks deeper than this
+
+
 def rank_shift_plot(
     shift: pd.DataFrame, src: str, dst: str, pool_k: int | None = None, k: int | None = None
 ) -> Figure:
-    """Each relevant unit of the fused list: fused rank (x) -> reranked rank (y).
+    """Each relevant unit of the fused list: fused rank (x) -> reranked rank (y), in the better (promoted) and
+    worse (demoted) colours (:data:`BETTER`, :data:`WORSE`), grey when unchanged.
 
-    Below the diagonal = promoted; units the reranked list lacks are drawn at the top.
+    Below the diagonal = promoted; units the reranked list lacks are drawn at the top. The axes are linear with
+    whole-number ticks up to rank :data:`LOG_RANKS_ABOVE` (ranks 1-10 spread evenly), logarithmic beyond it.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 4.8))
     if shift.empty:
-        ax.text(
-            0.5,
-            0.5,
-            f"no relevant units in both {src} and {dst}",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
+        ax.text(0.5, 0.5, f"no relevant units in both {src} and {dst}", ha="center", va="center",
+                transform=ax.transAxes)
         ax.set_axis_off()
         return fig
-    top = max(2.0, float(np.nanmax(shift[["src_rank", "dst_rank"]].to_numpy(dtype=float))))
-    miss_y = top * 1.6
+    top = max(2.0, float(np.nanmax(shift[["src_rank", "dst_rank"]].to_numpy(dtype=float))), k or 0, pool_k or 0)
+    log = top > LOG_RANKS_ABOVE
+    miss_y = top * 1.6 if log else top + max(1.0, round(0.15 * top))
     y = shift.dst_rank.fillna(miss_y).to_numpy(dtype=float)
+    src_rank = shift.src_rank.to_numpy(dtype=float)
     rng = np.random.default_rng(0)
-    jit = np.exp(rng.uniform(-0.06, 0.06, size=len(shift)))
-    colours = np.where(
-        shift.dst_rank.isna(),
-        "#333333",  # not in the reranked list
-        np.where(y < shift.src_rank, "#55a868", np.where(y > shift.src_rank, "#c44e52", "#999999")),
-    )
-    ax.scatter(shift.src_rank * jit, y * jit[::-1], c=colours, s=22, alpha=0.75, edgecolor="none")
+    u = rng.uniform(-0.06, 0.06, size=len(shift))  # jitter: tied points stay visible
+    xj, yj = (src_rank * np.exp(u), y * np.exp(u[::-1])) if log else (src_rank + 2 * u, y + 2 * u[::-1])
+    colours = np.where(shift.dst_rank.isna(), "#333333",  # not in the reranked list
+                       np.where(y < src_rank, BETTER, np.where(y > src_rank, WORSE, TIED)))
+    ax.scatter(xj, yj, c=colours, s=22, alpha=0.75, edgecolor="none")
     ax.plot([1, top], [1, top], color="#999", lw=0.8, ls="--")
     refs = ((k, f"k = pool = {k}"),) if k and k == pool_k else ((k, f"k = {k}"), (pool_k, f"pool = {pool_k}"))
     for ref, name in refs:
@@ -237,21 +249,34 @@ def rank_shift_plot(
             ax.axvline(ref + 0.5, color="#bbb", lw=0.7)
             ax.axhline(ref + 0.5, color="#bbb", lw=0.7)
             ax.text(ref + 0.5, 1, name, fontsize=7, color="#777", rotation=90, va="bottom", ha="right")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _rank_axes(ax, log, top, miss_y)
     ax.set_xlabel(f"rank in {src}")
     ax.set_ylabel(f"rank in {dst} (top: not in list)")
-    up, down = int((y < shift.src_rank).sum()), int((y > shift.src_rank).sum())
-    ax.set_title(
-        f"Relevant units: {up} promoted, {down} demoted, {len(shift) - up - down} unchanged", fontsize=10
-    )
+    up, down = int((y < src_rank).sum()), int((y > src_rank).sum())
+    ax.set_title(f"Relevant units: {up} promoted, {down} demoted, {len(shift) - up - down} unchanged", fontsize=10)
     ax.grid(alpha=0.2, which="both")
     fig.tight_layout()
     return fig
 
 
+def _rank_axes(ax, log: bool, top: float, miss_y: float) -> None:
+    """Log axes for deep ranks; else linear ones from rank 1 (at the bottom left) with whole-number ticks."""
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        return
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlim(0.5, top + 0.5)
+    ax.set_ylim(0.5, miss_y + 0.5)
+    ticks = [t for t in MaxNLocator(integer=True, min_n_ticks=2).tick_values(1, top) if 1 <= t <= top]
+    ax.set_xticks(ticks)
+    ax.set_yticks([*ticks, miss_y], [f"{t:.0f}" for t in ticks] + ["none"])  # "none": not in the reranked list
+
+
 def funnel_bars(funnel: pd.DataFrame, title: str = "") -> Figure:
-    """Stacked horizontal bars: per cutoff k, the share of queries in each funnel class."""
+    """Stacked horizontal bars: per cutoff k, the share of queries in each funnel class (:data:`CLASS_COLOURS`: a
+    hit in the better colour, the losses in shades of the worse one, none of them a variant's colour)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.0, max(2.2, 0.45 * len(funnel) + 1.4)))
     if funnel.empty:
@@ -270,10 +295,11 @@ def funnel_bars(funnel: pd.DataFrame, title: str = "") -> Figure:
     ylabels = [f"@{k}" for k in share.index]
     for cls in share.columns:
         vals = share[cls].to_numpy(dtype=float)
-        ax.barh(ylabels, vals, left=left, color=CLASS_COLOURS.get(cls, "#999"), label=cls, edgecolor="white")
+        colour = CLASS_COLOURS.get(cls, "#999")
+        ax.barh(ylabels, vals, left=left, color=colour, label=cls, edgecolor="white")
         for i, (lv, vv, cnt) in enumerate(zip(left, vals, funnel[cls].to_numpy(), strict=True)):
             if vv >= 0.06:
-                ax.text(lv + vv / 2, i, str(int(cnt)), ha="center", va="center", fontsize=7, color="white")
+                ax.text(lv + vv / 2, i, str(int(cnt)), ha="center", va="center", fontsize=7, color=_ink(colour))
         left += vals
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
@@ -285,30 +311,61 @@ def funnel_bars(funnel: pd.DataFrame, title: str = "") -> Figure:
 
 
 def place_labels(ax, points: Sequence[tuple[float, float, str]], fontsize: float = 8.0) -> list:
-    """Annotate each ``(x, y, text)`` (data coordinates) so that no two labels overlap: a label sits beside its
-    point (left of it near the right edge), moved up or down by whole lines until it is clear, and a moved label
-    gets a leader line to its point. Returns the annotations."""
+    """Annotate each ``(x, y, text)`` (data coordinates) so that no two labels overlap and no label covers a
+    point: a label sits beside its point (right of it, else left), moved up or down by whole lines until it is
+    clear; a label gets a leader line to its point when it was moved or when another point is nearer to it than
+    its own. Returns the annotations (each ``xy`` is its point)."""
     ax.get_xlim(), ax.get_ylim()  # settle the autoscaled limits before reading the transform
-    to_axes = ax.transData + ax.transAxes.inverted()
-    box = ax.get_window_extent()
-    w_pt, h_pt = box.width * 72 / ax.figure.dpi, box.height * 72 / ax.figure.dpi
-    h, gap = 1.3 * fontsize / h_pt, 7 / w_pt
+    renderer = ax.figure.canvas.get_renderer()
+    px = ax.get_window_extent(renderer)
+    to_px = ax.transData
+    marks = [tuple(to_px.transform((x, y))) for x, y, _ in points]
+    line = 1.3 * fontsize * ax.figure.dpi / 72
+    gap, r = 7 * ax.figure.dpi / 72, 5 * ax.figure.dpi / 72  # label-to-point gap, a marker's half width (pixels)
+    obstacles = [(mx - r, mx + r, my - r, my + r) for mx, my in marks]
     placed: list[tuple[float, float, float, float]] = []
     out = []
     for x, y, text in sorted(points, key=lambda p: (p[1], p[0])):
-        fx, fy = to_axes.transform((x, y))
-        w = 0.6 * fontsize * len(text) / w_pt
-        left = fx + gap + w > 0.99
-        x0 = fx - gap - w if left else fx + gap
-        for step in range(80):
-            ty = min(0.98, max(0.02, fy + (step + 1) // 2 * h * (1 if step % 2 else -1)))
-            if all(x0 + w <= a or x0 >= b or ty + h / 2 <= c or ty - h / 2 >= d for a, b, c, d in placed):
-                break
-        placed.append((x0, x0 + w, ty - h / 2, ty + h / 2))
-        arrow = {"arrowstyle": "-", "color": "#888", "lw": 0.6} if abs(ty - fy) > h / 2 else None
-        out.append(ax.annotate(text, (x, y), xytext=(x0 + w if left else x0, ty), textcoords="axes fraction",
+        fx, fy = to_px.transform((x, y))
+        probe = ax.text(0, 0, text, fontsize=fontsize)
+        w = probe.get_window_extent(renderer).width + 2
+        probe.remove()
+        box = _free_box(fx, fy, w, line, gap, px, placed + obstacles)
+        placed.append(box)
+        near = min(range(len(marks)), key=lambda i: _box_distance(box, marks[i]))
+        moved = abs((box[2] + box[3]) / 2 - fy) > line / 2 or marks[near] != (fx, fy)
+        arrow = {"arrowstyle": "-", "color": "#888", "lw": 0.6} if moved else None
+        left = box[1] <= fx
+        at = ax.transAxes.inverted().transform((box[1] if left else box[0], (box[2] + box[3]) / 2))
+        out.append(ax.annotate(text, (x, y), xytext=tuple(at), textcoords="axes fraction",
                                ha="right" if left else "left", va="center", fontsize=fontsize, arrowprops=arrow))
     return out
+
+
+def _box_distance(box: tuple[float, float, float, float], p: tuple[float, float]) -> float:
+    """The distance from point ``p`` to the rectangle ``box`` (x0, x1, y0, y1); 0 inside it."""
+    dx = max(box[0] - p[0], 0.0, p[0] - box[1])
+    dy = max(box[2] - p[1], 0.0, p[1] - box[3])
+    return math.hypot(dx, dy)
+
+
+def _free_box(fx: float, fy: float, w: float, h: float, gap: float, frame,
+              taken: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
+    """A ``w`` x ``h`` box (pixels) inside the axes ``frame`` beside the point (``fx``, ``fy``), right of it (left
+    first near the right edge), stepped up and down by ``h`` until it overlaps nothing ``taken``."""
+    sides = [fx + gap, fx - gap - w]
+    if fx + gap + w > frame.x1 - 2:
+        sides.reverse()
+    first = None
+    for step in range(80):
+        ty = min(frame.y1 - h / 2, max(frame.y0 + h / 2, fy + (step + 1) // 2 * h * (1 if step % 2 else -1)))
+        for x0 in sides:
+            box = (x0, x0 + w, ty - h / 2, ty + h / 2)
+            first = first or box
+            inside = box[0] >= frame.x0 + 2 and box[1] <= frame.x1 - 2
+            if inside and all(box[1] <= a or box[0] >= b or box[3] <= c or box[2] >= d for a, b, c, d in taken):
+                return box
+    return first  # type: ignore[return-value]
 
 
 def _cost(r: pd.Series, col: str) -> float:

@@ -5,7 +5,7 @@ Each function returns a matplotlib Figure (save/show with :mod:`rerankeval.repor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -100,55 +100,94 @@ def negligible(view: pd.DataFrame, col: str) -> bool:
     return spread * 1000 < NEGLIGIBLE_MS or spread < NEGLIGIBLE_SHARE * float(np.median(v))
 
 
-def _quality_only(ax, view: pd.DataFrame, metric: str, col: str, marked: dict[str, str]) -> None:
+MARK_COLOUR, FRONT_COLOUR = "#222222", "#555555"  # the marked settings and the frontier: no variant's colour
+
+
+def marks(default: str, chosen: Mapping[str, str]) -> dict[str, str]:
+    """The labels of the settings a sweep figure marks: ``default`` and each point ``chosen`` (split -> point,
+    :attr:`rerankeval.experiments.splits.Tuning.chosen`) named with the folds or split that chose it
+    ("chosen in folds 1, 3", "chosen on train"; "default, chosen in fold 2" when the default was chosen)."""
+    by_point: dict[str, list[str]] = {}
+    for split, point in chosen.items():
+        by_point.setdefault(point, []).append(split)
+    out = {default: "default"}
+    for point, splits_ in by_point.items():
+        folds = [x.removeprefix("fold ") for x in splits_ if x.startswith("fold ")]
+        where = ([f"in fold{'s' if len(folds) > 1 else ''} {', '.join(folds)}"] if folds else []) + [
+            f"on {x}" for x in splits_ if not x.startswith("fold ")]
+        text = "chosen " + " and ".join(where)
+        out[point] = f"default, {text}" if point == default else text
+    return out
+
+
+def _mark(ax, points: pd.DataFrame, x: pd.Series, metric: str, marked: Mapping[str, str]) -> list:
+    """A star per marked point (one legend entry when any is drawn); the ``(x, y, text)`` to label them with
+    (:func:`rerankeval.report.plots.place_labels`, once the layout is final)."""
+    pts = []
+    for name, text in marked.items():
+        hit = points.point == name
+        if hit.any():
+            pts.append((float(x[hit].iloc[0]), float(points.loc[hit, metric].iloc[0]), text))
+    if pts:
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=70, marker="*", color=MARK_COLOUR, zorder=3,
+                   label="marked setting (labelled)")
+    return pts
+
+
+def _quality_only(ax, view: pd.DataFrame, metric: str, col: str, marked: Mapping[str, str]) -> list:
     """The points' quality alone, sorted, when the cost ``col`` is the same for all of them (said in the panel)."""
     v = view.sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
     ax.scatter(v.index + 1, v[metric], s=12, color="#999", alpha=0.7, label="sweep point")
-    pts = []
-    for name, text in marked.items():
-        hit = v[v.point == name]
-        if len(hit):
-            ax.scatter(hit.index + 1, hit[metric], s=60, marker="*", color="#4c72b0", zorder=3)
-            pts.append((float(hit.index[0] + 1), float(hit[metric].iloc[0]), text))
-    place_labels(ax, pts)
+    pts = _mark(ax, v, pd.Series(v.index + 1, index=v.index, dtype=float), metric, marked)
     c = view[col].dropna().to_numpy(dtype=float)
     spread = (f"{c.min() * 1000:.2f}\u2013{c.max() * 1000:.2f} ms per query" if col == "seconds_per_query"
               else f"{c.min():.0f}\u2013{c.max():.0f} tokens per query") if c.size else "not recorded"
     ax.set_title(f"cost differs negligibly between points ({spread}):\nquality only, points sorted", fontsize=8,
                  color="#555")
     ax.set_xlabel("sweep point (sorted by quality)")
+    ax.legend(fontsize=8, loc="lower left")
+    return pts
 
 
-def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked: dict[str, str],
+def _frontier(ax, view: pd.DataFrame, metric: str, col: str, on: Sequence[bool], scale: float) -> None:
+    """The frontier's points and, when it has two or more, the step joining them (each in the legend only when
+    drawn)."""
+    f = view[list(on)].sort_values(col)
+    if len(f) >= 2:
+        ax.step(f[col] * scale, f[metric], where="post", color=FRONT_COLOUR, lw=1.2, ls="--", label="frontier")
+    if len(f):
+        ax.scatter(f[col] * scale, f[metric], s=24, color=FRONT_COLOUR,
+                   label="on the frontier" if len(f) >= 2 else "the frontier (one point: best and cheapest)")
+
+
+def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked: Mapping[str, str],
                  cost_cols: Sequence[str] = ("seconds_per_query", "llm_tokens_per_query")) -> plt.Figure:
-    """Quality against each cost, one dot per sweep point, the frontier (``front``) joined and ``marked``
-    points (name -> label, e.g. default, chosen) annotated. A cost that is 0 for every point (LLM tokens, when
-    no point reranks) gets no panel; a cost whose spread is negligible (:func:`negligible`) gets a quality-only
-    panel that says so instead of an axis of timing noise."""
+    """Quality against each cost, one dot per sweep point, the frontier joined and ``marked`` points (name ->
+    label, :func:`marks`) starred and labelled. ``front`` is the frontier on seconds per query; another cost's is
+    computed on that cost. A cost that is 0 for every point (LLM tokens, when no point reranks) gets no panel; a
+    cost whose spread is negligible (:func:`negligible`) gets a quality-only panel that says so instead of an axis
+    of timing noise. The legend lists only what is drawn."""
+    from rerankeval.experiments.sweep import pareto_front
+
     cost_cols = [c for c in cost_cols if view[c].fillna(0).abs().sum() > 0] or list(cost_cols[:1])
     fig, axes = plt.subplots(1, len(cost_cols), figsize=(5.2 * len(cost_cols), 3.9), squeeze=False)
-    on = view[list(front)]
+    labels = []
     for ax, col in zip(axes[0], cost_cols, strict=True):
         ax.set_ylabel(label(metric))
         ax.grid(alpha=0.3)
         if negligible(view, col):
-            _quality_only(ax, view, metric, col, marked)
+            labels.append((ax, _quality_only(ax, view, metric, col, marked)))
             continue
         scale = 1000.0 if col == "seconds_per_query" else 1.0
+        on = front if col == "seconds_per_query" else pareto_front(view[metric].tolist(), view[col].tolist())
         ax.scatter(view[col] * scale, view[metric], s=12, color="#999", alpha=0.6, label="sweep point")
-        f = on.sort_values(col)
-        ax.step(f[col] * scale, f[metric], where="post", color="#c44e52", lw=1.5, label="frontier")
-        ax.scatter(f[col] * scale, f[metric], s=22, color="#c44e52")
-        pts = []
-        for name, text in marked.items():
-            r = view[view.point == name]
-            if len(r):
-                ax.scatter(r[col] * scale, r[metric], s=60, marker="*", color="#4c72b0", zorder=3)
-                pts.append((float(r[col].iloc[0]) * scale, float(r[metric].iloc[0]), text))
-        place_labels(ax, pts)
+        _frontier(ax, view, metric, col, on, scale)
+        labels.append((ax, _mark(ax, view, view[col] * scale, metric, marked)))
         ax.set_xlabel({"seconds_per_query": "milliseconds per query (legs + fusion)",
                        "llm_tokens_per_query": "LLM tokens per query"}.get(col, col))
         ax.legend(fontsize=8, loc="lower right")
     fig.suptitle(f"{label(metric)} against cost, every sweep point", fontsize=11)
     fig.tight_layout()
+    for ax, pts in labels:
+        place_labels(ax, pts)
     return fig
