@@ -144,7 +144,7 @@ def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
     a = analyse.run(dp, FAST)
     written = analyse.write(dp, a)
     assert set(written) == {"metrics", "per_query", "summary", "comparisons", "winner", "manifest", "review",
-                            "injection", "inputs"}
+                            "injection", "inputs", "incomplete"}
     assert analysis_records.read_winner(dp) == analysis_records.winner(a.table, a.summary) == "hybrid"  # relevant first
     back = analysis_records.read_summary(dp)
     assert back == a.summary and back.pool_k == 5 and back.variants == ["vector", "hybrid"]
@@ -292,7 +292,9 @@ def test_the_analysis_measures_the_rerankers_model_and_the_verdict_says_so(tmp_p
     assert d.n_unjudged == 25 and d.shift["relevant"] == {"n": 5, "mean_abs_change": 1.0, "up": 1.0, "down": 0.0,
                                                             "same": 0.0}
     auc_line = next(s for s in a.verdict if "ROC AUC" in s)
-    assert a.verdict.index(auc_line) == 2 and "(fake-0.5b) separates relevant" in auc_line  # after the rerank line
+    rerank_line = next(s for s in a.verdict if s.startswith("Reranking ("))
+    assert a.verdict.index(auc_line) == a.verdict.index(rerank_line) + 1  # right after the rerank line
+    assert "(fake-0.5b) separates relevant" in auc_line
     assert a.summary.discrimination["auc"] == 1.0
     written = analyse.write(dp, a)
     assert pd.read_csv(written["discrimination"]).auc.tolist() == [1.0] * 5

@@ -69,6 +69,13 @@ def test_a_recorded_grade_reaches_the_next_runs_qrels_and_the_manifest(tmp_path)
     review = pd.read_csv(dp.unjudged_review, sep="\t")
     row = review[(review.qid == "q1") & (review.unit_id == UNITS[1])]
     assert len(row) == 1 and row.snippet.iloc[0] == "page 2 about topic 1" and row.variants.iloc[0] == "bm25,hybrid"
+    # issue 34: the review is in the judging queue's order (weight descending) and 05 wrote the holes record
+    assert list(review.columns[-2:]) == ["weight", "moves"] and review.weight.is_monotonic_decreasing
+    from rerankeval.evaluate import holes
+
+    rec = holes.read(dp)
+    assert rec["baseline"] in before.runs and {c["status"] for c in rec["comparisons"]} <= {
+        "decided", "undecided", "tied", "identical"}
 
     assert judgments.record(dp, "q1", UNITS[1], 1) == "recorded"
     assert judgments.record(dp, "q3", UNITS[4], 2) == "recorded"  # a query the qrels did not judge yet

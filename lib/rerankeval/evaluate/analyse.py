@@ -1,7 +1,8 @@
 """Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes what notebook 05 shows (:mod:`.views`
 words it), ``write(dp, analysis)`` writes ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``,
 ``comparisons.csv``, ``discrimination.csv`` (:mod:`.discrimination`), ``injection.json`` (:mod:`.injection`: units
-that instruct the model, with the headline with and without them) and the manifest. Reads (stages 01, 03, 04, 09):
+that instruct the model, with the headline with and without them), ``incomplete.json`` (:mod:`.holes`: the bounds
+over the unjudged units and which comparisons they leave undecided) and the manifest. Reads (stages 01, 03, 04, 09):
 the query table, qrels, corpus statistics, every run in ``dp.runs_dir`` (unit and chunk level), the rerank ledger,
 the parameters 03/04 recorded, the LLM assessor's grades (:mod:`.agreement`: kappa against the human grades; its
 grades where no human judged with ``qrels_source = "human+llm"``). ``baseline``: the variant the rest face.
@@ -35,6 +36,7 @@ from rerankeval.evaluate import (
     conformance,
     costs,
     funnel,
+    holes,
     injection,
     judgments,
     limitations,
@@ -100,6 +102,7 @@ class Analysis:
     human_qrels: runs.Qrels | None = None  # the human grades (qrels + judgments), whatever qrels_source is
     other: tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]] | None = None  # the table under the other grades
     injection: dict[str, Any] | None = None  # issue 32: units that instruct the model, and their effect (injection)
+    holes: dict[str, Any] | None = None  # issue 34: bounds over the unjudged units, decided/undecided (holes)
 
     @property
     def verdict(self) -> list[str]:
@@ -324,7 +327,8 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
         summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries),
         discrimination=disc, human_qrels=human, other=other,
-        injection=injection.analyse(dp, loaded, qrels, human, qs.qids, headline, p.missing_queries))
+        injection=injection.analyse(dp, loaded, qrels, human, qs.qids, headline, p.missing_queries),
+        holes=holes.analyse(loaded, qrels, qs.qids, summary.baseline, k=p.final_k))
 
 
 def _other(dp: DatasetPaths, p: AnalysisParams, human: runs.Qrels, grades: Mapping[str, Any], ctx: tuple):
@@ -373,7 +377,10 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),
         **write_summary(dp, a.summary, a.comparisons, a.table),
         "review": judgments.write_review(dp, a.runs, a.human_qrels or a.qrels, a.query_set.qids, a.params.final_k,
-                                         a.chunk_runs),  # what no human graded: LLM grades leave a pair in it
+                                         a.chunk_runs, holes.review_weights(a.runs, a.human_qrels or a.qrels,
+                                                                            a.query_set.qids, a.holes)),
+        # what no human graded (LLM grades leave a pair in it), in the judging queue's order
+        **holes.write(dp, a.holes),
         **limitations.write(dp, a.known_limitations),
         **discrim.write(dp, a.discrimination),
         **other_grades.write(dp, a.other),
@@ -393,7 +400,10 @@ def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame 
     out = {"summary": atomic_write_json(dp.analyse_summary, json.loads(json.dumps(summary.to_dict())))}
     if table is not None:
         best = winner(table, summary)
-        out["winner"] = atomic_write_json(dp.analyse_winner, {"variant": best, "metric": summary.headline_metric})
+        clear = verdict.clear_winner(table, comparisons, summary.headline_metric, summary.missing)
+        out["winner"] = atomic_write_json(dp.analyse_winner, {  # "variant": the best mean, 07's default passages;
+            "variant": best, "metric": summary.headline_metric,  # "distinguishable": whether the page may call it
+            "distinguishable": best is not None and clear == best})  # a winner (significant, not 0.000)
     if comparisons is not None:
         out["comparisons"] = atomic_write_text(dp.analyse_comparisons, comparisons.to_csv(index=False))
     return out

@@ -55,6 +55,7 @@ from rerankeval.corpus.unithash import is_stale, read_grade_lines, unit_hashes
 
 HEADER = "query-id\tcorpus-id\tscore\tunit-sha256\n"
 REVIEW_COLUMNS = ["qid", "query", "unit_id", "variants", "n_variants", "best_rank", "snippet"]
+# review/unjudged.tsv adds ``weight`` and ``moves`` (the judging queue's, :func:`queue_order`) to these
 DEFAULT_TOP_GRADE = 2  # the top of the scale when the qrels hold no positive grade (0 not, 1 relevant, 2 highly)
 log = get_logger(__name__)
 _PAGE_ID = re.compile(r"^(?P<file>.+)#p(?P<page>\d+)$")
@@ -378,10 +379,23 @@ def judging_summary(merge: Mapping[str, Any], runs: Mapping[str, Run], qrels: Qr
 
 
 def write_review(dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int,
-                 chunk_runs: Mapping[str, Run] | None = None) -> Path:
-    """Write :func:`unjudged_pool` (with snippets) to ``dp.unjudged_review`` (TSV, one unit per line)."""
+                 chunk_runs: Mapping[str, Run] | None = None,
+                 weights: Mapping[tuple[str, str], tuple[float, str]] | None = None) -> Path:
+    """Write :func:`unjudged_pool` (with snippets) to ``dp.unjudged_review`` (TSV, one unit per line), in the
+    judging queue's order when ``weights`` are given (:func:`queue_order`)."""
     snips = Snippets(corpus.load_chunks(dp), chunk_runs)
     pool = unjudged_pool(runs, qrels, qids, k, corpus.load_queries(dp),
                          lambda v, q, d: shorten(snips.get(v, q, d)["text"], 300))
     pool["query"] = pool["query"].map(lambda s: " ".join(str(s).split()))
-    return atomic_write_text(dp.unjudged_review, pool.to_csv(sep="\t", index=False))
+    return atomic_write_text(dp.unjudged_review, queue_order(pool, weights or {}).to_csv(sep="\t", index=False))
+
+
+def queue_order(pool: pd.DataFrame, weights: Mapping[tuple[str, str], tuple[float, str]]) -> pd.DataFrame:
+    """``pool`` (:func:`unjudged_pool`) with ``weight`` and ``moves`` (the open comparisons a unit's grade can move)
+    from the judging queue's ``weights`` ((qid, unit) -> (weight, moves):
+    :func:`rerankeval.evaluate.incomplete.review_weights`), heaviest first; the units that move no open comparison
+    last (weight 0), in the pool's order."""
+    keys = list(zip(pool.qid.astype(str), pool.unit_id.astype(str), strict=True))
+    out = pool.assign(weight=[round(float(weights.get(key, (0.0, ""))[0]), 6) for key in keys],
+                      moves=[weights.get(key, (0.0, ""))[1] for key in keys])
+    return out.sort_values("weight", ascending=False, kind="stable", ignore_index=True)

@@ -116,6 +116,10 @@ def baseline_reason(metrics: pd.DataFrame, headline: str = HEADLINE, baseline: s
     if base is None:
         return ""
     if base == baseline_of(metrics, headline, ""):
+        m = metrics.set_index("variant") if "variant" in metrics else metrics
+        legs = [v for v in LEGS if v in m.index and headline in m]
+        if len(legs) == 2 and shown_zero(float(m.at[legs[0], headline]) - float(m.at[legs[1], headline])):
+            return f"the single retrievers tie on {label(headline)}, so {base} is taken"
         return "the better single retriever"
     return f"chosen: baseline={base}"
 
@@ -126,7 +130,7 @@ def versus(comparisons: pd.DataFrame | None, metric: str, variant: str, baseline
     if r is None:
         return None
     p_holm = float(r.get("p_holm", math.nan))
-    mark = "" if math.isnan(p_holm) else ("*" if p_holm < 0.05 else "")
+    mark = "*" if distinguishable(r) else ""  # never on a tie, a zero at the shown precision or identical runs
     return {"diff": float(r["diff"]), "low": float(r["diff_ci_low"]), "high": float(r["diff_ci_high"]),
             "wins": int(r["wins"]), "ties": int(r["ties"]), "losses": int(r["losses"]), "p": float(r["p"]),
             "p_holm": p_holm, "mark": mark}
@@ -143,7 +147,11 @@ def _baseline_line(m: pd.DataFrame, comparisons, headline: str, fused: str, base
             f"{fmt(a)} {hl} against {fmt(b)}")
     if r is None:
         return head + f" ({a - b:+.3f}; not tested)."
+    if same_everywhere(pair_row(comparisons, headline, fused, baseline)):
+        return (f"{head}: the same score on every one of the {r['wins'] + r['ties'] + r['losses']} queries, a "
+                f"degenerate comparison ({SAME_CAUSES}).")
     sure = ("a difference that survives Holm correction" if r["mark"] else
+            "a tie at the shown precision" if shown_zero(r["diff"]) else
             "a difference that could be chance after Holm correction")
     fam_words = f" over {fam} pairs" if fam else ""
     return (f"{head}: {r['diff']:+.3f} (95% CI {r['low']:+.3f} to {r['high']:+.3f}); {r['wins']} queries better, "
@@ -151,25 +159,105 @@ def _baseline_line(m: pd.DataFrame, comparisons, headline: str, fused: str, base
             f"{r['p_holm']:.2g}).")
 
 
+DIGITS = 3  # the precision every verdict number is shown at
+SAME_CAUSES = "identical runs, a stage that failed and returned its input, or a metric at the end of its scale"
+SIGNIFICANT = 0.05  # Holm-adjusted p below which a difference is called significant
+
+
+def shown_zero(x: Any, digits: int = DIGITS) -> bool:
+    """Whether ``x`` reads as zero at the shown precision (``+0.000``), or is not a number."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return True
+    return math.isnan(v) or abs(v) < 0.5 * 10 ** -digits
+
+
+def same_everywhere(r: Mapping[str, Any] | None) -> bool:
+    """A degenerate comparison: the pair scores the same on every query compared (identical runs, or a stage that
+    failed and returned its input)."""
+    if not r:
+        return False
+    try:
+        return int(r.get("wins", 0)) == 0 and int(r.get("losses", 0)) == 0 and int(r.get("n", 0) or 0) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def distinguishable(r: Mapping[str, Any] | None) -> bool:
+    """Whether a comparison row earns a "better": significant after Holm correction and not zero at the shown
+    precision (never on a tie or a degenerate comparison)."""
+    if not r or same_everywhere(r):
+        return False
+    p_holm = float(r.get("p_holm", math.nan))
+    return not math.isnan(p_holm) and p_holm < SIGNIFICANT and not shown_zero(r.get("diff"))
+
+
+def clear_winner(metrics: pd.DataFrame, comparisons: pd.DataFrame | None, headline: str = HEADLINE,
+                 missing: Mapping[str, int] | None = None) -> str | None:
+    """The variant with the best ``headline`` when it is distinguishable (:func:`distinguishable`) from the
+    runner-up, else None: the only variant the page may call a winner or set in bold."""
+    if metrics is None or metrics.empty or headline not in metrics:
+        return None
+    m = metrics.set_index("variant")
+    full = [v for v in m.index if not (missing or {}).get(v)] or list(m.index)
+    ranked_v = m.loc[full, headline].dropna().sort_values(ascending=False, kind="stable")
+    if len(ranked_v) < 2:
+        return None
+    best, second = ranked_v.index[0], ranked_v.index[1]
+    return str(best) if distinguishable(pair_row(comparisons, headline, best, second)) else None
+
+
+def _mdd_words(r: Mapping[str, Any] | None, n: int | None) -> str:
+    """"differences below about x are hard to detect", only when x does not read as zero."""
+    mdd = float(r.get("mdd", math.nan)) if r else math.nan
+    return "" if shown_zero(mdd) else f"; differences below about {fmt(mdd)} are hard to detect with n = {n}"
+
+
 def _winner_line(m: pd.DataFrame, comparisons, headline: str, missing: Mapping[str, int], fam, n) -> str:
     hl = label(headline)
     full = [v for v in m.index if not missing.get(v)] or list(m.index)
-    ranked_v = m.loc[full, headline].sort_values(ascending=False)
+    ranked_v = m.loc[full, headline].sort_values(ascending=False, kind="stable")
     best = ranked_v.index[0]
-    ci = (f"95% CI {fmt(m.at[best, headline + '_ci_low'])}\u2013{fmt(m.at[best, headline + '_ci_high'])}"
+    ci = (f" (95% CI {fmt(m.at[best, headline + '_ci_low'])}\u2013{fmt(m.at[best, headline + '_ci_high'])})"
           if headline + "_ci_low" in m else "")
     if len(ranked_v) == 1:
         who = f"{best} is the only variant that answered every query" if len(m.index) > 1 else ""
         who = who or f"Only {best} was evaluated"
-        return f"{who}: {hl} = {fmt(ranked_v.iloc[0])} ({ci}, n = {n} queries)."
+        return f"{who}: {hl} = {fmt(ranked_v.iloc[0])}{ci} (n = {n} queries)."
     second = ranked_v.index[1]
     r = pair_row(comparisons, headline, best, second)
     diff = ranked_v.iloc[0] - ranked_v.iloc[1]
+    if same_everywhere(r):
+        return (f"No winner on {hl}: {best} and {second} score the same on every one of the {int(r['n'])} queries "
+                f"({fmt(ranked_v.iloc[0])}), a degenerate comparison ({SAME_CAUSES}).")
+    top = [v for v in ranked_v.index if shown_zero(ranked_v.iloc[0] - ranked_v[v])]
+    if len(top) > 1:
+        return (f"No winner on {hl}: {', '.join(top)} tie at {fmt(ranked_v.iloc[0])} at the shown precision "
+                f"{ci.replace(')', f' for {best})')}{_mdd_words(r, n)}.")
     tail = _sig(r, fam) if r else "significance not tested"
-    mdd = (f"; differences below about {fmt(r['mdd'])} are hard to detect with n = {n}"
-           if r and not math.isnan(float(r.get("mdd", math.nan))) else "")
-    return (f"{best} wins on {hl} with {fmt(ranked_v.iloc[0])} ({ci}), {diff:+.3f} over the runner-up "
-            f"{second} ({fmt(ranked_v.iloc[1])}); {tail}{mdd}.")
+    if distinguishable(r):
+        return (f"{best} wins on {hl} with {fmt(ranked_v.iloc[0])}{ci}, {diff:+.3f} over the runner-up "
+                f"{second} ({fmt(ranked_v.iloc[1])}); {tail}{_mdd_words(r, n)}.")
+    return (f"No winner on {hl}: {best} has the highest mean, {fmt(ranked_v.iloc[0])}{ci}, {diff:+.3f} over "
+            f"{second} ({fmt(ranked_v.iloc[1])}), but {tail}, so the two are not distinguishable"
+            f"{_mdd_words(r, n)}.")
+
+
+def ties_line(m: pd.DataFrame, comparisons, headline: str, baseline: str | None) -> str | None:
+    """"No variant is distinguishable from the baseline" when none of the others differs from it significantly
+    (after Holm correction) by a difference that is not zero at the shown precision; else None."""
+    others = [v for v in m.index if v != baseline]
+    if baseline is None or baseline not in m.index or not others or comparisons is None or comparisons.empty:
+        return None
+    rows = {v: pair_row(comparisons, headline, v, baseline) for v in others}
+    if any(distinguishable(r) for r in rows.values()) or all(r is None for r in rows.values()):
+        return None
+    same = [v for v, r in rows.items() if same_everywhere(r)]
+    note = (f" ({', '.join(same)} {'scores' if len(same) == 1 else 'score'} the same as {baseline} on every query: "
+            f"{SAME_CAUSES})") if same else ""
+    return (f"No variant is distinguishable from the baseline, {baseline}, on {label(headline)}: every difference "
+            f"is a tie or could be chance after Holm correction{note}.")
 
 
 def _cost_words(m: pd.DataFrame, reranked: str) -> str:
@@ -193,15 +281,30 @@ def _rerank_line(m: pd.DataFrame, comparisons, headline: str, fused: str, rerank
             return f"No reranked run ({reranked}) yet, so the effect of reranking is not measured."
         return f"No fused run ({fused}) yet, so fusion and reranking are not measured."
     r = pair_row(comparisons, headline, reranked, fused)
+    failed = _failed_stage(m, reranked)
+    if failed or same_everywhere(r):
+        why = failed or f"the same score on every query compared ({SAME_CAUSES})"
+        return (f"Reranking ({fused} \u2192 {reranked}) is not measured: {why}, a degenerate comparison; "
+                "its row is not evidence about reranking.")
     left = _left_out(r)
     d = float(r["diff"]) if left else m.at[reranked, headline] - m.at[fused, headline]
     wtl = (f" ({int(r['wins'])} queries better, {int(r['losses'])} worse, {int(r['ties'])} tied; {_sig(r, fam)})"
            if r else "")
     scope = (f" on the {int(r['n'])} queries both answered ({left} queries one of them did not answer are "
              "left out, not scored 0)" if left else "")
-    verb = "raised" if d > 0 else ("lowered" if d < 0 else "did not change")
-    amount = f" by {abs(d):.3f}" if d != 0 else ""
+    verb = "did not change" if shown_zero(d) else ("raised" if d > 0 else "lowered")
+    amount = "" if shown_zero(d) else f" by {abs(d):.3f}"
     return f"Reranking ({fused} \u2192 {reranked}) {verb} {hl}{amount}{scope}{wtl}{_cost_words(m, reranked)}."
+
+
+def _failed_stage(m: pd.DataFrame, reranked: str) -> str:
+    """"the reranker fell back on every query" when its fallback rate is 1 (a failed stage), else ""."""
+    rate = m.at[reranked, "fallback_rate"] if "fallback_rate" in m else math.nan
+    try:
+        failed = float(rate) >= 1.0
+    except (TypeError, ValueError):
+        failed = False
+    return f"{reranked} fell back to the fused order on every query (a failed stage)" if failed else ""
 
 
 def _ceiling_line(m: pd.DataFrame, headline: str, pool_k: int | None, fused: str, reranked: str) -> str:
@@ -216,6 +319,45 @@ def _ceiling_line(m: pd.DataFrame, headline: str, pool_k: int | None, fused: str
         got = f"; {reranked}'s top {fam_k} holds {100 * float(m.at[reranked, rk]):.1f}% (Recall@{fam_k})"
     return (f"Pool ceiling: a perfect reranker of the {base} top {pool_k} would find "
             f"{100 * float(m.at[base, rec]):.1f}% of the relevant units (Recall@{pool_k}){got}.")
+
+
+MATTERS = 0.05  # the smallest difference in an nDCG-like metric (0..1) worth detecting, for the power check
+MIN_QUERIES = 20  # fewer questions than this cannot support a conclusion between variants, whatever the scores
+NEXT_QUESTIONS = ("Next step: more or harder questions (in 08-questions, draft from more pages with "
+                  "paraphrase=true so the questions do not copy the page's words; or write your own), then review "
+                  "them in 00-explore.")
+
+
+def saturation_line(m: pd.DataFrame, headline: str) -> str | None:
+    """A sentence when a key metric is at its maximum (1) or minimum (0) for every variant: the questions cannot
+    separate the variants on it; with the next step. None otherwise."""
+    k = parse_column(headline)[1] or 10
+    cols = [c for c in dict.fromkeys([headline, f"mrr@{k}", f"success@{k}", f"recall@{k}"]) if c in m]
+    at = {c: v for c in cols for v, name in ((1.0, "maximum"), (0.0, "minimum"))
+          if m[c].notna().all() and all(shown_zero(x - v) for x in m[c])}
+    if not at:
+        return None
+    words = ", ".join(f"{label(c)} at its {'maximum' if v == 1.0 else 'minimum'} ({fmt(v)})" for c, v in at.items())
+    return (f"The questions cannot separate the variants: {words} for every variant ({len(m.index)} variants). "
+            f"Scores at the end of the scale say nothing about which variant is better. {NEXT_QUESTIONS}")
+
+
+def power_line(m: pd.DataFrame, comparisons, headline: str, n: int | None, baseline: str | None) -> str | None:
+    """A sentence when the questions are too few to detect the differences that matter: fewer than
+    :data:`MIN_QUERIES`, or a minimum detectable difference (``mdd``, stats.compare's, 80% power) against the
+    baseline above :data:`MATTERS`; with the next step. None otherwise."""
+    rows = [pair_row(comparisons, headline, v, baseline) for v in m.index if baseline and v != baseline]
+    mdds = [float(r["mdd"]) for r in rows if r and not shown_zero(r.get("mdd"))]
+    hl = label(headline)
+    if mdds and min(mdds) > MATTERS:
+        return (f"Too few questions to detect the differences that matter: with n = {n}, only differences in {hl} "
+                f"above about {fmt(min(mdds))} can be detected (80% power, 5% level), and a difference of "
+                f"{MATTERS:.2f} is already large. {NEXT_QUESTIONS}")
+    if n is not None and 0 < n < MIN_QUERIES:
+        return (f"Too few questions to conclude: n = {n}, and fewer than {MIN_QUERIES} questions cannot support a "
+                f"difference between variants whatever the scores (a paired test on {n} queries has little power"
+                f"{'; with 5 or fewer no sign-flip test can reach p < 0.05' if n <= 5 else ''}). {NEXT_QUESTIONS}")
+    return None
 
 
 def _coverage_line(missing: Mapping[str, int], n: int | None) -> str | None:
@@ -261,9 +403,13 @@ def verdict_lines(
     auc = discrimination_mod.sentence(discrimination)
     base = _baseline_line(m, comparisons, headline, fused, baseline_of(metrics, headline, baseline), fam,
                           baseline_reason(metrics, headline, baseline))
+    base_name = baseline_of(metrics, headline, baseline)
+    checks = [x for x in (saturation_line(m, headline), power_line(m, comparisons, headline, n, base_name),
+                          ties_line(m, comparisons, headline, base_name)) if x]
     lines = [
         *([base] if base else []),
         _winner_line(m, comparisons, headline, missing, fam, n),
+        *checks,
         _rerank_line(m, comparisons, headline, fused, reranked, fam),
         *([auc] if auc else []),
         _ceiling_line(m, headline, pool_k, fused, reranked),

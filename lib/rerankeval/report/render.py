@@ -36,10 +36,10 @@ import pandas as pd
 from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.names import CROSS_ENCODER, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.evaluate import discrimination, injection, limitations, verdict
+from rerankeval.evaluate import discrimination, holes, injection, limitations, verdict
 from rerankeval.evaluate.analysis_records import Summary, read_comparisons, read_summary
 from rerankeval.evaluate.metrics import label
-from rerankeval.report import export, glossary, history, manifest_view
+from rerankeval.report import export, failures, glossary, history, manifest_view
 from rerankeval.report.captions import caption_for
 from rerankeval.report.pages import CSP_META, TEMPLATES, questions_note, relative_paths
 
@@ -153,17 +153,18 @@ def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int 
     f = export.headline_frame(metrics, headline, pool_k, comparisons, baseline)
     base, cols = f.attrs["baseline"], f.attrs["metrics"]
     extra = [c for c in HEADLINE_EXTRA if c in metrics.columns]
-    head = ["variant", "queries"] + [export.metric_title(c, pool_k) for c in cols]
+    head = ["variant", "queries"] + [export.metric_title(c, pool_k) + (" (zero-fill)" if c == headline else "")
+                                     for c in cols]
     head += [f"{label(headline)} vs {base} (baseline)"] if base else []
     head += [column_label(c) for c in extra]
-    best = metrics[headline].max() if headline in metrics else None
+    best = verdict.clear_winner(metrics, comparisons, headline)  # bold only for a winner (significant, not 0.000)
     rows = []
     for (_, r), (_, m) in zip(f.iterrows(), metrics.iterrows(), strict=True):
         cells = [{"cls": "num", "text": "\u2013" if pd.isna(r["queries"]) else str(int(r["queries"]))}]
         for c in cols:
             ci = (f"[{verdict.fmt(r[c + '_ci_low'])}, {verdict.fmt(r[c + '_ci_high'])}]"
                   if not pd.isna(r[f"{c}_ci_low"]) else "")
-            bold = c == headline and best is not None and r[c] == best
+            bold = c == headline and best is not None and r["variant"] == best
             cells.append({"cls": "num", "text": verdict.fmt(r[c]), "ci": ci, "bold": bold})
         if base:
             cells.append(_versus_cell(r, base))
@@ -195,7 +196,8 @@ def _blank() -> dict[str, Any]:
     return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
                 facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None,
                 judged_warning=None, auc=None, questions_note=None, assessor=None, grades_caption="", variants=[],
-                exports={}, baseline_why="", since=None, headline_other=None, injection=None, assess_warnings=[])
+                exports={}, baseline_why="", since=None, headline_other=None, injection=None, assess_warnings=[],
+                holes=None, banners=[])
 
 
 def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -353,7 +355,8 @@ def _headline_parts(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str
             "stale": _staleness(dp, man), "judged_warning": judged_warning(summary), **_assessor(summary),
             "auc": {"text": auc, "status": disc.get("status", "")} if auc else None,
             "headline_other": _headline_other(dp, headline, pool_k, base),
-            "injection": injection_block(dp, list(metrics["variant"])), "assess_warnings": assess_warnings(dp, summary)}
+            "injection": injection_block(dp, list(metrics["variant"])), "assess_warnings": assess_warnings(dp, summary),
+            "holes": holes_block(dp)}
 
 
 def _headline_other(dp: DatasetPaths, headline: str, pool_k: int | None, base: str) -> dict[str, Any] | None:
@@ -381,6 +384,44 @@ def injection_block(dp: DatasetPaths, variants: Sequence[str]) -> dict[str, Any]
                "without": verdict.fmt(r.get("without")),
                "diff": "\u2013" if r.get("diff") is None else f"{r['diff']:+.3f}"} for r in rec.get("effect") or []]
     return {"text": text, "units": rec.get("flagged") or [], "effect": effect, "metric": label(str(rec.get("metric")))}
+
+
+STATUS_WORDS = {"decided": "decided", "undecided": "undecided", "tied": "tied", "identical": "identical (degenerate)"}
+
+
+def _signed(x: Any) -> str:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "\u2013"
+    return "\u2013" if math.isnan(v) else f"{v:+.3f}"
+
+
+def holes_block(dp: DatasetPaths) -> dict[str, Any] | None:
+    """The first screen's view of the holes in the judgments (``analyse/incomplete.json``,
+    :mod:`rerankeval.evaluate.holes`): per comparison the zero-fill difference, [worst, best] over the unjudged
+    units and the status word with its sentence; per variant zero-fill, condensed and bpref with [worst, best]; the
+    assumption each number rests on. None before 05 wrote it."""
+    rec = holes.read(dp)
+    if not rec or not rec.get("variants"):
+        return None
+    comps = [{"pair": f"{c.get('a')} vs {c.get('b')}", "zero_fill": _signed(c.get("zero_fill")),
+              "interval": f"[{_signed(c.get('worst'))}, {_signed(c.get('best'))}]",
+              "status": STATUS_WORDS.get(str(c.get("status")), str(c.get("status"))),
+              "cls": "ok" if c.get("status") == "decided" else "failed" if c.get("status") == "undecided" else "",
+              "sentence": str(c.get("sentence", ""))} for c in rec.get("comparisons") or []]
+    variants = [{"variant": v.get("variant"), "zero_fill": verdict.fmt(v.get("zero_fill")),
+                 "condensed": verdict.fmt(v.get("condensed")), "bpref": verdict.fmt(v.get("bpref")),
+                 "interval": f"[{verdict.fmt(v.get('worst'))}, {verdict.fmt(v.get('best'))}]",
+                 "unjudged": int(v.get("unjudged_in_top_k") or 0)} for v in rec["variants"]]
+    names = {"zero_fill": "zero-fill", "condensed": "condensed", "bpref": "bpref", "worst_best": "[worst, best]"}
+    got = rec.get("assumptions") or {}
+    assumptions = [{"name": names.get(k, k), "text": got[k]} for k in [*names, *got] if k in got]
+    assumptions = list({a["name"]: a for a in assumptions}.values())  # zero-fill first, each once
+    return {"metric": label(str(rec.get("metric", HEADLINE))), "k": rec.get("k"), "baseline": rec.get("baseline"),
+            "comparisons": comps, "variants": variants, "assumptions": assumptions,
+            "queue_size": int(rec.get("queue_size") or 0), "top_grade": rec.get("top_grade"),
+            "expected_skipped": int(rec.get("expected_skipped") or 0)}
 
 
 def assess_warnings(dp: DatasetPaths, summary: Summary | None = None) -> list[str]:
@@ -415,6 +456,7 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         root=f"results/{dp.name}",
         failed=[str(p.get("name", "?")) for p in pages if str(p.get("status", "")).lower() != "ok"],
+        banners=failures.banners(dp, pages),
         pages=_pages(pages),
         figures=[f for f in figures if not f["appendix"]],
         appendix=[f for f in figures if f["appendix"]],
