@@ -155,8 +155,9 @@ def test_the_winner_is_the_best_variant_that_answered_every_query(tiny_pdf):
     summary = Summary(headline_metric="ndcg@10", missing={"hybrid_rerank": 2})
     table = pd.DataFrame({"variant": ["bm25", "vector", "hybrid_rerank"], "ndcg@10": [0.5, 0.6, 0.9]})
     analyse.write_summary(dp, summary, table=table)
-    assert resolve_variant(dp, "") == ("vector", "variant vector: the analysis' winner on its headline metric "
-                                                 "(05-analyse)")
+    # a best mean without comparisons is not called the winner (issue 35 item 1)
+    assert resolve_variant(dp, "") == ("vector", "variant vector: the best mean on the headline metric (05-analyse), "
+                                                 "not distinguishable from the next")
     assert resolve_variant(dp, "bm25")[0] == "bm25"
     before = dp.analyse_winner.read_bytes()
     more = pd.concat([table, pd.DataFrame({"variant": ["hybrid_dbsf"], "ndcg@10": [0.55]})], ignore_index=True)

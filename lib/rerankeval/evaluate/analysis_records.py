@@ -110,13 +110,25 @@ def winner(table: pd.DataFrame, summary: Summary) -> str | None:
     return str(table.loc[table[col].idxmax(), "variant"])
 
 
-def read_winner(dp: DatasetPaths) -> str | None:
-    """What :func:`rerankeval.evaluate.analyse.write_summary` saved as the winner (``analyse/winner.json``), or None."""
+def _winner_record(dp: DatasetPaths) -> dict:
     try:
         got = json.loads(dp.analyse_winner.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return got.get("variant") if isinstance(got, dict) and isinstance(got.get("variant"), str) else None
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def read_winner(dp: DatasetPaths) -> str | None:
+    """The variant with the best mean that :func:`rerankeval.evaluate.analyse.write_summary` saved
+    (``analyse/winner.json``), or None."""
+    got = _winner_record(dp).get("variant")
+    return got if isinstance(got, str) else None
+
+
+def winner_is_distinguishable(dp: DatasetPaths) -> bool:
+    """Whether 05 found that best mean distinguishable from the next (significant after Holm, not 0 at the shown
+    precision): only then may a page call it the winner."""
+    return _winner_record(dp).get("distinguishable") is True
 
 
 def read_summary(dp: DatasetPaths) -> Summary | None:

@@ -249,6 +249,8 @@ def mdd_sentence(row: pd.Series | dict, alpha: float = 0.05, power: float = 0.8)
     r = dict(row)
     if not math.isfinite(r.get("mdd", math.nan)):
         return f"With {r['n']} queries the minimum detectable difference cannot be estimated."
+    if round(r["mdd"], 3) == 0 and round(r.get("diff", 0.0), 3) == 0:  # identical runs: no "below about 0.000"
+        return ""
     return (
         f"With n = {r['n']} queries and a paired SD of {r['sd_diff']:.3f} in {r['metric']} differences "
         f"({r['a']} vs {r['b']}), a true difference smaller than about {r['mdd']:.3f} "

@@ -184,8 +184,8 @@ def comparison_note(a: Analysis) -> str:
     c = a.comparisons
     row = c[(c.metric == a.headline) & c.a.isin(pair) & c.b.isin(pair)]
     mdd = [stats.mdd_sentence(row.iloc[0])] if len(pair) == 2 and len(row) else []
-    return _lines([*mdd, f"Test: {a.params.test}; Holm family = all pairs within a metric; wins/ties/losses count "
-                         "queries where a beats b."])
+    return _lines([*mdd, f"Test: {a.params.test}; Holm family = all pairs within a metric; better/tied/worse count "
+                         "the queries where a is above, equal to or below b."])
 
 
 # --------------------------------------------------------------------------- the reranker's discrimination

@@ -15,7 +15,7 @@ from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.textnorm import norm_text
-from rerankeval.evaluate.analysis_records import read_winner
+from rerankeval.evaluate.analysis_records import read_winner, winner_is_distinguishable
 from rerankeval.rerank import prompts
 
 
@@ -41,7 +41,10 @@ def resolve_variant(dp: DatasetPaths, variant: str) -> tuple[str, str]:
         return variant, f"variant {variant} (chosen)"
     best = read_winner(dp)
     if best:
-        return best, f"variant {best}: the analysis' winner on its headline metric (05-analyse)"
+        if winner_is_distinguishable(dp):
+            return best, f"variant {best}: the analysis' winner on its headline metric (05-analyse)"
+        return best, (f"variant {best}: the best mean on the headline metric (05-analyse), not distinguishable from "
+                      "the next")
     return HYBRID, f"variant {HYBRID}: no analysis yet (run 05-analyse to use its winner)"
 
 
