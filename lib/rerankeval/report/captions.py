@@ -24,15 +24,17 @@ CAPTIONS: dict[str, str] = {
                       "say the means alone cannot separate the variants (the forest plot's paired test can).",
     "05-discrimination": "Left: the reranker model's scores for relevant and non-relevant candidates (the further "
                          "apart, the better); right: its ROC AUC per query (0.5 is chance).",
-    "05-funnel": "Where each query's relevant units were lost, per cutoff: grey (neither leg found it) is a "
-                 "retrieval problem, red (lost in fusion) a fusion problem, the other colours the pool size's or the "
-                 "reranker's.",
+    "05-funnel": "Where each query's relevant units were lost, per cutoff: purple is a hit; dark grey (neither leg "
+                 "found it) is a retrieval problem, dark brown (lost in fusion) a fusion problem, the lighter oranges "
+                 "and grey the pool size's or the reranker's.",
     "05-rank-heatmap": "Rank of each query's first relevant unit per variant (dark green = rank 1, grey = not in "
                        "the list): rows that are grey for every variant are queries no variant answers.",
     "05-rank-shift": "Each relevant unit of the fused list: its fused rank against its reranked rank; below the "
-                     "diagonal (green) the reranker promoted it, above (red) it demoted it, grey: unchanged.",
-    "05-quality-cost": "Headline metric against seconds and LLM tokens per query, one point per variant: a variant "
-                       "up and to the left is better and cheaper; a point far right must buy its quality.",
+                     "diagonal (purple) the reranker promoted it, above (orange) it demoted it, grey: unchanged; "
+                     "'none': not in the reranked list.",
+    "05-quality-cost": "Headline metric against seconds and LLM tokens per query, one point per variant (the one-off "
+                       "model load is not counted): a variant up and to the left is better and cheaper; a point far "
+                       "right must buy its quality.",
     "06-lines": "nDCG and MRR along each swept axis, every other axis at its default: a flat line is a setting "
                 "that does not matter on these queries.",
     "06-pool-ceiling": "Recall at the pool size: the most a perfect reranker of the fused pool could find; the "
@@ -41,8 +43,9 @@ CAPTIONS: dict[str, str] = {
                          "best cell, chosen on all queries (exploration; the honest choice is 06's text).",
     "06-heat-method-depth": "Fusion method against leg depth, nDCG at the cutoff: the red box is the best cell "
                             "(exploration, all queries); differences in the third decimal are within noise.",
-    "06-pareto": "Quality against cost for every sweep point: the frontier joins the points no other point beats "
-                 "on both; when the costs barely differ the figure says so and shows quality alone.",
+    "06-pareto": "Quality against cost for every sweep point: the frontier joins the points no other point beats on "
+                 "both; stars mark the default and the settings each fold (or the train split) chose; when the costs "
+                 "barely differ the figure says so and shows quality alone.",
     "08-questions-validation": "Each system's score on the human questions against the generated ones: systems in "
                                "the same order on both sets (Kendall's tau near 1) mean the generated set ranks "
                                "systems as the human one does.",
@@ -53,8 +56,8 @@ CAPTIONS: dict[str, str] = {
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"05-delta-(?P<a>.+)-vs-(?P<b>.+)"),
-     "{a} minus {b} per query on the headline metric, sorted: green bars are queries where {a} is better, red "
-     "where it is worse; a gain carried by a few tall bars is fragile, a broad green block is not."),
+     "{a} minus {b} per query on the headline metric, sorted: purple bars are queries where {a} is better, orange "
+     "where it is worse; a gain carried by a few tall bars is fragile, a broad purple block is not."),
 ]
 
 
