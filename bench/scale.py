@@ -8,7 +8,7 @@ vocabulary keeps growing) and gets a perturbed copy of the document's real embed
 project's embedding cache. Each size is a dataset folder with a chunk table (stage 01's output, written
 directly), on which the child process runs:
 
-- ``stage_02``: :func:`rerankeval.index.build.build_indexes` as notebook 02 calls it (BM25, the shard filled
+- ``stage_02``: ``index.run`` then ``index.write`` as notebook 02 calls them (BM25, the shard filled
   and optimised, i.e. the HNSW graph built above Qdrant's indexing threshold, the recall@10 check on sampled
   queries); its embedder hands out the derived vectors by text, so ``index`` = ``stage_02`` less its
   ``embeddings`` step is 02 without the encode (the encode is ``bench/embed.py``'s subject);
@@ -127,9 +127,18 @@ def _variants(st: Stages, dp, emb, queries: dict[str, str], leg_k: int) -> dict:
     return extra
 
 
+def _stage_02(dp, emb):
+    """Stage 02 as notebook 02 runs it (the settings of the environment set by :func:`child`), manifest included."""
+    from rerankeval import index
+    from rerankeval.core.settings import load_settings
+
+    result = index.run(dp, index.Params(), load_settings().model_copy(update={"progress": "off"}), embedder=emb)
+    index.write(dp, result)
+    return result
+
+
 def child(n: int, backend: str, base: Path, leg_k: int, max_queries: int, tmp_root: str | None) -> dict:
     """One size: synthesise, write the chunk table, run stage 02 and every variant; per-stage figures."""
-    from rerankeval.index.build import build_indexes
     from rerankeval.index.embed import Embedder
 
     z = np.load(base, allow_pickle=False)
@@ -148,7 +157,7 @@ def child(n: int, backend: str, base: Path, leg_k: int, max_queries: int, tmp_ro
         table.update(zip(queries.values(), z["qvectors"][: len(queries)], strict=True))
         del docs, dense
         emb = DerivedEmbedder(real.key, real.model_id, table)
-        info = st.run("stage_02", build_indexes, dp, embedder=emb, progress=False)
+        info = st.run("stage_02", _stage_02, dp, emb).info
         del table
         extra = _variants(st, dp, emb, queries, leg_k)
         disk = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())

@@ -12,11 +12,12 @@ import logging
 import numpy as np
 import pytest
 
+from indexing import build_index
+from rerankeval import index
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import write_qrels
-from rerankeval.core.settings import Settings
-from rerankeval.index.build import build_indexes, load_index_info, manifest_path
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index.embed import EncodeStats
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import recall
@@ -58,6 +59,14 @@ def dp(tmp_path, monkeypatch):
     return d
 
 
+def build(dp, backend: str | None = None) -> index.Result:
+    """Stage 02 through its face with the hash embedder; ``backend`` overrides the configured one."""
+    settings = load_settings()
+    if backend is not None:
+        settings = settings.model_copy(update={"qdrant_backend": backend})
+    return build_index(dp, embedder=HashEmbedder(), settings=settings)
+
+
 def _edge():
     pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0)")
 
@@ -74,69 +83,72 @@ def test_qdrant_url_means_a_server_whatever_the_default():
     with pytest.raises(ValueError, match="cannot use the server at QDRANT_URL=.*unset QDRANT_URL"):
         qdrant_edge.backend(Settings(qdrant_backend="edge", qdrant_url=url))
     assert qdrant_edge.backend(Settings(qdrant_backend="edge")) == "edge"
+    with pytest.raises(ValueError, match="unknown Qdrant backend 'server': set RERANKEVAL_QDRANT_BACKEND"):
+        qdrant_edge.backend(Settings().model_copy(update={"qdrant_backend": "server"}))
 
 
 def test_stage_02_with_qdrant_url_goes_to_the_server(dp, monkeypatch):
     monkeypatch.setenv("QDRANT_URL", "http://127.0.0.1:1")  # nothing listens: the server path must be tried
     with pytest.raises(qdrant_store.QdrantUnavailable, match="QDRANT_URL=http://127.0.0.1:1"):
-        build_indexes(dp, embedder=HashEmbedder(), progress=False)
+        build(dp)
 
 
 # ---------------------------------------------------------------- a collection built by the other backend
 def test_a_collection_of_the_other_backend_is_rebuilt_with_a_message(dp, monkeypatch, caplog):
     _edge()
-    first = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="client")
-    assert "backend switch" not in first.actions and first.messages()[-1].startswith("Dense search (client")
+    first = build(dp, "client")
+    assert "backend switch" not in first.info.actions and first.messages()[-1].startswith("Dense search (client")
     caplog.set_level(logging.WARNING, logger="rerankeval.index.build")
-    edge = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
-    msg = edge.actions["backend switch"]
-    assert f"{edge.collection} was built by the 'client' backend" in msg and "rebuilding it with 'edge'" in msg
+    edge = build(dp, "edge")
+    msg = edge.info.actions["backend switch"]
+    assert f"{edge.info.collection} was built by the 'client' backend" in msg and "rebuilding it with 'edge'" in msg
     assert "RERANKEVAL_QDRANT_BACKEND=client" in msg and msg in caplog.text and edge.messages()[0] == msg
-    assert edge.actions["qdrant"] == "upserted" and load_index_info(dp).backend == "edge"
-    again = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
-    assert "backend switch" not in again.actions and again.actions["qdrant"] == "reused"
-    back = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="client")
-    assert "built by the 'edge' backend" in back.actions["backend switch"] and back.actions["qdrant"] == "upserted"
+    assert edge.info.actions["qdrant"] == "upserted" and index.load_index_info(dp).backend == "edge"
+    again = build(dp, "edge")
+    assert "backend switch" not in again.info.actions and again.info.actions["qdrant"] == "reused"
+    back = build(dp, "client")
+    assert "built by the 'edge' backend" in back.info.actions["backend switch"]
+    assert back.info.actions["qdrant"] == "upserted"
 
 
 def test_the_client_backend_is_one_setting_away(dp, monkeypatch):
     _edge()
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "edge")
-    assert build_indexes(dp, embedder=HashEmbedder(), progress=False).backend == "edge"
+    assert build(dp).info.backend == "edge"
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
-    info = build_indexes(dp, embedder=HashEmbedder(), progress=False)
-    assert info.backend == "client" and info.qdrant.startswith("embedded store ")
+    info = build(dp)
+    assert info.info.backend == "client" and info.info.qdrant.startswith("embedded store ")
 
 
 # ---------------------------------------------------------------- exact below the threshold, HNSW above
 def test_a_small_collection_is_searched_exactly_and_says_so(dp):
     _edge()
-    info = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
-    ds = info.dense_search
+    info = build(dp, "edge")
+    ds = info.info.dense_search
     assert ds["mode"] == "exact" and ds["hnsw_points"] == 0 and ds["points"] == len(CHUNKS)
     assert ds["queries"] == len(QUERIES) and ds["recall_at_10"] == 1.0  # exact search finds the exact top 10
     assert ds["threshold_points"] == 10_000 * 1024 // (4 * DIM)
-    assert info.actions["recall check"] == "measured"
+    assert info.info.actions["recall check"] == "measured"
     line = info.messages()[-1]
     assert "exact (40 vectors, below Qdrant's indexing threshold" in line
     assert f"recall@10 against exact search on {len(QUERIES)} sampled queries: 1.000" in line
-    warm = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
-    assert warm.dense_search == ds and "recall check" not in warm.actions  # kept, not re-measured
-    assert load_index_info(dp).dense_search == ds
+    warm = build(dp, "edge")
+    assert warm.info.dense_search == ds and "recall check" not in warm.info.actions  # kept, not re-measured
+    assert index.load_index_info(dp).dense_search == ds
 
 
 def test_above_the_threshold_the_graph_is_built_and_its_recall_measured(dp, monkeypatch):
     _edge()
     monkeypatch.setattr(qdrant_edge, "INDEXING_THRESHOLD_KB", 1)  # 40 x 16 float32 = 2.5 KB > 1 KB
-    info = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
-    ds = info.dense_search
+    info = build(dp, "edge")
+    ds = info.info.dense_search
     assert ds["mode"] == "hnsw" and ds["hnsw_points"] == len(CHUNKS)
     assert 0.0 <= ds["recall_at_10"] <= 1.0 and "approximate (HNSW graph over 40 of 40" in info.messages()[-1]
 
 
 def test_the_client_local_mode_is_exact_and_not_measured(dp):
-    info = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="client")
-    ds = info.dense_search
+    info = build(dp, "client")
+    ds = info.info.dense_search
     assert ds["mode"] == "exact" and ds["recall_at_10"] is None and "scores every point" in ds["reason"]
     assert "recall@10 not measured: qdrant-client's local mode" in info.messages()[-1]
 
@@ -228,11 +240,11 @@ def test_the_query_sample_is_seeded_and_capped():
 def test_a_manifest_without_the_record_gets_it_measured_on_the_kept_shard(dp):
     """A shard built before stage 02 recorded its dense search: reused as is, only the check runs."""
     _edge()
-    first = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
-    m = json.loads(manifest_path(dp).read_text(encoding="utf-8"))
+    first = build(dp, "edge")
+    m = json.loads(dp.index_manifest.read_text(encoding="utf-8"))
     del m["dense_search"]
-    manifest_path(dp).write_text(json.dumps(m), encoding="utf-8")
-    again = build_indexes(dp, embedder=HashEmbedder(), progress=False, backend="edge")
-    assert again.actions["qdrant"] == "reused" and again.actions["recall check"] == "measured"
-    assert {k: v for k, v in again.dense_search.items() if k != "seconds"} == {
-        k: v for k, v in first.dense_search.items() if k != "seconds"}
+    dp.index_manifest.write_text(json.dumps(m), encoding="utf-8")
+    again = build(dp, "edge")
+    assert again.info.actions["qdrant"] == "reused" and again.info.actions["recall check"] == "measured"
+    assert {k: v for k, v in again.info.dense_search.items() if k != "seconds"} == {
+        k: v for k, v in first.info.dense_search.items() if k != "seconds"}

@@ -10,12 +10,11 @@ import socket
 import numpy as np
 import pytest
 
-from builders import tiny_pdf_dataset
+from builders import extract_corpus, tiny_pdf_dataset
 from fakeembed import FakeEmbed, fake_vector
+from rerankeval import index
 from rerankeval.core import paths
-from rerankeval.core.settings import Settings
-from rerankeval.corpus import extract
-from rerankeval.index import build as index
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index import embed
 from rerankeval.index.embed_remote import EmbeddingServerError, RemoteEmbedder
 
@@ -130,7 +129,7 @@ def tiny(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("QDRANT_URL", raising=False)
     dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "tiny"))
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     return dp
 
 
@@ -138,35 +137,37 @@ def test_index_built_through_the_server_and_mixed_encoders_refused(tiny):
     dp = tiny
     with FakeEmbed(dim=16) as fake:
         s = _settings(fake)
-        info = index.build_indexes(dp, embedder=index.open_embedder(settings=s, progress=False), progress=False)
+        built = index.run(dp, index.Params(), s, embedder=index.open_embedder(None, settings=s, progress=False))
+        index.write(dp, built)
+        info = built.info
         assert info.dim == 16 and info.embedder["kind"] == "server" and fake.base_url in info.embedder["describe"]
         assert index.load_index_info(dp).model_key == info.model_key
         index.check_embedder(info, RemoteEmbedder(s, progress=False))  # the same encoder: accepted
-        local = index.open_embedder(settings=Settings(), progress=False)
+        local = index.open_embedder(None, settings=Settings(), progress=False)
         with pytest.raises(index.EmbedderMismatch) as err:
             index.check_embedder(index.load_index_info(dp), local)
         msg = str(err.value)
         assert f"fake-embed served at {fake.base_url}" in msg and "all-MiniLM-L6-v2 (in-process)" in msg
         with pytest.raises(index.EmbedderMismatch, match="two encoders given"):
-            index.open_embedder("/some/model", settings=s)
+            index.open_embedder("/some/model", settings=s, progress=False)
 
 
 def test_a_failed_encode_leaves_the_previous_index_whole(tiny):
     dp = tiny
     with FakeEmbed(dim=16) as fake:
-        first = index.build_indexes(dp, embedder=RemoteEmbedder(_settings(fake), progress=False), progress=False)
-        manifest = index.manifest_path(dp).read_bytes()
+        first = index.run(dp, index.Params(), load_settings(), embedder=RemoteEmbedder(_settings(fake), progress=False))
+        index.write(dp, first)
+        manifest = dp.index_manifest.read_bytes()
     with FakeEmbed(dim=16, model="fake-embed-2", rule=lambda n, body: {"status": 500} if n == 2 else None) as two:
         emb = RemoteEmbedder(_settings(two, embed_model="fake-embed-2", embed_max_retries=0), progress=False)
         with pytest.raises(EmbeddingServerError, match="HTTP 500"):
-            index.build_indexes(dp, embedder=emb, progress=False)
-    assert index.manifest_path(dp).read_bytes() == manifest  # nothing half-written: the old index still stands
-    assert index.load_index_info(dp).collection == first.collection
+            index.run(dp, index.Params(), load_settings(), embedder=emb)
+    assert dp.index_manifest.read_bytes() == manifest  # nothing half-written: the old index still stands
+    assert index.load_index_info(dp).collection == first.info.collection
 
 
 def test_stage_03_encodes_queries_through_the_server_that_built_the_index(tiny, monkeypatch):
-    """The retriever opens the configured encoder (rerankeval.index.build.open_embedder) and refuses another's."""
-    from rerankeval.core.settings import load_settings
+    """The retriever opens the configured encoder (rerankeval.index.encoder.open_embedder) and refuses another's."""
     from rerankeval.retrieve.retriever import Retriever
 
     dp = tiny
@@ -174,7 +175,7 @@ def test_stage_03_encodes_queries_through_the_server_that_built_the_index(tiny, 
     with FakeEmbed(dim=16) as fake:
         monkeypatch.setenv("EMBED_BASE_URL", fake.base_url)
         monkeypatch.setenv("EMBED_MODEL", "fake-embed")
-        index.build_indexes(dp, progress=False)
+        index.write(dp, index.run(dp, index.Params(), load_settings()))
         sent = fake.texts_sent
         with Retriever(dp, load_settings(), progress=False) as r:
             run = r.dense_leg(queries, 5)

@@ -9,6 +9,7 @@ import uuid
 import numpy as np
 import pytest
 
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index.bm25 import BM25Index
 from rerankeval.index.qdrant import store as qs
 from rerankeval.retrieve.fusion import rrf
@@ -114,9 +115,10 @@ def _closed_port() -> int:
 def test_unreachable_server_fails_clearly(monkeypatch, tmp_path):
     url = f"http://127.0.0.1:{_closed_port()}"
     monkeypatch.setenv("QDRANT_URL", url)
-    assert qs.location(path=tmp_path).url == url
+    settings = load_settings()
+    assert qs.location(path=tmp_path, settings=settings).url == url
     with pytest.raises(qs.QdrantUnavailable) as err:
-        with qs.open_client(path=tmp_path, timeout=2):
+        with qs.open_client(path=tmp_path, timeout=2, settings=settings):
             pass
     msg = str(err.value)
     assert url in msg and "QDRANT_URL" in msg and "unset QDRANT_URL" in msg
@@ -155,3 +157,16 @@ def test_local_upserts_commit_once_and_store_the_same_points(tmp_path):
         runs = [qs.search_dense(client, n, ["q"], dense[:1], 6, id_to_chunk) for n in ("held", "plain")]
     assert got["held"] == got["plain"] and len(got["held"]) == 6
     assert runs[0] == runs[1]
+
+
+def test_the_store_is_where_the_settings_passed_say_never_where_the_environment_does(monkeypatch, tmp_path):
+    """No hidden settings: QDRANT_URL in the environment is not read here; without settings the location must be
+    explicit (url, '' for the embedded store), and a store without settings is refused, saying what to pass."""
+    monkeypatch.setenv("QDRANT_URL", f"http://127.0.0.1:{_closed_port()}")
+    assert qs.location(path=tmp_path, url="").path == tmp_path
+    assert qs.location(path=tmp_path, settings=Settings(qdrant_url=None)).url is None
+    with pytest.raises(TypeError, match="pass the settings .*QDRANT_URL.*or url=''"):
+        qs.location(path=tmp_path)
+    with pytest.raises(TypeError, match="pass the settings"):
+        with qs.open_client(path=tmp_path):
+            pass

@@ -1,123 +1,116 @@
-"""Stage 02 (build indexes): BM25 on disk, embeddings cached, one Qdrant collection filled.
+"""Stage 02 (build indexes): BM25 on disk, embeddings cached, one Qdrant collection filled. The stage's face is
+:mod:`rerankeval.index`; notebook 02::
 
-Notebook 02::
+    result = index.run(dp, index.Params.of(globals()), settings)   # builds what is missing; no manifest yet
+    index.write(dp, result)                                         # dp.index_manifest, last: a complete build
 
-    info = build_indexes(dp)            # -> IndexInfo, also written to dp.index_dir/manifest.json
+Everything is keyed by content (:func:`rerankeval.index.manifest.index_corpus_hash` of the chunk table, the BM25
+parameters and analyser, the embedding model): a second run with the same inputs computes nothing, and stage 03
+refuses indexes built from another chunk table (:func:`rerankeval.index.manifest.load_index_info`).
 
-Everything is keyed by content (:func:`index_corpus_hash` of the chunk table, the BM25 parameters and
-analyser, the embedding model): a second call with the same inputs computes nothing, and stage 03
-(:mod:`rerankeval.retrieve.stage`) refuses indexes built from another chunk table (:func:`load_index_info`).
-The manifest is written last, so it marks a complete build.
-
-The Qdrant side is filled by the backend ``RERANKEVAL_QDRANT_BACKEND`` names
-(:func:`rerankeval.index.qdrant.edge.backend`): ``client`` (qdrant-client's local mode, or the server at
+The Qdrant side is filled by the backend ``settings.qdrant_backend`` names (``RERANKEVAL_QDRANT_BACKEND``;
+:func:`rerankeval.index.qdrant.edge.backend`): ``client`` (qdrant-client's local mode, or the server at
 ``QDRANT_URL``) or ``edge`` (:mod:`rerankeval.index.qdrant.edge`, Qdrant's engine in-process); the manifest
 records it with the collection, and a collection counts as built only by the backend the manifest names: one
 built by the other backend is rebuilt, with a message (``actions["backend switch"]``, and a logged warning).
 
 The manifest's ``dense_search`` (:class:`rerankeval.index.qdrant.recall.DenseSearch`) says how stage 03's dense
 search runs (exact below Qdrant's indexing threshold, HNSW above) and its recall@10 against exact search on a
-sample of the dataset's queries (:meth:`IndexInfo.messages` words it for notebook 02).
+sample of the dataset's queries (:meth:`Result.messages` words it for notebook 02).
 
-The encoder is the in-process sentence-transformers model, or an embeddings server when ``EMBED_BASE_URL`` is set
-(:func:`open_embedder`; :mod:`rerankeval.index.embed_remote`). The manifest's ``embedder`` records which; the
-collection name hashes its key, and :func:`check_embedder` refuses to search an index with another encoder's
-query vectors, naming both.
+The encoder is :func:`rerankeval.index.encoder.open_embedder`'s (an embeddings server when ``EMBED_BASE_URL`` is
+set, else the in-process model); the manifest's ``embedder`` records which.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import json
 import logging
 import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from rerankeval.core.errors import ReRankEvalError
-from rerankeval.core.ioutil import atomic_write_json, sha256_json
-from rerankeval.core.paths import DatasetPaths
-from rerankeval.core.settings import Settings, load_settings
+from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.paths import DEFAULT_DATASET, DatasetPaths
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import bm25 as bm25mod
-from rerankeval.index.embed import CachedEncoder, Embedder
-from rerankeval.index.embed_remote import RemoteEmbedder
+from rerankeval.index.embed import CachedEncoder
+from rerankeval.index.encoder import embedder_record, open_embedder
+from rerankeval.index.manifest import IndexInfo, index_corpus_hash, read_manifest
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import recall
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.index.terms import SparseRows
 
 log = logging.getLogger(__name__)
-MANIFEST_VERSION = 2
 
 
-def index_corpus_hash(texts: Mapping[str, str], unit_of: Mapping[str, str]) -> str:
-    """Hash of what the indexes depend on: every chunk's id, unit and indexed text."""
-    return sha256_json([[c, unit_of[c], texts[c]] for c in sorted(texts)])
+@dataclass(frozen=True)
+class Params:
+    """Stage 02's parameters, the one home of their defaults: notebook 02's parameters cell has the same names and
+    defaults (a test checks) and builds them in one line, ``Params.of(globals())``."""
 
+    dataset: str = DEFAULT_DATASET  # the caller resolves it to the DatasetPaths given to run()
+    k1: float = 1.2  # BM25 term-frequency saturation (rank-bm25 BM25Okapi)
+    b: float = 0.75  # BM25 length normalisation, from 0 (none) to 1 (full)
+    embedding_model: str = ""  # local sentence-transformers folder; empty: the bundled all-MiniLM-L6-v2
+    force_rebuild: bool = False  # rebuild BM25 and re-upsert every point (embeddings still come from the cache)
 
-def manifest_path(dp: DatasetPaths) -> Path:
-    return dp.index_dir / "manifest.json"
+    @classmethod
+    def of(cls, values: Params | Mapping[str, Any]) -> Params:
+        """From a mapping (e.g. the notebook's ``globals()``): the names of the fields are taken, the rest ignored."""
+        if isinstance(values, cls):
+            return values
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in dict(values).items() if k in names})
+
+    @property
+    def model(self) -> str | None:
+        """The local model to encode with (None: the bundled one)."""
+        return self.embedding_model or None
 
 
 @dataclass
-class IndexInfo:
-    """What :func:`build_indexes` built (also ``dp.index_dir/manifest.json``)."""
+class Result:
+    """What :func:`run` built (``info``, the manifest :func:`write` saves) and what notebook 02 shows of it."""
 
-    dataset: str
-    collection: str
-    qdrant: str  # where the collection lives (embedded path or server URL)
-    model_source: str | None  # None = bundled all-MiniLM-L6-v2, else the local folder / name given
-    model_id: str
-    model_key: str
-    dim: int
-    corpus_hash: str
-    n_chunks: int
-    bm25_dir: str
-    bm25_params: dict
-    analyzer: dict
-    vocab_size: int
-    backend: str = qdrant_edge.CLIENT  # which engine holds the collection (rerankeval.index.qdrant.edge.backend)
-    actions: dict = field(default_factory=dict)  # step -> what happened ("built", "loaded", ...)
-    seconds: dict = field(default_factory=dict)  # step -> wall seconds
-    version: int = MANIFEST_VERSION
-    dense_search: dict = field(default_factory=dict)  # recall.DenseSearch.record(): exact or HNSW, recall@10
-    embedder: dict = field(default_factory=dict)  # CachedEncoder.record(): in-process or a server, model, key
-
-    def embedder_described(self) -> str:
-        """The encoder that built the index, in words (older manifests: the in-process model)."""
-        return self.embedder.get("describe") or f"{self.model_id} (in-process)"
+    info: IndexInfo
+    dense_exact: bool  # settings.dense_exact: stage 03 searches exactly whatever the manifest's dense_search says
 
     @property
     def cold(self) -> bool:
         """True if anything had to be computed (not just found in caches)."""
-        return any(a not in ("loaded", "reused", "cached") for a in self.actions.values())
+        return any(a not in ("loaded", "reused", "cached") for a in self.info.actions.values())
 
     def messages(self) -> list[str]:
         """What notebook 02 prints: an encoder or backend switch (if any) and how dense search runs, with its
         recall@10."""
-        out = [self.actions[k] for k in ("embedder switch", "backend switch") if k in self.actions]
-        if self.dense_search:
-            out.append(recall.DenseSearch(**self.dense_search).describe(exact_in_03=load_settings().dense_exact))
+        out = [self.info.actions[k] for k in ("embedder switch", "backend switch") if k in self.info.actions]
+        if self.info.dense_search:
+            out.append(recall.DenseSearch(**self.info.dense_search).describe(exact_in_03=self.dense_exact))
         return out
 
     def timings(self) -> pd.DataFrame:
         return pd.DataFrame(
-            [{"step": k, "action": self.actions.get(k, ""), "seconds": round(v, 2)}
-             for k, v in self.seconds.items()]
+            [{"step": k, "action": self.info.actions.get(k, ""), "seconds": round(v, 2)}
+             for k, v in self.info.seconds.items()]
         )
 
 
 @dataclass
 class _Build:
-    """The state one :func:`build_indexes` call passes between its steps."""
+    """The state one :func:`run` passes between its steps."""
 
     dp: DatasetPaths
+    settings: Settings
     actions: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -128,44 +121,6 @@ class _Build:
     def reused(self, name: str) -> None:
         self.seconds[name] = 0.0
         self.actions[name] = "reused"
-
-
-class EmbedderMismatch(ReRankEvalError, ValueError):
-    """An index searched (or filled) with another encoder's vectors than the one that built it."""
-
-
-def open_embedder(model: str | None = None, *, progress: bool = True,
-                  settings: Settings | None = None) -> CachedEncoder:
-    """The configured encoder: the embeddings server at ``EMBED_BASE_URL``, else the in-process ``model``
-    (None: the bundled all-MiniLM-L6-v2). A local ``model`` together with ``EMBED_BASE_URL`` is refused."""
-    settings = settings if settings is not None else load_settings()
-    if not settings.embed_configured:
-        return Embedder(model, progress=progress)
-    if model:
-        raise EmbedderMismatch(
-            f"two encoders given: the local model {model!r} (02's embedding_model) and the embeddings server "
-            f"EMBED_BASE_URL={settings.embed_endpoint} (EMBED_MODEL={settings.embed_model!r}); clear one of them")
-    return RemoteEmbedder(settings, progress=progress)
-
-
-def embedder_record(emb: CachedEncoder) -> dict:
-    """``emb.record()``; a stand-in that only encodes (a test's, a bench's) counts as an in-process model."""
-    record = getattr(emb, "record", None)
-    if record is not None:
-        return record()
-    return {"kind": "in-process", "model": emb.model_id, "key": emb.key, "describe": f"{emb.model_id} (in-process)"}
-
-
-def check_embedder(info: IndexInfo, emb: CachedEncoder) -> None:
-    """Refuse ``emb`` unless it is the encoder that built the index ``info`` describes (its key), naming both."""
-    if emb.key == info.model_key:
-        return
-    now = embedder_record(emb)["describe"]
-    raise EmbedderMismatch(
-        f"the indexes of {info.dataset} were built with {info.embedder_described()}, and the configured encoder is "
-        f"{now}: vectors of two encoders are never mixed. Set EMBED_BASE_URL / EMBED_MODEL back to what built the "
-        "index (unset both for the in-process model), or rebuild the index with the new encoder (re-run the "
-        "02-build-indexes stage: make report does).")
 
 
 @dataclass
@@ -210,10 +165,10 @@ def _bm25_step(b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, 
     """Build or load the BM25 index; delete the indexes of older corpora or parameters."""
     t = time.perf_counter()
     analyzer = bm25mod.Analyzer()
-    index, built = bm25mod.build_or_load(b.dp.index_dir / "bm25", ids, [texts[i] for i in ids],
+    index, built = bm25mod.build_or_load(b.dp.bm25_dir, ids, [texts[i] for i in ids],
                                          corpus_hash=chash, params=params, analyzer=analyzer, force=force)
     key = bm25mod.index_key(chash, params, analyzer)
-    for other in (b.dp.index_dir / "bm25").iterdir():
+    for other in b.dp.bm25_dir.iterdir():
         if other.is_dir() and other.name != key:
             shutil.rmtree(other, ignore_errors=True)
     b.step("bm25", t, "built" if built else "loaded")
@@ -286,8 +241,8 @@ def _client_check(b: _Build, f: _Fill, client, loc, dim: int) -> dict:
 
 def _client_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
     """Fill (or find complete) the qdrant-client collection; return (dim, where it lives, its dense search)."""
-    with qdrant_store.open_client(b.dp) as client:
-        loc = qdrant_store.location(b.dp)
+    with qdrant_store.open_client(b.dp, settings=b.settings) as client:
+        loc = qdrant_store.location(b.dp, settings=b.settings)
         complete = qdrant_store.point_count(client, f.name) == len(f.ids) and f.built_by(qdrant_edge.CLIENT)
         if complete and not f.force:
             b.reused("embeddings")
@@ -343,55 +298,50 @@ def _edge_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
     return dim, f"edge shard {path}", dense
 
 
-def build_indexes(
-    dp: DatasetPaths,
-    *,
-    model: str | None = None,
-    k1: float = 1.2,
-    b: float = 0.75,
-    force: bool = False,
-    embedder: CachedEncoder | None = None,
-    progress: bool = True,
-    backend: str | None = None,
-) -> IndexInfo:
-    """Build (or find up to date) the BM25 index, the embeddings and the Qdrant collection of ``dp``.
+def run(dp: DatasetPaths, params: Params, settings: Settings, *, embedder: CachedEncoder | None = None) -> Result:
+    """Build (or find up to date) the BM25 index, the embeddings and the Qdrant collection of ``dp``; the manifest
+    is :func:`write`'s.
 
-    Everything is keyed by content: a second call with the same corpus and parameters computes nothing
-    (``force=True`` rebuilds BM25 and re-upserts every point; embeddings still come from the cache).
-    ``backend``: ``"client"`` or ``"edge"``, default ``RERANKEVAL_QDRANT_BACKEND``
-    (:func:`rerankeval.index.qdrant.edge.backend`). The encoder: ``embedder``, else :func:`open_embedder`
-    (``EMBED_BASE_URL``'s server, else the in-process ``model``).
+    Everything is keyed by content: a second run with the same corpus and parameters computes nothing
+    (``force_rebuild`` rebuilds BM25 and re-upserts every point; embeddings still come from the cache).
+    ``settings`` name the Qdrant backend and store, the encoder (``embedder``, else
+    :func:`rerankeval.index.encoder.open_embedder`'s) and whether progress is shown (``RERANKEVAL_PROGRESS``).
     """
     t_all = t = time.perf_counter()
-    st = _Build(dp)
+    st = _Build(dp, settings)
     chunks = corpus.load_chunks(dp)
     texts = corpus.chunk_texts(dp, chunks)
     unit_of = dict(zip(chunks.chunk_id, chunks.unit_id, strict=True))
     ids = sorted(texts)
     chash = index_corpus_hash(texts, unit_of)
     st.step("read chunks", t, "loaded")
-    params = bm25mod.BM25Params(k1=k1, b=b)
-    index, bm25_key, analyzer = _bm25_step(st, ids, texts, chash, params, force)
+    bm25_params = bm25mod.BM25Params(k1=params.k1, b=params.b)
+    index, bm25_key, analyzer = _bm25_step(st, ids, texts, chash, bm25_params, params.force_rebuild)
 
-    emb = embedder or open_embedder(model, progress=progress)
+    progress = settings.progress != "off"
+    emb = embedder or open_embedder(params.model, settings=settings, progress=progress)
     name = qdrant_store.collection_name(dp.name, model_key=emb.key, corpus_hash=chash, bm25_key=bm25_key)
-    backend = _backend(backend)
-    old = _read_manifest(dp)
+    backend = qdrant_edge.backend(settings)
+    old = read_manifest(dp)
     _note_new_embedder(st, old, emb)
-    fill = _Fill(name, emb, ids, texts, unit_of, index, old, force, progress, _queries(dp))
+    fill = _Fill(name, emb, ids, texts, unit_of, index, old, params.force_rebuild, progress, _queries(dp))
     dim, where, dense = (_edge_store if backend == qdrant_edge.EDGE else _client_store)(st, fill)
     st.seconds["total"] = time.perf_counter() - t_all
     info = IndexInfo(
-        dataset=dp.name, collection=name, qdrant=where,
-        model_source=None if model is None else str(model), model_id=emb.model_id, model_key=emb.key,
-        dim=dim, corpus_hash=chash, n_chunks=len(ids),
-        bm25_dir=str((dp.index_dir / "bm25" / bm25_key).relative_to(dp.root)),
-        bm25_params=asdict(params), analyzer=analyzer.spec(), vocab_size=len(index.vocab),
+        dataset=dp.name, collection=name, qdrant=where, model_source=params.model, model_id=emb.model_id,
+        model_key=emb.key, dim=dim, corpus_hash=chash, n_chunks=len(ids),
+        bm25_dir=str((dp.bm25_dir / bm25_key).relative_to(dp.root)),
+        bm25_params=asdict(bm25_params), analyzer=analyzer.spec(), vocab_size=len(index.vocab),
         backend=backend, actions=st.actions, seconds=st.seconds, dense_search=dense,
         embedder=embedder_record(emb),
     )
-    atomic_write_json(manifest_path(dp), asdict(info))
-    return info
+    return Result(info, dense_exact=settings.dense_exact)
+
+
+def write(dp: DatasetPaths, result: Result) -> Path:
+    """Write the manifest (``dp.index_manifest``), the mark of a complete build that stage 03 reads
+    (:func:`rerankeval.index.manifest.load_index_info`); the file written."""
+    return atomic_write_json(dp.index_manifest, asdict(result.info))
 
 
 def _note_new_embedder(b: _Build, old: dict | None, emb: CachedEncoder) -> None:
@@ -406,44 +356,9 @@ def _note_new_embedder(b: _Build, old: dict | None, emb: CachedEncoder) -> None:
     b.actions["embedder switch"] = msg
 
 
-def _backend(backend: str | None) -> str:
-    """``backend`` checked, or the configured one (edge with QDRANT_URL is an error)."""
-    if backend is None:
-        return qdrant_edge.backend()
-    if backend not in (qdrant_edge.CLIENT, qdrant_edge.EDGE):
-        raise ValueError(f"unknown Qdrant backend {backend!r}: use 'client' or 'edge'")
-    return qdrant_edge.backend(load_settings().model_copy(update={"qdrant_backend": backend}))
-
-
 def _queries(dp: DatasetPaths) -> dict[str, str]:
     """The dataset's queries for the recall check ({} when stage 01 wrote none)."""
     try:
         return corpus.load_queries(dp)
     except (StageMissing, OSError):
         return {}
-
-
-def _read_manifest(dp: DatasetPaths) -> dict | None:
-    try:
-        return json.loads(manifest_path(dp).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def load_index_info(dp: DatasetPaths) -> IndexInfo:
-    """The manifest of the indexes, checked against the current chunk table."""
-    m = _read_manifest(dp)
-    if m is None:
-        raise StageMissing(f"{manifest_path(dp)} is missing: run the 02-build-indexes stage first.")
-    if m.get("version") != MANIFEST_VERSION:
-        raise StageMissing(f"{manifest_path(dp)} was written by another version of the index stage: "
-                           "re-run the 02-build-indexes stage.")
-    info = IndexInfo(**m)
-    chunks = corpus.load_chunks(dp)
-    now = index_corpus_hash(corpus.chunk_texts(dp, chunks), dict(zip(chunks.chunk_id, chunks.unit_id, strict=True)))
-    if now != info.corpus_hash:
-        raise StageMissing(
-            f"the indexes in {dp.index_dir} were built from another version of the chunk table: "
-            "re-run the 02-build-indexes stage."
-        )
-    return info

@@ -17,9 +17,9 @@ server (``exact=True`` asks for an exhaustive search; stage 02 measures what HNS
         upsert_chunks(shard, ids, unit_ids, vectors, sparse)
         run = search_dense(shard, qids, qvecs, 100, id_to_chunk)
 
-Stages 02 and 03 use it when :func:`backend` says ``edge`` (``RERANKEVAL_QDRANT_BACKEND``; ``QDRANT_URL``
-means a server, so the qdrant-client backend, unless ``edge`` is set explicitly, which is refused): the shard
-of collection ``name`` lives in :func:`shard_path` (``<qdrant_path>/edge/<name>``), the index manifest
+Stages 02 and 03 use it when :func:`backend` of their settings says ``edge`` (``RERANKEVAL_QDRANT_BACKEND``;
+``QDRANT_URL`` means a server, so the qdrant-client backend, unless ``edge`` is set explicitly, which is refused):
+the shard of collection ``name`` lives in :func:`shard_path` (``<qdrant_path>/edge/<name>``), the index manifest
 records the backend.
 """
 
@@ -36,7 +36,7 @@ import numpy as np
 
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
-from rerankeval.core.settings import Settings, load_settings, scrub_url
+from rerankeval.core.settings import Settings, scrub_url
 from rerankeval.index.qdrant.rrf import RRF_K, qdrant_k
 from rerankeval.index.qdrant.store import (
     DENSE,
@@ -54,13 +54,14 @@ INDEXING_THRESHOLD_KB: int | None = None  # of new shards; None: Qdrant's defaul
 EDGE_UPSERT_BATCH = 1024  # points per update call (in-process: no request size to respect)
 
 
-def backend(settings: Settings | None = None) -> str:
-    """The configured backend, ``RERANKEVAL_QDRANT_BACKEND`` (:data:`CLIENT` or :data:`EDGE`).
+def backend(settings: Settings) -> str:
+    """The backend ``settings`` configure, ``RERANKEVAL_QDRANT_BACKEND`` (:data:`CLIENT` or :data:`EDGE`).
 
     ``QDRANT_URL`` means a server, so with it the backend is :data:`CLIENT` unless ``edge`` is set
-    explicitly, which is an error (edge runs in-process). ``settings`` default:
-    :func:`rerankeval.core.settings.load_settings`."""
-    settings = settings if settings is not None else load_settings()
+    explicitly, which is an error (edge runs in-process)."""
+    if settings.qdrant_backend not in (CLIENT, EDGE):  # settings built without validation (model_copy, construct)
+        raise ValueError(f"unknown Qdrant backend {settings.qdrant_backend!r}: set RERANKEVAL_QDRANT_BACKEND to "
+                         f"{CLIENT!r} or {EDGE!r}")
     if not settings.qdrant_url:
         return settings.qdrant_backend
     if settings.qdrant_backend == EDGE and "qdrant_backend" in settings.model_fields_set:

@@ -1,8 +1,8 @@
 """The Qdrant store: one collection per (dataset, model, corpus content, analyser) with a dense and a
 sparse (BM25) named vector per chunk.
 
-Where: embedded local mode in ``dp.qdrant_path`` by default; when ``QDRANT_URL`` is set in the environment
-or ``.env`` (plus ``QDRANT_API_KEY`` if the server needs one; see :mod:`rerankeval.core.settings`) the same code
+Where: embedded local mode in ``dp.qdrant_path`` by default; when the settings the caller passes have a
+``QDRANT_URL`` (plus ``QDRANT_API_KEY`` if the server needs one; see :mod:`rerankeval.core.settings`) the same code
 talks to that server instead. An unreachable server fails at :func:`open_client` with a message naming the URL.
 
 Collection: name ``<dataset>-<hash>`` where the hash covers the model identity, the corpus content,
@@ -16,7 +16,7 @@ the BM25 analyser and parameters (:func:`collection_name`), so any change builds
 Point ids are ``uuid5(POINT_NAMESPACE, chunk_id)``: re-indexing upserts the same points (idempotent).
 Payload: ``chunk_id``, ``unit_id``.
 
-Always use clients as context managers (``with open_client(dp) as client:``): a local client left
+Always use clients as context managers (``with open_client(dp, settings=settings) as client:``): a local client left
 open holds the storage folder's lock. One left open anyway (a retriever never closed, a ``with`` block
 abandoned) is closed by :func:`close_open_clients` at exit (:mod:`atexit` runs before the interpreter tears
 its modules down): otherwise ``QdrantClient.__del__`` and the abandoned block would close it during the teardown
@@ -42,7 +42,7 @@ from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import sha256_json
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
-from rerankeval.core.settings import Settings, load_settings, redact, scrub_url
+from rerankeval.core.settings import Settings, redact, scrub_url
 from rerankeval.index.qdrant.rrf import RRF_K, qdrant_k
 
 DENSE = "dense"
@@ -80,11 +80,15 @@ class Location:
 def location(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] | None = None,
              url: str | None = None, settings: Settings | None = None) -> Location:
     """``url`` or ``settings.qdrant_url`` (``QDRANT_URL``; server, key ``QDRANT_API_KEY``), else ``path`` or
-    ``dp.qdrant_path`` (embedded). ``settings`` default: :func:`rerankeval.core.settings.load_settings`."""
-    settings = settings if settings is not None else load_settings()
-    url = url if url is not None else settings.qdrant_url
+    ``dp.qdrant_path`` (embedded). Without ``settings`` the location must be explicit: ``url`` (``""``: the
+    embedded store at ``path`` or ``dp.qdrant_path``)."""
+    if url is None:
+        if settings is None:
+            raise TypeError("qdrant store location: pass the settings (their QDRANT_URL chooses between a server "
+                            "and the embedded store), or url='' for the embedded store, or the server's url")
+        url = settings.qdrant_url
     if url:
-        return Location(None, url, settings.qdrant_api_key)
+        return Location(None, url, settings.qdrant_api_key if settings is not None else None)
     if path is None:
         if dp is None:
             raise ValueError("give a DatasetPaths or a path for the embedded Qdrant store")
