@@ -128,15 +128,17 @@ def compare(client: dict, edge: dict, k: int | None = TOP, legs_explain: dict | 
 
 def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int) -> dict:
     """Stage 02 with ``backend``, then every dense variant and the Qdrant legs through the Retriever."""
+    from rerankeval import index
     from rerankeval.core.settings import load_settings
-    from rerankeval.index.build import build_indexes
     from rerankeval.index.qdrant import edge as qdrant_edge
     from rerankeval.retrieve.params import Params
     from rerankeval.retrieve.retriever import Retriever
 
     os.environ["RERANKEVAL_QDRANT_BACKEND"] = backend
     t = time.perf_counter()
-    info = build_indexes(dp, embedder=emb, progress=False)
+    result = index.run(dp, index.Params(), load_settings().model_copy(update={"progress": "off"}), embedder=emb)
+    index.write(dp, result)  # the backend: RERANKEVAL_QDRANT_BACKEND set just above
+    info = result.info
     out = {"build_seconds": time.perf_counter() - t, "dense_search": info.dense_search,
            "switch": info.actions.get("backend switch"), "runs": {}}
     t = time.perf_counter()
@@ -180,15 +182,15 @@ def leg_ties(client: dict, edge: dict, legs: tuple[str, ...]) -> dict[str, set[s
 
 def dataset_parity(name: str, source: Path, leg_k: int, pool_k: int) -> dict:
     """Stage 01 once, then both backends; the comparison of every dense variant and leg."""
+    from rerankeval import corpus
     from rerankeval.core import paths
-    from rerankeval.corpus import contract as corpus
-    from rerankeval.corpus.extract import build_corpus
+    from rerankeval.core.settings import load_settings
     from rerankeval.index.embed import Embedder
 
     dp = paths.resolve_dataset(source)
     t = time.perf_counter()
-    build_corpus(dp)
-    queries = corpus.load_queries(dp)
+    corpus.write(dp, corpus.run(dp, corpus.Params(), load_settings()))
+    queries = corpus.contract.load_queries(dp)
     emb = Embedder(progress=True)
     per = {b: search_backend(dp, b, emb, queries, leg_k, pool_k) for b in BACKENDS}
     c, e = per["client"], per["edge"]
@@ -205,7 +207,8 @@ def dataset_parity(name: str, source: Path, leg_k: int, pool_k: int) -> dict:
                                                                    e["runs"][leg]["chunks"], None)
     hyb_c, hyb_e = c["runs"]["hybrid"]["units"], e["runs"]["hybrid"]["units"]
     ce_equal = sum(list(hyb_c[q])[:pool_k] == list(hyb_e.get(q, {}))[:pool_k] for q in hyb_c)
-    return {"dataset": name, "source": str(source), "chunks": len(corpus.load_chunks(dp)), "queries": len(queries),
+    return {"dataset": name, "source": str(source), "chunks": len(corpus.contract.load_chunks(dp)),
+            "queries": len(queries),
             "leg_k": leg_k, "pool_k": pool_k, "wall_seconds": time.perf_counter() - t,
             "backends": {b: {k: v for k, v in per[b].items() if k != "runs"} for b in BACKENDS},
             "cross_encoder_inputs_equal": {"queries": len(hyb_c), "hybrid_top_pool_k_equal": ce_equal},

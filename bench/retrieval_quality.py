@@ -1,6 +1,6 @@
 """Benchmark: retrieval quality of every variant on BEIR datasets from ../shared/data.
 
-For each dataset: stage 01 (``extract.build_corpus``), stage 02 (``index.build_indexes``, cold/warm
+For each dataset: stage 01 (``corpus.run``/``write``), stage 02 (``index.run``/``index.write``, cold/warm
 timing printed), stage 03 (every variant written to ``dp.run_file``/``dp.chunk_run_file``), then
 nDCG@10 and Recall@100 computed by ir_measures from the written unit-level run files. Targets on
 SciFact test (published figures, ../shared/data/README.md): bm25 >= .680, vector .645 +- .005 with
@@ -22,11 +22,9 @@ import time
 import ir_measures
 import pandas as pd
 
-from rerankeval import retrieve
+from rerankeval import corpus, index, retrieve
 from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
-from rerankeval.corpus import contract as corpus
-from rerankeval.index.build import build_indexes
 from rerankeval.retrieve.retriever import BASE_VARIANTS, Retriever
 
 TARGETS = {  # SciFact test, nDCG@10 (R@100 for vector): (low, high)
@@ -38,20 +36,21 @@ TARGETS = {  # SciFact test, nDCG@10 (R@100 for vector): (low, high)
 
 
 def run_dataset(name: str, variants: list[str], leg_k: int, pool_k: int) -> pd.DataFrame:
-    from rerankeval.corpus.extract import build_corpus
-
     dp = paths.resolve_dataset(name)
     t = time.perf_counter()
-    rep = build_corpus(dp)
+    rep = corpus.run(dp, corpus.Params(), load_settings())
+    corpus.write(dp, rep)
     print(f"[{dp.name}] corpus: {rep.stats['chunks']} chunks, {rep.stats['queries']} queries "
           f"({'reused' if rep.reused else 'built'}, {time.perf_counter() - t:.1f} s)")
     for label in ("first", "second"):
-        info = build_indexes(dp, progress=False)
+        result = index.run(dp, index.Params(), load_settings().model_copy(update={"progress": "off"}))
+        index.write(dp, result)
+        info = result.info
         print(f"[{dp.name}] index build ({label} call, {'cold' if info.cold else 'warm'}): "
               f"{info.seconds['total']:.2f} s  " + ", ".join(f"{k} {v:.2f}s ({info.actions.get(k, '')})"
                                                             for k, v in info.seconds.items() if k != "total"))
-    queries = corpus.load_queries(dp)
-    qrels = corpus.load_qrels(dp)
+    queries = corpus.contract.load_queries(dp)
+    qrels = corpus.contract.load_qrels(dp)
     measures = [ir_measures.parse_measure("nDCG@10"), ir_measures.parse_measure("R@100")]
     rows = []
     with Retriever(dp, load_settings(), progress=False) as r:

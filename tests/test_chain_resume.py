@@ -2,7 +2,7 @@
 
 The interrupt is a real SIGINT or SIGTERM sent to a real ``python -m rerankeval.chain`` on the tiny PDF dataset,
 with the fake LLM as the configured endpoint (so no llama-server starts), once notebook 01 has been rendered,
-or once 02 is inside its cells (a test hook blocks its ``build_indexes`` call, whatever the machine's speed).
+or once 02 is inside its cells (a test hook blocks its ``index.run`` call, whatever the machine's speed).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_a_ctrl_c_between_two_notebooks_keeps_what_finished(tmp_path, tiny_pdf, 
     assert list(rows) == ["01-extract-corpus.html"] and " ok " in rows["01-extract-corpus.html"]
 
 
-# Put first on the kernels' PYTHONPATH, this makes 02's build_indexes announce itself (a marker file) and block
+# Put first on the kernels' PYTHONPATH, this makes 02's index.run announce itself (a marker file) and block
 # until the kernel is stopped: a signal sent once the marker exists lands inside 02's cells, on any machine.
 BLOCK_02 = """\
 import os
@@ -127,7 +127,7 @@ if os.environ.get("RERANKEVAL_STAGE") == "02-build-indexes" and os.environ.get("
         while True:
             time.sleep(0.2)
 
-    rerankeval.index.build.build_indexes = _blocked
+    rerankeval.index.build.run = _blocked  # notebook 02 calls index.run: the face looks it up here at each call
 """
 
 
@@ -158,7 +158,8 @@ def test_a_signal_stops_the_run_cleanly_updates_the_index_and_a_rerun_resumes(tm
         except subprocess.TimeoutExpired:
             proc.kill()
             pytest.fail(f"the chain did not stop within 180 s of {sig.name}")
-        assert fake.count == 0  # 02 never finished, so no LLM stage ran
+        sent = [body for _, path, body in fake.requests if path.endswith("/chat/completions")]
+        assert all(b["max_tokens"] == 1 for b in sent)  # 02 never finished: only the preflight's probes were sent
     assert proc.returncode == status, f"{stdout}\n{stderr[-3000:]}"
     own = str(Path(chain.__file__).with_name("chain"))  # the chain's own modules: chain.py, chain_*.py
     assert "KeyboardInterrupt" not in stderr and own not in stderr, stderr[-3000:]

@@ -133,15 +133,15 @@ def test_the_chain_runs_the_explorer_after_the_stages_it_reads():
 @pytest.mark.slow
 def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_pdf, monkeypatch):
     papermill = pytest.importorskip("papermill")
-    from rerankeval.corpus import extract
+    from builders import extract_corpus
+    from indexing import build_index
     from rerankeval.evaluate import analyse
-    from rerankeval.index import build as index
     from rerankeval.retrieve import stage as retrieve
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     dp = resolve_dataset(str(tiny_pdf))
-    extract.build_corpus(dp)
-    index.build_indexes(dp, progress=False)
+    extract_corpus(dp)
+    build_index(dp)
     with retrieve.Retriever(dp, progress=False) as r:
         for v in retrieve.BASE_VARIANTS:
             retrieve.retrieve(dp, v, leg_k=10, pool_k=3, retriever=r)

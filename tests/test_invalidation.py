@@ -3,7 +3,7 @@ stages that depend on it and nothing else.
 
 One test per key, on the tiny PDF dataset of tests/builders.py built in tmp with its own cache (so the
 counters are exact): the corpus content (a PDF's text; the queries), the chunking parameters, the BM25
-parameters (the analyser is checked at the key level: ``build_indexes`` takes no analyser), the embedding
+parameters (the analyser is checked at the key level: ``index.Params`` has no analyser), the embedding
 model (a second local model folder), and for the LLM cache the prompt template, the reply schema and the
 model name, each against "nothing changed".
 
@@ -21,15 +21,15 @@ import shutil
 import pytest
 from pydantic import ConfigDict
 
-from builders import TINY_QUERIES, tiny_pdf_dataset, write_pdf, write_queries
+from builders import TINY_QUERIES, extract_corpus, tiny_pdf_dataset, write_pdf, write_queries
 from fakellm import FakeLLM, make_inputs
+from indexing import build_index
 from rerank_data import rerank_made
+from rerankeval import index
 from rerankeval.core import paths
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
-from rerankeval.corpus import extract
 from rerankeval.index import bm25, embed
-from rerankeval.index import build as index
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm import schemas
 from rerankeval.llm.cache import LLMCache
@@ -54,9 +54,10 @@ def ds(tmp_path, monkeypatch, minilm):
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
     folder = tiny_pdf_dataset(tmp_path / "tiny")
     dp = paths.resolve_dataset(folder)
-    rep = extract.build_corpus(dp)
-    info = index.build_indexes(dp, progress=False)
-    assert not rep.reused and info.cold
+    rep = extract_corpus(dp)
+    built = build_index(dp)
+    info = built.info
+    assert not rep.reused and built.cold
     return dp, rep, info
 
 
@@ -71,7 +72,7 @@ def _encoded(info: index.IndexInfo) -> int:
 
 
 def _collections(dp) -> set[str]:
-    with qdrant_store.open_client(dp) as client:
+    with qdrant_store.open_client(dp, settings=load_settings()) as client:
         return {c.name for c in client.get_collections().collections}
 
 
@@ -80,10 +81,10 @@ def test_nothing_changed_rebuilds_nothing(ds):
     chunks_mtime = dp.chunks.stat().st_mtime_ns
     bm25_file = dp.root / info.bm25_dir / "index.npz"
     bm25_mtime = bm25_file.stat().st_mtime_ns
-    again = extract.build_corpus(dp)
+    again = extract_corpus(dp)
     assert again.reused and again.stats["corpus_hash"] == rep.stats["corpus_hash"]
-    warm = index.build_indexes(dp, progress=False)
-    assert warm.actions == ALL_REUSED and not warm.cold
+    warm = build_index(dp).info
+    assert warm.actions == ALL_REUSED
     assert warm.collection == info.collection and _collections(dp) == {info.collection}
     assert dp.chunks.stat().st_mtime_ns == chunks_mtime and bm25_file.stat().st_mtime_ns == bm25_mtime
 
@@ -93,13 +94,13 @@ def test_pdf_text_change_rebuilds_corpus_and_indexes(ds):
     old_texts = set(corpus.chunk_texts(dp).values())
     write_pdf(dp.source / "gamma-notes.pdf", ["Gamma now uses an event loop instead of worker threads; the "
                                               "GAMMA_WORKERS variable is ignored."])
-    new = extract.build_corpus(dp)
+    new = extract_corpus(dp)
     assert not new.reused and new.stats["corpus_hash"] != rep.stats["corpus_hash"]
     with pytest.raises(corpus.StageMissing, match="02-build-indexes"):  # stale indexes are refused ...
         index.load_index_info(dp)
     changed = set(corpus.chunk_texts(dp).values()) - old_texts
     assert len(changed) == 1
-    built = index.build_indexes(dp, progress=False)  # ... and rebuilt
+    built = build_index(dp).info  # ... and rebuilt
     assert built.actions["bm25"] == "built" and built.actions["qdrant"] == "upserted"
     assert _encoded(built) == len(changed)  # only the new chunk; the others come from the cache
     assert built.corpus_hash != info.corpus_hash and built.collection != info.collection
@@ -113,33 +114,33 @@ def test_query_change_rebuilds_the_corpus_stage_but_no_index(ds):
     chunks_before = dp.chunks.read_bytes()
     queries = [(q, text + " please" if q == "t4" else text, s, r) for q, text, s, r in TINY_QUERIES]
     write_queries(dp.source, queries)
-    new = extract.build_corpus(dp)
+    new = extract_corpus(dp)
     assert not new.reused  # the corpus stage's inputs include queries.jsonl
     assert dp.chunks.read_bytes() == chunks_before and new.stats["corpus_hash"] == rep.stats["corpus_hash"]
     assert "please" in corpus.load_queries(dp)["t4"]
-    warm = index.build_indexes(dp, progress=False)
+    warm = build_index(dp).info
     assert warm.actions == ALL_REUSED  # the indexes depend on the chunks only
 
 
 def test_chunking_change_rebuilds_corpus_and_indexes(ds):
     dp, rep, info = ds
-    new = extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)
+    new = extract_corpus(dp, chunk_size=120, chunk_overlap=30)
     assert not new.reused and new.stats["params"]["chunk_size"] == 120
     assert new.stats["chunks"] > rep.stats["chunks"]
-    built = index.build_indexes(dp, progress=False)
+    built = build_index(dp).info
     assert built.actions["bm25"] == "built" and built.actions["qdrant"] == "upserted"
     assert _encoded(built) > 0 and built.n_chunks == new.stats["chunks"]
     assert built.collection != info.collection and _collections(dp) == {built.collection}
     # and back: the corpus is rebuilt again, the old chunk texts' vectors are still in the cache
-    extract.build_corpus(dp)
-    back = index.build_indexes(dp, progress=False)
+    extract_corpus(dp)
+    back = build_index(dp).info
     assert back.actions["embeddings"] == "cached" and back.collection == info.collection
 
 
 def test_bm25_parameters_rebuild_bm25_but_embed_nothing(ds):
     dp, rep, info = ds
-    assert extract.build_corpus(dp).reused  # the corpus does not depend on BM25
-    built = index.build_indexes(dp, k1=0.9, b=0.4, progress=False)
+    assert extract_corpus(dp).reused  # the corpus does not depend on BM25
+    built = build_index(dp, index.Params(k1=0.9, b=0.4)).info
     assert built.actions["bm25"] == "built"
     assert built.actions["embeddings"] == "cached" and _encoded(built) == 0  # every vector from the cache
     # the collection holds BM25 sparse vectors (saturation depends on k1, b): a new one is filled
@@ -148,11 +149,11 @@ def test_bm25_parameters_rebuild_bm25_but_embed_nothing(ds):
     meta = json.loads((dp.root / built.bm25_dir / "meta.json").read_text())
     assert meta["params"]["k1"] == 0.9 and meta["params"]["b"] == 0.4
     assert built.bm25_dir != info.bm25_dir and not (dp.root / info.bm25_dir).exists()
-    assert index.build_indexes(dp, k1=0.9, b=0.4, progress=False).actions == ALL_REUSED
+    assert build_index(dp, index.Params(k1=0.9, b=0.4)).info.actions == ALL_REUSED
 
 
 def test_bm25_analyser_is_in_the_index_and_collection_keys(ds, tmp_path):
-    """``build_indexes`` has no analyser parameter, so the analyser is checked where it is keyed."""
+    """``index.Params`` has no analyser parameter, so the analyser is checked where it is keyed."""
     dp, rep, info = ds
     ids = sorted(corpus.chunk_texts(dp))
     texts = [corpus.chunk_texts(dp)[i] for i in ids]
@@ -192,15 +193,15 @@ def test_embedding_model_change_reencodes_and_rebuilds_only_the_dense_side(ds, t
     emb2 = embed.Embedder(other, progress=False)
     assert emb2.key != info.model_key and emb2.max_seq_length == 128
 
-    assert extract.build_corpus(dp).reused
-    built = index.build_indexes(dp, model=str(other), embedder=emb2, progress=False)
+    assert extract_corpus(dp).reused
+    built = build_index(dp, index.Params(embedding_model=str(other)), embedder=emb2).info
     assert built.model_key == emb2.key and built.model_source == str(other) and emb2.loaded
     assert built.actions["bm25"] == "loaded"  # BM25 does not depend on the dense model
     assert _encoded(built) == info.n_chunks  # nothing from the other model's cache entries
     assert built.actions["qdrant"] == "upserted" and built.collection != info.collection
     assert _collections(dp) == {built.collection}
     # both models' vectors stay cached side by side: switching back encodes nothing
-    back = index.build_indexes(dp, progress=False)
+    back = build_index(dp).info
     assert back.actions["embeddings"] == "cached" and back.collection == info.collection
     assert back.actions["bm25"] == "loaded"
 

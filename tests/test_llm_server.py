@@ -204,11 +204,11 @@ def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
     assert args[args.index("--threads") + 1] == "1"
     # QDRANT_URL and QDRANT_API_KEY: where the store lives, and the server the client tries (password hidden)
     (tmp_path / "ds").mkdir()
-    loc = qdrant_store.location(resolve_dataset(str(tmp_path / "ds")))
+    loc = qdrant_store.location(resolve_dataset(str(tmp_path / "ds")), settings=settings.load_settings())
     assert (loc.url, loc.api_key) == (f"http://qd-user:qd-pass-0002@127.0.0.1:{port}", "qd-key-0003")
     assert loc.describe() == f"server http://127.0.0.1:{port}" and "qd-" not in repr(loc)
     with pytest.raises(qdrant_store.QdrantUnavailable) as err:
-        with qdrant_store.open_client(path=tmp_path / "unused", timeout=1):
+        with qdrant_store.open_client(path=tmp_path / "unused", timeout=1, settings=settings.load_settings()):
             pass
     assert f"http://127.0.0.1:{port}" in str(err.value) and "qd-pass" not in str(err.value)
     # OPENAI_API_KEY: sent as the Bearer token to the configured endpoint (the fake answers 401 otherwise)

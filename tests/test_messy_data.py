@@ -11,10 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from builders import write_pdf
+from builders import extract_corpus, write_pdf
 from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
-from rerankeval.corpus import extract
 from rerankeval.corpus import views as corpus_views
 from rerankeval.evaluate import analyse, analysis_records, limitations
 from rerankeval.experiments import replay, splits, sweep
@@ -22,7 +21,7 @@ from rerankeval.experiments import replay, splits, sweep
 
 def build(folder: Path, **kw):
     dp = paths.resolve_dataset(folder)
-    return dp, extract.build_corpus(dp, **kw)
+    return dp, extract_corpus(dp, **kw)
 
 
 def write_zero_page_pdf(path: Path) -> Path:
@@ -130,14 +129,14 @@ def model():
 def _built(folder: Path, qrels: str, model):
     """The tiny BEIR dataset with ``qrels`` as its test judgments, through stages 01 and 02."""
     from builders import tiny_beir_dataset
-    from rerankeval.index import build as index
+    from indexing import build_index
     from rerankeval.index import embed
 
     tiny_beir_dataset(folder)
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
     dp = paths.resolve_dataset(folder)
-    extract.build_corpus(dp)  # 01 accepts each of these
-    index.build_indexes(dp, embedder=embed.Embedder(model_obj=model, progress=False), progress=False)
+    extract_corpus(dp)  # 01 accepts each of these
+    build_index(dp, embedder=embed.Embedder(model_obj=model, progress=False))
     return dp
 
 

@@ -157,8 +157,7 @@ def test_a_judgment_of_a_page_with_no_text_says_the_page_has_no_text(tmp_path):
 def test_a_real_pdf_page_with_only_an_annotation_cannot_be_judged(tmp_path):
     from fpdf import FPDF
 
-    from builders import write_queries
-    from rerankeval.corpus import extract
+    from builders import extract_corpus, write_queries
 
     folder = tmp_path / "annot"
     folder.mkdir()
@@ -171,7 +170,7 @@ def test_a_real_pdf_page_with_only_an_annotation_cannot_be_judged(tmp_path):
     pdf.output(str(folder / "x.pdf"))
     write_queries(folder, [("q1", "where is the alpha configuration", "lexical", {"x.pdf#p1": 2})])
     dp = resolve_dataset(str(folder))
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     with pytest.raises(ValueError, match=r"page 2 of x.pdf has no text in the corpus \(it was skipped at extraction"):
         judgments.record(dp, "q1", "x.pdf#p2", 1)
     with pytest.raises(ValueError, match=r"x.pdf has 2 page\(s\), there is no page 3"):
@@ -232,18 +231,18 @@ print("shown")
 
 @pytest.mark.slow
 def test_explore_show_from_a_plain_script_exits_cleanly(tmp_path, tiny_pdf, monkeypatch):
+    from builders import extract_corpus
+    from indexing import build_index
     from rerankeval import retrieve
     from rerankeval.core.settings import load_settings
-    from rerankeval.corpus import extract
-    from rerankeval.index import build as index
     from rerankeval.retrieve.retriever import BASE_VARIANTS
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     dp = resolve_dataset(str(tiny_pdf))
-    extract.build_corpus(dp)
-    index.build_indexes(dp, progress=False)
+    extract_corpus(dp)
+    build_index(dp)
     retrieve.write(dp, retrieve.run(dp, retrieve.Params(leg_k=10, pool_k=3, variants=BASE_VARIANTS), load_settings()))
     script = tmp_path / "show.py"
     script.write_text(textwrap.dedent(SCRIPT))

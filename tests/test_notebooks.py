@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rerankeval import retrieve
+from rerankeval import corpus, index, retrieve
 from rerankeval.apps import ask, chain
 from rerankeval.core import paths
 from rerankeval.evaluate.analyse import AnalysisParams
@@ -19,9 +19,10 @@ from rerankeval.rerank.config import Params as RerankParams
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 MAX_CODE_LINES = 70  # issue 20: a notebook is a parameters cell, calls into the package, tables and plots
 # notebook -> the dataclass whose defaults are the only defaults
-STAGE_PARAMS = {"03-retrieve": retrieve.Params, "04-rerank": RerankParams, "05-analyse": AnalysisParams,
-                "06-sweep": SweepParams, "07-ask": ask.Params, "08-questions": QuestionsParams,
-                "09-assess": AssessParams}
+STAGE_PARAMS = {"01-extract-corpus": corpus.Params, "02-build-indexes": index.Params,
+                "03-retrieve": retrieve.Params, "04-rerank": RerankParams,
+                "05-analyse": AnalysisParams, "06-sweep": SweepParams, "07-ask": ask.Params,
+                "08-questions": QuestionsParams, "09-assess": AssessParams}
 
 
 def test_the_chain_has_its_numbered_notebooks():

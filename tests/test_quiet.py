@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from indexing import build_index
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import write_qrels
-from rerankeval.index.build import build_indexes
 from test_backend_choice import CHUNKS, QUERIES, HashEmbedder
 
 TESTS = Path(__file__).resolve().parent
@@ -40,7 +40,7 @@ def leak():
         class Holder:
             pass
         h = Holder()
-        h.cm = store.open_client(dp, path={other!r})
+        h.cm = store.open_client(dp, path={other!r}, url="")
         h.client, h.me = h.cm.__enter__(), h
 
 gc.disable()
@@ -57,7 +57,7 @@ def _dataset(root: Path, backend: str, env: dict[str, str], monkeypatch) -> Path
                                     "start": 0, "title": "", "text": t} for c, u, t in sorted(CHUNKS)])
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, dp.qrels)
-    build_indexes(dp, embedder=HashEmbedder(), progress=False, backend=backend)
+    build_index(dp, embedder=HashEmbedder())  # the backend: RERANKEVAL_QDRANT_BACKEND set above
     return root / "src" / "tiny"
 
 

@@ -21,15 +21,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from builders import tiny_pdf_dataset
+from builders import extract_corpus, tiny_pdf_dataset
 from fakellm import FakeLLM, make_inputs
+from indexing import build_index
 from rerank_data import rerank_made
 from rerankeval.core import ioutil, paths, runs
 from rerankeval.core.ioutil import sha256_file, sha256_text
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
-from rerankeval.corpus import extract
-from rerankeval.index import build as index
+from rerankeval.corpus import stage as corpus_stage
 from rerankeval.index import embed
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm.cache import LLMCache
@@ -250,7 +250,7 @@ def test_index_stage_crash_mid_upsert_resumes_from_finished_steps(tmp_path, monk
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")  # the crash is injected into the client store's upsert
     dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "tiny"))
-    extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)
+    extract_corpus(dp, chunk_size=120, chunk_overlap=30)
     real = qdrant_store.upsert_chunks
 
     def upsert_then_die(client, name, ids, units, dense, sparse, **kw):
@@ -260,44 +260,44 @@ def test_index_stage_crash_mid_upsert_resumes_from_finished_steps(tmp_path, monk
 
     monkeypatch.setattr(qdrant_store, "upsert_chunks", upsert_then_die)
     with pytest.raises(Crash):
-        index.build_indexes(dp, progress=False)
-    assert not index.manifest_path(dp).exists()  # the completion marker is written last
+        build_index(dp)
+    assert not dp.index_manifest.exists()  # the completion marker is written last
     monkeypatch.setattr(qdrant_store, "upsert_chunks", real)
 
-    info = index.build_indexes(dp, progress=False)
+    info = build_index(dp).info
     # BM25 and the embeddings finished before the crash: reused; the half-filled collection is completed
     assert info.actions["bm25"] == "loaded" and info.actions["embeddings"] == "cached"
     assert info.actions["qdrant"] == "upserted"
-    with qdrant_store.open_client(dp) as client:
+    with qdrant_store.open_client(dp, settings=load_settings()) as client:
         assert qdrant_store.point_count(client, info.collection) == info.n_chunks
         # a collection that lost points under a complete manifest is detected and refilled
         gone = [qdrant_store.point_id(c) for c in sorted(corpus.chunk_texts(dp))[:3]]
         client.delete(info.collection, points_selector=gone, wait=True)
         assert qdrant_store.point_count(client, info.collection) == info.n_chunks - 3
-    again = index.build_indexes(dp, progress=False)
+    again = build_index(dp).info
     assert again.actions["qdrant"] == "upserted" and again.actions["embeddings"] == "cached"
-    with qdrant_store.open_client(dp) as client:
+    with qdrant_store.open_client(dp, settings=load_settings()) as client:
         assert qdrant_store.point_count(client, again.collection) == again.n_chunks
-    assert not index.build_indexes(dp, progress=False).cold
+    assert not build_index(dp).cold
 
 
 # --------------------------------------------------------------------------- corpus stage (in-process crash)
 def test_corpus_crash_between_writes_never_reuses_a_mixed_corpus(tiny_pdf, monkeypatch):
     dp = paths.resolve_dataset(tiny_pdf)
-    first = extract.build_corpus(dp)
+    first = extract_corpus(dp)
     good = dp.chunks.read_bytes()
-    real = extract.write_qrels
+    real = corpus_stage.write_qrels
 
     def die(*a, **kw):
         raise Crash
 
-    monkeypatch.setattr(extract, "write_qrels", die)
+    monkeypatch.setattr(corpus_stage, "write_qrels", die)
     with pytest.raises(Crash):  # new chunks.jsonl written, then the process dies before stats.json
-        extract.build_corpus(dp, chunk_size=100, chunk_overlap=10)
-    monkeypatch.setattr(extract, "write_qrels", real)
+        extract_corpus(dp, chunk_size=100, chunk_overlap=10)
+    monkeypatch.setattr(corpus_stage, "write_qrels", real)
     assert dp.chunks.read_bytes() != good  # the half-finished run replaced the chunk table
 
-    rep = extract.build_corpus(dp)  # back to the parameters stats.json describes
+    rep = extract_corpus(dp)  # back to the parameters stats.json describes
     assert rep.stats["corpus_hash"] == sha256_file(dp.chunks), "stats.json does not describe chunks.jsonl"
     assert dp.chunks.read_bytes() == good and rep.stats["chunks"] == first.stats["chunks"]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from indexing import build_index
+from rerankeval import index
 from rerankeval.core import names, paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import read_trec, to_units, write_qrels
@@ -11,7 +13,6 @@ from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import metrics
 from rerankeval.index import embed
-from rerankeval.index.build import build_indexes, load_index_info
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.retrieve import stage, variants
@@ -87,33 +88,33 @@ def built(module_tmp, minilm):
         dp = paths.resolve_dataset(tmp / "src" / "tiny")
         _write_corpus(dp, CHUNKS)
         emb = embed.Embedder(model_obj=minilm, progress=False)
-        cold = build_indexes(dp, embedder=emb, progress=False)
-        warm = build_indexes(dp, embedder=embed.Embedder(progress=False), progress=False)
+        cold = build_index(dp, embedder=emb)
+        warm = build_index(dp, embedder=embed.Embedder(progress=False))
         yield dp, emb, cold, warm
 
 
 def test_build_is_cold_then_warm(built):
     dp, emb, cold, warm = built
-    assert cold.cold and cold.actions["bm25"] == "built" and cold.actions["qdrant"] == "upserted"
-    assert cold.actions["embeddings"].startswith("encoded 7")
+    assert cold.cold and cold.info.actions["bm25"] == "built" and cold.info.actions["qdrant"] == "upserted"
+    assert cold.info.actions["embeddings"].startswith("encoded 7")
     assert not warm.cold
-    assert warm.actions == {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused",
-                            "qdrant": "reused"}
-    assert warm.collection == cold.collection and warm.collection.startswith("tiny-")
+    assert warm.info.actions == {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused",
+                                 "qdrant": "reused"}
+    assert warm.info.collection == cold.info.collection and warm.info.collection.startswith("tiny-")
     assert set(cold.timings().columns) == {"step", "action", "seconds"}
-    assert load_index_info(dp).collection == cold.collection
+    assert index.load_index_info(dp).collection == cold.info.collection
 
 
 def test_reindexing_is_idempotent(built):
     dp, emb, cold, _ = built
-    again = build_indexes(dp, embedder=emb, force=True, progress=False)
+    again = build_index(dp, index.Params(force_rebuild=True), embedder=emb).info
     assert again.actions["qdrant"] == "upserted" and again.actions["embeddings"] == "cached"
     if again.backend == qdrant_edge.EDGE:  # Qdrant's engine in-process: one shard per collection
-        with qdrant_edge.open_shard(qdrant_edge.shard_path(dp, cold.collection), emb.dim) as shard:
+        with qdrant_edge.open_shard(qdrant_edge.shard_path(dp, cold.info.collection), emb.dim) as shard:
             assert qdrant_edge.point_count(shard) == len(CHUNKS)
     else:
-        with qdrant_store.open_client(dp) as client:
-            assert qdrant_store.point_count(client, cold.collection) == len(CHUNKS)
+        with qdrant_store.open_client(dp, settings=load_settings()) as client:
+            assert qdrant_store.point_count(client, cold.info.collection) == len(CHUNKS)
 
 
 def test_every_variant_deduplicates_units_and_keeps_full_chunk_depth(built):
@@ -207,11 +208,11 @@ def test_unknown_variant_and_stale_indexes(built, tmp_path, minilm, monkeypatch)
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     dp2 = paths.resolve_dataset(dp.source)
     _write_corpus(dp2, CHUNKS)
-    first = build_indexes(dp2, embedder=embed.Embedder(model_obj=minilm, progress=False), progress=False)
+    first = build_index(dp2, embedder=embed.Embedder(model_obj=minilm, progress=False)).info
     _write_corpus(dp2, CHUNKS + [("man.pdf#p6:0", "man.pdf#p6", "A new page about printers.")])
     with pytest.raises(corpus.StageMissing, match="02-build-indexes"):
-        load_index_info(dp2)
-    second = build_indexes(dp2, embedder=embed.Embedder(model_obj=minilm, progress=False), progress=False)
+        index.load_index_info(dp2)
+    second = build_index(dp2, embedder=embed.Embedder(model_obj=minilm, progress=False)).info
     assert second.collection != first.collection
     assert first.collection in second.actions["dropped stale collections"]
 
@@ -278,7 +279,7 @@ def by_backend(module_tmp, minilm):
             _backend_env(mp, module_tmp / f"parity-{backend}", backend, module_tmp / "cache")
             dp = _tiny(module_tmp / f"parity-{backend}")
             emb = embed.Embedder(model_obj=minilm, progress=False)
-            info = build_indexes(dp, embedder=emb, progress=False)
+            info = build_index(dp, embedder=emb).info
             with opened(dp, emb) as r:
                 res = {v: r.search(v, QUERIES, **budget(5)) for v in BASE}
                 legs = {"dense": r.dense_leg(QUERIES, 7), "sparse": r.sparse_leg(QUERIES, 7)}
@@ -318,20 +319,20 @@ def test_switching_backend_refills_the_store_and_03_follows_the_manifest(module_
     with pytest.MonkeyPatch.context() as mp:
         _backend_env(mp, tmp_path, "client", module_tmp / "cache")
         dp = _tiny(tmp_path)
-        assert build_indexes(dp, embedder=emb, progress=False).backend == "client"
+        assert build_index(dp, embedder=emb).info.backend == "client"
         mp.setenv("RERANKEVAL_QDRANT_BACKEND", "edge")
         with pytest.raises(corpus.StageMissing, match="built by the 'client' backend.*re-run the 02"):
             opened(dp, emb)
-        edge = build_indexes(dp, embedder=emb, progress=False)  # the manifest says client: fill the shard
+        edge = build_index(dp, embedder=emb).info  # the manifest says client: fill the shard
         assert edge.backend == "edge" and edge.actions["qdrant"] == "upserted"
         assert qdrant_edge.shard_path(dp, edge.collection).is_dir()
-        assert build_indexes(dp, embedder=emb, progress=False).actions["qdrant"] == "reused"
+        assert build_index(dp, embedder=emb).info.actions["qdrant"] == "reused"
         with opened(dp, emb) as r:
             assert list(r.search("vector", QUERIES, **budget(5)).run["q2"])[0] == "man.pdf#p2"
         mp.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
-        back = build_indexes(dp, embedder=emb, progress=False)
+        back = build_index(dp, embedder=emb).info
         assert back.backend == "client" and back.actions["qdrant"] == "upserted"
-        assert load_index_info(dp).backend == "client"
+        assert index.load_index_info(dp).backend == "client"
 
 
 def test_edge_is_local_only_and_backends_are_checked(module_tmp, tmp_path, minilm):
@@ -346,6 +347,6 @@ def test_edge_is_local_only_and_backends_are_checked(module_tmp, tmp_path, minil
         dp = _tiny(tmp_path)
         mp.setenv("QDRANT_URL", "http://localhost:1")
         with pytest.raises(ValueError, match="RERANKEVAL_QDRANT_BACKEND=edge .* unset QDRANT_URL"):
-            build_indexes(dp, embedder=emb, progress=False)
+            build_index(dp, embedder=emb)
         with pytest.raises(ValueError, match="unknown Qdrant backend 'server'"):
-            build_indexes(dp, embedder=emb, progress=False, backend="server")
+            build_index(dp, embedder=emb, settings=load_settings().model_copy(update={"qdrant_backend": "server"}))

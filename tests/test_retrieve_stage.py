@@ -14,13 +14,13 @@ import pytest
 
 from builders import MANUAL_CHUNKS
 from fakellm import FakeLLM
+from indexing import build_index
 from rerankeval import retrieve
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import read_trec, write_qrels
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index import embed
-from rerankeval.index.build import build_indexes
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import reformulate, search, variants
 from rerankeval.retrieve.retriever import Retriever
@@ -44,7 +44,7 @@ def tiny(tmp_path, monkeypatch):
                                     "title": "", "text": t} for c, u, t in CHUNKS])
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
-    build_indexes(dp, embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False), progress=False)
+    build_index(dp, embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False))
     return dp
 
 

@@ -14,14 +14,14 @@ import pytest
 
 from builders import MANUAL_CHUNKS
 from fakellm import FakeLLM
-from rerankeval import retrieve
+from indexing import build_index
+from rerankeval import index, retrieve
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl, read_jsonl
 from rerankeval.core.runs import read_trec, write_qrels, write_trec
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import embed
-from rerankeval.index.build import build_indexes
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import reformulate, runcache, search, variants
 from rerankeval.retrieve.retriever import Retriever
@@ -32,7 +32,7 @@ PARAMS = retrieve.Params(leg_k=5, pool_k=3, final_k=2, variants=BASE, explain_qu
 
 
 def _build(dp, **kw) -> None:
-    build_indexes(dp, embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False), progress=False, **kw)
+    build_index(dp, index.Params(**kw), embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False))
 
 
 @pytest.fixture

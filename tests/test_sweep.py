@@ -197,15 +197,15 @@ def test_chunking_points_use_a_scratch_dataset(tmp_path):
 # --------------------------------------------------------------------------- end to end on a tiny BEIR dataset
 @pytest.fixture
 def tiny_built(tiny_beir):
-    from rerankeval.corpus import extract
-    from rerankeval.index import build as index
+    from builders import extract_corpus
+    from indexing import build_index
     from rerankeval.index import embed
 
     (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td4\t1\n", encoding="utf-8")
     dp = paths.resolve_dataset(tiny_beir)
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     model = embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
-    index.build_indexes(dp, embedder=embed.Embedder(model_obj=model, progress=False), progress=False)
+    build_index(dp, embedder=embed.Embedder(model_obj=model, progress=False))
     return dp, model
 
 
@@ -336,14 +336,14 @@ def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
 
 
 def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pdf):
+    from builders import extract_corpus
+    from indexing import build_index
     from rerankeval.core.settings import load_settings
     from rerankeval.corpus import contract as corpus
-    from rerankeval.corpus import extract
-    from rerankeval.index import build as index
 
     dp = paths.resolve_dataset(tiny_pdf)
-    extract.build_corpus(dp, chunk_size=120, chunk_overlap=30)
-    index.build_indexes(dp, progress=False)
+    extract_corpus(dp, chunk_size=120, chunk_overlap=30)
+    build_index(dp)
     main_chunks = dp.chunks.read_bytes()
     res = sweep.run_sweep(dp, sweep.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50,
                           settings=load_settings())

@@ -7,11 +7,10 @@ import json
 import pandas as pd
 import pytest
 
-from builders import tiny_pdf_dataset
+from builders import extract_corpus, tiny_pdf_dataset
 from fakellm import FakeLLM
 from rerankeval.core import paths
 from rerankeval.core.settings import Settings, load_settings
-from rerankeval.corpus import extract
 from rerankeval.experiments import validate
 from rerankeval.llm.cache import LLMCache
 from rerankeval.questions import draft
@@ -19,12 +18,12 @@ from rerankeval.questions import draft
 
 @pytest.fixture
 def built(tmp_path):
-    from rerankeval.index import build as index
+    from indexing import build_index
 
     root = tmp_path
     dp = paths.resolve_dataset(tiny_pdf_dataset(root / "human"))
-    extract.build_corpus(dp)
-    index.build_indexes(dp, progress=False)
+    extract_corpus(dp)
+    build_index(dp)
     return dp, root
 
 

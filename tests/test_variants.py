@@ -7,13 +7,13 @@ import json
 import pytest
 
 from builders import MANUAL_CHUNKS
+from indexing import build_index
 from rerankeval.core import names, paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import assert_run_contract, read_run_checked, to_units, write_qrels
 from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.index import embed
-from rerankeval.index.build import build_indexes
 from rerankeval.index.qdrant.rrf import RRF_K
 from rerankeval.retrieve import retriever, stage, variants
 from rerankeval.retrieve.fusion import fuse
@@ -123,7 +123,7 @@ def _tiny_index(tmp, monkeypatch, backend):
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
     emb = embed.Embedder(str(embed.bundled_model_path()), progress=False)
-    build_indexes(dp, embedder=emb, progress=False)
+    build_index(dp, embedder=emb)
     return dp, emb
 
 

@@ -236,7 +236,7 @@ def build_manifest(
     for stage in ("retrieve", "rerank", "analyse"):
         stage_files.update(_small_jsons(dp.stage_dir(stage), dp.root))
     recorded = {"index": index_files, "stages": stage_files}
-    index_man = _read_json(dp.index_manifest)  # stage 02 (rerankeval.index.build.IndexInfo)
+    index_man = _read_json(dp.index_manifest)  # stage 02 (rerankeval.index.manifest.IndexInfo)
     rerank_sum = _read_json(dp.rerank_summary)  # stage 04
     manifest: dict[str, Any] = {
         "created_utc": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -40,6 +41,9 @@ from rerankeval.experiments.replay import RecordedLLM, replay
 from rerankeval.index import bm25 as bm25mod
 from rerankeval.index.qdrant.rrf import RRF_K
 from rerankeval.retrieve.fusion import FUSION_METHODS, fuse
+
+if TYPE_CHECKING:
+    from rerankeval.corpus.stage import Params as CorpusParams
 
 GRID_FILE = PARAMS_DIR / "sweep.yaml"
 RRF_METHODS = ("rrf",)  # methods that use rrf_k (the others ignore it: one value is swept)
@@ -288,21 +292,22 @@ def scratch_dataset(dp: DatasetPaths, size: int, overlap: int) -> DatasetPaths:
 def chunking_source(dp: DatasetPaths, size: int, overlap: int, settings: Settings):
     """A :class:`~rerankeval.retrieve.retriever.Retriever` over ``dp`` re-extracted with ``size``/``overlap`` and
     re-indexed in :func:`scratch_dataset` (both steps are cached by content, so a second sweep reuses them)."""
-    from rerankeval.corpus.extract import build_corpus
-    from rerankeval.index.build import build_indexes
+    from rerankeval import corpus, index
     from rerankeval.retrieve.retriever import Retriever
 
     sdp = scratch_dataset(dp, size, overlap)
-    split = _main_split(dp)
-    build_corpus(sdp, split=split, chunk_size=size, chunk_overlap=overlap)
-    build_indexes(sdp, progress=False)
+    corpus.write(sdp, corpus.run(sdp, chunking_params(dp, size, overlap), settings))
+    index.write(sdp, index.run(sdp, index.Params(), settings.model_copy(update={"progress": "off"})))
     return Retriever(sdp, settings, progress=False)
 
 
-def _main_split(dp: DatasetPaths) -> str:
+def chunking_params(dp: DatasetPaths, size: int, overlap: int) -> CorpusParams:
+    """Stage 01's parameters of ``dp``'s last run (its split, its ``x_tolerance``) with another chunking."""
+    from rerankeval import corpus
     from rerankeval.corpus.contract import load_stats
 
-    return str(load_stats(dp).get("split", "test"))
+    recorded = corpus.Params.of(load_stats(dp).get("params", {}))
+    return replace(recorded, chunk_size=size, chunk_overlap=overlap)
 
 
 # --------------------------------------------------------------------------- scoring

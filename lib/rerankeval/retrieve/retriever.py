@@ -59,7 +59,8 @@ class Retriever:
     def __init__(self, dp: DatasetPaths, settings: Settings, *, embedder: CachedEncoder | None = None,
                  progress: bool = True):
         from rerankeval.index import bm25 as bm25mod
-        from rerankeval.index.build import check_embedder, load_index_info, open_embedder
+        from rerankeval.index.encoder import check_embedder, open_embedder
+        from rerankeval.index.manifest import load_index_info
         from rerankeval.index.qdrant import edge as qdrant_edge
         from rerankeval.index.qdrant import store as qdrant_store
 
@@ -72,11 +73,11 @@ class Retriever:
         check_embedder(self.info, self.embedder)
         self.progress = progress
         self._id_to_chunk = {qdrant_store.point_id(c): c for c in self.texts}
-        self._edge = _check_backend(self.info.backend) == qdrant_edge.EDGE
+        self._edge = _check_backend(self.info.backend, settings) == qdrant_edge.EDGE
         # a server: exact dense search; local mode is exact anyway; edge: exact below Qdrant's indexing threshold,
         # HNSW above it (stage 02 measures its recall@10 against exact search: the manifest's dense_search), or
         # exact there too when RERANKEVAL_DENSE_EXACT is set
-        self._exact = bool(qdrant_store.location(dp).url) or settings.dense_exact
+        self._exact = bool(qdrant_store.location(dp, settings=settings).url) or settings.dense_exact
         self._client = None
         self._client_cm = None
         self._memo: dict = {}
@@ -93,7 +94,7 @@ class Retriever:
                 path = qdrant_edge.shard_path(self.dp, self.info.collection)
                 self._client_cm = qdrant_edge.open_shard(path, self.info.dim)
             else:
-                self._client_cm = qdrant_store.open_client(self.dp)
+                self._client_cm = qdrant_store.open_client(self.dp, settings=self.settings)
             self._client = self._client_cm.__enter__()
         return self._client
 
@@ -215,11 +216,11 @@ def _rewrite_step(rewrite: Reformulate | None) -> Reformulate:
     return rewrite if rewrite is not None else Reformulate()
 
 
-def _check_backend(built: str) -> str:
+def _check_backend(built: str, settings: Settings) -> str:
     """``built`` (the manifest's backend) if it is the configured one, else an error saying to re-run 02."""
     from rerankeval.index.qdrant import edge as qdrant_edge
 
-    configured = qdrant_edge.backend()
+    configured = qdrant_edge.backend(settings)
     if configured != built:
         raise StageMissing(
             f"the Qdrant collection was built by the {built!r} backend but RERANKEVAL_QDRANT_BACKEND is "

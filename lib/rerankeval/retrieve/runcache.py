@@ -81,7 +81,8 @@ READS: dict[type, tuple[str, ...]] = {  # built-in classes only (exact class): w
 REWRITE_READS = ("leg_k", "rrf_k", "weights", "threshold", "guard_k")  # hybrid_reformulate: hybrid + its step
 COMMON_MODULES = (
     "rerankeval.core.runs", "rerankeval.corpus.contract", "rerankeval.index.bm25", "rerankeval.index.embed",
-    "rerankeval.index.build", "rerankeval.index.qdrant.store", "rerankeval.index.qdrant.edge",
+    "rerankeval.index.build", "rerankeval.index.manifest", "rerankeval.index.encoder",
+    "rerankeval.index.qdrant.store", "rerankeval.index.qdrant.edge",
     "rerankeval.index.qdrant.rrf", "rerankeval.retrieve.fusion", "rerankeval.retrieve.variants",
     "rerankeval.retrieve.source", "rerankeval.retrieve.retriever", "rerankeval.retrieve.stage",
     "rerankeval.retrieve.runcache", "rerankeval.retrieve.search", "rerankeval.retrieve.params",
