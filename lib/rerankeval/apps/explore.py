@@ -19,8 +19,10 @@ Each column is one variant: rank, score, unit id, a snippet with the query's ter
 HTML-escaped), the grade when the query is judged (``?`` marks a unit nobody judged), and for the rerankers
 (``hybrid_rerank``, ``cross_encoder``) each unit's rank in the fused ``hybrid`` list before reranking; the
 ``hybrid_rerank`` column shows the LLM's own score of each unit it ranked (stage 04's ``rerank/candidates.csv``, or
-the live rerank's), the run's 1/rank below ``pool_k``. A live rerank prints a line per LLM call. The
-reranker's ledger row (status, repairs, retries, latency, cache) is shown above the columns.
+the live rerank's), the run's 1/rank below ``pool_k``. The reranker's ledger row (status, repairs, retries,
+latency, cache) is shown above the columns. A live search says each step (opening the indexes, loading the encoder,
+each variant, each LLM call of the rerank) to ``say`` (the widget's status line; ``show(..., say=print)`` prints
+them; by default the DEBUG log, so a notebook cell shows only the result).
 
 - A query id of ``queries.jsonl`` (or its exact text) shows the **saved** run files of stages 03/04 and the
   ledger row of stage 04: nothing is recomputed.
@@ -32,7 +34,8 @@ reranker's ledger row (status, repairs, retries, latency, cache) is shown above 
 
 :class:`Explorer` keeps the loaded runs, corpus and indexes between queries (a warm query costs only its own
 search); :func:`show` and :func:`judge` use one explorer per dataset. :func:`widget` is the ipywidgets UI (a
-text box, a dropdown of judged and example queries, grade buttons and "Add as a question").
+text box, a dropdown of judged and example queries, one status line saying what it is doing, grade buttons under
+each hit with the unjudged ones marked, and "answers it" under each hit of free text).
 
 This module holds the explorer and its public functions; the parts live beside it and are re-exported here:
 :mod:`~rerankeval.apps.explore_view` (what is shown and its HTML), :mod:`~rerankeval.apps.explore_search` (free
@@ -46,7 +49,7 @@ from __future__ import annotations
 import difflib
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -158,6 +161,7 @@ class Explorer:
         self._signature: tuple[int, int] | None = None  # the judgments file as last read (mtime, size)
         self._notes: list[str] = []  # said by the next next_to_judge (e.g. the judgments file changed on disk)
         self._live: LiveSearch | None = None  # opened on the first free-text query
+        self.say: Callable[[str], None] = log.debug  # what the live search is doing (the widget: its status line)
 
     @property
     def original_qrels(self) -> runs.Qrels:
@@ -199,8 +203,19 @@ class Explorer:
         where = f"did you mean {guess[0]}?" if guess else f"ids look like {next(iter(self.table), '?')}."
         return f"{q!r} is not a query id of {self.dp.name} ({where}); searched as free text instead."
 
-    def show(self, query: str, k: int = 10) -> Exploration:
-        """Every variant's top ``k`` for ``query`` (a query id, or free text): see the module docstring."""
+    def show(self, query: str, k: int = 10, say: Callable[[str], None] | None = None) -> Exploration:
+        """Every variant's top ``k`` for ``query`` (a query id, or free text): see the module docstring. ``say``
+        hears what a live search is doing ("loading the encoder…", "searching vector (2 of 6 variants)…"),
+        instead of the log."""
+        if say is None:
+            return self._show(query, k)
+        before, self.say = self.say, say
+        try:
+            return self._show(query, k)
+        finally:
+            self.say = before
+
+    def _show(self, query: str, k: int) -> Exploration:
         t0 = time.perf_counter()
         if not str(query).strip():
             raise ValueError("empty query: type a question, or give a query id of queries.jsonl")
@@ -242,7 +257,8 @@ class Explorer:
     def live(self) -> LiveSearch:
         """The live search over the saved indexes (opened once; raises when stage 02 has not run)."""
         if self._live is None:
-            self._live = LiveSearch(self.dp, self.texts.unit_of, say=log.info)
+            self.say("opening the saved indexes (the first free-text search only)\u2026")
+            self._live = LiveSearch(self.dp, self.texts.unit_of, say=lambda m: self.say(m))
         return self._live
 
     def judge(self, qid: str, unit_id: str, grade: int, replace: bool = False) -> str:
@@ -316,9 +332,10 @@ def explorer(dp: DatasetPaths, reload: bool = False) -> Explorer:
     return _EXPLORERS[key]
 
 
-def show(dp: DatasetPaths, query: str, k: int = 10) -> Exploration:
-    """Every variant's top ``k`` for ``query`` side by side (displays as HTML in a notebook)."""
-    return explorer(dp).show(query, k)
+def show(dp: DatasetPaths, query: str, k: int = 10, say: Callable[[str], None] | None = None) -> Exploration:
+    """Every variant's top ``k`` for ``query`` side by side (displays as HTML in a notebook); ``say`` hears each
+    step of a live search (e.g. ``say=print``)."""
+    return explorer(dp).show(query, k, say)
 
 
 def judge(dp: DatasetPaths, qid: str, unit_id: str, grade: int, replace: bool = False) -> str:
@@ -418,7 +435,8 @@ def judging_table(dp: DatasetPaths) -> pd.DataFrame | str:
 
 
 def widget(dp: DatasetPaths, k: int = 10) -> Any:
-    """The ipywidgets explorer: a text box (and Search), a dropdown of queries, the view, one button per grade for
-    a shown unit of a judged query, and "Add as a question" for free text. Without ipywidgets (or inside a chain
-    run) a Markdown message says how to call :func:`show`."""
+    """The ipywidgets explorer: a text box (and Search), a dropdown of queries, one status line, the view with a
+    row of grade buttons (0 to the dataset's top grade) under each hit of a query id, unjudged hits marked, and
+    "answers it" under each hit of free text (added as a question). Without ipywidgets (or inside a chain run) a
+    Markdown message says how to call :func:`show`."""
     return explore_widget.widget(dp, k, explorer, add_question)

@@ -1,16 +1,24 @@
 """The explorer's free text: a live search through stage 03's retriever over the saved indexes, and stage 04's
 cached LLM reranker with its recorded configuration; every open search is closed at exit. Part of
-:mod:`rerankeval.apps.explore`."""
+:mod:`rerankeval.apps.explore`.
+
+The search says what it is doing through its ``say`` callback (the widget's status line: "searching vector (2 of
+6 variants)…", "loading the encoder…"), and while it loads a model (the encoder on the first free-text query, the
+cross-encoder) the model libraries' progress bars, logs and warnings are off (:func:`quiet_models`): nothing of
+them reaches the cell's output."""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import logging
+import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rerankeval.core import runs
-from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
+from rerankeval.core.names import BM25, CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run, ranked
 from rerankeval.corpus import contract as corpus
@@ -26,6 +34,33 @@ def close_all() -> None:
     interpreter shutdown, which prints an ``ImportError: sys.meta_path is None`` traceback."""
     for live in list(_OPEN):
         live.close()
+
+
+@contextlib.contextmanager
+def quiet_models() -> Iterator[None]:
+    """transformers', huggingface_hub's and sentence-transformers' progress bars (the "Loading weights" bar), logs
+    and warnings off inside the block, restored after it: what a model load prints is not the explorer's output.
+    Imports transformers: use it only where a model is loaded anyway."""
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as tlog
+
+    bars, hub_off, level = tlog.is_progress_bar_enabled(), hub.are_progress_bars_disabled(), tlog.get_verbosity()
+    st = logging.getLogger("sentence_transformers")
+    st_level = st.level
+    tlog.disable_progress_bar()
+    hub.disable_progress_bars()
+    tlog.set_verbosity_error()
+    st.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        st.setLevel(st_level)
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()  # (turns huggingface_hub's bars on too: set back just below)
+        (hub.disable_progress_bars if hub_off else hub.enable_progress_bars)()
 
 
 class LiveSearch:
@@ -66,20 +101,37 @@ class LiveSearch:
             kw["cross_encoder"] = self._cross_encoder()
             if kw["cross_encoder"] is None:
                 return {}, {}, "no cross-encoder weights on this machine (see 03-retrieve)"
-        res = self.retriever.search(v, {FREE_QID: text}, **self._params(v), **kw)
+        with self._loading(v, text):
+            res = self.retriever.search(v, {FREE_QID: text}, **self._params(v), **kw)
         return res.run.get(FREE_QID, {}), runs.best_chunks(res.chunk_run, self.unit_of).get(FREE_QID, {}), ""
+
+    def _loading(self, v: str, text: str) -> contextlib.AbstractContextManager[None]:
+        """:func:`quiet_models` (and a word in the status) when searching ``v`` for ``text`` loads the in-process
+        encoder now (not loaded yet, and the text's vector not in the embeddings cache)."""
+        enc = self.retriever.embedder
+        if v == BM25 or getattr(enc, "kind", "") != "in-process" or enc.loaded or enc.all_cached([text]):
+            return contextlib.nullcontext()
+        self.say(f"loading the encoder {enc.model_id} (the first free-text search only)\u2026")
+        return quiet_models()
 
     def _cross_encoder(self) -> Any:
         if self._ce is None:
             from rerankeval.retrieve import cross_encoder
 
             found = cross_encoder.find_cross_encoder(None)
-            self._ce = cross_encoder.load_cross_encoder(found) if found is not None else False
+            if found is not None:
+                self.say("loading the cross-encoder (the first free-text search only)\u2026")
+            with quiet_models() if found is not None else contextlib.nullcontext():
+                self._ce = cross_encoder.load_cross_encoder(found) if found is not None else False
         return self._ce or None
 
     def search(self, text: str, variants: Sequence[str]) -> tuple[dict[str, tuple[Run, dict, str]], dict | None]:
         """variant -> (unit scores, unit -> best chunk, why unavailable) for ``text``; the reranker's ledger row."""
-        found = {v: self._retrieve(v, text) for v in dict.fromkeys([HYBRID, *variants]) if v != HYBRID_RERANK}
+        todo = [v for v in dict.fromkeys([HYBRID, *variants]) if v != HYBRID_RERANK]
+        found = {}
+        for i, v in enumerate(todo, start=1):
+            self.say(f"searching {v} ({i} of {len(todo)} variants)\u2026")
+            found[v] = self._retrieve(v, text)
         ledger, self.llm_scores = None, {}
         if HYBRID_RERANK in variants:
             run, why, ledger = self._rerank(text, *found[HYBRID][:2])
@@ -89,9 +141,13 @@ class LiveSearch:
     def _rerank(self, text: str, hybrid: Run, best: Mapping[str, str]) -> tuple[Run, str, dict | None]:
         """Stage 04's reranking of the hybrid pool for ``text`` (cached replies are free), or why not."""
         import json
+        from dataclasses import replace
 
+        from rerankeval.core.settings import load_settings
+        from rerankeval.llm.cache import LLMCache
         from rerankeval.llm.server import check_endpoint
-        from rerankeval.rerank import Candidate, LLMCache, RerankConfig, Reranker, load_settings
+        from rerankeval.rerank.config import Candidate, Params
+        from rerankeval.rerank.reranker import Reranker
 
         if not self.dp.rerank_summary.exists():
             return {}, "stage 04 has not run (no rerank summary): run 04-rerank first", None
@@ -99,6 +155,7 @@ class LiveSearch:
         settings = load_settings()
         if not settings.configured:
             return {}, "no LLM endpoint configured: make lab starts one, or set OPENAI_BASE_URL in .env", None
+        self.say("reranking with the LLM: checking its endpoint\u2026")
         problem = check_endpoint(settings, timeout=3.0)
         if problem:
             return {}, problem, None
@@ -107,7 +164,7 @@ class LiveSearch:
         pool_k = int(summary.get("pool_k") or len(hybrid))
         items = ranked(hybrid)
         pool = [Candidate(d, self.retriever.texts[best[d]], float(s), i) for i, (d, s) in enumerate(items[:pool_k])]
-        with Reranker(RerankConfig(**cfg), settings=settings, cache=LLMCache()) as rr:
+        with Reranker(replace(Params().config(), **cfg), settings, cache=LLMCache()) as rr:
             _report_calls(rr, text, pool, self.say)
             res = rr.rerank_query(FREE_QID, text, pool)
         self.llm_scores = dict(res.llm_scores)
@@ -120,19 +177,20 @@ class LiveSearch:
 
 
 def _report_calls(rr: Any, text: str, pool: Sequence[Any], say: Callable[[str], None]) -> None:
-    """Make ``rr`` (a :class:`~rerankeval.rerank.Reranker`) say a line per LLM call of this pool: ``reranking 10
-    candidates with <model>: 3/4 calls`` (a cached reply counts too: it is a step of the ranking)."""
+    """Make ``rr`` (a :class:`~rerankeval.rerank.reranker.Reranker`) say how far the pool's LLM calls are, through
+    its one cached call (``rr.llm.call``): ``reranking 10 candidates with <model>: 3/4 calls`` (a cached reply
+    counts too: it is a step of the ranking)."""
     from rerankeval.rerank import prompts
 
-    total = len(rr.specs(text, list(pool), [prompts.clip(c.text, rr.config.max_passage_chars) for c in pool]))
-    done, call = [0], rr._call
+    total = len(rr.calls.specs(text, list(pool), [prompts.clip(c.text, rr.config.max_passage_chars) for c in pool]))
+    done, call = [0], rr.llm.call
     head = f"reranking {len(pool)} candidates with {rr.model} ({rr.config.mode})"
-    say(f"{head}: 0/{total} calls")
+    say(f"{head}: 0/{total} calls\u2026")
 
     def counted(*args: Any, **kw: Any) -> Any:
         got = call(*args, **kw)
         done[0] += 1
-        say(f"{head}: {done[0]}/{max(total, done[0])} calls")
+        say(f"{head}: {done[0]}/{max(total, done[0])} calls\u2026")
         return got
 
-    rr._call = counted
+    rr.llm.call = counted

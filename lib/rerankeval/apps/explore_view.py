@@ -101,3 +101,39 @@ def render_html(x: Exploration) -> str:
               if x.gold else "no judgments for this query")
     return fragments.render("explore.html.j2", x=x, how=how, judged=judged, ledger=_ledger(x.ledger),
                             columns=[_column(c, x) for c in x.columns])
+
+
+# --------------------------------------------------------------------------- the widget's view, part by part
+def unjudged(h: Hit, x: Exploration) -> bool:
+    """Whether ``h`` is a hit of a query id that nobody graded yet (the widget marks it and offers its grades)."""
+    return x.qid is not None and h.grade is None
+
+
+def widget_head_html(x: Exploration, top: int) -> str:
+    """The widget view's head: the query, where the lists come from, the ledger, and how to grade (scale 0-``top``,
+    how many shown units are unjudged), with the rules of ``.rre-x`` (the view box carries that class)."""
+    how = "live search over the saved indexes" if x.live else "the saved runs of stages 03/04"
+    judged = (f"{len(x.gold)} judged units ({sum(g > 0 for g in x.gold.values())} relevant)" if x.gold
+              else "no judgments for this query")
+    if x.qid is None:
+        how_to = "free text: press \u201canswers it\u201d under the unit that answers it to add it as a question"
+    else:
+        shown = {h.unit_id for c in x.columns for h in c.hits if unjudged(h, x)}
+        how_to = (f"grade a unit with the buttons under it (0-{top}); ? marks the {len(shown)} shown unit(s) nobody "
+                  "judged yet" if shown else "every shown unit is judged")
+    return fragments.render("explore_widget.html.j2", part="head", x=x, how=how, judged=judged, how_to=how_to,
+                            ledger=_ledger(x.ledger))
+
+
+def widget_column_html(c: Column, x: Exploration) -> str:
+    """A column's title in the widget: the variant and its Judged@k (or why it is unavailable)."""
+    return fragments.render("explore_widget.html.j2", part="column", c=_column(c, x))
+
+
+def widget_hit_html(h: Hit, x: Exploration) -> str:
+    """One hit in the widget: rank, grade (``?`` in red when unjudged), unit, score, place and marked snippet."""
+    one = _hit(h, x)
+    one["unjudged"] = unjudged(h, x)
+    if one["unjudged"]:
+        one["grade"] = "?"
+    return fragments.render("explore_widget.html.j2", part="hit", h=one)
