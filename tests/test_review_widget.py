@@ -48,7 +48,8 @@ def test_drafts_not_reviewed_come_first_and_a_pick_shows_its_source_and_the_hits
     assert "reviewed 1 of 3 drafts (1 accepted, 0 rejected); 0 units judged" in ui.status.value
     r.pick.value = "q3"
     assert r.source.value.startswith(f"{UNITS[2]}: ") and r.text.value == "what rotates weekly"
-    assert ui.state["x"].qid == "q3" and not ui.grades[1].disabled  # the explorer's view of the draft
+    assert ui.state["x"].qid == "q3" and ui.rows  # the explorer's view of the draft, grade buttons under each hit
+    assert all([b.description for b in row.buttons] == ["0", "1", "2"] for rs in ui.rows.values() for row in rs)
 
 
 def test_accept_edit_and_reject_are_recorded_and_the_human_files_are_untouched(ui):
@@ -71,8 +72,7 @@ def test_accept_edit_and_reject_are_recorded_and_the_human_files_are_untouched(u
 def test_a_unit_graded_for_a_draft_goes_to_the_judgments_file(ui):
     dp, ui = ui
     ui.review.pick.value = "q3"
-    ui.unit.value = UNITS[4]
-    ui.grades[1].click()
+    ui.rows[UNITS[4]][0].buttons[1].click()  # grade 1, under the unit's hit
     assert judgments.read_judgments(dp.judgments("test")) == [("q3", UNITS[4], 1, 2)]
 
 
