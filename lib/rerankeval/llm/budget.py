@@ -1,15 +1,18 @@
-"""No cost surprises: what a rerank run will cost before it calls the LLM, and a budget that stops it.
+"""No cost surprises: what a run of an LLM stage will cost, and how long it takes, before it calls the LLM, and a
+budget that stops it.
 
 :func:`plan` walks every call the run needs, looks each up in the reply cache, and estimates for the
 misses the prompt tokens, the tokens the server must process (a prompt's head shared with the previous call
-of the same query is served from llama-server's prompt cache), the cost at the price table and the time
-at the endpoint's measured rate (recorded by the previous run, see :func:`measured_rate`). With
-``max_calls`` / ``max_cost`` set, the queries whose fresh calls would pass the budget are skipped before
-anything is sent: they keep their fused order and the ledger marks them (``budget_skipped``).
+of the same query is served from llama-server's prompt cache), the completion tokens, the cost at the price
+table and the time at the endpoint's measured prompt and generation rates (:mod:`.rates`: measured by the last
+run, or by a probe of the local server; while no rate is known, a range). With ``max_calls`` / ``max_cost`` set,
+the queries whose fresh calls would pass the budget are skipped before anything is sent: they keep their fused
+order and the ledger marks them (``budget_skipped``).
 :class:`Budget` also holds the limits while the run goes (a listwise run's later windows can miss the
 cache where the plan expected hits): a call past the budget is refused and counted as failed.
 :func:`announce` says the plan on the user's console (and returns it for the notebook page) before an LLM stage
-spends, with :func:`price_warning` when a non-local endpoint has no price: every LLM stage calls it.
+spends, with :func:`price_warning` when a non-local endpoint has no price: every LLM stage calls it. It also
+starts the endpoint's :class:`.rates.Meter` on the plan, which prints the revised time once after the first calls.
 """
 
 from __future__ import annotations
@@ -19,15 +22,15 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from rerankeval.core import progress
 from rerankeval.core.errors import ReRankEvalError
+from rerankeval.llm.rates import Meter, Rates
 
 CHARS_PER_TOKEN = 4.0  # rough BPE average for estimates before any reply is cached; the ledger has real counts
 TEMPLATE_TOKENS = 12  # chat-template tokens around the messages
-LOCAL_TOKENS_PER_S = 250.0  # assumed prompt rate of the local llama-server until a run measured it (bench/rerank.py)
 
 
 class BadPrice(ReRankEvalError, ValueError):
@@ -103,22 +106,43 @@ class Plan:
     processed_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
-    expected_s: float | None = None
+    expected_s: float | None = None  # the fresh calls' seconds at known rates (the middle of the range else)
+    expected_low_s: float | None = None  # the range while no rate is known (None when one is)
+    expected_high_s: float | None = None
     rate_source: str = ""
     skipped: list[list[str]] = field(default_factory=list)  # [qid, pass] of tasks the budget skips
     skip_reason: str = ""
     what: str = "queries"  # what the tasks are ("queries"; "units" for the questions stage)
 
+    meter: ClassVar[Meter | None] = None  # the endpoint's meter (set per plan by :func:`plan`), not a field
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def time_at(self, rates: Rates) -> None:
+        """Set the expected time of the fresh calls at ``rates`` (a range while they are unknown)."""
+        calls = self.fresh_calls
+        self.rate_source, self.meter = rates.source(), rates.meter
+        if rates.known or not calls:
+            self.expected_s = rates.seconds(self.processed_tokens, self.completion_tokens, calls)
+            self.expected_low_s = self.expected_high_s = None
+            return
+        self.expected_low_s, self.expected_high_s = rates.span(self.processed_tokens, self.completion_tokens)
+        self.expected_s = (self.expected_low_s + self.expected_high_s) / 2
+
+    def eta(self) -> str:
+        """``~165 s``, or ``120-600 s`` while no rate is known."""
+        if self.expected_low_s is not None and self.expected_high_s is not None:
+            return f"{self.expected_low_s:,.0f}-{self.expected_high_s:,.0f} s"
+        return "unknown" if self.expected_s is None else f"~{self.expected_s:,.0f} s"
+
     def message(self, priced: bool) -> str:
         hit = self.cache_hits / self.calls if self.calls else 0.0
-        eta = "unknown" if self.expected_s is None else f"~{self.expected_s:,.0f} s"
         text = (
             f"Plan: {self.queries} {self.what}, {self.calls:,} LLM calls, {self.cache_hits:,} from the cache "
             f"({hit:.0%}); {self.fresh_calls:,} to send, ~{self.prompt_tokens:,} prompt tokens "
-            f"(~{self.processed_tokens:,} to process after prefix caching); expected time {eta} ({self.rate_source})"
+            f"(~{self.processed_tokens:,} to process after prefix caching) and up to ~{self.completion_tokens:,} "
+            f"completion tokens; expected time {self.eta()} ({self.rate_source})"
         )
         if priced:
             text += f"; expected cost ${self.cost_usd:.4f}"
@@ -154,16 +178,20 @@ def plan(
     price: tuple[float, float],
     max_calls: int,
     max_cost: float,
-    s_per_token: float | None,
-    rate_source: str,
+    s_per_token: Rates | float | None = None,
+    rate_source: str = "",
+    rates: Rates | None = None,
 ) -> Plan:
-    """Totals over ``tasks`` ((qid, pass, call estimates) in run order), skipping what the budget forbids.
+    """Totals over ``tasks`` ((qid, pass, call estimates) in run order), skipping what the budget forbids,
+    and their time at ``rates`` (what ``CachedLLM.measured_rate()`` gives; ``s_per_token`` takes them too, or,
+    as before, one number: seconds per processed prompt token, generation included, from ``rate_source``).
 
     Tasks are admitted in order while their fresh calls and cost fit; the first one that does not, and
     every later one, is skipped (a run stops, it does not cherry-pick cheap queries).
     """
     price = check_price(price)
-    p = Plan(rate_source=rate_source)
+    rates = rates or _rates(s_per_token, rate_source)
+    p = Plan()
     calls_used, cost_used, stopped = 0, 0.0, False
     processed = 0.0
     for qid, pass_name, calls in tasks:
@@ -187,21 +215,25 @@ def plan(
         p.completion_tokens += round(sum(c.completion_tokens for c in fresh))
     p.processed_tokens = round(processed)
     p.cost_usd = cost_used
-    p.expected_s = processed * s_per_token if s_per_token is not None else None
+    p.time_at(rates)
+    if rate_source and not isinstance(s_per_token, Rates):  # the caller's own figure says where it comes from
+        p.rate_source = rate_source
     return p
 
 
-def measured_rate(
-    read: Callable[[], dict[str, Any] | None], endpoint: str, model: str, local: bool
-) -> tuple[float | None, str]:
-    """(seconds per processed prompt token, where it comes from) for this endpoint and model."""
-    rec = (read() or {}).get(f"{endpoint}|{model}")
-    s = float(rec.get("s_per_token") or 0) if isinstance(rec, dict) else 0.0
-    if s > 0:
-        return s, f"rate measured by the last run: {1 / s:,.0f} processed tokens/s"
-    if local:
-        return 1 / LOCAL_TOKENS_PER_S, f"assumed {LOCAL_TOKENS_PER_S:.0f} tokens/s until a run measures it"
-    return None, "no rate measured yet for this endpoint"
+def _rates(s_per_token: Rates | float | None, source: str) -> Rates:
+    if isinstance(s_per_token, Rates):
+        return s_per_token
+    if s_per_token is not None and s_per_token > 0:
+        return Rates(prompt_s=float(s_per_token), calls=1, origin=source or "the caller")
+    return Rates()
+
+
+def measured_rate(read: Callable[[], dict[str, Any] | None], endpoint: str, model: str, local: bool,
+                  meter: Meter | None = None) -> tuple[Rates, str]:
+    """(the rates, where they come from) for this endpoint and model: those the last run kept, or unknown."""
+    rates = Rates.from_record((read() or {}).get(f"{endpoint}|{model}"), local=local, meter=meter)
+    return rates, rates.source()
 
 
 LOCAL_HOSTS = ("localhost", "::1")
@@ -230,8 +262,17 @@ def announce(plan: Plan, price: Sequence[float], base_url: str | None = None, en
              *, stage: str = "", warn: bool = True) -> str:
     """Say the plan (and, with ``warn``, the missing-price warning) on the console before the first call;
     returns the text (for the notebook page). A plan with nothing to send (all from the cache) stays off the
-    console, so a warm run prints no plan line."""
-    lines = [(f"{stage}: " if stage else "") + plan.message(priced=any(float(p) for p in price))]
+    console, so a warm run prints no plan line. With calls to send and no rate known, the endpoint's meter first
+    probes it (the local server only, see :mod:`.rates`), and then follows the plan for the revised time."""
+    head = f"{stage}: " if stage else ""
+    if plan.meter is not None and plan.fresh_calls:  # calls to send: measure the endpoint if need be, then follow
+        if plan.expected_low_s is not None and plan.meter.probe is not None:
+            progress.say(f"{head}no rate is known for this endpoint yet: timing 4 tiny requests before the plan")
+            probed = plan.meter.probe_rates()
+            if probed is not None:
+                plan.time_at(probed)
+        plan.meter.start(plan, stage)
+    lines = [head + plan.message(priced=any(float(p) for p in price))]
     warning = price_warning(base_url, endpoint_id, price) if warn else None
     if warning:
         lines.append(warning)

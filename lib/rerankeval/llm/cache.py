@@ -9,13 +9,16 @@ An unreadable or mismatching entry counts as a miss and is overwritten. An entry
 original ``latency_s`` and token counts, so a run served from the cache still reports what the LLM stage
 costs.
 
-Only replies that were used are stored: the callers put a reply after reading it, so an unusable reply
-(prose for JSON, an empty ranking, ...) is asked again by the next run, never served as if it were good.
+Replies that were used are stored: the callers put a reply after reading it. A call that ended without a reply
+that reads is stored only as an **outcome record** (:meth:`LLMCache.put_outcome`: the last reply, and whether the
+caller repaired it or it failed, with the error classes and how many times it was asked): :meth:`get` never
+returns one, so a record is never served as if it were good; :class:`.call.CachedLLM` decides what to do with it
+(a repaired reply is repaired again without a request; a failure is re-asked unless the stage keeps failures).
 ``enabled=False`` (``use_cache=false`` in the notebooks) serves nothing from the cache but still stores the
 fresh replies, so it refreshes the cache; ``write=False`` stores nothing.
 
 ``<root>.rates.json`` next to the root (outside it, so it is never taken for an entry) keeps each
-endpoint's measured prompt rate (for the estimate printed before a run, see :mod:`.budget`), keyed by
+endpoint's measured prompt and generation rates (for the time printed before a run, see :mod:`.rates`), keyed by
 ``"<endpoint identity>|<model>"``.
 """
 
@@ -57,12 +60,28 @@ class LLMCache:
             entry = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return None
-        if not isinstance(entry, dict) or entry.get("key") != key:
+        if not isinstance(entry, dict) or entry.get("key") != key or "outcome" in entry:
             return None
-        reply = entry.get("reply")
-        if not isinstance(reply, dict) or not isinstance(reply.get("content"), str):
+        return _reply(entry)
+
+    def get_outcome(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(reply, outcome) of the outcome record under ``key`` (see the module docstring), else None."""
+        if not self.enabled:
             return None
-        return reply
+        try:
+            entry = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("outcome"), dict):
+            return None
+        reply = _reply(entry)
+        return (reply, entry["outcome"]) if reply is not None else None
+
+    def put_outcome(self, key: str, reply: dict[str, Any], outcome: dict[str, Any]) -> None:
+        """Record how a call ended without a reply that read: ``outcome`` holds ``status`` (repaired / failed),
+        ``errors`` and ``count`` (times asked)."""
+        if self.write:
+            atomic_write_json(self.path(key), {"key": key, "reply": redact_tree(reply), "outcome": outcome})
 
     def put(self, key: str, material: dict[str, Any], reply: dict[str, Any]) -> None:
         """Store a reply that was used (``material`` is what ``key`` was made of: it is not stored)."""
@@ -74,7 +93,8 @@ class LLMCache:
         return self.root.with_name(f"{self.root.name}.rates.json")
 
     def read_rates(self) -> dict[str, Any] | None:
-        """``"endpoint|model" -> {"s_per_token": ...}`` measured by earlier runs (None if none or disabled)."""
+        """``"endpoint|model" -> {"prompt_s", "gen_s", "call_s", "calls", "s_per_token"}`` measured by earlier
+        runs (None if none or disabled)."""
         if not self.enabled:
             return None
         try:
@@ -84,15 +104,30 @@ class LLMCache:
         return rates if isinstance(rates, dict) else None
 
     def record_rate(self, endpoint: str, model: str, s_per_token: float) -> None:
-        """Keep the measured rate of ``endpoint`` (an identity from :func:`.scrub.endpoint_identity`)."""
-        if self.write and s_per_token > 0:
-            try:
-                rates = json.loads(self.rates_path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                rates = {}
-            if not isinstance(rates, dict):
-                rates = {}
-            # an older version keyed this file by the raw URL: drop any key that held a credential
-            rates = {k: v for k, v in rates.items() if redact(k) == k}
-            rates[redact(f"{endpoint}|{model}")] = {"s_per_token": s_per_token}
-            atomic_write_json(self.rates_path, rates)
+        """Keep the combined rate (seconds per processed prompt token, generation included) of ``endpoint`` (an
+        identity from :func:`.scrub.endpoint_identity`) beside the rates :meth:`record_rates` keeps."""
+        if s_per_token > 0:
+            self.record_rates(endpoint, model, {"s_per_token": s_per_token})
+
+    def record_rates(self, endpoint: str, model: str, record: dict[str, Any]) -> None:
+        """Merge ``record`` (see :meth:`read_rates`) into the rates kept for ``endpoint`` and ``model``."""
+        if not self.write:
+            return
+        try:
+            rates = json.loads(self.rates_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            rates = {}
+        if not isinstance(rates, dict):
+            rates = {}
+        # an older version keyed this file by the raw URL: drop any key that held a credential
+        rates = {k: v for k, v in rates.items() if redact(k) == k}
+        name = redact(f"{endpoint}|{model}")
+        rates[name] = {**(rates[name] if isinstance(rates.get(name), dict) else {}), **record}
+        atomic_write_json(self.rates_path, rates)
+
+
+def _reply(entry: dict[str, Any]) -> dict[str, Any] | None:
+    reply = entry.get("reply")
+    if not isinstance(reply, dict) or not isinstance(reply.get("content"), str):
+        return None
+    return reply

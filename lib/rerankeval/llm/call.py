@@ -15,8 +15,17 @@
    validates; it raises :class:`~.repair.Unusable` for a reply that
    cannot be used, which is then re-asked up to ``retries`` times (``reask`` may change the next attempt,
    e.g. more tokens after a cut-off reply).
-5. **cache put**: only a reply that read is cached (with its original ``latency_s``), so an unusable one is
-   asked again by the next run.
+5. **cache put**: a reply that read is cached (with its original ``latency_s``). An unusable one is asked again
+   by the next run, unless the :class:`CachedLLM` keeps failures (``keep_failures``, a stage's choice): at
+   temperature 0 and a fixed seed the same prompt fails the same way, so the unusable reply is recorded under its
+   attempt key with its error and how many times it was asked (:meth:`.cache.LLMCache.put_outcome`, never served
+   as a good reply) and the next run reads the recorded reply instead of asking: the re-ask's key is the same, so
+   a reply repaired from it by the caller (07's salvaged answers) or a later attempt's good reply comes without a
+   request, and a call that failed fails again (:attr:`CallStats.kept_failures`, :func:`kept_note`).
+   ``retry_failed`` asks every recorded call again (a reply that now reads replaces the record).
+
+Every request sent is measured by the endpoint's :class:`.rates.Meter` (the revised time of the plan in force,
+and the rates the next run's plan uses); :meth:`CachedLLM.probe` measures the local server when no rate is known.
 
 Every step is counted in one :class:`CallStats` (the caller decides its scope: one query, one run). The
 estimate printed before a run (:class:`.budget.Plan`) is a forecast, not a count, and stays separate.
@@ -31,9 +40,11 @@ from typing import Any, Generic, Self, TypeVar
 from rerankeval.core import progress as progress_mod
 from rerankeval.core.settings import Settings, redact, secrets_of
 from rerankeval.llm import budget as budget_mod
+from rerankeval.llm import rates as rates_mod
 from rerankeval.llm.breaker import Breaker
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import FORMATS, LLMCallError, LLMClient, Reply
+from rerankeval.llm.rates import Meter, Rates, Sample
 from rerankeval.llm.repair import Unusable
 from rerankeval.llm.scrub import endpoint_identity
 
@@ -60,6 +71,7 @@ class CallStats:
     fresh_seconds: float = 0.0  # of the calls sent in this run
     errors: list[str] = field(default_factory=list)  # error classes, each once, in the order first seen
     format_level: int = 0  # index in client.FORMATS of the weakest response format a reply came with
+    kept_failures: int = 0  # failed calls served from failure records, not asked again (keep_failures)
     label: str = ""  # what the heartbeat names while a call waits ("query q12")
 
     def error(self, cls: str) -> None:
@@ -111,28 +123,36 @@ class Outcome(Generic[T]):
     reply: Reply | None = None  # the last reply seen, usable or not (what a caller may salvage)
     errors: list[str] = field(default_factory=list)  # in order: CACHED_UNUSABLE and each unusable reply's class
     failure: LLMCallError | None = None  # what ended the call without a reply (endpoint, breaker, budget)
+    kept: bool = False  # an unusable reply came from a failure record of an earlier run, not asked again
 
 
 Reask = Callable[[Call, Reply], Call]  # the next attempt after an unusable fresh reply
 
 
 class CachedLLM:
-    """One endpoint and its reply cache, with the breaker, the budget and the heartbeat of a run.
+    """One endpoint and its reply cache, with the breaker, the budget, the meter and the heartbeat of a run.
 
     ``endpoint`` is the endpoint's identity in keys and rates (never a credential), ``local`` True for the
-    local llama-server; :meth:`open` makes both from the settings."""
+    local llama-server; :meth:`open` makes both from the settings. ``probe`` (default: ``local``) lets a plan
+    measure the endpoint when no rate is known (:meth:`probe`); ``keep_failures`` / ``retry_failed``: the module
+    docstring (``retry_failed`` records too)."""
 
     def __init__(self, client: LLMClient, cache: LLMCache, *, endpoint: str = "", local: bool = False,
                  own_client: bool = False, breaker: Breaker | None = None, budget: budget_mod.Budget | None = None,
-                 price: tuple[float, float] = (0.0, 0.0)) -> None:
+                 price: tuple[float, float] = (0.0, 0.0), keep_failures: bool = False, retry_failed: bool = False,
+                 probe: bool | None = None) -> None:
         self.client, self.cache, self.endpoint, self.local, self.breaker = client, cache, endpoint, local, breaker
         self._own_client = own_client
         self.budget = budget if budget is not None else budget_mod.Budget()
         self.price = budget_mod.check_price(price)  # USD per 1M (prompt, completion) tokens, each >= 0
+        self.keep_failures, self.retry_failed = keep_failures or retry_failed, retry_failed
         self.heartbeat: progress_mod.Heartbeat = progress_mod.QUIET
         self.messages: dict[str, str] = {}  # error class -> the first message of that class (for the summary)
         own = getattr(client, "settings", None)  # its secrets, even when a copy of settings (the judge's) holds them
         self._secrets = sorted(secrets_of(own)) if isinstance(own, Settings) else []
+        limited = bool(self.budget.max_calls or self.budget.max_cost)  # then nothing unplanned is sent
+        self.meter = Meter(self._keep_rates, local=local,
+                           probe=self.probe if (local if probe is None else probe) and not limited else None)
 
     @classmethod
     def open(cls, settings: Settings, cache: LLMCache | None = None, client: LLMClient | None = None, *,
@@ -144,47 +164,77 @@ class CachedLLM:
                    local=(settings.endpoint_id or "").startswith("llama-server"), own_client=own, **kw)
 
     def close(self) -> None:
+        """Keep the rates this run measured (for the next run's plan), then close the client if it is ours."""
+        self.meter.finish()
         if self._own_client:
             self.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def model(self) -> str:
         return self.client.model
 
-    def measured_rate(self) -> tuple[float | None, str]:
-        """(seconds per processed prompt token, where it comes from): see :func:`.budget.measured_rate`."""
-        return budget_mod.measured_rate(self.cache.read_rates, self.endpoint, self.model, self.local)
+    def measured_rate(self) -> tuple[Rates, str]:
+        """(the endpoint's rates, where they come from) for :func:`.budget.plan`: see :mod:`.rates`."""
+        return budget_mod.measured_rate(self.cache.read_rates, self.endpoint, self.model, self.local, self.meter)
+
+    def _keep_rates(self, rates: Rates) -> None:
+        self.cache.record_rates(self.endpoint, self.model, rates.to_record())
 
     def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
         return (prompt_tokens * self.price[0] + completion_tokens * self.price[1]) / 1e6
 
+    def cached(self, material: dict[str, Any]) -> bool:
+        """True when the first ask of a call with this ``material`` (:attr:`Call.material`) is served without a
+        request: a cached reply, or a recorded failure that is kept (what a plan counts as a cache hit)."""
+        key = self.cache.key(material)
+        if self.cache.get(key) is not None:
+            return True
+        return self.keep_failures and not self.retry_failed and self.cache.get_outcome(key) is not None
+
     def call(self, call: Call, read: Callable[[Reply], T], stats: CallStats, *, retries: int = 0,
              label: str = "", reask: Reask | None = None) -> Outcome[T]:
         """``read(reply)`` of a cached or fresh reply, re-asked ``retries`` times after an unusable one;
-        a fresh reply is cached only once it read (see the module docstring)."""
+        a fresh reply is cached once it read, an unusable one recorded when failures are kept (module docstring)."""
         stats.calls += 1
         out: Outcome[T] = Outcome()
+        sent = False
         for attempt in range(retries + 1):
             material = call.material_for(attempt)
             key = self.cache.key(material)
             stats.attempts += 1
             if self._from_cache(key, read, stats, out):
                 return out
-            reply = self._send(call, stats, out, label or stats.label)
+            reply, count = self._kept(key, stats, out), 0
+            replayed = reply is not None
             if reply is None:
-                return out
-            reply.content = redact(reply.content, self._secrets)  # an echoed key is never read, cached or written
-            out.reply, out.cached = reply, False
+                count = self._count(key)
+                reply, sent = self._send(call, stats, out, label or stats.label), True
+                if reply is None:
+                    return out
+                reply.content = redact(reply.content, self._secrets)  # an echoed key is never read, cached or written
+                out.reply, out.cached = reply, False
             try:
                 out.value = read(reply)
             except Unusable as exc:
-                self._unusable(exc, stats, out, more=attempt < retries)
+                self._unusable(exc, stats, out, more=attempt < retries and not replayed)
+                if not replayed and self.keep_failures:
+                    self._record(key, reply, exc, count + 1)
                 call = reask(call, reply) if reask is not None and attempt < retries else call
                 continue
+            stats.cache_hits += replayed  # a recorded reply a newer reader reads: served, and cached as good now
             self.cache.put(key, material, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)})
             out.ok = True
             return out
         stats.failed += 1
+        if not sent and out.kept:  # every attempt came from a record: no request
+            stats.cache_hits += 1
+            stats.kept_failures += 1
         return out
 
     def _from_cache(self, key: str, read: Callable[[Reply], T], stats: CallStats, out: Outcome[T]) -> bool:
@@ -205,16 +255,60 @@ class CachedLLM:
             out.errors.append(CACHED_UNUSABLE)
             out.reply = reply
             return False
+        self._served(reply, seconds, stats)
         stats.cache_hits += 1
+        out.ok, out.cached, out.reply = True, True, reply
+        return True
+
+    def _served(self, reply: Reply, seconds: float, stats: CallStats) -> None:
+        """Count a reply served by the cache (or a record): what it saved, with its original seconds."""
         stats.saved_prompt_tokens += reply.prompt_tokens
         stats.saved_completion_tokens += reply.completion_tokens
         stats.llm_seconds += seconds
         stats._format(reply)
-        out.ok, out.cached, out.reply = True, True, reply
-        return True
+
+    def _kept(self, key: str, stats: CallStats, out: Outcome[Any]) -> Reply | None:
+        """The recorded unusable reply under ``key`` when failures are kept (read again: a newer reader may
+        use it), else None (asked)."""
+        if not self.keep_failures or self.retry_failed:
+            return None
+        got = self.cache.get_outcome(key)
+        if got is None:
+            return None
+        data, _ = got
+        try:
+            reply = Reply.from_cache(data)
+            reply.content = redact(reply.content, self._secrets)
+            reply.latency_s = float(data.get("latency_s") or 0.0)
+        except (TypeError, KeyError, ValueError):
+            return None
+        self._served(reply, reply.latency_s, stats)
+        out.reply, out.cached, out.kept = reply, True, True
+        return reply
+
+    def _count(self, key: str) -> int:
+        """How many times the call under ``key`` was asked and came back unusable (0: no record)."""
+        got = self.cache.get_outcome(key) if self.keep_failures else None
+        try:
+            return int(got[1].get("count") or 0) if got is not None else 0
+        except (TypeError, ValueError):
+            return 0
+
+    def _record(self, key: str, reply: Reply, exc: Unusable, count: int) -> None:
+        """Record a fresh unusable reply under its key (never served as good: :meth:`.cache.LLMCache.get_outcome`)."""
+        outcome = {"status": "failed", "error": exc.error_class, "message": redact(exc)[:300], "count": count}
+        self.cache.put_outcome(key, {**reply.to_cache(), "latency_s": round(reply.latency_s, 4)}, outcome)
+
+    def probe(self) -> list[Sample]:
+        """:func:`.rates.probe` of the endpoint (through the client, never the reply cache); nothing when a limit is
+        set (``max_calls`` / ``max_cost``: nothing unplanned is sent; the plan's meter then has no probe) or the
+        breaker is open."""
+        if self.budget.max_calls or self.budget.max_cost or (self.breaker is not None and self.breaker.open):
+            return []
+        return rates_mod.probe(self.client.chat)
 
     def _send(self, call: Call, stats: CallStats, out: Outcome[Any], label: str) -> Reply | None:
-        """The fresh reply (if the breaker and the budget allow), counted; None on failure (in ``out``)."""
+        """The fresh reply (if the breaker and the budget allow), counted and measured; None on failure (in ``out``)."""
         down = self.breaker.open if self.breaker is not None else None
         est = self.cost(budget_mod.prompt_tokens(call.prompt), call.max_tokens)
         if down or not self.budget.reserve(est):
@@ -232,6 +326,7 @@ class CachedLLM:
             return None
         if self.breaker is not None:
             self.breaker.success()
+        self.meter.observe(reply)
         self.budget.settle(est, self.cost(reply.prompt_tokens, reply.completion_tokens))
         stats.requests += 1 + reply.retries
         stats.retries += reply.retries
@@ -256,12 +351,20 @@ class CachedLLM:
         out.failure = exc
 
     def _unusable(self, exc: Unusable, stats: CallStats, out: Outcome[Any], more: bool) -> None:
-        """A fresh reply that did not read (``more``: it is asked again)."""
+        """A reply that did not read (``more``: it is asked again)."""
         stats.error(exc.error_class)
         out.errors.append(exc.error_class)
         self.messages.setdefault(exc.error_class, redact(exc)[:300])  # it may quote the reply
         if more:
             stats.retries += 1
+
+
+def kept_note(stats: CallStats) -> str | None:
+    """What a stage says when recorded failures were served instead of asked again (None when none were)."""
+    if not stats.kept_failures:
+        return None
+    return (f"{stats.kept_failures} call(s) that failed the same way in an earlier run were not asked again (the "
+            "reply cache records them); set retry_failed=true to ask them again.")
 
 
 class AsksLLM:

@@ -50,10 +50,11 @@ class Reply:
     retries: int = field(default=0, compare=False)
     latency_s: float = field(default=0.0, compare=False)
     cached: bool = field(default=False, compare=False)
+    timings: dict[str, float] | None = field(default=None, compare=False)  # llama-server's, see :func:`_timings`
 
     def to_cache(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("retries", "latency_s", "cached"):
+        for k in ("retries", "latency_s", "cached", "timings"):
             d.pop(k)
         return d
 
@@ -237,6 +238,7 @@ class LLMClient:
             response_format=response_format,
             retries=self._retries(),
             latency_s=latency,
+            timings=_timings(completion),
         )
 
     def _not_chat(self, raw: Any) -> LLMCallError:
@@ -303,3 +305,19 @@ def _logprobs(choice: Any) -> list[dict[str, Any]] | None:
         top = [[x.token, float(x.logprob)] for x in (t.top_logprobs or [])]
         out.append({"token": t.token, "logprob": float(t.logprob), "top": top})
     return out
+
+
+TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
+
+
+def _timings(completion: Any) -> dict[str, float] | None:
+    """llama-server's ``timings`` of a reply (prompt tokens processed after its prefix cache and their
+    milliseconds, tokens generated and theirs), or None from a server that sends none (the OpenAI API, vLLM)."""
+    raw = (getattr(completion, "model_extra", None) or {}).get("timings")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        got = {k: float(raw[k]) for k in TIMINGS}
+    except (KeyError, TypeError, ValueError):
+        return None
+    return got if all(v >= 0 for v in got.values()) else None

@@ -1,0 +1,242 @@
+"""How fast an endpoint is, for the time a plan prints: prompt and generation rates, measured per call.
+
+A call's time is ``processed prompt tokens x prompt_s + completion tokens x gen_s + call_s`` (:class:`Rates`).
+The rates come from, in this order:
+
+1. **the last run on this endpoint and model**: :class:`Meter` measures every request a :class:`~.call.CachedLLM`
+   sends and keeps the rates in the reply cache's ``llm.rates.json`` (:meth:`.cache.LLMCache.record_rates`);
+2. **a probe** (the local llama-server only, when no rate is known and the plan has calls to send): four tiny
+   requests sent through the client, never the reply cache (:meth:`.call.CachedLLM.probe`);
+3. **nothing**: the plan prints a range (:data:`UNKNOWN_LOCAL`, :data:`UNKNOWN_REMOTE`), never one made-up figure.
+
+The rates of a request come from llama-server's ``timings`` (prompt tokens processed after its prefix cache, tokens
+generated, and the milliseconds of each) when the server sends them, else from a non-negative least-squares fit of
+the requests' seconds on their prompt and completion tokens (scipy's ``nnls``).
+
+Once the first calls of a plan are measured (5 calls or a tenth of the plan, whichever comes first), the meter
+prints, once, the revised time of the whole plan at the throughput measured so far:
+``rerank: revised: ~640 s (measured 110 prompt tok/s, 12 gen tok/s after 5 calls; planned 120-600 s)``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from rerankeval.core import progress
+from rerankeval.llm.client import LLMCallError, Reply
+
+# (prompt, generation) tokens/s bounds while nothing is measured. Local: the default 0.5B model on llama-server,
+# 2 CPU cores: 100-145 prompt tokens/s idle (bench/rerank.py), 11-16 prompt and 1.2-3 generated tokens/s beside a
+# load of 8 (this module's probe on this machine); remote: small hosted models to a GPU server.
+UNKNOWN_LOCAL = ((10.0, 150.0), (1.0, 30.0))
+UNKNOWN_REMOTE = ((300.0, 5000.0), (20.0, 200.0))
+MIN_GEN_TOKENS = 8  # timed tokens (after each reply's first) a generation rate needs
+REVISE_AFTER = 5  # calls measured before the revised line (or a tenth of the plan, whichever comes first)
+PROBE_TEXT = " ".join(["alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar "
+                       "papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu"] * 4)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request measured: tokens and seconds (``prompt_s``/``gen_s``: the server's split, when it sent it)."""
+
+    prompt_n: float
+    gen_n: float
+    seconds: float
+    prompt_s: float | None = None
+    gen_s: float | None = None
+
+    @classmethod
+    def of(cls, reply: Reply) -> Sample:
+        """The sample of a reply: llama-server's first token comes out of the prompt pass (``predicted_ms`` of a
+        one-token reply is about 0), so the generation rate is over the tokens after it."""
+        t = reply.timings
+        if t:
+            seconds = t["prompt_ms"] / 1000, t["predicted_ms"] / 1000
+            return cls(t["prompt_n"], max(0.0, t["predicted_n"] - 1), reply.latency_s, *seconds)
+        return cls(float(reply.prompt_tokens), float(reply.completion_tokens), reply.latency_s)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Seconds per processed prompt token, per completion token and per call; ``calls`` = 0: not measured.
+
+    ``origin`` says where the rates come from; ``local`` picks the range printed while they are unknown;
+    ``meter`` is the :class:`Meter` of the endpoint they belong to (the plan hands it to ``budget.announce``)."""
+
+    prompt_s: float = 0.0
+    gen_s: float = 0.0
+    call_s: float = 0.0
+    calls: int = 0
+    origin: str = ""
+    local: bool = False
+    meter: Meter | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def known(self) -> bool:
+        return self.calls > 0
+
+    def seconds(self, processed: float, completion: float, calls: int) -> float:
+        return processed * self.prompt_s + completion * self.gen_s + calls * self.call_s
+
+    def describe(self) -> str:
+        """``110 prompt tok/s, 12 gen tok/s`` (a part the measurements could not separate is left out)."""
+        parts = [f"{_tps(self.prompt_s)} prompt tok/s" if self.prompt_s > 0 else "",
+                 f"{_tps(self.gen_s)} gen tok/s" if self.gen_s > 0 else "",
+                 f"{self.call_s:.2f} s per call" if self.call_s > 0.005 or not (self.prompt_s or self.gen_s) else ""]
+        return ", ".join(p for p in parts if p)
+
+    def source(self) -> str:
+        if self.known:
+            return f"{self.describe()}, measured by {self.origin}"
+        (plo, phi), (glo, ghi) = UNKNOWN_LOCAL if self.local else UNKNOWN_REMOTE
+        what = "the local model on a CPU" if self.local else "a hosted or GPU endpoint"
+        return (f"no rate measured yet for this endpoint: {plo:g}-{phi:g} prompt tok/s and {glo:g}-{ghi:g} gen "
+                f"tok/s, the range of {what}; a revised time follows after the first calls")
+
+    def span(self, processed: float, completion: float) -> tuple[float, float]:
+        """(fastest, slowest) seconds of the tokens at the range of an unknown endpoint."""
+        (plo, phi), (glo, ghi) = UNKNOWN_LOCAL if self.local else UNKNOWN_REMOTE
+        return processed / phi + completion / ghi, processed / plo + completion / glo
+
+    def to_record(self) -> dict[str, Any]:
+        """What ``llm.rates.json`` keeps: a rate these calls did not measure (0: e.g. no reply longer than one
+        token) is left out, so the one measured before stays (``s_per_token``: what older versions read)."""
+        rec = {k: v for k, v in (("prompt_s", self.prompt_s), ("gen_s", self.gen_s)) if v > 0}
+        return {**rec, "call_s": self.call_s, "calls": self.calls,
+                "s_per_token": self.prompt_s or self.gen_s or self.call_s}
+
+    @classmethod
+    def from_record(cls, rec: Any, *, local: bool, meter: Meter | None) -> Rates:
+        """The rates a record keeps, or unknown ones (an old record held only ``s_per_token``: measured again)."""
+        try:
+            got = [float(rec.get(k) or 0.0) for k in ("prompt_s", "gen_s", "call_s")]
+            calls = int(rec["calls"])
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return cls(local=local, meter=meter)
+        if calls < 1 or not all(math.isfinite(v) and v >= 0 for v in got) or not any(got):
+            return cls(local=local, meter=meter)
+        return cls(*got, calls=calls, origin="the last run on this endpoint", local=local, meter=meter)
+
+
+def _tps(s_per_token: float) -> str:
+    return f"{1 / s_per_token:,.0f}" if 1 / s_per_token >= 10 else f"{1 / s_per_token:.1f}"
+
+
+def fit(samples: Sequence[Sample], origin: str) -> Rates | None:
+    """The rates of ``samples``: from the server's timings when every sample has them, else a non-negative
+    least-squares fit of seconds on (prompt tokens, completion tokens, 1); None without a sample. A generation
+    rate over fewer than :data:`MIN_GEN_TOKENS` timed tokens is not measured (0)."""
+    if not samples:
+        return None
+    n = len(samples)
+    if all(s.prompt_s is not None and s.gen_s is not None for s in samples):
+        pn, gn = sum(s.prompt_n for s in samples), sum(s.gen_n for s in samples)
+        ps, gs = sum(s.prompt_s or 0.0 for s in samples), sum(s.gen_s or 0.0 for s in samples)
+        rest = max(0.0, sum(s.seconds for s in samples) - ps - gs) / n
+        return Rates(ps / pn if pn else 0.0, gs / gn if gn >= MIN_GEN_TOKENS else 0.0, rest, n, origin)
+    import numpy as np
+    from scipy.optimize import nnls
+
+    a = np.array([[s.prompt_n, s.gen_n, 1.0] for s in samples])
+    coef, _ = nnls(a, np.array([s.seconds for s in samples]))
+    return Rates(float(coef[0]), float(coef[1]), float(coef[2]), n, origin)
+
+
+def probe(chat: Callable[..., Reply]) -> list[Sample]:
+    """Four tiny requests to ``chat`` (an ``LLMClient.chat``): a warm-up, a one-token reply to a short and to a
+    ~150-token prompt, and 12 generated tokens; their samples without the warm-up's ([] when one fails). About
+    2 s on the local 0.5B model on 2 idle cores (41 s for a ~200-token one at a load of 8 on them)."""
+    nonce = uuid.uuid4().hex[:12]  # a new head: the server's prompt cache serves none of it
+    asks = [("Reply with OK.", 1), ("Reply with OK.", 1), (f"Reply with OK after reading: {PROBE_TEXT}", 1),
+            ("Count from 1 to 200, separated by spaces.", 12)]
+    samples = []
+    try:
+        for i, (text, max_tokens) in enumerate(asks):
+            reply = chat([{"role": "user", "content": f"{nonce}-{i} {text}"}], response_format=None,
+                         max_tokens=max_tokens, seed=0)
+            samples.append(Sample.of(reply))
+    except LLMCallError:
+        return []
+    return samples[1:]
+
+
+class PlanLike(Protocol):
+    fresh_calls: int
+
+    def eta(self) -> str: ...
+
+
+class Meter:
+    """The requests one endpoint answered in a run: their samples, the plan in force and its revised time.
+
+    ``keep(rates)`` stores measured rates (the reply cache's ``record_rates``); ``clock`` and ``say`` are
+    replaceable in tests. Thread-safe: the reranker sends from several threads."""
+
+    def __init__(self, keep: Callable[[Rates], None], *, probe: Callable[[], list[Sample]] | None = None,
+                 local: bool = False, say: Callable[[str], None] = progress.say,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.keep, self.probe, self.local, self.say, self.clock = keep, probe, local, say, clock
+        self.samples: list[Sample] = []
+        self.plan: PlanLike | None = None
+        self.stage = ""
+        self.revised: float | None = None
+        self._t0, self._n0, self._after = 0.0, 0, 0
+        self._lock = threading.Lock()
+
+    def probe_rates(self) -> Rates | None:
+        """The rates a probe measures now (kept for the next run), or None (no probe, or it got no reply)."""
+        samples = self.probe() if self.probe is not None else []
+        rates = fit(samples, "a probe just now")
+        if rates is None:
+            return None
+        with self._lock:
+            self.samples.extend(samples)
+        self.keep(rates)
+        return replace(rates, local=self.local, meter=self)
+
+    def start(self, plan: PlanLike, stage: str = "") -> None:
+        """Follow ``plan`` from now: its revised time is printed once after its first measured calls."""
+        with self._lock:
+            self.plan, self.stage, self.revised = plan, stage, None
+            self._t0, self._n0 = self.clock(), len(self.samples)
+            self._after = max(1, min(REVISE_AFTER, math.ceil(plan.fresh_calls / 10)))
+
+    def observe(self, reply: Reply) -> None:
+        """A request got ``reply``: measure it; the first time enough calls of the plan are, say the revised time."""
+        with self._lock:
+            if self.plan is not None and len(self.samples) == self._n0:  # the clock starts with the first request
+                self._t0 = max(self._t0, self.clock() - reply.latency_s)  # (not with the client's first import)
+            self.samples.append(Sample.of(reply))
+            line = self._revise()
+        if line:
+            self.say(line)
+
+    def _revise(self) -> str | None:
+        """The revised line when it is due (once per plan, while calls remain), else None; under the lock."""
+        plan, done = self.plan, len(self.samples) - self._n0
+        if plan is None or self.revised is not None or done < self._after or done >= plan.fresh_calls:
+            return None
+        elapsed = max(self.clock() - self._t0, 1e-9)
+        self.revised = plan.fresh_calls * elapsed / done
+        rates = fit(self.samples[self._n0:], "the first calls")
+        if rates is not None:
+            self.keep(rates)
+        measured = f"measured {rates.describe()} after {done} calls" if rates else f"after {done} calls"
+        head = f"{self.stage}: " if self.stage else ""
+        return f"{head}revised: ~{self.revised:,.0f} s ({measured}; planned {plan.eta()})"
+
+    def finish(self) -> Rates | None:
+        """Keep the rates of every request measured (at the end of a run); None when nothing was sent."""
+        with self._lock:
+            rates = fit(self.samples, "the last run on this endpoint")
+            self.plan = None
+        if rates is not None:
+            self.keep(rates)
+        return rates
