@@ -139,7 +139,6 @@ def rerank(inputs: Inputs, config: RerankConfig, *, pool_k: int, stability: str,
             log.info(budget.announce(plan, config.price_per_mtok, rr.settings.base_url, rr.settings.endpoint_id,
                                      stage="rerank"))
         results = rr.rerank_pools(inputs.queries, pools, stability=stability, progress=progress, plan=plan)
-        rr.record_rate(results, plan)
         model, messages = rr.model, dict(rr.messages)
     ledger = to_frame([r.row for r in results])
     cause = fallback_cause(ledger, messages)

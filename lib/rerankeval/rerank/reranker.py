@@ -170,7 +170,7 @@ class Reranker(AsksLLM):
                 hit = bool(first_hit)
             else:
                 key = self.cache.key(self.calls.material(spec, query))
-                hit = key in planned or self.cache.get(key) is not None
+                hit = key in planned or self.llm.cached(self.calls.material(spec, query))
                 planned.add(key)
             first_hit = hit if first_hit is None else first_hit
             out.append(budget.call_estimate(hit, spec.prompt, previous, spec.max_tokens))
@@ -225,14 +225,6 @@ class Reranker(AsksLLM):
                 return [results[(t[0], t[1])] for t in tasks]
         finally:
             self.heartbeat = progress_mod.QUIET
-
-    def record_rate(self, results: list[QueryResult], plan: budget.Plan) -> None:
-        """Keep this run's seconds per processed prompt token for the next run's estimate."""
-        fresh_s = sum(r.row["fresh_seconds"] for r in results)
-        sent = sum(r.row["requests"] for r in results)
-        if fresh_s > 0 and sent and plan.fresh_calls and plan.processed_tokens:
-            per_call_tokens = plan.processed_tokens / plan.fresh_calls
-            self.cache.record_rate(self.endpoint, self.model, fresh_s / (per_call_tokens * sent))
 
 
 def _track(items: Iterable[T], enabled: bool, desc: str, total: int | None = None) -> Iterable[T]:

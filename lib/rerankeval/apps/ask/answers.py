@@ -72,7 +72,8 @@ class Asker(AsksLLM):
         None: the default one); ``client``: a client to use instead of one opened on ``settings``."""
         self.settings = settings
         cache = cache if cache is not None else LLMCache(enabled=params.use_cache)
-        self.llm = CachedLLM.open(settings, cache, client, timeout=params.timeout_s)
+        self.llm = CachedLLM.open(settings, cache, client, timeout=params.timeout_s, keep_failures=True,
+                                  retry_failed=params.retry_failed)
         self.cache, self.client, self.model = self.llm.cache, self.llm.client, self.llm.model
         self.endpoint = self.llm.endpoint
         self.max_tokens, self.seed, self.content_retries = params.max_answer_tokens, SEED, params.content_retries
@@ -118,7 +119,7 @@ class Asker(AsksLLM):
         tasks, previous = [], ""
         for i, (q, ps) in enumerate(zip(questions, passages, strict=True)):
             call = self.call(q.text, ps, self.max_tokens)
-            hit = self.cache.get(self.cache.key(call.material)) is not None
+            hit = self.llm.cached(call.material)
             tasks.append((q.qid or f"free-{i}", "ask", [budget.call_estimate(hit, call.prompt, previous,
                                                                                self.max_tokens)]))
             previous = call.prompt

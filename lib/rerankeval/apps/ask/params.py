@@ -26,6 +26,7 @@ class Params:
     timeout_s: float = 600.0  # seconds one answer may take
     content_retries: int = 1  # re-asks after an unreadable reply, then what can be read is salvaged
     use_cache: bool = True  # re-use cached LLM replies; False asks afresh and refreshes the cache
+    retry_failed: bool = False  # ask again the answers a run kept as failed (else a warm run re-reads them)
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.max_answer_tokens < 16 or self.content_retries < 0:

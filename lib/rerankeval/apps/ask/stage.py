@@ -46,8 +46,7 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, cache: LLMCache
         plan = asker.estimate(qs, passages)
         if progress:  # on the console before the first call (when there is one to send), and on the page
             text = budget.announce(plan, (0.0, 0.0), warn=False, stage="answers")
-            log.info(f"{text[:-1]}; the time is prompt processing only: writing up to {params.max_answer_tokens} "
-                     "tokens per answer comes on top.")
+            log.info(text)
         answers = _ask_all(asker, qs, passages, qrels, progress)
         model, stats = asker.model, asker.stats
     result = Result(answers, variant, params.k, [note, *source.notes], model, endpoint_kind(settings),
