@@ -101,13 +101,21 @@ embed-server: ## (tests) Infinity's embeddings server for the EMBED_BASE_URL tes
 	@PYTHON=$(PYTHON) bash scripts/embed_server_setup.sh >/dev/null \
 	  || echo "[setup] infinity-emb could not be installed: the embeddings-server test will be skipped"
 
-system-deps: ## install Debian packages the report check needs (chromium), when root and missing
+system-deps: ## install Debian packages the report checks need (chromium, pdflatex), when root and missing
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "[setup] installing chromium (once) for the report screenshot test"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	      || echo "[setup] could not install chromium: the screenshot test will be skipped"; \
 	  else echo "[setup] chromium missing and not root: the screenshot test will be skipped"; fi; \
+	fi
+	@if ! command -v pdflatex >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "[setup] installing pdflatex (once) for the headline.tex compile test"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      texlive-latex-base texlive-latex-recommended >/dev/null) \
+	      || echo "[setup] could not install pdflatex: the headline.tex compile test will be skipped"; \
+	  else echo "[setup] pdflatex missing and not root: the headline.tex compile test will be skipped"; fi; \
 	fi
 
 # the chain starts as soon as the venv is ready: the local llama-server build (compiler-bound, minutes; needs no
@@ -137,8 +145,8 @@ test: setup llama pyserver embed-server system-deps ## run the unit tests and a 
 test-unit: setup ## the fast tests: no llama-server build, no second server, no chromium, nothing marked slow or llm
 	$(PY) -m pytest -m "not slow and not llm" $(PYTEST_ARGS)
 
-lab: setup llama-if-local ## JupyterLab with the project kernel (and a local LLM server if none is configured)
-	$(PY) -m rerankeval.apps.lab
+lab: setup llama-if-local ## JupyterLab with the project kernel on DATASET (00-explore opens it; a local LLM server if none is configured)
+	$(PY) -m rerankeval.apps.lab --dataset "$(DATASET_ARG)"
 
 lint: setup ## ruff over the package, tests and benchmarks, and the import layers (import-linter, .importlinter)
 	$(VENV)/bin/ruff check lib tests bench

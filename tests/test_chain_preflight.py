@@ -125,3 +125,59 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
     ledger.loc[1, "status"] = "ok"
     ledger.to_csv(dp.ledger, index=False)
     assert chain.llm_fell_back(dp) is None
+
+
+# -- issue 35 item 7: one tiny real request of each kind the run sends, before any notebook --------------------------
+def _settings(tmp_path: Path, base_url: str):
+    from rerankeval.core.settings import load_settings
+
+    return load_settings(environ={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-fake-probe"},
+                         env_file=tmp_path / "absent.env")
+
+
+def test_the_request_kinds_follow_what_each_notebook_will_send():
+    from rerankeval.apps.chain_preflight import RequestKind, request_kinds
+
+    rerank, retrieve, questions = chain.notebooks(["04"]), chain.notebooks(["03"]), chain.notebooks(["08"])
+    assert request_kinds(rerank, {}) == [RequestKind(schema=False, top_logprobs=10)]  # yes/no: one token, logprobs
+    assert request_kinds(rerank, {"yesno_json": True}) == [RequestKind(schema=True, top_logprobs=10)]
+    assert request_kinds(rerank, {"mode": "listwise"}) == [RequestKind(schema=True)]
+    assert request_kinds(retrieve, {"variants": ["hybrid"]}) == []
+    assert request_kinds(retrieve, {"variants": ["hybrid", "hybrid_reformulate"]}) == [RequestKind(schema=True)]
+    assert request_kinds(questions, {"draft": "never"}) == []
+    assert request_kinds([*rerank, *questions], {}) == [RequestKind(False, 10), RequestKind(True, 0)]
+    assert request_kinds(chain.notebooks(["01", "02", "05"]), {}) == []
+
+
+def test_the_probe_sends_one_tiny_request_of_each_kind(tmp_path):
+    from fakellm import FakeLLM, no_json_schema
+    from rerankeval.apps.chain_preflight import RequestKind, probe_chat
+
+    kinds = [RequestKind(False, 10), RequestKind(True, 0)]
+    with FakeLLM() as fake:
+        assert probe_chat(_settings(tmp_path, fake.base_url), kinds) is None
+        sent = [body for _, path, body in fake.requests if path.endswith("/chat/completions")]
+    assert [b["max_tokens"] for b in sent] == [1, 1]
+    assert sent[0].get("logprobs") is True and sent[0]["top_logprobs"] == 10 and "response_format" not in sent[0]
+    assert sent[1]["response_format"]["type"] == "json_schema" and not sent[1].get("logprobs")
+    with FakeLLM(rule=no_json_schema()) as fake:  # no structured outputs: the client downgrades, as the run would
+        assert probe_chat(_settings(tmp_path, fake.base_url), [RequestKind(True, 0)]) is None
+    with FakeLLM() as fake:
+        assert probe_chat(_settings(tmp_path, fake.base_url), []) is None and fake.count == 0
+
+
+def test_an_endpoint_answering_404_on_chat_stops_the_run_before_01(tmp_path, tiny_pdf):
+    """Issue 35 item 8: /models answered 200, chat 404; the reachability check passed and every call fell back."""
+    from fakellm import FakeLLM
+
+    with FakeLLM(rule=lambda n, body: {"status": 404, "message": "no such route"}) as fake:
+        t0 = __import__("time").monotonic()
+        r = run(tiny_pdf, tmp_path / "res", env_extra={"OPENAI_BASE_URL": fake.base_url})
+        took = __import__("time").monotonic() - t0
+        sent = [body for _, path, body in fake.requests if path.endswith("/chat/completions")]
+    assert r.returncode == chain.EXIT_PREFLIGHT, r.stderr[-2000:]
+    assert "HTTP 404" in r.stderr and "/v1 root" in r.stderr and 'P="allow_fallback=true"' in r.stderr
+    assert SENTINEL not in r.stdout + r.stderr
+    assert executed(tmp_path / "res", "tiny-pdf") == []  # stopped before 01
+    assert len(sent) == 1 and sent[0]["max_tokens"] == 1  # one tiny request: 404 is not retried
+    assert took < 60, took

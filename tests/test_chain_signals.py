@@ -211,7 +211,8 @@ def test_sigterm_while_the_llm_server_starts_says_report_partial(tmp_path, tiny_
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = _finish(proc)
     line = _assert_one_clean_line(proc, stdout, stderr, "terminated", chain.EXIT_TERMINATED)[0]
-    assert "finished: none;" in line and "report (partial): " in line
+    # the local server starts when the first LLM notebook comes (ddcb190, issue 36 item 1): after 02-first
+    assert "finished: 02-first;" in line and "report (partial): " in line
 
 
 def test_a_signal_raises_at_most_once_and_never_inside_a_deferred_section(monkeypatch):

@@ -136,7 +136,8 @@ REWRITE_STANDIN = ("variants: list = ['hybrid_reformulate']  # a stand-in parame
                    READ + "import os\nstatus = os.environ.get('STANDIN_STATUS', 'kept')\n"
                    "(dp.root / 'retrieve').mkdir(exist_ok=True)\n"
                    "(dp.root / 'retrieve' / 'hybrid_reformulate_ledger.csv').write_text("
-                   "f'qid,status,error\\nq1,kept,\\nq2,{status},APIConnectionError\\nq3,llm_failed,NoNewQuery\\n')")
+                   "f'qid,status,error,cache_hit\\nq1,kept,,False\\nq2,{status},APIConnectionError,False\\n"
+                   "q3,llm_failed,NoNewQuery,False\\n')")  # read_ledger's columns (cache_hit since cc46263)
 
 
 @pytest.mark.parametrize("stem, standin, partial", [("04-rerank", RERANK_STANDIN, "partial_fallback"),

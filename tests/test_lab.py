@@ -78,8 +78,12 @@ def test_lab_starts_serves_the_notebooks_and_stops_on_ctrl_c(tmp_path):
                PYTHONUNBUFFERED="1")
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
+    opened = tmp_path / "my-docs"  # make lab DATASET=...: what 00-explore opens
+    opened.mkdir()
+    env["RERANKEVAL_RESULTS"] = str(tmp_path / "res")
     proc = subprocess.Popen([sys.executable, "-m", "rerankeval.apps.lab", "--port", str(port), "--notebook-dir",
-                             str(nbdir)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             str(nbdir), "--dataset", str(opened)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     try:
         url = _url(_lines(proc), proc)
         base, _, token = url.partition("/lab?token=")
@@ -90,6 +94,10 @@ def test_lab_starts_serves_the_notebooks_and_stops_on_ctrl_c(tmp_path):
         assert "01-probe.ipynb" in {item["name"] for item in json.loads(listing)["content"]}
         status, specs = _get(f"{base}/api/kernelspecs?token={token}")
         assert json.loads(specs)["default"] == lab.kernel_name()
+        kernel = _Kernel(base, token)  # a kernel of the lab sees the dataset it was opened on
+        assert kernel.value("__import__('rerankeval.apps.lab').apps.lab.dataset_of_lab('debian-manuals')") == str(
+            opened.resolve())
+        kernel.ws.close()
         assert _stop(proc) == 0
     finally:
         _kill(proc)
@@ -205,7 +213,9 @@ def _html(msgs: list[dict]) -> str:
 
 
 def _states(msgs: list[dict]) -> str:
-    return json.dumps([m["content"]["data"].get("state", {}) for m in msgs if m["msg_type"] == "comm_msg"])
+    """The widgets' states a message set or opened (a redrawn view opens new widgets)."""
+    return json.dumps([m["content"]["data"].get("state", {}) for m in msgs if m["msg_type"] in ("comm_msg",
+                                                                                                 "comm_open")])
 
 
 def test_the_explorer_widget_works_in_a_real_jupyterlab(tmp_path):
@@ -234,16 +244,14 @@ def test_the_explorer_widget_works_in_a_real_jupyterlab(tmp_path):
         shown = k.run(widget_cell)
         assert any("application/vnd.jupyter.widget-view+json" in m["content"].get("data", {}) for m in shown)
         k.run("ui = _.ui")
-        ids = {n: k.value(f"ui.{n}.model_id") for n in ("text", "pick", "unit", "status")}
-        ids["grade"] = k.value("ui.grades[2].model_id")
+        ids = {n: k.value(f"ui.{n}.model_id") for n in ("text", "pick", "status")}
         out = k.comm(ids["text"], {"method": "update", "state": {"value": "q2"}})  # typed, then Enter
-        assert 'class="rre-x"' in _html(out) and "how do beta upgrades run" in _html(out)
+        assert ".rre-x" in _states(out) and "how do beta upgrades run" in _states(out)  # the view's widgets
         index = k.value("[o[1] for o in ui.pick.options].index('q3')")
         out = k.comm(ids["pick"], {"method": "update", "state": {"index": int(index)}})  # a query picked
-        assert "what rotates weekly" in _html(out)
-        unit = int(k.value(f"ui.unit.options.index({UNITS[3]!r})"))
-        k.comm(ids["unit"], {"method": "update", "state": {"index": unit}})
-        out = k.comm(ids["grade"], {"method": "custom", "content": {"event": "click"}})  # "grade 2" pressed
+        assert "what rotates weekly" in _states(out)
+        grade = k.value(f"ui.rows[{UNITS[3]!r}][0].buttons[2].model_id")  # the "2" under the unit's first hit
+        out = k.comm(grade, {"method": "custom", "content": {"event": "click"}})  # "2" pressed
         assert "recorded: q3 / m.pdf#p4 = 2" in _states(out)
         assert judgments.read_judgments(dp.judgments("test")) == [("q3", UNITS[3], 2, 2)]
         k.ws.close()
@@ -273,3 +281,101 @@ def test_the_lab_log_filter_turns_the_kernel_ws_protocol_traceback_into_one_line
     with lab.config_env() as env:
         first = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0]
         assert "quiet_logs()" in open(os.path.join(first, "jupyter_server_config.py"), encoding="utf-8").read()
+
+
+# -- issue 35 item 6: the explorer leaves the repository clean; make lab DATASET=...; the project kernel ---------------
+def _dirty(model: dict) -> None:
+    """What a JupyterLab session adds to a notebook before it autosaves it."""
+    nb = model["content"]
+    for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"line {i}\n" * 472}]
+        cell["execution_count"] = i + 1
+        cell["metadata"].update(scrolled=True, execution={"iopub.status.idle": "2026-12-06T10:01:00Z"})
+    nb["metadata"]["language_info"] = {"name": "python", "version": "3.12.3", "mimetype": "text/x-python",
+                                       "file_extension": ".py", "codemirror_mode": {"name": "ipython", "version": 3}}
+    nb["metadata"]["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+
+
+def test_saving_a_notebook_of_the_repository_strips_what_a_session_added(tmp_path, monkeypatch):
+    """JupyterLab's autosave wrote 472 output lines into the tracked 00-explore.ipynb; through the pre_save_hook the
+    saved file is byte for byte the stored one. A notebook outside notebooks/ keeps its outputs."""
+    import shutil
+
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+
+    stored = lab.paths.NOTEBOOKS_DIR / lab.FIRST_NOTEBOOK
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(stored, tmp_path / "notebooks" / lab.FIRST_NOTEBOOK)
+    shutil.copy(stored, tmp_path / "scratch.ipynb")
+    monkeypatch.setattr(lab.paths, "NOTEBOOKS_DIR", tmp_path / "notebooks")
+    cm = FileContentsManager(root_dir=str(tmp_path))
+    cm.pre_save_hook = lab.strip_outputs  # what the lab's config sets (test_the_lab_config_installs_the_hook)
+    for path in (f"notebooks/{lab.FIRST_NOTEBOOK}", "scratch.ipynb"):
+        model = cm.get(path)
+        _dirty(model)
+        cm.save({"type": "notebook", "content": model["content"]}, path)
+    assert (tmp_path / "notebooks" / lab.FIRST_NOTEBOOK).read_bytes() == stored.read_bytes()
+    kept = nbformat.read(tmp_path / "scratch.ipynb", as_version=4)
+    assert any(c.get("outputs") for c in kept.cells) and kept.metadata.language_info.get("version") == "3.12.3"
+
+
+def test_a_new_notebook_under_notebooks_is_saved_without_outputs_or_run_details(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab.paths, "NOTEBOOKS_DIR", tmp_path)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    model = {"type": "notebook", "content": json.loads(nbformat.writes(nb))}
+    _dirty(model)
+
+    class Manager:
+        root_dir = str(tmp_path)
+
+    lab.strip_outputs(model=model, path="/new.ipynb", contents_manager=Manager())
+    cell = model["content"]["cells"][0]
+    assert cell["outputs"] == [] and cell["execution_count"] is None
+    assert "scrolled" not in cell["metadata"] and "execution" not in cell["metadata"]
+    assert model["content"]["metadata"]["language_info"] == {"name": "python"}
+    assert "widgets" not in model["content"]["metadata"]
+    text = {"type": "file", "content": "x", "format": "text"}
+    lab.strip_outputs(model=text, path="notes.txt", contents_manager=Manager())  # not a notebook: untouched
+    assert text == {"type": "file", "content": "x", "format": "text"}
+
+
+def test_the_lab_config_installs_the_hook(tmp_path):
+    from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
+    from traitlets.config.loader import PyFileConfigLoader
+
+    with lab.config_env() as env:
+        folder = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0]
+        config = PyFileConfigLoader("jupyter_server_config.py", path=folder).load_config()
+    assert config.ContentsManager.pre_save_hook == "rerankeval.apps.lab.strip_outputs"
+    cm = AsyncFileContentsManager(config=config, root_dir=str(tmp_path))  # the lab's (a subclass) takes it too
+    assert cm.pre_save_hook is lab.strip_outputs
+
+
+def test_make_lab_opens_the_dataset_it_is_given(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "my-docs"
+    folder.mkdir()
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "res"))
+    monkeypatch.delenv(lab.DATASET_ENV, raising=False)
+    assert lab.dataset_of_lab("debian-manuals") == "debian-manuals"
+    monkeypatch.setenv(lab.DATASET_ENV, str(folder))  # what the lab gives its kernels
+    assert lab.dataset_of_lab("debian-manuals") == str(folder)  # 00's parameter left at its default
+    assert lab.dataset_of_lab("scifact") == "scifact"  # given (an edit, or papermill's): it wins
+    seen = {}
+    monkeypatch.setattr(lab, "serve", lambda *a: seen.update(dataset=a[-1]) or 0)
+    monkeypatch.setattr(lab.signal, "signal", lambda *a: None)
+    assert lab.main(["--port", "8890", "--no-browser", "--dataset", str(folder)]) == 0
+    assert seen["dataset"].source == folder.resolve()
+    assert lab.main(["--port", "8890", "--no-browser", "--dataset", "debian-manual"]) == 2
+    assert "did you mean" in capsys.readouterr().err.lower()
+    makefile = (lab.paths.ROOT / "Makefile").read_text(encoding="utf-8")
+    target = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert '-m rerankeval.apps.lab --dataset "$(DATASET_ARG)"' in target
+
+
+def test_the_explorer_opens_on_the_project_kernel():
+    nb = nbformat.read(lab.paths.NOTEBOOKS_DIR / lab.FIRST_NOTEBOOK, as_version=4)
+    assert nb.metadata.kernelspec.name == lab.KERNEL
+    assert "lab.dataset_of_lab(dataset)" in "".join(c.source for c in nb.cells)
+    assert f"--MappingKernelManager.default_kernel_name={lab.kernel_name()}" in lab.lab_command(
+        8890, "tok", lab.paths.NOTEBOOKS_DIR, "127.0.0.1", browser=False)

@@ -25,7 +25,9 @@ def test_a_public_collection_that_is_absent_says_where_to_get_it(tmp_path, monke
     monkeypatch.setattr(paths, "SHARED_DATA_DIR", tmp_path / "shared")
     with pytest.raises(paths.DatasetNotFound, match=r"not shipped.*scifact\.zip.*make report DATASET=scifact"):
         paths.resolve_dataset(tmp_path / "shared" / "scifact")
-    with pytest.raises(paths.DatasetNotFound, match="ir_datasets' cranfield"):
+    # issue 35 item 14: "export Cranfield in BEIR format" said not how; now the two commands
+    with pytest.raises(paths.DatasetNotFound, match=r"pip install ir_datasets.*python -m rerankeval\.corpus\.cranfield"
+                       r".*corpus\.jsonl, queries\.jsonl and qrels/test\.tsv"):
         paths.resolve_dataset("cranfield-missing/cranfield")
 
 

@@ -95,6 +95,7 @@ from rerankeval.apps.chain_preflight import (
     llm_fallbacks,
     llm_fell_back,
     needs_llm,
+    request_kinds,
     start_endpoint,
     wants_llm,
 )
@@ -256,18 +257,19 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
             prefix="rerankeval-reads-"))))
         env: dict[str, str] | None = None
         stale = [nb for nb in nbs if not fresh.skips(nb)]
+        kinds = request_kinds(stale, params)  # one tiny real chat completion of each is sent before they run
         # a configured endpoint is checked before the first notebook (a dead one stops the run in a second); the
         # local server is started only when the first LLM notebook comes, so its build (make report runs it in the
         # background) is off the critical path of 01 and 02 (issue 36 item 1)
         if load_settings().configured and any(_uses_llm(nb, params) for nb in stale):
-            env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale))
+            env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale), kinds)
             interrupt.reclaim()  # the local server's SIGTERM handler would skip the partial report's line
         for nb in nbs:
             if fresh.skips(nb):
                 pages.append(_skipped_page(dp, nb))
                 continue
             if env is None and _uses_llm(nb, params):
-                env = start_endpoint(stack, allow_fallback or not needs_llm(nb))
+                env = start_endpoint(stack, allow_fallback or not needs_llm(nb), kinds)
                 interrupt.reclaim()
             pages.append(run_notebook(nb, dp, params, kernel, env or {}, interrupt, fresh.before(nb)))
             interrupt.in_notebook = False  # only now: a Ctrl-C while its page is rendered must not lose it

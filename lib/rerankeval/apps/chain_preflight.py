@@ -1,5 +1,6 @@
 """The chain's checks before any notebook runs: the settings, parameters that must agree, the dataset's files,
-the results folder, and the LLM endpoint (started and probed; a dead one stops the run unless fallbacks were
+the results folder, and the LLM endpoint (started, probed, then sent one tiny real chat completion of each kind the
+run will send: a dead one, or one that answers ``/models`` but 404 on chat, stops the run unless fallbacks were
 asked for); after 04, whether every rerank call fell back. Part of :mod:`rerankeval.apps.chain`."""
 
 from __future__ import annotations
@@ -9,16 +10,21 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rerankeval.apps.chain_params import PreflightError, effective_parameters
 from rerankeval.core import paths
 
+if TYPE_CHECKING:
+    from rerankeval.core.settings import Settings
+
 ALLOW_FALLBACK = "allow_fallback"  # a chain option, also accepted as --set allow_fallback=true
 PROBE_TIMEOUT = 5.0  # seconds for the endpoint check before the run
 POSITIVE_INTS = ("leg_k", "pool_k", "final_k")
+PROBE_PROMPT = [{"role": "user", "content": "Is the sky blue? Answer yes or no."}]
 
 
 def needs_llm(nb: Path) -> bool:
@@ -134,8 +140,81 @@ def endpoint_fix(configured: bool) -> str:
             f"make report P=\"{ALLOW_FALLBACK}=true\" (or python -m rerankeval.chain --allow-fallback).")
 
 
-def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[str, str]:
-    """The LLM settings for the kernels (starting the local server when none is configured), checked."""
+@dataclass(frozen=True, order=True)
+class RequestKind:
+    """One kind of chat completion a run sends: with a JSON schema (``response_format``) or not, with
+    ``top_logprobs`` alternatives (04's yes/no mode) or none."""
+
+    schema: bool
+    top_logprobs: int = 0
+
+    def label(self) -> str:
+        logprobs = f", top {self.top_logprobs} logprobs" if self.top_logprobs else ""
+        return ("a JSON schema" if self.schema else "no schema") + logprobs
+
+
+def _rerank_kind(params: Mapping[str, Any]) -> RequestKind:
+    """What 04 sends in its ``mode``: yes/no reads logprobs (with a schema when ``yesno_json``), the others a schema."""
+    import dataclasses
+
+    from rerankeval.rerank.config import RerankConfig
+
+    if params.get("mode", "yesno") != "yesno":
+        return RequestKind(schema=True)
+    top = next(f.default for f in dataclasses.fields(RerankConfig) if f.name == "top_logprobs")
+    return RequestKind(schema=bool(params.get("yesno_json")), top_logprobs=int(top))
+
+
+def request_kinds(nbs: Sequence[Path], params: Mapping[str, Any]) -> list[RequestKind]:
+    """The kinds of chat completion ``nbs`` will send with ``params``: 04's per its mode; 03's rewrite, 08's drafts
+    and 09's grades each a JSON schema (09's judge on its own ``JUDGE_BASE_URL`` is checked by 09 itself)."""
+    kinds = {_rerank_kind(effective_parameters(nb, params)) if needs_llm(nb) else RequestKind(schema=True)
+             for nb in nbs if needs_llm(nb) or wants_llm(nb, params)}
+    return sorted(kinds)
+
+
+def _probe_fix(status: int | None) -> str:
+    if status == 404:
+        return ("is OPENAI_BASE_URL the API's /v1 root (not .../chat/completions), and RERANK_MODEL a model this "
+                "endpoint serves?")
+    if status in (401, 403):
+        return "fix OPENAI_API_KEY (and the model's access rights) in .env or the environment."
+    if status in (400, 422):
+        return ("is RERANK_MODEL a model this endpoint serves? A request with logprobs needs an endpoint that "
+                "returns them; else rerank without: P=\"mode=pointwise\" (or mode=listwise).")
+    return "see the endpoint's log; the run would get the same answer for every call."
+
+
+def probe_chat(settings: Settings, kinds: Sequence[RequestKind]) -> str | None:
+    """None when one tiny real chat completion (``max_tokens=1``) of each of ``kinds`` succeeds; else the problem:
+    the HTTP status, the endpoint's words and the fix. An endpoint may answer ``/models`` and 404 on chat."""
+    import re
+
+    from rerankeval.core.settings import scrub_url
+    from rerankeval.llm import schemas
+    from rerankeval.llm.client import LLMCallError, LLMClient
+
+    if not kinds:
+        return None
+    fmt = schemas.response_format(schemas.YesNoStrict, "relevance_answer")
+    kind = kinds[0]
+    try:
+        with LLMClient(settings, max_retries=min(settings.max_retries, 1)) as client:
+            for kind in kinds:
+                client.chat(PROBE_PROMPT, response_format=fmt if kind.schema else None, max_tokens=1,
+                            top_logprobs=kind.top_logprobs)
+    except LLMCallError as exc:
+        found = re.search(r"HTTP (\d{3})", str(exc))
+        status = int(found.group(1)) if found else None
+        return (f"The LLM endpoint {scrub_url(settings.base_url or '')} answers, but a tiny chat completion of a kind "
+                f"the run sends ({kind.label()}) failed: {exc}. Check: {_probe_fix(status)}")
+    return None
+
+
+def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool,
+                   kinds: Sequence[RequestKind] = ()) -> dict[str, str]:
+    """The LLM settings for the kernels (starting the local server when none is configured), checked: the endpoint
+    answers, and one tiny chat completion of each of ``kinds`` (:func:`request_kinds`) succeeds."""
     from rerankeval.core.settings import load_settings, redact
     from rerankeval.llm.server import EndpointError, check_endpoint, ensure_endpoint
 
@@ -143,7 +222,8 @@ def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool) -> dict[st
     env: dict[str, str] = {}
     try:
         env = stack.enter_context(ensure_endpoint())
-        problem = check_endpoint(load_settings(environ={**os.environ, **env}), timeout=PROBE_TIMEOUT)
+        settings = load_settings(environ={**os.environ, **env})
+        problem = check_endpoint(settings, timeout=PROBE_TIMEOUT) or probe_chat(settings, kinds)
     except EndpointError as exc:
         problem = redact(f"the local LLM server could not be started: {exc}")
     if problem is None:

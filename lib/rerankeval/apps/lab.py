@@ -8,6 +8,12 @@ endpoint comes from :func:`rerankeval.llm.server.ensure_endpoint`: the configure
 else the local llama-server, started here and given to every kernel through its environment. Ctrl-C (or
 SIGTERM) stops JupyterLab, its kernels and the local server.
 
+The lab opens one dataset (``--dataset``, what ``make lab DATASET=...`` passes): its kernels get ``DATASET``, which
+00-explore reads through :func:`dataset_of_lab` while its ``dataset`` parameter is left at the default. Using the
+lab leaves the repository clean: :func:`strip_outputs` (the server's ``pre_save_hook``, set in the config file
+:func:`config_env` writes) saves a notebook of the repository's ``notebooks/`` without outputs, execution counts
+or run metadata, so JupyterLab's autosave never dirties the tracked notebooks (issue 35 item 6).
+
 The console stays quiet: the server logs at WARN (no extension-by-extension start log), kernels talk over IPC
 (no IPKernelApp "running over TCP without encryption" warning), and :func:`quiet_logs` (loaded through a config
 file in a private folder made for each lab, :func:`config_env`) drops two known harmless messages:
@@ -33,6 +39,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rerankeval.core import paths
 
@@ -68,7 +75,53 @@ def quiet_logs() -> None:
             log.addFilter(QuietFilter())
 
 
-CONFIG_TEXT = "from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n"
+RUN_METADATA = frozenset({"collapsed", "scrolled", "execution", "ExecuteTime"})  # cell metadata a run or a view adds
+DATASET_ENV = "DATASET"  # the Makefile's variable (not one of ours: docs/CONTRACTS.md), given to the lab's kernels
+
+
+def _stored_metadata(target: Path, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The notebook-level metadata to save: the file's own when it exists (a kernel's ``language_info``, a switched
+    kernel or widget state never change a tracked notebook), else ``metadata`` without run details."""
+    import nbformat
+
+    try:
+        return dict(nbformat.read(target, as_version=4).metadata)
+    except (OSError, ValueError):  # none yet, or unreadable: nbformat raises a ValueError
+        kept = {k: v for k, v in metadata.items() if k != "widgets"}
+        if isinstance(kept.get("language_info"), dict):
+            kept["language_info"] = {"name": kept["language_info"].get("name", "python")}
+        return kept
+
+
+def strip_outputs(model: dict[str, Any], path: str, contents_manager: Any, **_: Any) -> None:
+    """The Jupyter server's ``pre_save_hook``: a notebook saved under the repository's ``notebooks/`` loses its
+    outputs, execution counts and run metadata (nbconvert's ``ClearOutputPreprocessor``) and keeps the file's
+    notebook metadata, so it is saved as it is stored (``git status`` stays clean). Other files are left alone."""
+    if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
+        return
+    target = Path(contents_manager.root_dir, path.lstrip("/")).resolve()
+    if not target.is_relative_to(paths.NOTEBOOKS_DIR.resolve()):
+        return
+    import nbformat
+    from nbconvert.preprocessors import ClearOutputPreprocessor
+
+    nb = nbformat.from_dict(model["content"])
+    ClearOutputPreprocessor(remove_metadata_fields=set(RUN_METADATA)).preprocess(nb, {})
+    nb.metadata = nbformat.from_dict(_stored_metadata(target, dict(nb.metadata)))
+    model["content"] = nb
+
+
+def dataset_of_lab(dataset: str) -> str:
+    """The dataset 00-explore shows: ``dataset`` when it was given (papermill, an edit), else the one the lab was
+    opened on (``make lab DATASET=...``: ``DATASET`` in the kernel's environment), else the default."""
+    if dataset != paths.DEFAULT_DATASET:
+        return dataset
+    return os.environ.get(DATASET_ENV, "").strip() or dataset
+
+
+CONFIG_TEXT = ("from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n"
+               "c = get_config()  # noqa: F821 - Jupyter's config loader defines it\n"
+               "c.ContentsManager.pre_save_hook = 'rerankeval.apps.lab.strip_outputs'\n")
 
 
 @contextlib.contextmanager
@@ -170,30 +223,33 @@ def stop(proc: subprocess.Popen, wait: float = 20.0) -> None:
         proc.wait(timeout=10)
 
 
-def _announce(base: str, token: str, notebook_dir: Path, llm_env: dict[str, str]) -> None:
+def _announce(base: str, token: str, notebook_dir: Path, llm_env: dict[str, str], dataset: str = "") -> None:
     from rerankeval.core.settings import redact
 
     first = f"/lab/tree/{FIRST_NOTEBOOK}" if (notebook_dir / FIRST_NOTEBOOK).is_file() else "/lab"
     endpoint = redact(llm_env.get("OPENAI_BASE_URL", "none"))
     print(f"[lab] JupyterLab: {base}{first}?token={token}", flush=True)
-    print(f"[lab] notebooks: {notebook_dir}; LLM endpoint for the kernels: {endpoint}; Ctrl-C stops both",
+    opened = f"dataset: {dataset} (make lab DATASET=... opens another); " if dataset else ""
+    print(f"[lab] {opened}notebooks: {notebook_dir}; LLM endpoint for the kernels: {endpoint}; Ctrl-C stops both",
           flush=True)
 
 
-def serve(port: int, notebook_dir: Path, ip: str, browser: bool) -> int:
-    """Run JupyterLab beside the LLM endpoint until it exits or Ctrl-C; its exit status (0 on Ctrl-C)."""
+def serve(port: int, notebook_dir: Path, ip: str, browser: bool, dataset: paths.DatasetPaths | None = None) -> int:
+    """Run JupyterLab beside the LLM endpoint until it exits or Ctrl-C; its exit status (0 on Ctrl-C). Its kernels
+    get ``DATASET`` (``dataset``'s folder: what 00-explore opens)."""
     from rerankeval.llm.server import ensure_endpoint
 
     token = secrets.token_hex(24)
     with ensure_endpoint() as llm_env, config_env() as quiet_env:
+        opened = {DATASET_ENV: str(dataset.source)} if dataset else {}
         # its own session: the terminal's Ctrl-C reaches only us, and we stop it without its y/n prompt
         proc = subprocess.Popen(lab_command(port, token, notebook_dir, ip, browser),
-                                env={**os.environ, **llm_env, **quiet_env}, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **llm_env, **quiet_env, **opened}, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
             base = f"http://{'127.0.0.1' if ip in ('0.0.0.0', '') else ip}:{port}"
             if wait_ready(base, token, proc):
-                _announce(base, token, notebook_dir, llm_env)
+                _announce(base, token, notebook_dir, llm_env, dataset.name if dataset else "")
             return proc.wait()
         except KeyboardInterrupt:
             print("\n[lab] stopping JupyterLab and the LLM endpoint ...", file=sys.stderr, flush=True)
@@ -208,7 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ip", default="127.0.0.1", help="address to listen on (0.0.0.0: reachable from outside)")
     ap.add_argument("--notebook-dir", type=Path, default=paths.NOTEBOOKS_DIR, help="folder JupyterLab shows")
     ap.add_argument("--no-browser", action="store_true", help="never open a browser (none opens without a display)")
+    ap.add_argument("--dataset", default=os.environ.get(DATASET_ENV, paths.DEFAULT_DATASET),
+                    help="dataset name under data/ or ../shared/data, or a folder path: what 00-explore opens")
     args = ap.parse_args(argv)
+    try:
+        dataset = paths.resolve_dataset(args.dataset)
+    except paths.DatasetNotFound as exc:
+        print(f"[lab] ERROR: {exc}", file=sys.stderr)
+        return 2
     port = args.port or free_port(DEFAULT_PORT, "127.0.0.1" if args.ip in ("0.0.0.0", "") else args.ip)
 
     def on_sigterm(signum: int, frame: object) -> None:  # noqa: ARG001
@@ -218,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     if runs_as_root():
         print(ROOT_NOTE, file=sys.stderr, flush=True)
     try:
-        return serve(port, args.notebook_dir.resolve(), args.ip, has_display() and not args.no_browser)
+        return serve(port, args.notebook_dir.resolve(), args.ip, has_display() and not args.no_browser, dataset)
     except KeyboardInterrupt:  # while the LLM endpoint was starting
         return 0
 
