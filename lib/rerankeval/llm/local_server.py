@@ -146,7 +146,14 @@ class LocalServer:
             self._start_once(wait)
 
     def _start_once(self, wait: float) -> None:
-        log = open(self.log_path, "wb")
+        # a predictable name in the shared temp dir: never follow a link planted there, never open another's file
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        if os.fstat(fd).st_uid != os.getuid():
+            os.close(fd)
+            raise PermissionError(f"{self.log_path} belongs to another user: remove it, or set TMPDIR to a "
+                                  "private folder")
+        os.ftruncate(fd, 0)
+        log = os.fdopen(fd, "wb")
         try:
             self.proc = subprocess.Popen(
                 self.command(),

@@ -240,6 +240,9 @@ def ensure_endpoint(
     atexit.register(stop_all)
     try:
         with _stop_on_sigterm(stop_all):
+            from rerankeval.llm.build_wait import wait_for_build
+
+            wait_for_build()  # make report builds llama-server in the background: wait for it, saying so
             srv = start_local(backend, ctx=ctx, parallel=parallel, threads=threads, wait=wait, started=started,
                               model=model or settings.local_model)
             yield {
