@@ -33,10 +33,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SKIP: {paths.SHARED_DATA_DIR / args.dataset} is absent "
               "(this benchmark needs ../shared/data).")
         return 0
-    from rerankeval.corpus.extract import build_corpus
+    from rerankeval import corpus as corpus_stage
+    from rerankeval.core.settings import load_settings
 
     dp = paths.resolve_dataset(args.dataset)
-    build_corpus(dp)  # skipped when already up to date
+    # skipped when already up to date
+    corpus_stage.write(dp, corpus_stage.run(dp, corpus_stage.Params(), load_settings()))
     texts = corpus.chunk_texts(dp)
     queries = corpus.load_queries(dp)
     ids = sorted(texts)

@@ -206,9 +206,10 @@ def status_time(tmp: Path) -> dict:
     """Seconds of ``explore.next_to_judge`` after a grade, and of :func:`incomplete.first_screen`, on a private copy
     of Cranfield (stage 01 run there; its runs are vector, bm25 and hybrid of the built Cranfield indexes, written
     once and re-used; the copy's judgments file is reset each time)."""
+    from rerankeval import corpus
     from rerankeval.apps import explore
     from rerankeval.core.runs import read_trec, write_trec
-    from rerankeval.corpus import extract
+    from rerankeval.core.settings import load_settings
 
     src = SHARED / "cranfield"
     if not resolve_dataset(str(src)).index_manifest.is_file():
@@ -226,7 +227,7 @@ def status_time(tmp: Path) -> dict:
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(src, copy)
         shutil.rmtree(dp.root, ignore_errors=True)
-        extract.build_corpus(dp)
+        corpus.write(dp, corpus.run(dp, corpus.Params(), load_settings()))
         three = {v: systems[v] for v in names}
         for v in names:
             write_trec(three[v], dp.run_file(v), v)

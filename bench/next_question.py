@@ -151,11 +151,13 @@ def ledger_counts(ws: Workspace) -> dict[str, Any]:
     """The 04 ledger's main pass: requests, cache hits and calls, summed and per query."""
     import pandas as pd
 
+    from rerankeval.rerank.config import MAIN_PASS
+
     path = ws.dp().ledger
     if not path.is_file():
         return {}
     led = pd.read_csv(path, dtype={"qid": str})
-    led = led[led["pass"] == "main"] if "pass" in led else led
+    led = led[led["pass"] == MAIN_PASS] if "pass" in led else led
     return {"rerank_requests": int(led.requests.sum()), "rerank_cache_hits": int(led.cache_hits.sum()),
             "rerank_calls": int(led.llm_calls.sum()), "per_query": led[["qid", "n_pool", "requests",
                                                                          "cache_hits"]].to_dict("records")}

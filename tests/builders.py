@@ -120,6 +120,17 @@ MANUAL_CHUNKS = [
 ]
 
 
+def extract_corpus(dp, *, force: bool = False, **params):
+    """Stage 01 through its face: ``corpus.run`` with ``corpus.Params(**params)`` (the rest at their defaults),
+    then ``corpus.write``; the run's result."""
+    from rerankeval import corpus
+    from rerankeval.core.settings import load_settings
+
+    result = corpus.run(dp, corpus.Params(**params), load_settings(), force=force)
+    corpus.write(dp, result)
+    return result
+
+
 def hand_made_stages(folder: Path, page_text: dict[str, list[str]], qids: list[str]):
     """Stage 01-03 outputs written by hand, for the LLM stages' tests: the chunks of each page (``page_text``,
     pages in order, ``<unit>#c<j>``), queries ``question <qid>`` all judged on the second page, and a hybrid run

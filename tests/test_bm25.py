@@ -152,14 +152,14 @@ def test_sparse_vectors_use_stable_vocabulary_and_saturation():
 
 @pytest.mark.shared
 def test_fast_path_equals_rank_bm25_on_scifact():
+    from builders import extract_corpus
     from rerankeval.core import paths
     from rerankeval.corpus import contract as corpus
-    from rerankeval.corpus import extract
 
     if not (paths.SHARED_DATA_DIR / "scifact").is_dir():
         pytest.skip(f"{paths.SHARED_DATA_DIR / 'scifact'} is absent: this test needs ../shared/data/scifact")
     dp = paths.resolve_dataset("scifact")
-    extract.build_corpus(dp)  # into the test's own results dir (conftest)
+    extract_corpus(dp)  # into the test's own results dir (conftest)
     texts = corpus.chunk_texts(dp)
     ids = sorted(texts)
     an = Analyzer()

@@ -9,11 +9,11 @@ from pydoc_data.topics import topics
 
 import pytest
 
-from builders import TINY_PAGES, write_pdf
+from builders import TINY_PAGES, extract_corpus, write_pdf
 from fakellm import FakeLLM
 from rerankeval.core import paths
 from rerankeval.core.settings import Settings
-from rerankeval.corpus import extract, queryset
+from rerankeval.corpus import queryset
 from rerankeval.llm.cache import LLMCache
 from rerankeval.questions import checks, draft
 
@@ -35,7 +35,7 @@ def _drafted(tmp_path, pages, n_questions: int):
     for name, texts in pages.items():
         write_pdf(folder / name, texts)
     dp = paths.resolve_dataset(folder)
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     settings = Settings(base_url="", api_key="test-key-not-a-secret-0001", model="fake", timeout=2, max_retries=0)
     with FakeLLM(rule=_good_reply) as f:
         res = draft.run(dp, draft.QuestionsParams(draft_min_chars=50, n_questions=n_questions),

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from builders import TINY_QUERIES, write_pdf, write_queries
+from builders import TINY_QUERIES, extract_corpus, write_pdf, write_queries
 from rerankeval.core import paths
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import extract
@@ -16,7 +16,7 @@ from rerankeval.corpus.beir import InputError
 
 def build(folder, **kw):
     dp = paths.resolve_dataset(folder)
-    return dp, extract.build_corpus(dp, **kw)
+    return dp, extract_corpus(dp, **kw)
 
 
 def test_pdf_dataset_pages_chunks_and_ids(tiny_pdf):
@@ -264,8 +264,8 @@ def test_two_thousand_page_pdf_is_streamed_with_bounded_memory(tmp_path):
     # VmHWM (peak RSS of this process image) rather than ru_maxrss, which Linux carries over from the
     # forking pytest process through execve
     code = (
-        "import re; from rerankeval.core import paths; from rerankeval.corpus import extract;"
-        f"r = extract.build_corpus(paths.resolve_dataset({str(folder)!r}));"
+        "import re; from rerankeval import corpus; from rerankeval.core import paths;"
+        f"dp = paths.resolve_dataset({str(folder)!r}); r = corpus.run(dp, corpus.Params(), None); corpus.write(dp, r);"
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
         "print(r.stats['pages'], hwm)"
     )

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from builders import TINY_QUERIES, write_corpus, write_pdf, write_pdf_bytes_name, write_queries
+from builders import TINY_QUERIES, extract_corpus, write_corpus, write_pdf, write_pdf_bytes_name, write_queries
 from rerankeval.core import paths
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import extract
@@ -19,7 +19,7 @@ from rerankeval.corpus.beir import InputError
 
 def build(folder, **kw):
     dp = paths.resolve_dataset(folder)
-    return dp, extract.build_corpus(dp, **kw)
+    return dp, extract_corpus(dp, **kw)
 
 
 @pytest.fixture
@@ -196,7 +196,7 @@ def test_second_folder_with_the_same_name_is_refused_naming_both(tmp_path):
     with pytest.raises(paths.DatasetNameClash, match=rf"holds the results of another .*{first}.*{second}.*rename"):
         paths.resolve_dataset(second)
     with pytest.raises(paths.DatasetNameClash):  # also when the paths are built by hand
-        extract.build_corpus(paths.DatasetPaths("docs", second, dp.root))
+        extract_corpus(paths.DatasetPaths("docs", second, dp.root))
     assert dp.chunks.read_bytes() == before
     assert build(first)[1].reused  # the owner itself runs on
 

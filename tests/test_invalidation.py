@@ -7,7 +7,7 @@ parameters (the analyser is checked at the key level: ``index.Params`` has no an
 model (a second local model folder), and for the LLM cache the prompt template, the reply schema and the
 model name, each against "nothing changed".
 
-Signals used: ``CorpusReport.reused``; ``IndexInfo.actions`` (``bm25``: built/loaded, ``embeddings``:
+Signals used: ``corpus.Result.reused``; ``IndexInfo.actions`` (``bm25``: built/loaded, ``embeddings``:
 reused/cached/"encoded N, cached M", ``qdrant``: reused/upserted), ``Embedder.stats``; for the LLM the
 fake server's request count and the ledger's ``cache_hit``/``cache_hits``/``requests`` columns.
 """

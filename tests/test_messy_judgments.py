@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from rerankeval.apps import explore
+from rerankeval.apps.explore.engine import Explorer, example_queries
 from rerankeval.core import ioutil, runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus.beir import InputError
 from rerankeval.evaluate import judgments
 
@@ -132,13 +134,14 @@ def test_a_unit_not_in_the_corpus_is_refused_with_the_line_and_the_closest_id(tm
 
 
 def test_an_unknown_unit_stops_the_analysis_instead_of_lowering_recall(tmp_path):
+    from rerankeval.core.settings import load_settings
     from rerankeval.evaluate import analyse
 
     dp = _dataset(tmp_path)
     _hand_edit(dp, "q1\td99\t2")
     with pytest.raises(InputError, match=r"judgments-test.tsv:2: unit 'd99'"):
         analyse.run(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 20, "n_perm": 20,
-                                  "verify_with": []})
+                                  "verify_with": []}, load_settings())
 
 
 # --------------------------------------------------------------------------- a page with no text
@@ -206,8 +209,8 @@ def test_query_ids_pandas_reads_as_missing_are_ids_in_the_explorer(tmp_path):
     dp.per_query_csv.parent.mkdir(parents=True, exist_ok=True)
     dp.per_query_csv.write_text("variant,qid,metric,value\n" + "".join(
         f"hybrid,{q},ndcg@10,1.0\nhybrid_rerank,{q},ndcg@10,{1.0 - d}\n" for q, d in change.items()))
-    assert explore.example_queries(dp, 5) == NA_IDS  # the old read made NaN of them: "duplicate entries"
-    ex = explore.Explorer(dp)
+    assert example_queries(dp, 5) == NA_IDS  # the old read made NaN of them: "duplicate entries"
+    ex = Explorer(dp, load_settings())
     assert ex.examples(2) == ["NA", "nan"]
     for q in NA_IDS:
         assert ex.show(q, k=2).qid == q

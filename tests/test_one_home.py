@@ -23,7 +23,7 @@ import pytest
 
 from rerankeval.core import paths
 
-ENFORCED = ["retrieve", "apps.ask", "index"]
+ENFORCED = ["retrieve", "apps.ask", "index", "corpus"]
 LIB = paths.ROOT / "lib" / "rerankeval"
 CALLERS = [paths.ROOT / "lib", paths.ROOT / "tests", paths.ROOT / "bench"]
 

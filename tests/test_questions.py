@@ -9,12 +9,12 @@ import re
 import pandas as pd
 import pytest
 
-from builders import TINY_PAGES, tiny_pdf_dataset, write_pdf
+from builders import TINY_PAGES, extract_corpus, tiny_pdf_dataset, write_pdf
 from fakellm import FakeLLM
 from rerankeval.core import paths
 from rerankeval.core.ioutil import sha256_text
 from rerankeval.core.settings import Settings
-from rerankeval.corpus import extract, queryset
+from rerankeval.corpus import queryset
 from rerankeval.corpus.beir import InputError
 from rerankeval.corpus.contract import load_chunks
 from rerankeval.llm.cache import LLMCache
@@ -47,7 +47,7 @@ def _bare(tmp_path, pages=None):
     for name, texts in (pages or TINY_PAGES).items():
         write_pdf(folder / name, texts)
     dp = paths.resolve_dataset(folder)
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     return dp
 
 
@@ -170,7 +170,7 @@ def test_nothing_generated_ever_changes_a_human_file(tmp_path):
     human = [folder / "queries.jsonl", folder / "qrels" / "test.tsv"]
     before = {p: _sha(p) for p in human}
     dp = paths.resolve_dataset(folder)
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     with FakeLLM(rule=good_reply) as f:
         auto = _draft(dp, f.base_url, tmp_path)
         assert auto.skipped and f.count == 0  # human questions: "auto" drafts nothing
@@ -217,7 +217,7 @@ def test_a_hand_edited_draft_file_with_a_broken_line_names_the_file_and_line(tmp
     with pytest.raises(InputError, match=re.escape(f"{dp.source_draft_queries}:3: malformed JSON")):
         queryset.read_drafts(dp.source_draft_queries)
     with pytest.raises(InputError, match=":3: malformed JSON"):
-        extract.build_corpus(dp)
+        extract_corpus(dp)
 
 
 def test_a_folder_without_a_readable_document_says_so(tmp_path):
@@ -226,7 +226,7 @@ def test_a_folder_without_a_readable_document_says_so(tmp_path):
     (folder / "notes.txt").write_text("not a PDF")
     (folder / "broken.pdf").write_bytes(b"")
     with pytest.raises(InputError) as exc:
-        extract.build_corpus(paths.resolve_dataset(folder))
+        extract_corpus(paths.resolve_dataset(folder))
     assert "is empty" in str(exc.value) or "missing" in str(exc.value)
 
 
@@ -278,7 +278,7 @@ def test_human_questions_get_no_banner(tmp_path):
     from rerankeval.report import pages
 
     dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "human"))
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     assert pages.questions_note(dp) is None
 
 
@@ -332,7 +332,7 @@ def test_review_accepts_edits_and_rejects_and_the_next_01_evaluates_the_reviewed
     from rerankeval.questions import review
 
     assert review.progress(dp) == "reviewed 3 of 3 drafts (2 accepted, 1 rejected)"
-    extract.build_corpus(dp)
+    extract_corpus(dp)
     evaluated = {json.loads(x)["_id"]: json.loads(x)["text"] for x in dp.queries.read_text().splitlines()}
     assert evaluated == {a: drafts[a].text, b: "how does beta record its upgrades"}
     stats = json.loads(dp.corpus_stats.read_text())["generated"]

@@ -9,6 +9,8 @@ tests/builders.py in tmp (its own results, Qdrant store and caches)."""
 from __future__ import annotations
 
 import json
+import shutil
+import time
 
 import pytest
 
@@ -21,6 +23,7 @@ from rerankeval.core.ioutil import atomic_write_jsonl, read_jsonl
 from rerankeval.core.runs import read_trec, write_qrels, write_trec
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus.contract import StageMissing
+from rerankeval.evaluate import costs
 from rerankeval.index import embed
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import reformulate, runcache, search, variants
@@ -270,3 +273,29 @@ def test_exact_dense_search_is_asked_of_qdrant_and_its_switch_searches_the_runs_
     assert not exact.read_back and exact.reuse["vector"] == "searched (changed: the Qdrant backend)"
     assert asked and all(asked)
     assert set(run03(tiny, PARAMS).read_back) == set(BASE)
+
+
+def test_the_encoder_load_is_recorded_and_left_out_of_the_cost_per_query(tiny, monkeypatch):
+    """Loading the embedding model once (here a known second more) is recorded with the variant that paid it,
+    ``vector``, and stage 05's cost per query leaves it out; a warm run keeps the record and reads every run back."""
+    load = 1.0
+    real = embed.load_sentence_transformer
+
+    def slow(*a, **kw):
+        time.sleep(load)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(embed, "load_sentence_transformer", slow)
+    shutil.rmtree(paths.cache_dir() / "embeddings")  # 02 embedded the queries for its recall check: forget them
+    run_and_write(tiny)
+    records = {v: json.loads(tiny.variant_record(v).read_text()) for v in BASE}
+    assert [v for v in BASE if costs.MODEL_LOAD in records[v]] == ["vector"]  # only the first to embed loads
+    rec = records["vector"]
+    assert load <= rec[costs.MODEL_LOAD] <= rec["seconds"]
+    per_query = costs.retrieval_seconds(tiny.retrieve_dir, BASE)
+    assert per_query["vector"] == pytest.approx((rec["seconds"] - rec[costs.MODEL_LOAD]) / len(QUERIES), abs=1e-3)
+    assert per_query["vector"] < rec["seconds"] / len(QUERIES) - load / len(QUERIES) + 1e-3
+    second = run_and_write(tiny)
+    assert list(second.read_back) == BASE  # the recorded load is no input: the warm run stays warm
+    again = json.loads(tiny.variant_record("vector").read_text())
+    assert again.pop("read_back") is True and again == rec

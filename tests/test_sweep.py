@@ -251,9 +251,11 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
 def test_the_stage_shape_and_what_notebook_06_shows(tiny_built):
     from dataclasses import replace
 
+    from rerankeval.core.settings import load_settings
+
     dp, _ = tiny_built
     params = sweep.SweepParams(dataset=str(dp.source), leg_k=20, pool_k=3, final_k=2, n_boot=100, write_tuned=True)
-    res = sweep.run(dp, params)
+    res = sweep.run(dp, params, load_settings())
     assert res.params == params and res.grid.pool_k == [3, *sweep.load_grid("small").pool_k]  # and the chain's
     assert res.default == sweep.Point(leg_k=20) and res.tuning.protocol == "train/test"
     written = sweep.write(dp, res)
@@ -265,7 +267,8 @@ def test_the_stage_shape_and_what_notebook_06_shows(tiny_built):
     view = sweep.overview(res.table, 2)
     rrf, depth = sweep.two_axis_views(view[view.pool_k == 3], res.default)
     assert set(rrf.method) == {"rrf"} and set(rrf.leg_k) == {20} and set(rrf.bm25) == {"1.2/0.75"} and len(rrf) > 1
-    assert set(depth.weights) == {"1/1"} and set(depth.rrf_k) == {60} and set(depth.chunking) == {"main"}
+    assert set(depth.weights) == {"1/1"} and set(depth.rrf_k) == {60}
+    assert set(depth.chunking) == {sweep.DEFAULT_CHUNKING}
     timing = sweep.timing_note(res, True).splitlines()
     assert timing[0].startswith("legs ") and "point x split evaluations in" in timing[0]
     assert timing[1].startswith("The tuned run was written as runs/hybrid_tuned.trec")

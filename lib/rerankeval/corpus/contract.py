@@ -1,6 +1,6 @@
 """Readers for the corpus stage's saved output: the one data contract every later stage uses.
 
-``results/<dataset>/corpus/`` holds (written by :mod:`rerankeval.corpus.extract`):
+``results/<dataset>/corpus/`` holds (written by :func:`rerankeval.corpus.stage.write`):
 
 - ``chunks.jsonl``: ``chunk_id, unit_id, source, page, start, title, text`` (one line per chunk; for
   BEIR datasets one chunk per document and ``chunk_id == unit_id == doc id``, ``page`` is null);

@@ -6,10 +6,10 @@ import pandas as pd
 
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus.contract import read_table
-from rerankeval.corpus.extract import CorpusReport
+from rerankeval.corpus.stage import Result
 
 
-def summary_table(report: CorpusReport) -> pd.DataFrame:
+def summary_table(report: Result) -> pd.DataFrame:
     """The corpus figures as a two-column table for the notebook and the report."""
     s = report.stats
     rows = [

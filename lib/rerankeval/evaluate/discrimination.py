@@ -34,6 +34,7 @@ from rerankeval.core.ioutil import atomic_write_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels
 from rerankeval.evaluate import stats
+from rerankeval.rerank.config import MAIN_PASS
 
 CHANCE = 0.5
 MIN_QUERIES = 3  # fewer queries with both classes: no confidence interval, no verdict on the model
@@ -150,7 +151,7 @@ def judged_scores(cands: pd.DataFrame, qrels: Qrels, qids: Collection[str] | Non
     """The pool's judged candidates with a finite score (``qid, docid, score, grade, relevant`` and the rank
     columns when present), and the counts of what was left out. ``unjudged_as_non_relevant``: an unjudged
     candidate is kept with grade 0 (the metrics' convention) instead of being left out."""
-    c = cands[cands["pass"] == "main"] if "pass" in cands else cands
+    c = cands[cands["pass"] == MAIN_PASS] if "pass" in cands else cands
     if qids is not None:
         c = c[c.qid.astype(str).isin(set(qids))]
     c = c.assign(qid=c.qid.astype(str), docid=c.docid.astype(str),

@@ -108,7 +108,7 @@ def _long(values: pd.DataFrame, col: str, pick: dict[str, tuple[int, float]]) ->
 
 
 def tune(values: pd.DataFrame, train: set[str], evaluated: set[str], col: str, pool_ks: Sequence[int],
-         alphas: Sequence[float], *, folds: int = 5, seed: int = 0, n_boot: int = 10_000) -> Blend:
+         alphas: Sequence[float], *, folds: int = 5, seed: int = 0, n_boot: int = stats.N_BOOT) -> Blend:
     """Choose the blend on ``train``'s replayed queries (else by ``folds``-fold over ``evaluated``'s) and report it
     once against the fused run (see the module docstring)."""
     pools, left_out = replayable(values, pool_ks)

@@ -28,6 +28,7 @@ class RecordedLLM:
 
 def recorded_llm(dp: DatasetPaths) -> tuple[RecordedLLM | None, str]:
     """The LLM scores stage 04 recorded, when its mode scores each candidate on its own; else None, and why."""
+    from rerankeval.rerank.config import MAIN_PASS
     from rerankeval.rerank.ledger import read_ledger
 
     if not (dp.rerank_summary.is_file() and dp.rerank_candidates.is_file()):
@@ -37,9 +38,9 @@ def recorded_llm(dp: DatasetPaths) -> tuple[RecordedLLM | None, str]:
         return None, (f"the rerank mode {cfg.get('mode')!r} scores candidates jointly, so other pools cannot be "
                       f"replayed from its replies (only {', '.join(REPLAYABLE)}): reranked results are skipped")
     cands = read_table(dp.rerank_candidates, ids=("qid", "docid"))  # "NA", "null" ... are ids, not missing
-    cands = cands[(cands["pass"] == "main") & cands.llm_score.notna()]
+    cands = cands[(cands["pass"] == MAIN_PASS) & cands.llm_score.notna()]
     ledger = read_ledger(dp.ledger, missing_ok=True)
-    main = ledger[ledger["pass"] == "main"] if ledger is not None and len(ledger) else None
+    main = ledger[ledger["pass"] == MAIN_PASS] if ledger is not None and len(ledger) else None
     n = max(1, len(cands))
     tokens = 0.0 if main is None else float(main[["prompt_tokens", "completion_tokens", "saved_prompt_tokens",
                                                   "saved_completion_tokens"]].to_numpy().sum()) / n

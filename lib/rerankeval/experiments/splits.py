@@ -140,7 +140,7 @@ def _means(pq: pd.DataFrame, objective: str, names: Sequence[str]) -> dict[str, 
 
 
 def train_test(engine: Engine, points: Sequence[Point], train: Split, test: Split, cols: Sequence[str],
-               objective: str, *, n_boot: int = 10_000, seed: int = 42) -> Tuning:
+               objective: str, *, n_boot: int = stats.N_BOOT, seed: int = 42) -> Tuning:
     """Choose on ``train`` (its qrels only), then score the chosen and the default point once on ``test``."""
     pq_train, secs_train = score_points(engine, points, train.qids, train.qrels, cols)
     order = [p.name for p in points]
@@ -169,7 +169,7 @@ def _fused_only(pq: pd.DataFrame) -> pd.DataFrame:
 
 
 def kfold(engine: Engine, points: Sequence[Point], split: Split, cols: Sequence[str], objective: str, *,
-          k: int = 5, seed: int = 0, n_boot: int = 10_000) -> Tuning:
+          k: int = 5, seed: int = 0, n_boot: int = stats.N_BOOT) -> Tuning:
     """k-fold cross-validation over ``split``'s queries: the out-of-fold tuned run against the default."""
     fold_of = folds(split.qids, k, seed)
     pq, secs = score_points(engine, points, split.qids, split.qrels, cols)

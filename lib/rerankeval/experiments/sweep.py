@@ -28,6 +28,7 @@ from rerankeval.core.paths import DEFAULT_DATASET, DatasetPaths
 from rerankeval.core.runs import write_trec
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
+from rerankeval.evaluate.stats import N_BOOT
 from rerankeval.experiments import blend as blendmod
 from rerankeval.experiments import splits
 from rerankeval.experiments.grid import Engine, Grid, Point, columns, load_grid, score_points, summarise
@@ -41,6 +42,7 @@ __all__ = [  # the grid's names are re-exported: ``sweep.load_grid``, ``sweep.Po
 ]
 
 NOTEBOOK = "06"  # the prefix of the notebook's figures (plots.show(..., notebook="06"))
+DEFAULT_CHUNKING = "main"  # the chunking label of a point that keeps stage 01's chunks (chunk_size 0)
 
 
 # --------------------------------------------------------------------------- one call: sweep, tune, write
@@ -58,7 +60,7 @@ class SweepParams:
     final_k: int = 10  # headline cutoff: the setting is chosen on nDCG@final_k
     folds: int = 5  # k-fold cross-validation over queries when the dataset has no train split
     stats_seed: int = 42  # seed of the folds and of every bootstrap and randomisation draw
-    n_boot: int = 10_000  # bootstrap resamples (CIs) and randomisation-test resamples
+    n_boot: int = N_BOOT  # bootstrap resamples (CIs) and randomisation-test resamples
     write_tuned: bool = False  # write runs/hybrid_tuned.trec for the next 05 run
 
 
@@ -88,7 +90,7 @@ class SweepResult:
 
 
 def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 10, folds: int = 5,
-              seed: int = 0, n_boot: int = 10_000, engine: Engine | None = None,
+              seed: int = 0, n_boot: int = N_BOOT, engine: Engine | None = None,
               settings: Settings | None = None) -> SweepResult:
     """Sweep ``grid`` around the default setting (``leg_k``, RRF k = 60) and tune it honestly: on the
     train split when the dataset has one, else by ``folds``-fold cross-validation (seeded), both over the
@@ -251,7 +253,7 @@ def header(dp: DatasetPaths, res: SweepResult, written: Mapping[str, Path]) -> s
 def two_axis_views(view: pd.DataFrame, default: Point) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The rows of the two heatmaps: RRF k x weights (RRF, the default depth, BM25 and chunking), and fusion method x
     leg depth (equal weights, the default RRF k, BM25 and chunking)."""
-    bm25, main = view.bm25 == f"{default.k1:g}/{default.b:g}", view.chunking == "main"
+    bm25, main = view.bm25 == f"{default.k1:g}/{default.b:g}", view.chunking == DEFAULT_CHUNKING
     rrf = view[(view.method == "rrf") & (view.leg_k == default.leg_k) & bm25 & main]
     depth = view[(view.weights == "1/1") & (view.rrf_k == default.rrf_k) & main & bm25]
     return rrf, depth
@@ -281,7 +283,8 @@ def overview(table: pd.DataFrame, final_k: int) -> pd.DataFrame:
     out["n_queries"] = g.n_queries.sum().to_numpy()
     out["weights"] = [f"{a:g}/{b:g}" for a, b in zip(out.w_dense, out.w_bm25, strict=True)]
     out["bm25"] = [f"{a:g}/{b:g}" for a, b in zip(out.k1, out.b, strict=True)]
-    out["chunking"] = [f"{a}/{b}" if a else "main" for a, b in zip(out.chunk_size, out.chunk_overlap, strict=True)]
+    out["chunking"] = [f"{a}/{b}" if a else DEFAULT_CHUNKING
+                       for a, b in zip(out.chunk_size, out.chunk_overlap, strict=True)]
     return out
 
 
@@ -289,7 +292,8 @@ def one_at_a_time(view: pd.DataFrame, default: Point, axis: str, pool_k: int) ->
     """The points that differ from ``default`` in ``axis`` only (the default included): by value for a
     numeric axis, else in grid order (the default first)."""
     d = {"method": default.method, "rrf_k": default.rrf_k, "weights": f"{default.w_dense:g}/{default.w_bm25:g}",
-         "leg_k": default.leg_k, "bm25": f"{default.k1:g}/{default.b:g}", "chunking": "main", "pool_k": pool_k}
+         "leg_k": default.leg_k, "bm25": f"{default.k1:g}/{default.b:g}", "chunking": DEFAULT_CHUNKING,
+         "pool_k": pool_k}
     keep = pd.Series(True, index=view.index)
     for a, v in d.items():
         if a != axis:

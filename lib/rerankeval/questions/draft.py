@@ -405,13 +405,12 @@ def _append(path: Path, lines: Sequence[str], header: str = "") -> None:
 
 
 def refresh_corpus(dp: DatasetPaths) -> None:
-    """Stage 01's queries and qrels from the drafts, with its parameters of the last run (chunks kept)."""
-    from rerankeval.corpus import extract
+    """Stage 01's queries and qrels from the drafts, with its parameters of the last run (chunks kept, so nothing
+    is extracted and no progress is shown: no settings)."""
+    from rerankeval import corpus
 
-    stats = load_stats(dp)
-    p = stats.get("params", {})
-    extract.build_corpus(dp, split=p.get("split", "test"), chunk_size=p.get("chunk_size", 800),
-                         chunk_overlap=p.get("chunk_overlap", 200), x_tolerance=p.get("x_tolerance", 1.5))
+    params = corpus.Params.of(load_stats(dp).get("params", {}))
+    corpus.write(dp, corpus.run(dp, params, None))
 
 
 def summary(res: QuestionsResult) -> dict[str, Any]:
