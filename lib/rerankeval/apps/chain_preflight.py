@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rerankeval.apps.chain_params import PreflightError, effective_parameters
 from rerankeval.core import paths
+from rerankeval.rerank.config import MAIN_PASS
 
 if TYPE_CHECKING:
     from rerankeval.core.settings import Settings
@@ -244,7 +245,7 @@ def llm_fell_back(dp: paths.DatasetPaths) -> dict[str, Any] | None:
     ledger = read_ledger(dp.ledger, missing_ok=True)
     if ledger is None or "status" not in ledger:
         return None
-    main = ledger[ledger["pass"] == "main"] if "pass" in ledger else ledger
+    main = ledger[ledger["pass"] == MAIN_PASS] if "pass" in ledger else ledger
     if not len(main) or not main["status"].astype(str).str.strip().str.lower().eq("fallback").all():
         return None
     cause = fallback_cause(ledger)

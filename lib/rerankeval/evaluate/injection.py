@@ -31,6 +31,7 @@ from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, Run
 from rerankeval.corpus import contract, instructions, queryset
 from rerankeval.evaluate import agreement, metrics
+from rerankeval.rerank.config import MAIN_PASS
 
 MIN_QUERIES = 3  # a unit on top for fewer unrelated queries is not flagged
 MIN_SHARE = 0.10  # ... nor for less than this share of the queries the stage scored
@@ -49,7 +50,7 @@ def rerank_tops(cands: pd.DataFrame | None) -> tuple[dict[str, set[str]], int]:
     """``unit -> queries where it had the unique highest LLM score`` (main pass) and the number of scored queries."""
     if cands is None or cands.empty or not {"qid", "docid", "llm_score"} <= set(cands.columns):
         return {}, 0
-    main = cands[cands["pass"].astype(str) == "main"] if "pass" in cands else cands
+    main = cands[cands["pass"].astype(str) == MAIN_PASS] if "pass" in cands else cands
     main = main.assign(llm_score=pd.to_numeric(main.llm_score, errors="coerce")).dropna(subset=["llm_score"])
     tops: dict[str, set[str]] = {}
     for qid, g in main.groupby("qid", sort=False):
