@@ -13,6 +13,7 @@ import pytest
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import analyse, analysis_records, views
 from rerankeval.report import render as report
 from rerankeval.rerank import ledger
@@ -59,7 +60,8 @@ def test_an_empty_run_scores_zero_with_a_warning_and_no_crash(tmp_path, monkeypa
     assert dp.run_file("bm25").read_text() == ""
     for policy in ("zero", "common"):
         with pytest.warns(analyse.AnalysisWarning, match="bm25 returned nothing"):
-            a = analyse.run(dp, FAST | {"missing_queries": policy, "verify_with": ["ranx", "pytrec_eval"]})
+            a = analyse.run(dp, FAST | {"missing_queries": policy, "verify_with": ["ranx", "pytrec_eval"]},
+                            load_settings())
         assert a.query_set.qids == QIDS and a.query_set.empty == ["bm25"]
         bm25 = a.per_query[a.per_query.variant == "bm25"]
         assert len(bm25) == len(QIDS) * len(a.columns) and (bm25.value == 0).all()
@@ -74,7 +76,7 @@ def test_a_run_empty_for_some_queries_scores_zero_there(tmp_path, monkeypatch):
     part = {q: d for q, d in _good(1).items() if q in ("q1", "q2")}
     dp = _dataset(tmp_path, monkeypatch, bm25=part, hybrid=_good(1))
     with pytest.warns(analyse.AnalysisWarning, match="bm25 has no result for 3 of 5"):
-        a = analyse.run(dp, FAST)
+        a = analyse.run(dp, FAST, load_settings())
     assert a.table.set_index("variant").at["bm25", "success@1"] == pytest.approx(0.4)
     # stage 03 recorded running all five queries: the three empty ones are real zeros in the comparison
     row = a.comparisons[(a.comparisons.metric == "ndcg@5")].iloc[0]
@@ -97,7 +99,7 @@ def test_a_variant_run_on_fewer_queries_is_compared_on_the_common_ones(tmp_path,
     """Today: the three queries never reranked score 0 and the verdict says reranking lowered nDCG@5."""
     dp = _reranked_two_of_five(tmp_path, monkeypatch)
     with pytest.warns(analyse.AnalysisWarning):
-        a = analyse.run(dp, FAST)
+        a = analyse.run(dp, FAST, load_settings())
     assert a.answered["hybrid_rerank"] == {"q1", "q2"} and a.summary.missing == {"hybrid": 0, "hybrid_rerank": 3}
     row = a.comparisons[a.comparisons.metric == "ndcg@5"].iloc[0]
     assert (row.a, row.b, row.n, row.n_left_out) == ("hybrid", "hybrid_rerank", 2, 3)
@@ -116,15 +118,15 @@ def test_a_variant_run_on_fewer_queries_is_compared_on_the_common_ones(tmp_path,
 # --------------------------------------------------------------------------- stage records: pool_k
 def test_pool_k_comes_from_what_the_stages_recorded(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, pool_k=7, hybrid=_good(1), vector=_good(2))
-    a = analyse.run(dp, FAST | {"pool_k": 0})
+    a = analyse.run(dp, FAST | {"pool_k": 0}, load_settings())
     assert a.pool_k == 7 and "recall@7" in a.columns
     with pytest.warns(analyse.AnalysisWarning, match="pool_k = 9 here, but the stages recorded"):
-        assert analyse.run(dp, FAST | {"pool_k": 9}).pool_k == 9
+        assert analyse.run(dp, FAST | {"pool_k": 9}, load_settings()).pool_k == 9
     atomic_write_json(dp.stage_dir("retrieve") / "vector.json", {"pool_k": 6, "queries": 5, "seconds": 1})
     with pytest.raises(ValueError, match="recorded different pool_k"):
-        analyse.run(dp, FAST | {"pool_k": None})
+        analyse.run(dp, FAST | {"pool_k": None}, load_settings())
     # a record of a variant left out of the analysis does not count
-    assert analyse.run(dp, FAST | {"eval_variants": ["hybrid"]}).pool_k == 7
+    assert analyse.run(dp, FAST | {"eval_variants": ["hybrid"]}, load_settings()).pool_k == 7
 
 
 def test_a_ledger_with_larger_pools_than_pool_k_is_warned_about():
@@ -136,12 +138,12 @@ def test_a_ledger_with_larger_pools_than_pool_k_is_warned_about():
 def test_no_record_and_no_pool_k_is_a_clear_error(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, pool_k=None, hybrid=_good(1))
     with pytest.raises(ValueError, match="no stage recorded pool_k.*pass pool_k"):
-        analyse.run(dp, FAST)
+        analyse.run(dp, FAST, load_settings())
 
 
 def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1), vector=_good(3))
-    a = analyse.run(dp, FAST)
+    a = analyse.run(dp, FAST, load_settings())
     written = analyse.write(dp, a)
     assert set(written) == {"metrics", "per_query", "summary", "comparisons", "winner", "manifest", "review",
                             "injection", "inputs", "incomplete"}
@@ -157,7 +159,7 @@ def test_the_diff_view_of_an_analysis_is_rendered_by_report(tmp_path, monkeypatc
     from rerankeval.report import htmlsafe
 
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(3), hybrid_rerank=_good(1))
-    a = analyse.run(dp, FAST | {"diff_n": 2, "diff_top_k": 3})
+    a = analyse.run(dp, FAST | {"diff_n": 2, "diff_top_k": 3}, load_settings())
     pair, chosen = a.diff_view()
     assert pair == ["hybrid", "hybrid_rerank"] and len(chosen) == 2
     html = htmlsafe.analysis_diff_html(a)
@@ -186,7 +188,7 @@ def test_external_run_is_read_the_trec_eval_way(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     dp.run_file("pyserini").write_text(EXTERNAL)
     with pytest.warns(analyse.AnalysisWarning):
-        a = analyse.run(dp, FAST | {"verify_with": ["ranx", "pytrec_eval"]})
+        a = analyse.run(dp, FAST | {"verify_with": ["ranx", "pytrec_eval"]}, load_settings())
     note = a.external[0]
     assert note.variant == "pyserini" and note.unknown_queries == ["q9"] and note.n_queries == 3
     assert note.n_ties == 1 + 2 and note.resorted == 2  # q1: one tie; q2: three lines, one score
@@ -221,14 +223,14 @@ def test_a_broken_external_line_names_file_and_line(tmp_path, monkeypatch, line,
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     dp.run_file("pyserini").write_text(EXTERNAL + line + "\n")
     with pytest.raises(ValueError, match=f"pyserini.trec:10: .*{what}"):
-        analyse.run(dp, FAST)
+        analyse.run(dp, FAST, load_settings())
 
 
 def test_a_chain_variant_is_still_held_to_the_run_contract(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     dp.run_file("bm25").write_text(EXTERNAL)
     with pytest.raises(runs.RunContractError, match="bm25"):
-        analyse.run(dp, FAST)
+        analyse.run(dp, FAST, load_settings())
 
 
 # --------------------------------------------------------------------------- what notebook 05 shows
@@ -236,7 +238,7 @@ def test_the_views_say_what_the_analysis_found(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, bm25={}, vector=_good(6), hybrid=_good(5))
     dp.run_file("pyserini").write_text(EXTERNAL)
     with pytest.warns(analyse.AnalysisWarning):
-        a = analyse.run(dp, FAST | {"final_k": 3})
+        a = analyse.run(dp, FAST | {"final_k": 3}, load_settings())
     written = analyse.write(dp, a)
     head = views.inputs_header(a).splitlines()
     assert head[0] == "Dataset mini: 5 queries, 5 with judgements; relevance unit = document; pool_k = 5."
@@ -263,7 +265,7 @@ def test_the_views_say_what_the_analysis_found(tmp_path, monkeypatch):
 
 def test_a_fused_run_missing_means_no_funnel(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, vector=_good(1))
-    a = analyse.run(dp, FAST)
+    a = analyse.run(dp, FAST, load_settings())
     assert views.funnel_note(a) == "No funnel: the fused variant (hybrid) has no run file."
     assert views.funnel_tables(a) == []
 
@@ -286,7 +288,7 @@ def _with_candidates(tmp_path, monkeypatch, score):
 
 def test_the_analysis_measures_the_rerankers_model_and_the_verdict_says_so(tmp_path, monkeypatch):
     dp = _with_candidates(tmp_path, monkeypatch, lambda gold, i: 0.9 if gold else 0.1 * i)
-    a = analyse.run(dp, FAST)
+    a = analyse.run(dp, FAST, load_settings())
     d = a.discrimination
     assert (d.model, d.auc, d.status, d.n_defined, d.negatives) == ("fake-0.5b", 1.0, "informative", 5, "unjudged")
     assert d.n_unjudged == 25 and d.shift["relevant"] == {"n": 5, "mean_abs_change": 1.0, "up": 1.0, "down": 0.0,
@@ -306,7 +308,7 @@ def test_the_analysis_measures_the_rerankers_model_and_the_verdict_says_so(tmp_p
 
 def test_a_model_at_chance_makes_the_verdict_say_no_gain_can_be_expected(tmp_path, monkeypatch):
     dp = _with_candidates(tmp_path, monkeypatch, lambda gold, i: 0.5)  # one score for everything
-    a = analyse.run(dp, FAST)
+    a = analyse.run(dp, FAST, load_settings())
     assert a.discrimination.status == "undefined" and "same score (0.5)" in a.discrimination.reason
     text = " ".join(a.verdict)
     assert "(fake-0.5b) gave all 30 judged candidates the same score" in text
@@ -318,7 +320,7 @@ def test_a_model_at_chance_makes_the_verdict_say_no_gain_can_be_expected(tmp_pat
 
 def test_no_candidates_file_means_no_discrimination_line(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(2), vector=_good(1))
-    a = analyse.run(dp, FAST)
+    a = analyse.run(dp, FAST, load_settings())
     assert a.discrimination is None and a.summary.discrimination == {}
     assert not any("ROC AUC" in s for s in a.verdict)
     assert views.discrimination_note(a).startswith("No rerank candidates file")
@@ -335,9 +337,9 @@ def _llm_file(dp, lines: str):
 
 def test_human_grades_by_default_and_the_llm_file_only_measured(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
-    base = analyse.run(dp, FAST).table.set_index("variant").at["hybrid", "precision@3"]
+    base = analyse.run(dp, FAST, load_settings()).table.set_index("variant").at["hybrid", "precision@3"]
     _llm_file(dp, "q1\td1\t3\nq1\td2\t3\nq2\td2\t0\n")
-    a = analyse.run(dp, FAST)
+    a = analyse.run(dp, FAST, load_settings())
     assert a.table.set_index("variant").at["hybrid", "precision@3"] == base == pytest.approx(1 / 3)
     assert a.summary.qrels_source == "human" and set(a.table["qrels"]) == {"human"}
     got = a.summary.grades["agreement"]
@@ -347,7 +349,7 @@ def test_human_grades_by_default_and_the_llm_file_only_measured(tmp_path, monkey
 def test_human_plus_llm_fills_holes_only_and_every_table_says_so(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, bm25=_good(2), hybrid=_good(1))
     _llm_file(dp, "q1\td1\t0\nq1\td2\t3\n")  # d1 is q1's gold unit (human grade 1): never replaced
-    a = analyse.run(dp, FAST | {"qrels_source": "human+llm"})
+    a = analyse.run(dp, FAST | {"qrels_source": "human+llm"}, load_settings())
     assert a.qrels["q1"] == {"d1": 1, "d2": 1}  # the LLM's 3 capped at the human scale's top grade (1)
     # q1's top 3 now holds two relevant units: mean P@3 over five queries (2/3 + 4 * 1/3) / 5
     assert a.table.set_index("variant").at["hybrid", "precision@3"] == pytest.approx(0.4)
@@ -365,7 +367,7 @@ def test_human_plus_llm_fills_holes_only_and_every_table_says_so(tmp_path, monke
 def test_with_llm_grades_the_index_shows_the_headline_table_under_both_grades(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, bm25=_good(2), hybrid=_good(1))
     _llm_file(dp, "q1\td1\t0\nq1\td2\t3\n")
-    a = analyse.run(dp, FAST)  # human grades by default; the other table under human+llm
+    a = analyse.run(dp, FAST, load_settings())  # human grades by default; the other table under human+llm
     assert a.table.set_index("variant").at["hybrid", "precision@3"] == pytest.approx(1 / 3)
     table, comparisons, rec = a.other
     assert table.set_index("variant").at["hybrid", "precision@3"] == pytest.approx(0.4)  # as under human+llm
@@ -375,7 +377,7 @@ def test_with_llm_grades_the_index_shows_the_headline_table_under_both_grades(tm
     assert page.count('<table class="headline">') == 2 and "The same runs with human+llm grades" in page
     assert "plus 1 LLM grades (llm-m.tsv)" in page
     (dp.source / "qrels" / "llm-m.tsv").unlink()  # no LLM grades any more: one table, the other files gone
-    analyse.write(dp, analyse.run(dp, FAST))
+    analyse.write(dp, analyse.run(dp, FAST, load_settings()))
     assert not (dp.stage_dir("analyse") / "other_metrics.csv").exists()
     assert report.write_index(dp, []).read_text(encoding="utf-8").count('<table class="headline">') == 1
 
@@ -383,10 +385,10 @@ def test_with_llm_grades_the_index_shows_the_headline_table_under_both_grades(tm
 def test_human_plus_llm_without_llm_grades_warns_and_uses_human_grades(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     with pytest.warns(analyse.AnalysisWarning, match="no LLM grades"):
-        a = analyse.run(dp, FAST | {"qrels_source": "human+llm"})
+        a = analyse.run(dp, FAST | {"qrels_source": "human+llm"}, load_settings())
     assert a.summary.qrels_source == "human" and set(a.table["qrels"]) == {"human"}
     with pytest.raises(ValueError, match="qrels_source"):
-        analyse.run(dp, FAST | {"qrels_source": "llm"})
+        analyse.run(dp, FAST | {"qrels_source": "llm"}, load_settings())
 
 
 def test_a_judge_that_disagrees_gets_the_low_kappa_warning(tmp_path, monkeypatch):
@@ -395,7 +397,7 @@ def test_a_judge_that_disagrees_gets_the_low_kappa_warning(tmp_path, monkeypatch
     dp.judgments("test").write_text("query-id\tcorpus-id\tscore\nq1\td4\t0\nq1\td5\t0\n")
     _llm_file(dp, "q1\td1\t3\nq1\td4\t3\nq1\td5\t3\nq2\td2\t0\nq3\td3\t3\n")
     with pytest.warns(analyse.AnalysisWarning, match="little better than chance"):
-        a = analyse.run(dp, FAST)
+        a = analyse.run(dp, FAST, load_settings())
     got = a.summary.grades["agreement"]
     # human 1 0 0 1 1, LLM 1 1 1 0 1: observed 2/5, chance .6 * .8 + .4 * .2 = .56
     assert got["n_pairs"] == 5 and got["kappa_binary"] == pytest.approx((0.4 - 0.56) / 0.44, abs=1e-4)
@@ -446,18 +448,19 @@ def test_the_rerankers_discrimination_is_read_back_while_its_inputs_are_unchange
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     dp = _with_candidates(tmp_path, monkeypatch, lambda gold, i: 0.9 if gold else 0.1 * i)
-    first = analyse.run(dp, FAST)
+    first = analyse.run(dp, FAST, load_settings())
     measured = []
     real = discrimination.measure
     monkeypatch.setattr(discrimination, "measure", lambda *a, **k: measured.append(1) or real(*a, **k))
-    again = analyse.run(dp, FAST)
+    again = analyse.run(dp, FAST, load_settings())
     assert measured == [] and again.discrimination.to_dict() == first.discrimination.to_dict()
     pd.testing.assert_frame_equal(again.discrimination.per_query, first.discrimination.per_query)
     pd.testing.assert_frame_equal(again.discrimination.scores, first.discrimination.scores)
     assert again.summary.to_dict() == first.summary.to_dict()
     entry = next((tmp_path / "cache" / "analysis").glob("discrimination-*.pkl"))
     entry.write_bytes(b"\x80\x04 truncated")  # corrupted on disk: ignored, measured, rewritten
-    assert analyse.run(dp, FAST).discrimination.to_dict() == first.discrimination.to_dict() and measured == [1]
+    again = analyse.run(dp, FAST, load_settings())
+    assert again.discrimination.to_dict() == first.discrimination.to_dict() and measured == [1]
     runs.write_qrels({q: {GOLD[q]: 2} for q in QIDS}, dp.qrels)  # other grades: measured again
-    analyse.run(dp, FAST)
+    analyse.run(dp, FAST, load_settings())
     assert measured == [1, 1]

@@ -12,6 +12,7 @@ import pytest
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import analyse
 from rerankeval.evaluate.analysis_records import INPUTS_FILE, read_inputs, write_inputs
 from rerankeval.report import history
@@ -111,15 +112,16 @@ def _mini(tmp_path, monkeypatch):
 def test_an_edited_question_between_two_real_analyses_is_named_on_the_index_line(tmp_path, monkeypatch):
     dp = _mini(tmp_path, monkeypatch)
     fast = {"ks": [1, 3], "final_k": 3, "n_boot": 100, "n_perm": 100, "verify_with": []}
-    analyse.write(dp, analyse.run(dp, fast))
+    analyse.write(dp, analyse.run(dp, fast, load_settings()))
     assert history.since_previous(dp, {"created_utc": "2026-12-01T10:00:00+00:00"}, "ndcg@3") == history.FIRST_RUN
     rows = [json.loads(x) for x in dp.queries.read_text().splitlines()]
     rows[1]["text"] = "question 2, as a reviewer edited it"
     atomic_write_jsonl(dp.queries, rows)
-    analyse.write(dp, analyse.run(dp, fast))
+    analyse.write(dp, analyse.run(dp, fast, load_settings()))
     line = history.since_previous(dp, {"created_utc": "2026-12-01T11:00:00+00:00"}, "ndcg@3")
     assert "not compared" in line and "1 edited (q2)" in line
-    analyse.write(dp, analyse.run(dp, fast))  # the same questions again: the difference is shown, nothing else moved
+    # the same questions again: the difference is shown, nothing else moved
+    analyse.write(dp, analyse.run(dp, fast, load_settings()))
     line = history.since_previous(dp, {"created_utc": "2026-12-01T12:00:00+00:00"}, "ndcg@3")
     assert "unchanged since the run of 2026-12-01 11:00 UTC" in line and line.endswith(
         "Same questions, grades and parameters.")

@@ -13,7 +13,7 @@ from builders import hand_made_stages
 from fakellm import FakeLLM, _passages
 from rerankeval import rerank
 from rerankeval.core import runs
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import instructions
 from rerankeval.evaluate import analyse, injection
 from rerankeval.report import render
@@ -50,7 +50,7 @@ def _chain(tmp_path, monkeypatch, planted: bool, rule=None):
         settings = Settings(base_url=fake.base_url, api_key="k", model="fake", timeout=5, max_retries=0)
         params = rerank.Params(pool_k=6, mode="listwise", alpha=1.0, window=6, step=6)
         rerank.write(dp, rerank.run(dp, params, settings, progress=False))
-    a = analyse.run(dp, FAST)
+    a = analyse.run(dp, FAST, load_settings())
     analyse.write(dp, a)
     return dp, a, render.write_index(dp, []).read_text(encoding="utf-8")
 
@@ -138,7 +138,7 @@ def test_a_judge_that_obeys_a_page_is_listed_with_what_its_grades_did_to_the_hea
     qrels_source=human+llm those grades count, and the index says how much."""
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     dp = _judged(tmp_path, {q: {UNITS[3]: 3} for q in QIDS})
-    a = analyse.run(dp, FAST | {"qrels_source": "human+llm"})
+    a = analyse.run(dp, FAST | {"qrels_source": "human+llm"}, load_settings())
     analyse.write(dp, a)
     row = pd.DataFrame(a.injection["flagged"]).iloc[0]
     assert (row.unit, row.stage, row.why) == (UNITS[3], "judge", "the judge's grade 3 for 6 of 6 unrelated queries")

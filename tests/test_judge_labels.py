@@ -13,7 +13,7 @@ from fakellm import FakeLLM
 from rerankeval.core import judge_grades, runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.evaluate import analyse
 from rerankeval.llm.cache import LLMCache
 from rerankeval.questions import assess
@@ -62,7 +62,7 @@ def _judge(dp, tmp_path, model: str, grade: int) -> dict:
 def _index(dp, source: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = analyse.run(dp, FAST | {"qrels_source": source})
+        a = analyse.run(dp, FAST | {"qrels_source": source}, load_settings())
     analyse.write(dp, a)
     return a, render.write_index(dp, []).read_text(encoding="utf-8")
 

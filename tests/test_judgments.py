@@ -11,6 +11,7 @@ import pytest
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import analyse, judgments
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
@@ -56,7 +57,7 @@ def _dataset(tmp_path):
 
 def _analyse(dp):
     a = analyse.run(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 50, "n_perm": 50,
-                                  "verify_with": []})
+                                  "verify_with": []}, load_settings())
     analyse.write(dp, a)
     return a
 

@@ -19,7 +19,7 @@ from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.evaluate import analyse
 from rerankeval.llm.cache import LLMCache
 from rerankeval.report import render as report
@@ -57,7 +57,7 @@ def _dead_url() -> str:
 def _analyse(dp) -> None:
     """Notebook 05's analysis and writer (small n_boot), so that metrics.csv and the summary exist."""
     a = analyse.run(dp, {"ks": [1, 3, 10], "final_k": POOL_K, "pool_k": POOL_K, "n_boot": 200, "n_perm": 200,
-                                  "stats_seed": 0})
+                                  "stats_seed": 0}, load_settings())
     analyse.write(dp, a)
 
 

@@ -9,6 +9,7 @@ import pytest
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.runs import write_trec
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import manifest as MF
 
 
@@ -95,8 +96,9 @@ def test_build_and_write_manifest(tmp_path, monkeypatch):
     )
     atomic_write_json(dp.stage_dir("retrieve") / "params.json", {"rrf_k": 60})
     write_trec({"q": {"a": 1.0}}, dp.run_file("bm25"), "bm25")
-    man = MF.build_manifest(dp, extra={"pool_k": 20})
-    path = MF.write_manifest(dp, man)
+    settings = load_settings()  # the environment's, as notebook 05 passes them
+    man = MF.build_manifest(dp, settings, extra={"pool_k": 20})
+    path = MF.write_manifest(dp, man, settings)
     text = path.read_text()
     assert "plainkey-987654321" not in text and "pw123456" not in text and "hf_x" not in text
     back = json.loads(text)

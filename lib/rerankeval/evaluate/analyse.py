@@ -1,5 +1,5 @@
-"""Stage 05 as a library: ``run(dp, AnalysisParams(...)) -> Analysis`` computes what notebook 05 shows (:mod:`.views`
-words it), ``write(dp, analysis)`` writes ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``,
+"""Stage 05 as a library: ``run(dp, AnalysisParams(...), settings) -> Analysis`` computes what notebook 05 shows
+(:mod:`.views` words it), ``write(dp, analysis)`` writes ``metrics.csv``, ``per_query.csv``, ``analyse/summary.json``,
 ``comparisons.csv``, ``discrimination.csv`` (:mod:`.discrimination`), ``injection.json`` (:mod:`.injection`: units
 that instruct the model, with the headline with and without them), ``incomplete.json`` (:mod:`.holes`: the bounds
 over the unjudged units and which comparisons they leave undecided) and the manifest. Reads (stages 01, 03, 04, 09):
@@ -30,6 +30,7 @@ from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file, sha256_json
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths, cache_dir
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import agreement as agree
 from rerankeval.evaluate import (
@@ -96,6 +97,7 @@ class Analysis:
     rank_shift: pd.DataFrame
     by_slice: pd.DataFrame
     summary: Summary
+    settings: Settings = field(repr=False)  # given to run: the manifest records them (nothing reads the environment)
     warnings: list[str] = field(default_factory=list)
     known_limitations: pd.DataFrame | None = None  # issue 11: rerankeval.evaluate.limitations.table
     discrimination: discrim.Discrimination | None = None  # issue 22: the reranker model's AUC
@@ -279,8 +281,9 @@ def _discrimination(dp: DatasetPaths, qrels: runs.Qrels, qids: list[str], p: Ana
     return disc
 
 
-def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysis:
-    """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc."""
+def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any], settings: Settings) -> Analysis:
+    """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc.
+    ``settings`` (the caller's, e.g. ``load_settings()`` in notebook 05) are what :func:`write`'s manifest records."""
     from rerankeval.rerank import ledger as ledger_mod  # here: the package imports the LLM client (openai)
 
     p = AnalysisParams.of(params)
@@ -325,7 +328,8 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any]) -> Analysi
         funnel_by_k=by_k, first_ranks=funnel.first_relevant_ranks(loaded, qrels, qs.qids),
         rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
-        summary=summary, warnings=warn, known_limitations=limitations.analyse(dp, loaded, qrels, queries),
+        summary=summary, settings=settings, warnings=warn,
+        known_limitations=limitations.analyse(dp, loaded, qrels, queries),
         discrimination=disc, human_qrels=human, other=other,
         injection=injection.analyse(dp, loaded, qrels, human, qs.qids, headline, p.missing_queries),
         holes=holes.analyse(loaded, qrels, qs.qids, summary.baseline, k=p.final_k))
@@ -388,8 +392,8 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         "inputs": write_inputs(dp, inputs_record(dp, a.params, a.queries, a.qrels, a.query_set.qids,
                                                  a.summary.judging)),
     }
-    man = manifest.build_manifest(dp, variants=list(a.runs), extra=a.summary.to_dict())
-    out["manifest"] = manifest.write_manifest(dp, man)
+    man = manifest.build_manifest(dp, a.settings, variants=list(a.runs), extra=a.summary.to_dict())
+    out["manifest"] = manifest.write_manifest(dp, man, a.settings)
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_json, sha256_file
 from rerankeval.core.paths import ROOT, DatasetPaths, cache_dir, qdrant_dir, results_dir
-from rerankeval.core.settings import REDACTED, Settings, load_settings, looks_secret, scrub_url, secrets_of
+from rerankeval.core.settings import REDACTED, Settings, looks_secret, scrub_url, secrets_of
 from rerankeval.core.settings import redact as redact_text
 
 SMALL_JSON = 64 * 1024  # JSON files up to this size are copied into the manifest
@@ -221,15 +221,15 @@ def _qdrant(dp: DatasetPaths, settings: Settings, index_man: Mapping[str, Any], 
 
 def build_manifest(
     dp: DatasetPaths,
+    settings: Settings,
     variants: Sequence[str] | None = None,
     extra: Mapping[str, Any] | None = None,
-    settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Everything needed to reproduce the evaluation of ``dp``, already redacted.
 
-    ``settings``: the settings in use (default: :func:`rerankeval.core.settings.load_settings`).
+    ``settings``: the settings in use (the caller's: nothing here reads the environment), whose LLM endpoint and
+    Qdrant location the manifest records and whose secrets it scrubs.
     """
-    settings = settings if settings is not None else load_settings()
     stats = _stats(dp)
     index_files = _small_jsons(dp.index_dir, dp.root)
     stage_files: dict[str, Any] = {}

@@ -143,6 +143,7 @@ class CachedEncoder:
     _ident: dict
 
     kind = "in-process"  # what encodes: recorded in the index manifest, named when two encoders are mixed
+    load_seconds: float = 0.0  # wall seconds spent loading the model so far (a one-off, not a cost of each text)
 
     def describe(self) -> str:
         """The encoder in words, for messages: the model and where it runs."""
@@ -252,9 +253,10 @@ class Embedder(CachedEncoder):
 
     @property
     def model(self):
-        """The SentenceTransformer, loaded on first use, offline only."""
+        """The SentenceTransformer, loaded on first use, offline only (its seconds add to :attr:`load_seconds`)."""
         if self._model is None:
             src = str(self.path) if self.path is not None else self.model_id
+            t0 = time.perf_counter()
             try:
                 self._model = load_sentence_transformer(src, self.device)
             except OSError as exc:
@@ -262,6 +264,8 @@ class Embedder(CachedEncoder):
                     f"cannot load the embedding model {src!r} from local files ({exc}); give a local "
                     "sentence-transformers folder (nothing is downloaded)."
                 ) from exc
+            finally:
+                self.load_seconds += time.perf_counter() - t0
         return self._model
 
     def _encode_missing(self, missing: dict[str, str], have: dict[str, np.ndarray], desc: str) -> None:

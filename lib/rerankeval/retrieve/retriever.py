@@ -26,11 +26,13 @@ if TYPE_CHECKING:  # the indexes' modules (BM25 with scipy, Qdrant, the embedder
 REWRITES = {names.HYBRID_REFORMULATE: names.HYBRID}  # variant -> the variant a query-rewriting step follows
 VARIANTS = (*variants.names(), *REWRITES)  # every variant stage 03 can search (names.names(names.RETRIEVE))
 BASE_VARIANTS = (names.VECTOR, names.BM25, names.HYBRID, names.QDRANT_HYBRID)  # need no model
+MODEL_LOAD = "model_load_seconds"  # a record's one-off model load (evaluate.costs.MODEL_LOAD reads the same key)
 
 
 @dataclass
 class Retrieval:
-    """One variant's result: ``run`` over relevance units and ``chunk_run`` over chunks, both full depth."""
+    """One variant's result: ``run`` over relevance units and ``chunk_run`` over chunks, both full depth; ``params``:
+    the budget, and :data:`MODEL_LOAD` when the search loaded the embedding model (inside its ``seconds``)."""
 
     variant: str
     run: Run
@@ -186,7 +188,7 @@ class Retriever:
         _check_searchable(variant)
         if leg_k < 1 or pool_k < 1:
             raise ValueError("leg_k and pool_k must be >= 1")
-        t0 = time.perf_counter()
+        t0, loaded = time.perf_counter(), _load_seconds(self.embedder)
         queries = dict(queries)
         budget = variants.Budget(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights)
         searched = REWRITES.get(variant, variant)
@@ -196,7 +198,8 @@ class Retriever:
             found = variants.Runs(*_rewrite_step(rewrite).apply(self, queries, variants.complete(found, queries),
                                                                 leg_k=leg_k, rrf_k=rrf_k))
         run, chunk_run = variants.complete(found, queries)
-        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0, budget.record())
+        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0,
+                         {**budget.record(), **_model_load(_load_seconds(self.embedder) - loaded)})
 
 
 def _check_searchable(variant: str) -> None:
@@ -208,6 +211,18 @@ def _check_searchable(variant: str) -> None:
         raise ValueError(f"variant {variant!r} is produced by the {stage} stage, not "
                          f"searched here; stage 03 searches {', '.join(VARIANTS)}")
     variants.get(variant)  # raises: unknown variant
+
+
+def _load_seconds(embedder: CachedEncoder) -> float:
+    """The encoder's model-load seconds so far (0 for a stand-in without :attr:`CachedEncoder.load_seconds`)."""
+    return float(getattr(embedder, "load_seconds", 0.0))
+
+
+def _model_load(seconds: float) -> dict[str, float]:
+    """``{MODEL_LOAD: seconds}`` when this search loaded the embedding model (a one-off counted in its seconds, which
+    stage 05's cost per query leaves out: :func:`rerankeval.evaluate.costs.retrieval_seconds`), else nothing."""
+    seconds = round(seconds, 3)
+    return {MODEL_LOAD: seconds} if seconds > 0 else {}
 
 
 def _rewrite_step(rewrite: Reformulate | None) -> Reformulate:
