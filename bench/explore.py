@@ -36,12 +36,14 @@ import io
 import statistics
 import time
 
-from rerankeval.apps import explore
+from rerankeval.apps.explore.engine import Explorer
+from rerankeval.apps.explore.view import Exploration
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.settings import load_settings
 
 
-def timed(ex: explore.Explorer, query: str, k: int) -> tuple[float, explore.Exploration]:
+def timed(ex: Explorer, query: str, k: int) -> tuple[float, Exploration]:
     t0 = time.perf_counter()
     x = ex.show(query, k)
     return time.perf_counter() - t0, x
@@ -60,7 +62,7 @@ class _Seen(io.StringIO):
         return super().write(s)
 
 
-def watched(ex: explore.Explorer, query: str, k: int) -> dict:
+def watched(ex: Explorer, query: str, k: int) -> dict:
     """One call of ``ex.show`` with stdout/stderr captured: seconds, first sign of progress, lines written."""
     first: list[float] = []
     t0 = time.perf_counter()
@@ -79,7 +81,6 @@ def prepare(dp: paths.DatasetPaths) -> None:
     """Stage 02 and the bm25, vector and hybrid runs of ``dp`` from its stage-01 outputs (no LLM), if missing."""
     from rerankeval import index
     from rerankeval.core import runs
-    from rerankeval.core.settings import load_settings
     from rerankeval.corpus import contract
     from rerankeval.retrieve.retriever import Retriever
 
@@ -97,7 +98,7 @@ def prepare(dp: paths.DatasetPaths) -> None:
     print(f"prepared {dp.root}: index and runs of bm25, vector, hybrid for {len(queries)} queries")
 
 
-def reranker_state(x: explore.Exploration) -> str:
+def reranker_state(x: Exploration) -> str:
     """How the hybrid_rerank column was made: its ledger (status, fresh calls / calls), or why it is missing."""
     col = next((c for c in x.columns if c.variant == "hybrid_rerank"), None)
     if col is None or col.unavailable or not x.ledger:
@@ -117,8 +118,9 @@ def main() -> None:
     if args.prepare:
         prepare(dp)
         return
+    settings = load_settings()
     t0 = time.perf_counter()
-    ex = explore.Explorer(dp)
+    ex = Explorer(dp, settings)
     out: dict = {"dataset": dp.name, "k": args.k, "open_s": round(time.perf_counter() - t0, 3)}
     qids = [q for q in ex.table if q in ex.qrels][: args.n + 1]
     out["judged_s"] = [round(timed(ex, q, args.k)[0], 4) for q in qids[1:]]

@@ -15,6 +15,7 @@ import pytest
 from fakellm import FakeLLM
 from rerankeval import rerank
 from rerankeval.apps import chain, explore
+from rerankeval.apps.explore.engine import Explorer, example_queries
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import NOTEBOOKS_DIR, resolve_dataset
@@ -59,7 +60,7 @@ def _dataset(tmp_path):
 
 def test_a_judged_query_shows_every_saved_variant_with_grades_ledger_and_ranks_before(tmp_path):
     dp = _dataset(tmp_path)
-    x = explore.Explorer(dp).show("q1", k=3)
+    x = Explorer(dp, load_settings()).show("q1", k=3)
     assert [c.variant for c in x.columns] == ["bm25", "hybrid", "hybrid_rerank"] and not x.live
     hybrid, rr = x.columns[1].hits, x.columns[2].hits
     assert [(h.rank, h.unit_id, h.grade) for h in hybrid] == [(1, UNITS[0], 2), (2, UNITS[1], None),
@@ -72,7 +73,7 @@ def test_a_judged_query_shows_every_saved_variant_with_grades_ledger_and_ranks_b
     assert "<mark>alpha</mark> <mark>configuration</mark>" in html  # query terms highlighted (stems match)
     assert len(x.frame()) == 9 and set(x.frame().variant) == {"bm25", "hybrid", "hybrid_rerank"}
     # the same query typed as text is recognised as q1
-    assert explore.Explorer(dp).show("  Alpha   configuration ", k=3).qid == "q1"
+    assert Explorer(dp, load_settings()).show("  Alpha   configuration ", k=3).qid == "q1"
 
 
 def test_the_rerank_column_shows_the_llm_s_own_scores_from_stage_04(tmp_path):
@@ -81,7 +82,7 @@ def test_the_rerank_column_shows_the_llm_s_own_scores_from_stage_04(tmp_path):
     dp.rerank_candidates.write_text("qid,pass,docid,fused_rank,presented_rank,llm_score,final_rank\n"
                                     f"q1,main,{UNITS[4]},5,5,0.875,1\nq1,main,{UNITS[3]},4,4,0.5,2\n"
                                     f"q1,stability,{UNITS[3]},4,1,0.1,1\n", encoding="utf-8")
-    x = explore.Explorer(dp).show("q1", k=3)
+    x = Explorer(dp, load_settings()).show("q1", k=3)
     rr = next(c for c in x.columns if c.variant == "hybrid_rerank").hits
     assert [(h.unit_id, h.llm_score) for h in rr] == [(UNITS[4], 0.875), (UNITS[3], 0.5), (UNITS[2], None)]
     html = x._repr_html_()
@@ -103,7 +104,7 @@ def test_a_query_with_no_judged_units_is_shown_without_grades(tmp_path):
 def test_free_text_without_indexes_says_to_run_stage_02(tmp_path):
     dp = _dataset(tmp_path)
     with pytest.raises(StageMissing, match=r"never builds indexes.*|--only 02"):
-        explore.Explorer(dp).show("something nobody asked", k=3)
+        Explorer(dp, load_settings()).show("something nobody asked", k=3)
 
 
 def test_a_grade_recorded_in_the_explorer_shows_at_once_and_a_conflict_is_refused(tmp_path):
@@ -121,7 +122,7 @@ def test_examples_are_the_diff_views_largest_changes(tmp_path):
     dp.per_query_csv.write_text("variant,qid,metric,value\n" + "".join(
         f"{v},{q},ndcg@10,{val}\n" for v, q, val in [("hybrid", "q1", 1.0), ("hybrid_rerank", "q1", 0.2),
                                                       ("hybrid", "q2", 0.5), ("hybrid_rerank", "q2", 0.6)]))
-    assert explore.example_queries(dp, 1) == ["q1"] and explore.Explorer(dp).examples(2) == ["q1", "q2"]
+    assert example_queries(dp, 1) == ["q1"] and Explorer(dp, load_settings()).examples(2) == ["q1", "q2"]
 
 
 def test_the_chain_runs_the_explorer_after_the_stages_it_reads():
@@ -135,16 +136,15 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
     papermill = pytest.importorskip("papermill")
     from builders import extract_corpus
     from indexing import build_index
+    from rerankeval import retrieve
     from rerankeval.evaluate import analyse
-    from rerankeval.retrieve import stage as retrieve
+    from rerankeval.retrieve.retriever import BASE_VARIANTS
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     dp = resolve_dataset(str(tiny_pdf))
     extract_corpus(dp)
     build_index(dp)
-    with retrieve.Retriever(dp, progress=False) as r:
-        for v in retrieve.BASE_VARIANTS:
-            retrieve.retrieve(dp, v, leg_k=10, pool_k=3, retriever=r)
+    retrieve.write(dp, retrieve.run(dp, retrieve.Params(leg_k=10, pool_k=3, variants=BASE_VARIANTS), load_settings()))
     with FakeLLM() as f:
         for k, v in {"OPENAI_BASE_URL": f.base_url, "OPENAI_API_KEY": "sk-fake", "RERANK_MODEL": "fake"}.items():
             monkeypatch.setenv(k, v)

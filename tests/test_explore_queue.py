@@ -1,4 +1,4 @@
-"""Issue 34 item 2: what to judge next in the explorer (``explore.next_to_judge``, ``apps.explore_queue``), read
+"""Issue 34 item 2: what to judge next in the explorer (``explore.next_to_judge``, ``apps.explore.queue``), read
 from the saved runs and the judgments without re-running the chain; its bad inputs (more units than are unjudged, a
 grade for a unit no run retrieved, identical runs, the judgments file changed on disk while the explorer is open)."""
 

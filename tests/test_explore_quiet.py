@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from rerankeval.apps.explore_search import LiveSearch, quiet_models
+from rerankeval.apps.explore.search import LiveSearch, quiet_models
 
 
 def _bar() -> None:

@@ -9,6 +9,8 @@ import json
 import pytest
 
 from rerankeval.apps import explore
+from rerankeval.apps.explore.engine import Explorer
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import judgments
 from test_explore import UNITS, _dataset
 
@@ -96,7 +98,7 @@ def test_the_search_button_shows_the_typed_query(ui):
 
 
 def _free_text(ui, monkeypatch, text="where does delta log"):
-    from rerankeval.apps.explore_view import Column, Exploration, Hit
+    from rerankeval.apps.explore.view import Column, Exploration, Hit
 
     shown = Exploration(ui.dp.name, text, None, True, 3, [Column("bm25", [Hit(1, UNITS[3], 1.0, None, "", "")])], {},
                         None, frozenset(), 0.0)
@@ -119,7 +121,7 @@ def test_free_text_is_added_as_a_question_from_the_button_under_a_hit(ui, monkey
 
 def _fake_live(ex):
     """A live search whose retriever returns the saved bm25 list of q1 (free text needs indexes otherwise)."""
-    from rerankeval.apps.explore_search import LiveSearch
+    from rerankeval.apps.explore.search import LiveSearch
     from rerankeval.core import runs
 
     saved = runs.read_trec(ex.dp.run_file("bm25"))["q1"]
@@ -151,7 +153,7 @@ def test_a_free_text_search_says_what_it_does_in_the_status_line_and_prints_noth
 
 def test_a_plain_show_of_free_text_prints_no_progress_unless_asked(tmp_path, monkeypatch, capsys):
     dp = _dataset(tmp_path)
-    ex = explore.Explorer(dp)
+    ex = Explorer(dp, load_settings())
     monkeypatch.setattr(ex, "_live", _fake_live(ex))
     assert ex.show("where do delta logs go", 3).live and capsys.readouterr().out == ""
     steps = []

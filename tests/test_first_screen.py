@@ -68,7 +68,7 @@ def test_a_mostly_unjudged_top_k_is_warned_about_with_the_next_step():
 
 
 def test_an_id_like_string_that_is_no_id_gets_a_did_you_mean():
-    from rerankeval.apps.explore import Explorer
+    from rerankeval.apps.explore.engine import Explorer
 
     ex = Explorer.__new__(Explorer)  # only the query table and the dataset name are needed
     ex.table = {f"dm-{i:03d}": f"question {i}" for i in range(1, 61)}

@@ -14,8 +14,8 @@ from builders import hand_made_stages
 from fakellm import FakeLLM
 from rerank_data import run_cached
 from rerankeval import rerank
-from rerankeval.apps import explore
 from rerankeval.apps.ask.inputs import resolve_variant
+from rerankeval.apps.explore.engine import example_queries
 from rerankeval.core.names import HYBRID_RERANK_EXPAND
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import Settings
@@ -85,7 +85,7 @@ def test_variants_and_queries_named_like_missing_values_are_ids_in_the_explorers
     change = {"null": 0.8, "N/A": 0.5, "q3": 0.1}
     dp.per_query_csv.write_text("variant,qid,metric,value\n" + "".join(
         f"NA,{q},ndcg@10,1.0\nNone,{q},ndcg@10,{1.0 - d}\nhybrid,{q},ndcg@10,\n" for q, d in change.items()))
-    assert explore.example_queries(dp, 3, pair=("NA", "None")) == ["null", "N/A", "q3"]
+    assert example_queries(dp, 3, pair=("NA", "None")) == ["null", "N/A", "q3"]
 
 
 def test_a_variant_named_NA_can_be_the_winner_and_null_is_still_known_as_incomplete(tmp_path):

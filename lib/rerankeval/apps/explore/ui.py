@@ -3,7 +3,7 @@ the encoder…", "searching vector (2 of 6 variants)…", then what happened or 
 view with grade buttons under each hit (0 to the top grade of the dataset's scale; ``?`` marks a unit nobody
 judged), or "answers it" under each hit of free text. Part of :mod:`rerankeval.apps.explore` (call it as
 ``explore.widget``); it is handed the dataset's explorer rather than importing that module. With drafted questions
-it adds the review row of :mod:`rerankeval.apps.explore_review_widget`."""
+it adds the review row of :mod:`rerankeval.apps.explore.review_widget`."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rerankeval.apps.explore_view import Exploration, Hit, widget_column_html, widget_head_html, widget_hit_html
+from rerankeval.apps.explore.view import Exploration, Hit, widget_column_html, widget_head_html, widget_hit_html
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.paths import DatasetPaths
-from rerankeval.core.settings import Settings, load_settings
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import judgments
 from rerankeval.report.fragments import status_html, verdict_html
 
 
-def in_chain(settings: Settings | None = None) -> bool:
+def in_chain(settings: Settings) -> bool:
     """True inside a chain run (papermill; ``RERANKEVAL_STAGE``, ``Settings.stage``): no interactive UI there."""
-    return bool((settings or load_settings()).stage)
+    return bool(settings.stage)
 
 
 def _markdown(text: str) -> Any:
@@ -34,21 +34,22 @@ def _markdown(text: str) -> Any:
 
 def widget(dp: DatasetPaths, k: int, open_explorer: Callable[[DatasetPaths], Any],
            add_question: Callable[..., str]) -> Any:
-    """The ipywidgets explorer over ``open_explorer(dp)`` (an :class:`~rerankeval.apps.explore.Explorer`), adding
-    free text as a question with ``add_question(dp, text, [unit])`` (``explore.add_question``); its
-    :class:`ExplorerUI` is the box's ``ui`` attribute. Without ipywidgets (or inside a chain run) a Markdown
-    message says how to call ``explore.show`` instead."""
+    """The ipywidgets explorer over ``open_explorer(dp)`` (an :class:`~rerankeval.apps.explore.engine.Explorer`,
+    whose settings say whether this is a chain run), adding free text as a question with ``add_question(dp, text,
+    [unit])`` (``explore.add_question``); its :class:`ExplorerUI` is the box's ``ui`` attribute. Without ipywidgets
+    (or inside a chain run) a Markdown message says how to call ``explore.show`` instead."""
     try:
         import ipywidgets as w
     except ImportError:
         return _markdown("**ipywidgets is not installed**: call `explore.show(dp, query, k)` and "
                          "`explore.judge(dp, qid, unit_id, grade)` instead, or `pip install -r requirements.txt` "
                          "(it pins ipywidgets) for the interactive explorer.")
-    if in_chain():
+    ex = open_explorer(dp)
+    if in_chain(ex.settings):
         return _markdown("Interactive explorer: open this notebook in JupyterLab (`make lab`).")
-    ui = ExplorerUI(w, open_explorer(dp), dp, k, add_question)
+    ui = ExplorerUI(w, ex, dp, k, add_question)
     if dp.source_draft_queries.is_file():  # drafted questions: the review row (accept / edit / reject / promote)
-        from rerankeval.apps.explore_review_widget import ReviewUI
+        from rerankeval.apps.explore.review_widget import ReviewUI
 
         ui.review = ReviewUI(w, ui, dp)
         ui.box.children = (*ui.box.children[:-1], ui.review.box, ui.box.children[-1])
@@ -101,7 +102,7 @@ class ExplorerUI:
         self.rows: dict[str, list[HitRow]] = {}
         self.titles: list[tuple[Any, Any]] = []  # (column, its title's HTML widget)
         self.head: Any = None  # the view's head (HTML widget)
-        self.review: Any = None  # the drafts' review row (explore_review_widget.ReviewUI), when there are drafts
+        self.review: Any = None  # the drafts' review row (review_widget.ReviewUI), when there are drafts
         self.text.observe(lambda ch: ch["new"].strip() and self.run(ch["new"]), names="value")
         self.search.on_click(lambda _: self.text.value.strip() and self.run(self.text.value))
         self.pick.observe(lambda ch: ch["new"] and self.run(ch["new"]), names="value")
@@ -210,7 +211,7 @@ class ExplorerUI:
 
     def show_judging(self, n: int = 0) -> Any:
         """Refresh the comparisons' status from the saved runs and the judgments (``n`` > 0: with the next ``n``
-        units and why each matters); the :class:`~rerankeval.apps.explore_queue.NextUnits`, or None on an error."""
+        units and why each matters); the :class:`~rerankeval.apps.explore.queue.NextUnits`, or None on an error."""
         try:
             got = self.ex.next_to_judge(max(n, 1))
         except (ReRankEvalError, ValueError, FileNotFoundError) as exc:

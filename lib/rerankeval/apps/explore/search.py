@@ -21,6 +21,7 @@ from rerankeval.core import runs
 from rerankeval.core.names import BM25, CROSS_ENCODER, HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run, ranked
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 
 FREE_QID = "free-text"
@@ -67,14 +68,14 @@ class LiveSearch:
     """Free-text search through stage 03's :class:`~rerankeval.retrieve.retriever.Retriever` over the saved indexes,
     with each variant's recorded parameters, and stage 04's cached LLM reranker with its recorded configuration."""
 
-    def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str], say: Callable[[str], None] = print):
-        from rerankeval.core.settings import load_settings
+    def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str], settings: Settings,
+                 say: Callable[[str], None] = print):
         from rerankeval.retrieve.retriever import Retriever
 
-        self.dp, self.unit_of, self.say = dp, unit_of, say
+        self.dp, self.unit_of, self.settings, self.say = dp, unit_of, settings, say
         self.llm_scores: dict[str, float | None] = {}  # the last live rerank's own scores, by unit
         try:
-            self.retriever = Retriever(dp, load_settings(), progress=False)
+            self.retriever = Retriever(dp, settings, progress=False)
         except FileNotFoundError as exc:  # StageMissing: no index manifest, or one built from other chunks
             raise corpus.StageMissing(
                 f"free-text search needs the saved indexes of {dp.name}, and they are missing or stale ({exc}). "
@@ -143,7 +144,6 @@ class LiveSearch:
         import json
         from dataclasses import replace
 
-        from rerankeval.core.settings import load_settings
         from rerankeval.llm.cache import LLMCache
         from rerankeval.llm.server import check_endpoint
         from rerankeval.rerank.config import Candidate, Params
@@ -152,7 +152,7 @@ class LiveSearch:
         if not self.dp.rerank_summary.exists():
             return {}, "stage 04 has not run (no rerank summary): run 04-rerank first", None
         summary = json.loads(self.dp.rerank_summary.read_text(encoding="utf-8"))
-        settings = load_settings()
+        settings = self.settings
         if not settings.configured:
             return {}, "no LLM endpoint configured: make lab starts one, or set OPENAI_BASE_URL in .env", None
         self.say("reranking with the LLM: checking its endpoint\u2026")

@@ -20,7 +20,7 @@ NO_DRAFTS = "no drafted questions (make questions DATASET=...)"
 
 
 class ReviewUI:
-    """The review row of :class:`~rerankeval.apps.explore_widget.ExplorerUI` (``ui``): :attr:`box` is added to
+    """The review row of :class:`~rerankeval.apps.explore.ui.ExplorerUI` (``ui``): :attr:`box` is added to
     the explorer's box; its messages go to the explorer's status line."""
 
     def __init__(self, w: Any, ui: Any, dp: DatasetPaths) -> None:
