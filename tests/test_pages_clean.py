@@ -9,6 +9,7 @@ run is absent. The index of a small hand-made dataset is checked always.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -19,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 
 BAD_CELLS = {"NaN", "nan", "None", "NaT", "<NA>", "True", "False"}
 LONG_FLOAT = re.compile(r"(?<![\w.])\d+\.\d{10,}")
 REPR = re.compile(r"[{\[]'[^']{0,60}'\s*[:,]")
 DEFAULT = paths.ROOT / "results" / "debian-manuals"
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really an image").decode()
 
 
 class _Page(HTMLParser):
@@ -35,6 +38,7 @@ class _Page(HTMLParser):
         self.text: list[str] = []
         self.cells: list[str] = []
         self.headers: list[str] = []
+        self.column_names: list[str] = []  # the text of the header cells inside a <thead>
         self.unwrapped = 0
         self._stack: list[tuple[str, bool, bool]] = []  # tag, hidden (code/style), a div.scroll
         self._cell: list[str] | None = None
@@ -64,6 +68,8 @@ class _Page(HTMLParser):
             self.cells.append("".join(self._cell).strip())
             if self._th is not None:
                 self.headers.append("".join(self._th))
+                if any(t == "thead" for t, _, _ in self._stack):
+                    self.column_names.append("".join(self._cell).strip())
             self._cell = self._th = None
 
     def handle_data(self, data: str) -> None:
@@ -76,12 +82,47 @@ class _Page(HTMLParser):
             self._th.append(data)
 
 
-def defects(html_text: str) -> list[str]:
-    """What is wrong with one page, in words (empty: clean)."""
+FLOAT_COUNT = re.compile(r"(\d+)\.0{2,}")  # a whole number printed as a float: "38.0000"
+QUOTED_MESSAGE = re.compile(r"(?<!\w)'[A-Z][^'\n]{3,}[.!?]'")  # a sentence shown as a Python string: 'No file ...'
+CLASS_NAME = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]+){2,}")  # a cell that is only a class name: NoNewQuery
+NO_ALT = re.compile(r"<img\b(?![^>]*\balt=\"(?!No description has been provided)[^\"]+\")[^>]*>", re.I)
+SNAKE = re.compile(r"[a-z][a-z0-9@.]*(?:_[a-z0-9@.]+)+")
+
+
+def _variant_names() -> re.Pattern:
+    from rerankeval.core.names import names
+
+    return re.compile("|".join(re.escape(n) for n in sorted(names(), key=len, reverse=True)))
+
+
+VARIANT = _variant_names()
+BACK = re.compile(r"<a\b[^>]*href=\"index\.html\"")
+
+
+def _layout_defects(html_text: str, name: str) -> list[str]:
+    """Images without alt text, a notebook page without a link back to the index, ``<pre>`` text that breaks
+    inside words (JupyterLab's ``word-break: break-all`` not undone)."""
+    out = [f"image without alt text {m.group(0)[:120]!r}" for m in NO_ALT.finditer(html_text)]
+    out += ["no link back to the index"] if name != "index.html" and not BACK.search(html_text) else []
+    styles = " ".join(re.findall(r"<style\b[^>]*>(.*?)</style>", html_text, flags=re.S))
+    if "break-all" in styles and not re.search(r"pre\s*\{[^}]*word-break:\s*normal", styles):
+        out.append("<pre> text breaks mid-word (word-break: break-all)")
+    if re.search(r"(?:^|[}\s])pre\s*\{[^}]*overflow-wrap:\s*anywhere", styles):  # a table squeezes it mid-word
+        out.append("<pre> text breaks mid-word (overflow-wrap: anywhere)")
+    return out
+
+
+def defects(html_text: str, name: str = "index.html") -> list[str]:
+    """What is wrong with one page (its file ``name``), in words (empty: clean)."""
+    out = _layout_defects(re.sub(r"data:[^\"')\s]+", "", html_text), name)
     page = _Page()
     page.feed(re.sub(r"data:[^\"')\s]+", "", html_text))
     text = " ".join(page.text)
-    out = [f"cell {c!r}" for c in page.cells if c in BAD_CELLS]
+    out += [f"cell {c!r}" for c in page.cells if c in BAD_CELLS]
+    out += [f"count as a float {c!r}" for c in page.cells if (m := FLOAT_COUNT.fullmatch(c)) and int(m.group(1)) > 1]
+    out += [f"class name {c!r}" for c in page.cells if CLASS_NAME.fullmatch(c)]
+    out += [f"quoted message {m!r}" for m in QUOTED_MESSAGE.findall(text)]
+    out += [f"snake_case header {h!r}" for h in page.column_names if SNAKE.fullmatch(h) and "_" in VARIANT.sub("", h)]
     out += [f"repr {m!r}" for m in REPR.findall(text)]
     out += [f"long float {m}" for m in LONG_FLOAT.findall(text)]
     out += ["capitalised 'DOES NOT'"] * text.count("DOES NOT")
@@ -134,7 +175,7 @@ def real_report(tmp_path_factory):
 def test_every_page_of_the_default_report_is_clean(real_report):
     pages = sorted(real_report.report_dir.glob("*.html"))
     assert len(pages) >= 6 and real_report.report_index in pages
-    found = {p.name: defects(p.read_text(encoding="utf-8")) for p in pages}
+    found = {p.name: defects(p.read_text(encoding="utf-8"), p.name) for p in pages}
     assert not {k: v for k, v in found.items() if v}, found
 
 
@@ -145,8 +186,10 @@ def _small_index(tmp_path: Path) -> Path:
 
     dp = make_fake_dataset(tmp_path / "src")
     a = analyse.run(dp, analyse.AnalysisParams(dataset=str(dp.source), n_boot=200, n_perm=200,
-                                               verify_with=[]))
+                                               verify_with=[]), load_settings())
     analyse.write(dp, a)
+    dp.figures_dir.mkdir(parents=True, exist_ok=True)
+    (dp.figures_dir / "05-forest.png").write_bytes(base64.b64decode(PNG))  # a figure: its alt text is its caption
     return render.write_index(dp, [{"name": "05-analyse", "href": "05-analyse.html", "status": "ok",
                                     "seconds": 1.0, "error": None}])
 
@@ -155,6 +198,9 @@ def test_the_index_of_a_small_dataset_is_clean(tmp_path):
     text = _small_index(tmp_path).read_text(encoding="utf-8")
     assert defects(text) == []
     assert "The variants." in text and "Markdown" in text and "manifest.json" in text
+    assert re.search(r"<details><summary>[^\n]*manifest\.json", text), "the manifest is collapsed"
+    alts = re.findall(r'<img alt="([^"]*)"', text)
+    assert alts and not any(re.fullmatch(r"\d\d-[\w-]+", a) for a in alts), alts  # captions, not file stems
 
 
 WIDTH = '<script>document.title = "W " + document.documentElement.scrollWidth + " " + ' \
@@ -258,7 +304,7 @@ def test_notebook_tables_are_cleaned_and_wrapped():
 
     out = clean_tables('<table><thead><tr><th>rank_hybrid_rerank</th><th class="x">NaN</th></tr></thead><tbody>'
                        "<tr><th>True</th><td>None</td><td>nan </td><td>False</td><td>NaNa</td></tr></tbody></table>")
-    assert out == ('<div class="scroll"><table><thead><tr><th>rank_<wbr>hybrid_<wbr>rerank</th><th class="x">\u2013'
+    assert out == ('<div class="scroll"><table><thead><tr><th>rank hybrid_<wbr>rerank</th><th class="x">\u2013'
                    "</th></tr></thead><tbody><tr><th>yes</th><td>\u2013</td><td>\u2013</td><td>no</td><td>NaNa</td>"
                    "</tr></tbody></table></div>")
     assert defects(out) == []
@@ -275,3 +321,114 @@ def test_the_forest_and_the_delta_charts_come_first_with_their_captions(tmp_path
     assert [f["stem"] for f in figs] == ["05-forest", "05-delta-hybrid", "05-metric-bars", "05-funnel", "03-variants"]
     assert figs[0]["caption"] != "05-forest.png"  # what to look for, from report.captions
     assert render.caption("99-unknown", "99-unknown.png")  # never empty: the file name at worst
+
+
+def test_the_checker_finds_the_report_defects():
+    bad = ('<html><head><style>.jp-OutputArea-output pre{word-break: break-all}pre{overflow-wrap:anywhere}</style>'
+           '</head><body>'
+           '<img src="x.png"><img alt="No description has been provided for this image" src="y.png">'
+           '<div class="scroll"><table><thead><tr><th>n_pages</th></tr></thead><tr><th>pages</th><td>38.0000</td>'
+           "<td>NoNewQuery</td></tr></table></div>"
+           "<pre>'No file was skipped.'</pre></body></html>")
+    found = " | ".join(defects(bad, "01-extract-corpus.html"))
+    for what in ("x.png", "y.png", "38.0000", "NoNewQuery", "'No file was skipped.'", "back to the index",
+                 "break-all", "anywhere", "n_pages"):
+        assert what in found, (what, found)
+    good = ('<html><body><nav><a href="index.html">index</a></nav><img alt="Recall by variant" src="x.png">'
+            '<div class="scroll"><table><thead><tr><th>rank hybrid_rerank</th></tr></thead>'
+            "<tr><th>pages</th><td>38</td><td>0.5000</td><td>1.0000</td>"
+            "<td>no new query</td></tr></table></div><pre>No file was skipped. It's 'quoted' here.</pre></body></html>")
+    assert defects(good, "01-extract-corpus.html") == []
+
+
+
+def _notebook(path: Path) -> Path:
+    """An executed notebook with what made pages read like raw pandas: a string returned by a cell, a figure with
+    its caption below, a table of counts as floats with a class name as a status, a long line of output."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    table = ("<table><thead><tr><th></th><th>n_pages</th><th>recall</th><th>status</th></tr></thead><tbody>"
+             "<tr><th>0</th><td>38.0000</td><td>1.0000</td><td>NoNewQuery</td></tr>"
+             "<tr><th>1</th><td>7.0000</td><td>0.5000</td><td>kept</td></tr></tbody></table>")
+    nb = new_notebook(cells=[
+        new_markdown_cell("## Skipped files"),
+        new_code_cell("skipped_note()", outputs=[new_output("execute_result", {"text/plain": "'No file was skipped.'"},
+                                                            execution_count=1)]),
+        new_markdown_cell("## Recall by variant"),
+        new_code_cell("show()", outputs=[
+            new_output("display_data", {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"}),
+            new_output("display_data", {"text/markdown": "*Recall@10 by variant, with 95\\% CIs.*",
+                                        "text/plain": "<IPython.core.display.Markdown object>"}),
+            new_output("display_data", {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"})]),
+        new_code_cell("ledger", outputs=[new_output("execute_result", {"text/html": table, "text/plain": "t"},
+                                                    execution_count=3)]),
+        new_code_cell("print(log)", outputs=[new_output("stream", name="stdout", text="word " * 400)]),
+    ])
+    nb.metadata["papermill"] = {"duration": 126.4, "end_time": "2026-12-06T10:01:07+00:00"}
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_a_notebook_page_reads_like_a_report(tmp_path):
+    from rerankeval.report import pages
+
+    out = pages.render_notebook_html(_notebook(tmp_path / "01-extract-corpus.ipynb"), tmp_path / "01.html")
+    text = out.read_text(encoding="utf-8")
+    assert defects(text, "01-extract-corpus.html") == []
+    assert 'alt="Recall@10 by variant, with 95% CIs."' in text and 'alt="Recall by variant"' in text
+    assert "No file was skipped." in text and ">38<" in text and ">1.0000<" in text and "no new query" in text
+    assert "<th>n pages</th>" in text
+
+
+def test_the_notebooks_table_says_when_a_skipped_notebook_ran_and_for_how_long(tmp_path, monkeypatch):
+    from rerankeval.report import render
+
+    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "ds").mkdir()
+    dp = paths.resolve_dataset(str(tmp_path / "ds"))
+    dp.executed_dir.mkdir(parents=True)
+    _notebook(dp.executed_dir / "01-extract-corpus.ipynb")
+    rows = render._pages([
+        {"name": "01-extract-corpus", "href": "01-extract-corpus.html", "status": "ok", "seconds": None,
+         "error": None, "skipped": True, "finished": None},
+        {"name": "05-analyse", "href": "05-analyse.html", "status": "ok", "seconds": 12.3, "error": None,
+         "rerun": True, "finished": "2026-12-06T10:05:00+00:00"},
+        {"name": "07-ask", "href": "07-ask.html", "status": "failed", "seconds": None, "error": "404"}], dp)
+    assert [(r["status"], r["seconds"]) for r in rows] == [("up to date", "ran 10:01 UTC, 126 s"),
+                                                           ("ok", "12 s"), ("failed", "time not recorded")]
+
+
+def test_snippets_lose_pdf_glyph_codes_and_are_cut_between_words():
+    from rerankeval.corpus.snippets import shorten
+
+    assert shorten("apt(cid:104) installs  packages") == "apt installs packages"
+    text = "dpkg configures the unpacked packages afterwards"
+    assert shorten(text, 27) == "dpkg configures the\u2026"  # not "... the unpack…"
+    assert shorten(text, 30) == "dpkg configures the unpacked\u2026"
+    assert shorten("x" * 40, 10) == "x" * 9 + "\u2026"  # one long word is cut inside
+
+
+def test_an_answer_not_in_the_documents_says_it_once():
+    from types import SimpleNamespace
+
+    from rerankeval.report import fragments
+
+    result = SimpleNamespace(model="m", endpoint="e", k=3, variant="hybrid")
+    row = {"flagged": False, "question": "q?", "qid": "q1", "answer": "not in the documents",
+           "not_in_documents": True, "precision": "", "gold": "", "given": None, "status": "ok", "citations": []}
+    html_text = fragments.render("answers.html.j2", result=result, figure="f", rows=[row])
+    assert html_text.lower().count("not in the documents") == 1
+    other = fragments.render("answers.html.j2", result=result, figure="f", rows=[row | {"answer": "Use apt."}])
+    assert "Use apt." in other and "not in the documents" in other
+
+
+def test_tidy_shows_counts_as_integers_and_keeps_rates():
+    import pandas as pd
+
+    from rerankeval.evaluate import views
+
+    t = views.tidy(pd.DataFrame({"pages": [38.0, 7.0], "recall": [1.0, 0.5], "all_one": [1.0, 1.0]}))
+    assert t.pages.dtype.kind == "i" and t.pages.tolist() == [38, 7]
+    assert t.recall.dtype.kind == "f" and t.all_one.dtype.kind == "f"  # a rate of 1.0 stays a rate
+    assert "38.0" not in t.to_html()

@@ -14,6 +14,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT as PROJECT
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus.snippets import Snippets
 from rerankeval.evaluate import analyse, verdict
 from rerankeval.report import htmlsafe
@@ -326,11 +327,11 @@ def _index_with_figures(dp, metrics):
 def test_index_leads_with_answers_and_labels_its_columns(dp):
     m = _metrics().assign(fresh_tokens_per_query=[None, None, 300.0])
     text = _index_with_figures(dp, m)
-    order = [text.index(f'alt="{n}"') for n in ("05-metric-bars", "05-rank-heatmap", "05-funnel", "05-quality-cost",
+    order = [text.index(f'id="fig-{n}"') for n in ("05-metric-bars", "05-rank-heatmap", "05-funnel", "05-quality-cost",
                                                   "03-variants", "01-chunk-lengths", "02-bm25-lengths")]
     assert order == sorted(order), "the figures that answer the question must come first, the corpus ones last"
-    assert text.index("Appendix") < text.index('alt="01-chunk-lengths"')
-    assert text.index("Appendix") > text.index('alt="03-variants"')
+    assert text.index("Appendix") < text.index('id="fig-01-chunk-lengths"')
+    assert text.index("Appendix") > text.index('id="fig-03-variants"')
     for raw in ("fresh_tokens_per_query", "tokens_per_query", "seconds_per_query", "fallback_rate", "_ci_low"):
         assert raw not in text, f"raw column name {raw!r} shown on the index"
     assert "new (uncached) tokens per query" in text and "fallback rate" in text
@@ -388,7 +389,7 @@ def test_index_says_when_the_headline_comes_from_an_earlier_run_on_other_inputs(
     dp.queries.write_text('{"_id": "q1", "text": "q"}\n', encoding="utf-8")
     write_trec({"q1": {"a": 1.0}}, dp.run_file("bm25"), "bm25")
     _metrics().to_csv(dp.metrics_csv, index=False)
-    manifest.write_manifest(dp, manifest.build_manifest(dp, variants=["bm25"]))  # what 05 records
+    manifest.write_manifest(dp, manifest.build_manifest(dp, load_settings(), variants=["bm25"]))  # what 05 records
 
     def note() -> str:
         text = report.write_index(dp, []).read_text()

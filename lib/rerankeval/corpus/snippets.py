@@ -7,6 +7,7 @@ Text, not HTML: the templates that render a snippet escape it (:mod:`rerankeval.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,10 +18,19 @@ from rerankeval.core.runs import Run, ranked
 SNIPPET_CHARS = 220
 
 
+CID = re.compile(r"\(cid:\d+\)")  # a glyph a PDF's font could not map to a character (pdfminer writes its code)
+
+
 def shorten(text: Any, limit: int = SNIPPET_CHARS) -> str:
-    """``text`` with whitespace collapsed, cut to ``limit`` characters (an ellipsis marks the cut)."""
-    s = " ".join(str(text or "").split())
-    return s if len(s) <= limit else s[: limit - 1].rstrip() + "\u2026"
+    """``text`` without PDF glyph codes (``(cid:104)``), whitespace collapsed, cut to at most ``limit`` characters
+    at a word boundary (an ellipsis marks the cut; a single longer word is cut inside)."""
+    s = " ".join(CID.sub("", str(text or "")).split())
+    if len(s) <= limit:
+        return s
+    cut = s[: limit - 1]
+    if s[limit - 1] != " " and " " in cut:  # the cut falls inside a word: end before it
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip() + "\u2026"
 
 
 def first_chunks(chunks: pd.DataFrame) -> pd.DataFrame:

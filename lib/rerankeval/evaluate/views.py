@@ -64,12 +64,15 @@ def _number(v: float, digits: int) -> str:
 
 def tidy(df: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """``df`` for display: every column holding a missing value, a bool or a dict/list shown through :func:`cell`
-    (so no NaN, None, True/False or ``{...}`` repr reaches a page); all-number columns stay numbers."""
+    (so no NaN, None, True/False or ``{...}`` repr reaches a page); all-number columns stay numbers, and a float
+    column of whole numbers (counts) becomes integers (``38``, not ``38.0000``)."""
     out = df.copy()
     for c in out.columns:
         col = out[c]
         numeric = pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
         if numeric and not col.isna().any():
+            if pd.api.types.is_float_dtype(col) and len(col) and (col == col.round()).all() and col.abs().max() > 1:
+                out[c] = col.astype("int64")
             continue
         out[c] = col.astype(object).map(lambda x: cell(x, digits))
     return out

@@ -200,15 +200,50 @@ def _blank() -> dict[str, Any]:
                 holes=None, banners=[])
 
 
-def _pages(pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _hhmm(when: Any) -> str:
+    """``HH:MM`` (UTC) of an ISO time, else ""."""
+    try:
+        return _dt.datetime.fromisoformat(str(when)).astimezone(_dt.UTC).strftime("%H:%M")
+    except ValueError:
+        return ""
+
+
+def _last_run(dp: DatasetPaths | None, name: str) -> dict[str, Any]:
+    """When the executed copy of ``name`` finished and how long it ran (papermill's record), else {}."""
+    if dp is None:
+        return {}
+    try:
+        meta = json.loads((dp.executed_dir / f"{name}.ipynb").read_text(encoding="utf-8"))["metadata"]["papermill"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {"finished": meta.get("end_time"), "seconds": meta.get("duration")}
+
+
+def _page_time(p: Mapping[str, Any], dp: DatasetPaths | None) -> tuple[str, str]:
+    """(status word, time cell) of one notebook: "ok" and "126 s" for one this run ran, "up to date" and
+    "ran 10:01 UTC, 126 s" for one it skipped (or an earlier run's page), from its record or papermill's."""
+    status = str(p.get("status", "")).lower()
+    secs, when = p.get("seconds"), p.get("finished")
+    reused = bool(p.get("skipped")) or p.get("rerun") is False
+    if reused or not isinstance(secs, (int, float)):
+        last = _last_run(dp, str(p.get("name", "")).split(" ")[0])
+        secs = secs if isinstance(secs, (int, float)) else last.get("seconds")
+        when = when or last.get("finished")
+    took = f"{float(secs):.0f} s" if isinstance(secs, (int, float)) and not math.isnan(float(secs)) else ""
+    ran = ", ".join(x for x in (f"ran {_hhmm(when)} UTC" if _hhmm(when) else "", took) if x)
+    if status == "ok" and reused:
+        return "up to date" if p.get("skipped") else "earlier run", ran or "time not recorded"
+    return status, (ran if reused else took) or "time not recorded"
+
+
+def _pages(pages: Sequence[Mapping[str, Any]], dp: DatasetPaths | None = None) -> list[dict[str, Any]]:
+    """The Notebooks table's rows: link, status word, time (never empty) and error."""
     out = []
     for p in pages:
-        status = str(p.get("status", "")).lower()
-        secs = p.get("seconds")
-        ok_secs = isinstance(secs, (int, float)) and not math.isnan(float(secs))
+        status, time = _page_time(p, dp)
         err = p.get("error")
         out.append({"href": _safe_href(p.get("href")), "name": p.get("name", p.get("href", "")), "status": status,
-                    "cls": "ok" if status == "ok" else "failed", "seconds": f"{float(secs):.1f} s" if ok_secs else "",
+                    "cls": "failed" if str(p.get("status", "")).lower() != "ok" else "ok", "seconds": time,
                     "error": str(err)[:4000] if err else ""})
     return out
 
@@ -457,7 +492,7 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         root=f"results/{dp.name}",
         failed=[str(p.get("name", "?")) for p in pages if str(p.get("status", "")).lower() != "ok"],
         banners=failures.banners(dp, pages),
-        pages=_pages(pages),
+        pages=_pages(pages, dp),
         figures=[f for f in figures if not f["appendix"]],
         appendix=[f for f in figures if f["appendix"]],
         manifest=None if man is None else manifest_view.rows(man),
