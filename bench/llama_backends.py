@@ -28,6 +28,7 @@ from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.llm import local_server
 from rerankeval.llm import server as llm_server
 from rerankeval.rerank import prompts, stage
 from rerankeval.rerank.config import Params
@@ -86,13 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     names = [b for b in args.backends.split(",") if b]
     short, long = prompt_set(args.dataset, args.prompts, args.long, args.max_passage_chars)
-    servers: dict[str, llm_server.LocalServer] = {}
+    servers: dict[str, local_server.LocalServer] = {}
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {"yesno": [], "long": []} for n in names}
     try:
         for name in names:
             backend, no_repack = BACKENDS[name]
             server_bin, model = llm_server.setup_paths(backend=backend)
-            servers[name] = llm_server.LocalServer(server_bin, model, no_repack=no_repack)
+            servers[name] = local_server.LocalServer(server_bin, model, no_repack=no_repack)
             servers[name].start()
         for kind, items in (("yesno", short), ("long", long)):
             for i, messages in enumerate(items):

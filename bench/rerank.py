@@ -42,6 +42,7 @@ from typing import Any
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
 from rerankeval.core.settings import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, load_settings
+from rerankeval.llm import local_server
 from rerankeval.llm import server as llm_server
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank import core, prompts, stage
@@ -59,7 +60,7 @@ DEFAULT = ("yesno-plain", 10, 1)  # (mode, pool, concurrency) of the stage's def
 METRICS = ("prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total", "tokens_predicted_seconds_total")
 
 
-class MetricsServer(llm_server.LocalServer):
+class MetricsServer(local_server.LocalServer):
     """The local server with its Prometheus counters on (``/metrics``)."""
 
     def command(self) -> list[str]:
@@ -152,7 +153,7 @@ def started(server_bin: Path | list[str], model: Path, no_repack: bool = False) 
     env = {
         "OPENAI_BASE_URL": f"{srv.base}/v1",
         "OPENAI_API_KEY": llm_server.LOCAL_API_KEY,
-        "RERANK_MODEL": llm_server.model_name(model),
+        "RERANK_MODEL": local_server.model_name(model),
         "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server_bin, model, srv.no_repack),
     }
     return srv, load_settings(env)
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
     srv, _ = started(server_bin, model, args.no_repack)
     try:
-        name = llm_server.model_name(model)
+        name = local_server.model_name(model)
         all_texts = [t for q in qids for t in texts[q].values()]
         alone = server_alone(srv.base, name, all_texts, args.floor_chars)
         probe = core.select_queries(fused, queries, 0)[-1]

@@ -22,15 +22,16 @@ import pandas as pd
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
 from rerankeval.core.settings import load_settings
+from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments import splits, sweep
 from rerankeval.experiments.grid import columns
 
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "scifact"
 
 
-def fusion_points(grid: sweep.Grid, leg_k: int) -> list[sweep.Point]:
+def fusion_points(grid: gridmod.Grid, leg_k: int) -> list[gridmod.Point]:
     """The grid's fusion points (no BM25 or chunking point: those re-search a leg)."""
-    default = sweep.Point(leg_k=leg_k)
+    default = gridmod.Point(leg_k=leg_k)
     return [p for p in grid.points(default) if p.bm25_params == default.bm25_params and not p.chunk_size]
 
 
@@ -42,25 +43,25 @@ def sample(points: list, n: int) -> list:
     return [points[int(i * step)] for i in range(n)]
 
 
-def points_speed(dp, grid: sweep.Grid, leg_k: int, final_k: int, old_sample: int) -> dict:
+def points_speed(dp, grid: gridmod.Grid, leg_k: int, final_k: int, old_sample: int) -> dict:
     """Fusion points per second on the train queries, both paths, and whether their per-query values agree."""
     train, evaluated = splits.train_split(dp), splits.judged(splits.eval_split(dp))
     if train is None:
         raise SystemExit(f"{dp.name} has no train split (qrels/train.tsv): points_per_s is measured on train queries")
     points = fusion_points(grid, leg_k)
     cols = columns(final_k, grid.pool_k)
-    with sweep.Engine.open(dp, {**train.queries, **evaluated.queries}, max(grid.max_leg_k, leg_k),
+    with gridmod.Engine.open(dp, {**train.queries, **evaluated.queries}, max(grid.max_leg_k, leg_k),
                            load_settings()) as eng:
         t0 = time.perf_counter()
         for which in ("dense", "bm25"):
             eng.leg(which, points[0])
         legs_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fast, _ = sweep.score_points(eng, points, train.qids, train.qrels, cols)
+        fast, _ = gridmod.score_points(eng, points, train.qids, train.qrels, cols)
         fast_s = time.perf_counter() - t0
         some = sample(points, old_sample)
         t0 = time.perf_counter()
-        slow, _ = sweep.score_points(eng, some, train.qids, train.qrels, cols, vectorised=False)
+        slow, _ = gridmod.score_points(eng, some, train.qids, train.qrels, cols, vectorised=False)
         slow_s = time.perf_counter() - t0
     mine = fast[fast.point.isin({p.name for p in some})].reset_index(drop=True)
     try:
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SKIP: {dp.name} is not prepared ({dp.index_manifest} is missing): run python -m rerankeval.chain "
               f"--dataset {args.dataset} --only 01 --only 02 first.")
         return 0
-    large = sweep.load_grid("large")
+    large = gridmod.load_grid("large")
     out: dict = {"dataset": dp.name, "load_1min_at_start": round(os.getloadavg()[0], 2), "cores": os.cpu_count()}
     out.update(points_speed(dp, large, args.leg_k, args.final_k, args.old_sample))
     print(f"fusion points on {out['train_queries']} train queries: {out['points_per_s']}/s vectorised "

@@ -18,7 +18,7 @@ from fakellm import FakeLLM
 from rerankeval.core import settings
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.index.qdrant import store as qdrant_store
-from rerankeval.llm import model_file
+from rerankeval.llm import local_server, model_file
 from rerankeval.llm import server as llm_server
 from rerankeval.llm.client import LLMClient
 
@@ -193,7 +193,7 @@ def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
     _, _, args_file = fake_setup
     for k in (*settings.LLM_ENV_KEYS, "QDRANT_URL", "QDRANT_API_KEY", "RERANKEVAL_LLAMA_THREADS"):
         monkeypatch.delenv(k, raising=False)
-    port = llm_server.free_port()  # nothing listens there
+    port = local_server.free_port()  # nothing listens there
     env_file = tmp_path / ".env"
     monkeypatch.setattr(settings, "ENV_FILE", env_file)
     env_file.write_text(f"QDRANT_URL=http://qd-user:qd-pass-0002@127.0.0.1:{port}\nQDRANT_API_KEY=qd-key-0003\n"
@@ -281,7 +281,7 @@ def test_a_prebuilt_server_that_crashes_is_an_error_naming_the_signal(fake_setup
     gguf = model
     monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0, backend="build", model=None: (
         [sys.executable, str(server)], gguf))
-    with pytest.raises(llm_server.EndpointError, match="SIGSEGV"):
+    with pytest.raises(local_server.EndpointError, match="SIGSEGV"):
         with llm_server.ensure_endpoint({}, backend="wheel"):
             pass
     assert len(args_file.read_text().splitlines()) == 2
@@ -303,7 +303,7 @@ def test_a_build_that_cannot_be_built_falls_back_to_the_prebuilt_server(fake_set
 
     def no_compiler(timeout=0, backend="build", model=None):
         if backend == "build":
-            raise llm_server.EndpointError("scripts/llama_setup.sh failed (1):\ncmake: command not found")
+            raise local_server.EndpointError("scripts/llama_setup.sh failed (1):\ncmake: command not found")
         return wheel_paths(timeout, backend, model)
 
     monkeypatch.setattr(llm_server, "setup_paths", no_compiler)

@@ -21,6 +21,7 @@ from fakellm import FakeLLM, make_inputs
 from rerank_data import rerank_made
 from rerankeval.core import settings as st
 from rerankeval.core.paths import ROOT
+from rerankeval.llm import local_server
 from rerankeval.llm import server as llm_server
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank.config import Params
@@ -108,7 +109,7 @@ def test_an_unknown_local_model_lists_the_known_names(tmp_path):
     assert "unknown LOCAL_MODEL 'qwen-7b'" in r.stderr and "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b" in r.stderr
     with pytest.raises(ValueError, match="LOCAL_MODEL='qwen-7b'.*qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
         st.load_settings({"LOCAL_MODEL": "qwen-7b"}, env_file=os.devnull)
-    with pytest.raises(llm_server.EndpointError, match="qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
+    with pytest.raises(local_server.EndpointError, match="qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
         llm_server.setup_paths(model="qwen-7b")
 
 
@@ -144,7 +145,7 @@ def local_settings(url: str, name: str, server: Path) -> st.Settings:
     gguf.parent.mkdir(parents=True, exist_ok=True)
     gguf.write_bytes(f"GGUF stand-in of {name}".encode())
     env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test-key-not-a-secret-0001",
-           "RERANK_MODEL": llm_server.model_name(gguf), "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server, gguf),
+           "RERANK_MODEL": local_server.model_name(gguf), "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server, gguf),
            "RERANK_MAX_RETRIES": "0", "RERANK_TIMEOUT": "5"}
     return st.load_settings(env)
 

@@ -22,7 +22,7 @@ import pytest
 from rerank_data import rerank_made
 from rerankeval.core import paths
 from rerankeval.core.settings import Settings
-from rerankeval.llm import server as llm_server
+from rerankeval.llm import local_server
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMClient
 from rerankeval.rerank.config import Params
@@ -67,7 +67,7 @@ def _wait(base: str, proc: subprocess.Popen, log, wait: float = 300.0) -> None:
 @pytest.fixture(scope="module")
 def pyserver(tmp_path_factory):
     model = _model()
-    port = llm_server.free_port()
+    port = local_server.free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--model_alias", "qwen-pyserver",
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--verbose", "False"]
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "")}  # its settings read the env

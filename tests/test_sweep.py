@@ -47,13 +47,13 @@ class FakeSource:
 
 def test_legs_are_searched_once_and_cut_for_every_fusion_point():
     src = FakeSource()
-    eng = sweep.Engine(src, QUERIES, max_leg_k=5)
-    grid = sweep.Grid(method=["rrf", "combsum_minmax", "dbsf"], rrf_k=[1, 10, 60], weights=[[1, 1], [1, .5]],
+    eng = gridmod.Engine(src, QUERIES, max_leg_k=5)
+    grid = gridmod.Grid(method=["rrf", "combsum_minmax", "dbsf"], rrf_k=[1, 10, 60], weights=[[1, 1], [1, .5]],
                       leg_k=[2, 3, 5], pool_k=[2, 3])
-    points = grid.points(sweep.Point(leg_k=5))
+    points = grid.points(gridmod.Point(leg_k=5))
     # rrf_k is crossed for rrf only; the default is in the product
-    assert points[0] == sweep.Point(leg_k=5) and len(points) == 1 + (3 + 1 + 1) * 2 * 3 - 1
-    pq, secs = sweep.score_points(eng, points, list(QUERIES), QRELS, sweep.columns(3, grid.pool_k))
+    assert points[0] == gridmod.Point(leg_k=5) and len(points) == 1 + (3 + 1 + 1) * 2 * 3 - 1
+    pq, secs = gridmod.score_points(eng, points, list(QUERIES), QRELS, gridmod.columns(3, grid.pool_k))
     assert src.calls == [("dense", 5), ("bm25", 5)]
     assert set(pq.point) == {p.name for p in points} and set(secs) == set(pq.point)
     for p in points:  # a cut of the deepest leg is the leg searched at that depth (closed form: stage 03's hybrid)
@@ -62,14 +62,14 @@ def test_legs_are_searched_once_and_cut_for_every_fusion_point():
         got, _ = eng.run(p, list(QUERIES))
         assert {q: list(d) for q, d in got.items()} == {q: list(d) for q, d in want.items()}, p.name
         # the sweep fuses only as deep as its deepest cutoff (3): the metrics are those of the full run
-        full = gridmod.evaluate_run(want, QRELS, list(QUERIES), sweep.columns(3, grid.pool_k))
+        full = gridmod.evaluate_run(want, QRELS, list(QUERIES), gridmod.columns(3, grid.pool_k))
         mine = pq[pq.point == p.name].pivot(index="qid", columns="metric", values="value")
         pd.testing.assert_frame_equal(mine[full.columns], full, check_names=False)
 
 
 def test_default_point_matches_stage_03_exactly():
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
-    got, _ = eng.run(sweep.Point(leg_k=3), list(QUERIES))
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    got, _ = eng.run(gridmod.Point(leg_k=3), list(QUERIES))
     want = rrf([to_units(truncate(DENSE, 3), UNIT_OF), to_units(truncate(LEX, 3), UNIT_OF)], k=60)
     assert got == want  # same scores, same order: weights (1, 1) are sent as None
 
@@ -85,11 +85,11 @@ def test_bm25_points_reweight_the_stored_counts():
 
 
 def test_mean_metrics_are_closed_form():
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
-    p = sweep.Point(leg_k=1)  # q1: dense d1, lex d2 -> d1 (tie, rank 1 each: id order) then d2
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    p = gridmod.Point(leg_k=1)  # q1: dense d1, lex d2 -> d1 (tie, rank 1 each: id order) then d2
     run, _ = eng.run(p, list(QUERIES))
     assert list(run["q1"]) == ["d1", "d2"]
-    pq, _ = sweep.score_points(eng, [p], ["q1"], QRELS, ["mrr@10", "recall@1"])
+    pq, _ = gridmod.score_points(eng, [p], ["q1"], QRELS, ["mrr@10", "recall@1"])
     vals = pq.set_index("metric").value
     assert vals["mrr@10"] == pytest.approx(0.5) and vals["recall@1"] == 0.0
 
@@ -116,7 +116,8 @@ class GuardedQrels(dict):
 
 
 def _points():
-    return sweep.Grid(rrf_k=[1, 60], weights=[[1, 1], [.5, 1], [1, .5]], leg_k=[1, 3, 5]).points(sweep.Point(leg_k=5))
+    grid = gridmod.Grid(rrf_k=[1, 60], weights=[[1, 1], [.5, 1], [1, .5]], leg_k=[1, 3, 5])
+    return grid.points(gridmod.Point(leg_k=5))
 
 
 def test_the_chooser_never_sees_test_qrels(monkeypatch):
@@ -126,7 +127,7 @@ def test_the_chooser_never_sees_test_qrels(monkeypatch):
     train = splits.Split("train", {"q1": "one", "q2": "two"},
                          GuardedQrels({q: QRELS[q] for q in ("q1", "q2")}, forbidden={"q3"}))
     test = splits.Split("test", {"q3": "three"}, {"q3": QRELS["q3"]})
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
     t = splits.train_test(eng, _points(), train, test, ["ndcg@3", "mrr@3"], "ndcg@3", n_boot=200)
     assert seen == [{"q1", "q2"}]
     assert set(t.per_query.qid) == {"q3"} and set(t.per_query.variant) == {splits.DEFAULT, splits.TUNED}
@@ -138,7 +139,7 @@ def test_kfold_chooses_each_fold_without_its_queries(monkeypatch):
     seen: list[set[str]] = []
     real = splits.choose
     monkeypatch.setattr(splits, "choose", lambda pq, *a: seen.append(set(pq.qid)) or real(pq, *a))
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
     split = splits.Split("test", dict(QUERIES), QRELS)
     t = splits.kfold(eng, _points(), split, ["ndcg@3"], "ndcg@3", k=3, seed=7, n_boot=200)
     assert len(seen) == 3
@@ -155,7 +156,7 @@ def test_kfold_is_deterministic_and_seeded():
     a, b = splits.folds(qids, 5, seed=3), splits.folds(list(reversed(qids)), 5, seed=3)
     assert a == b and sorted(pd.Series(a).value_counts()) == [4, 4, 5, 5, 5]
     assert splits.folds(qids, 5, seed=4) != a
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
     split = splits.Split("test", dict(QUERIES), QRELS)
     one, two = (splits.kfold(eng, _points(), split, ["ndcg@3"], "ndcg@3", k=3, seed=1, n_boot=100) for _ in "ab")
     assert one.chosen == two.chosen and one.folds == two.folds
@@ -172,17 +173,17 @@ def test_ties_go_to_the_default_then_grid_order():
 
 def test_grid_file_and_errors(tmp_path):
     for name in ("small", "large"):
-        g = sweep.load_grid(name)
-        assert g.points()[0] == sweep.Point() and len(g.points()) > 1
+        g = gridmod.load_grid(name)
+        assert g.points()[0] == gridmod.Point() and len(g.points()) > 1
     bad = tmp_path / "g.yaml"
     bad.write_text("x:\n  rrf: [1]\n", encoding="utf-8")
     with pytest.raises(ValueError, match="unknown axes"):
-        sweep.load_grid("x", bad)
+        gridmod.load_grid("x", bad)
     with pytest.raises(ValueError, match="no grid 'y'"):
-        sweep.load_grid("y", bad)
+        gridmod.load_grid("y", bad)
     bad.write_text("x:\n  method: [nope]\n", encoding="utf-8")
     with pytest.raises(ValueError, match="unknown fusion method"):
-        sweep.load_grid("x", bad)
+        gridmod.load_grid("x", bad)
 
 
 def test_chunking_points_use_a_scratch_dataset(tmp_path):
@@ -190,8 +191,8 @@ def test_chunking_points_use_a_scratch_dataset(tmp_path):
     s = gridmod.scratch_dataset(dp, 500, 100)
     assert s.root.is_relative_to(dp.sweep_dir) and s.name != dp.name and s.qdrant_path != dp.qdrant_path
     assert s.source == dp.source
-    pdf_points = sweep.Grid(chunking=[[500, 100]]).points(pdf=True)
-    assert pdf_points[-1].chunking == (500, 100) and len(sweep.Grid(chunking=[[500, 100]]).points()) == 1
+    pdf_points = gridmod.Grid(chunking=[[500, 100]]).points(pdf=True)
+    assert pdf_points[-1].chunking == (500, 100) and len(gridmod.Grid(chunking=[[500, 100]]).points()) == 1
 
 
 # --------------------------------------------------------------------------- end to end on a tiny BEIR dataset
@@ -220,7 +221,7 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
     real = embed.Embedder.encode
     monkeypatch.setattr(embed.Embedder, "encode", lambda self, texts, **kw: encoded.append(len(texts)) or real(
         self, texts, **kw))
-    grid = sweep.Grid(rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[2, 4], pool_k=[2, 3], bm25=[[2.0, .3]])
+    grid = gridmod.Grid(rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[2, 4], pool_k=[2, 3], bm25=[[2.0, .3]])
     with FakeLLM() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         split = splits.eval_split(dp)
@@ -228,11 +229,11 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
         assert train is not None and set(train.queries) == {"q3"} and set(split.queries) == {"q1", "q2"}
         with Retriever(dp, load_settings(), embedder=embed.Embedder(model_obj=model, progress=False),
                        progress=False) as r:
-            eng = sweep.Engine(r, {**train.queries, **split.queries}, max_leg_k=4)
+            eng = gridmod.Engine(r, {**train.queries, **split.queries}, max_leg_k=4)
             res = sweep.run_sweep(dp, grid, leg_k=4, final_k=2, n_boot=200, engine=eng)
             after_legs = list(encoded)
-            more = sweep.Grid(rrf_k=[5, 20, 80], weights=[[.25, 1]], leg_k=[1, 3]).points(sweep.Point(leg_k=4))
-            sweep.score_points(eng, more, split.qids, split.qrels, sweep.columns(2, [2]))
+            more = gridmod.Grid(rrf_k=[5, 20, 80], weights=[[.25, 1]], leg_k=[1, 3]).points(gridmod.Point(leg_k=4))
+            gridmod.score_points(eng, more, split.qids, split.qrels, gridmod.columns(2, [2]))
         assert llm.count == 0, "a sweep must never call the LLM"
     assert after_legs == [3] and encoded == after_legs  # the 3 queries, once; fusion points encode nothing
     assert res.tuning.protocol == "train/test"
@@ -256,8 +257,8 @@ def test_the_stage_shape_and_what_notebook_06_shows(tiny_built):
     dp, _ = tiny_built
     params = sweep.SweepParams(dataset=str(dp.source), leg_k=20, pool_k=3, final_k=2, n_boot=100, write_tuned=True)
     res = sweep.run(dp, params, load_settings())
-    assert res.params == params and res.grid.pool_k == [3, *sweep.load_grid("small").pool_k]  # and the chain's
-    assert res.default == sweep.Point(leg_k=20) and res.tuning.protocol == "train/test"
+    assert res.params == params and res.grid.pool_k == [3, *gridmod.load_grid("small").pool_k]  # and the chain's
+    assert res.default == gridmod.Point(leg_k=20) and res.tuning.protocol == "train/test"
     written = sweep.write(dp, res)
     assert {"sweep_csv", "summary", "run", "record"} <= set(written) and dp.run_file(sweep.TUNED_VARIANT).exists()
     head = sweep.header(dp, res, written).splitlines()
@@ -289,11 +290,11 @@ def test_views_and_plots_of_a_kfold_table():
     matplotlib.use("Agg")
     from rerankeval.report import sweep_plots
 
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
     points = _points()
-    t = splits.kfold(eng, points, splits.Split("test", dict(QUERIES), QRELS), sweep.columns(3, [2, 3]), "ndcg@3",
+    t = splits.kfold(eng, points, splits.Split("test", dict(QUERIES), QRELS), gridmod.columns(3, [2, 3]), "ndcg@3",
                      k=3, seed=0, n_boot=100)
-    table = pd.concat([sweep.summarise(pq, points, secs, n, 3, [2, 3]) for n, pq, secs in t.scored])
+    table = pd.concat([gridmod.summarise(pq, points, secs, n, 3, [2, 3]) for n, pq, secs in t.scored])
     view = sweep.overview(table, 3)
     assert set(view.n_queries) == {3} and len(view) == 2 * len(points)  # folds pooled: every query once
     one = sweep.one_at_a_time(view, points[0], "rrf_k", 2)
@@ -348,7 +349,7 @@ def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pd
     extract_corpus(dp, chunk_size=120, chunk_overlap=30)
     build_index(dp)
     main_chunks = dp.chunks.read_bytes()
-    res = sweep.run_sweep(dp, sweep.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50,
+    res = sweep.run_sweep(dp, gridmod.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50,
                           settings=load_settings())
     point = res.table[res.table.chunk_size == 60]
     assert len(point) and point["ndcg@3"].between(0, 1).all()  # scored on the main dataset's qrels

@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from rerankeval.experiments import blend, sweep
+from rerankeval.experiments import blend
+from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments.replay import RecordedLLM
 from test_sweep import FakeSource
 
@@ -19,7 +20,7 @@ QRELS = {"q1": {"B": 1}, "q2": {"C": 1}, "q3": {"G": 1}}
 # q2 (pool 3): C stays first iff .875 a + (1 - a) > a + .5 (1 - a), i.e. a < .8; with pool 2 iff a <= .5
 LLM = {"q1": {"A": 0., "B": 1.}, "q2": {"C": .875, "D": 1., "E": 0.}, "q3": {"F": 0., "G": 1.}}
 ALPHAS = [0, .1, .2, .3, .5, .7, 1]
-POINT = sweep.Point(method="combsum_minmax", leg_k=5)
+POINT = gridmod.Point(method="combsum_minmax", leg_k=5)
 G = 1 / math.log2(3)  # nDCG@2 of a list whose only relevant unit is second
 
 
@@ -35,7 +36,7 @@ class LegSource(FakeSource):
 
 
 def _values(qids):
-    eng = sweep.Engine(LegSource(), {q: q for q in LEG}, max_leg_k=5)
+    eng = gridmod.Engine(LegSource(), {q: q for q in LEG}, max_leg_k=5)
     eng.llm = RecordedLLM(LLM, .5, 10.0, 0.1)
     return blend.blend_values(eng, POINT, qids, QRELS, "ndcg@2", [2, 3], ALPHAS)
 
@@ -85,8 +86,8 @@ def test_pools_not_wholly_scored_are_left_out_and_too_few_queries_say_why():
 
 
 def test_the_grid_file_has_an_alpha_axis_in_range(tmp_path):
-    assert sweep.load_grid("small").alpha == ALPHAS and sweep.load_grid("large").alpha == ALPHAS
+    assert gridmod.load_grid("small").alpha == ALPHAS and gridmod.load_grid("large").alpha == ALPHAS
     bad = tmp_path / "g.yaml"
     bad.write_text("x:\n  alpha: [0.5, 1.5]\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"must lie in \[0, 1\]"):
-        sweep.load_grid("x", bad)
+        gridmod.load_grid("x", bad)

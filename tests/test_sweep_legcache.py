@@ -12,7 +12,8 @@ import pytest
 
 from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
-from rerankeval.experiments import legcache, sweep
+from rerankeval.experiments import grid as gridmod
+from rerankeval.experiments import legcache
 from test_sweep import QRELS, QUERIES, FakeSource
 
 
@@ -27,14 +28,14 @@ def dp(tmp_path):
 
 
 def _engine(dp, src, queries=QUERIES):
-    eng = sweep.Engine(src, queries, max_leg_k=5)
+    eng = gridmod.Engine(src, queries, max_leg_k=5)
     eng.leg_cache = legcache.LegCache(dp, queries, load_settings())
     return eng
 
 
 def _score(eng):
-    points = sweep.Grid(method=["rrf", "dbsf"], leg_k=[2, 5], bm25=[[2.0, .3]]).points(sweep.Point(leg_k=5))
-    return sweep.score_points(eng, points, list(QUERIES), QRELS, sweep.columns(3, [3]))[0]
+    points = gridmod.Grid(method=["rrf", "dbsf"], leg_k=[2, 5], bm25=[[2.0, .3]]).points(gridmod.Point(leg_k=5))
+    return gridmod.score_points(eng, points, list(QUERIES), QRELS, gridmod.columns(3, [3]))[0]
 
 
 def test_a_second_engine_reads_its_legs_back_and_scores_the_same(dp):
@@ -45,7 +46,7 @@ def test_a_second_engine_reads_its_legs_back_and_scores_the_same(dp):
     assert first.calls == [("dense", 5), ("bm25", 5)] and second.calls == []  # nothing searched the second time
     assert eng.leg_cache.hits == 3 and eng.leg_cache.misses == 0  # dense, bm25, and the k1/b point's bm25
     pd.testing.assert_frame_equal(a, b, check_exact=True)
-    assert eng.leg("dense", sweep.Point()).seconds_per_query >= 0
+    assert eng.leg("dense", gridmod.Point()).seconds_per_query >= 0
 
 
 @pytest.mark.parametrize("change", ["chunks", "index", "queries", "code"])
@@ -63,25 +64,25 @@ def test_a_changed_input_searches_again(dp, change, monkeypatch):
         monkeypatch.setattr(legcache.runcache, "code_parts", lambda v: {**real(v), "modules": {"changed": "1"}})
     src = FakeSource()
     eng = _engine(dp, src, queries)
-    eng.leg("dense", sweep.Point())
+    eng.leg("dense", gridmod.Point())
     assert src.calls == [("dense", 5)] and eng.leg_cache.reasons == ["dense: no saved leg"]
 
 
 def test_bm25_parameters_are_part_of_the_key(dp):
-    _engine(dp, FakeSource()).leg("bm25", sweep.Point())
+    _engine(dp, FakeSource()).leg("bm25", gridmod.Point())
     c = legcache.LegCache(dp, QUERIES, load_settings())
     assert c.get("bm25", 5, (1.2, .75)) is not None and c.get("bm25", 5, (2.0, .3)) is None
     assert c.get("bm25", 4, (1.2, .75)) is None  # another depth
 
 
 def test_a_damaged_or_foreign_entry_is_ignored_and_rebuilt(dp):
-    _engine(dp, FakeSource()).leg("dense", sweep.Point())
+    _engine(dp, FakeSource()).leg("dense", gridmod.Point())
     c = legcache.LegCache(dp, QUERIES, load_settings())
     (path,) = c.dir.glob("dense-*.json.gz")
     path.write_bytes(b"not gzip")
     src = FakeSource()
     eng = _engine(dp, src)
-    eng.leg("dense", sweep.Point())
+    eng.leg("dense", gridmod.Point())
     assert src.calls == [("dense", 5)] and "is damaged" in eng.leg_cache.reasons[0]
     assert legcache.LegCache(dp, QUERIES, load_settings()).get("dense", 5, None) is not None  # re-saved by the search
     entry = json.loads(gzip.decompress(path.read_bytes()))

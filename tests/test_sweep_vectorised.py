@@ -12,8 +12,9 @@ import pytest
 from rerankeval.core.runs import Run
 from rerankeval.evaluate import metrics
 from rerankeval.experiments import fastmetrics as fm
-from rerankeval.experiments import fastscore, sweep
+from rerankeval.experiments import fastscore
 from rerankeval.experiments import fastsweep as fs
+from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments.replay import RecordedLLM, replay
 from rerankeval.retrieve.fusion import FUSION_METHODS, fuse
 from test_sweep import LEX, QRELS, QUERIES, UNIT_OF, FakeSource
@@ -22,8 +23,8 @@ COLS = ["ndcg@3", "mrr@3", "recall@2", "recall@3", "success@2", "precision@3"]
 
 
 def _both(eng, points, qids, qrels, cols):
-    slow = sweep.score_points(eng, points, qids, qrels, cols, vectorised=False)
-    fast = sweep.score_points(eng, points, qids, qrels, cols)
+    slow = gridmod.score_points(eng, points, qids, qrels, cols, vectorised=False)
+    fast = gridmod.score_points(eng, points, qids, qrels, cols)
     return slow, fast
 
 
@@ -40,14 +41,14 @@ def _same_runs(eng, points, qids, depth=None):
 
 
 def test_every_method_fuses_and_scores_as_the_per_point_path():
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
-    grid = sweep.Grid(method=list(FUSION_METHODS), rrf_k=[0, 1, 60], weights=[[1, 1], [1, .5], [.25, 1]],
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    grid = gridmod.Grid(method=list(FUSION_METHODS), rrf_k=[0, 1, 60], weights=[[1, 1], [1, .5], [.25, 1]],
                       leg_k=[1, 2, 3, 5], pool_k=[2, 3])
-    points = grid.points(sweep.Point(leg_k=5))
+    points = grid.points(gridmod.Point(leg_k=5))
     assert {p.method for p in points} == set(FUSION_METHODS)
     _same_runs(eng, points, list(QUERIES))
     _same_runs(eng, points, list(QUERIES), depth=2)
-    (slow, slow_secs), (fast, fast_secs) = _both(eng, points, list(QUERIES), QRELS, sweep.columns(3, [2, 3]))
+    (slow, slow_secs), (fast, fast_secs) = _both(eng, points, list(QUERIES), QRELS, gridmod.columns(3, [2, 3]))
     pd.testing.assert_frame_equal(fast, slow, check_exact=True)
     assert set(fast_secs) == set(slow_secs)
 
@@ -87,16 +88,16 @@ class RandomSource(FakeSource):
 def test_random_runs_with_ties_give_identical_results(seed):
     rng = random.Random(seed)
     queries, unit_of, dense, lex, qrels = _random_case(rng)
-    eng = sweep.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=14)
-    grid = sweep.Grid(method=list(FUSION_METHODS), rrf_k=[0, 2, 60], weights=[[1, 1], [1, .3], [.7, 1]],
+    eng = gridmod.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=14)
+    grid = gridmod.Grid(method=list(FUSION_METHODS), rrf_k=[0, 2, 60], weights=[[1, 1], [1, .3], [.7, 1]],
                       leg_k=[1, 3, 14], pool_k=[1, 4])
-    points = grid.points(sweep.Point(leg_k=14))
+    points = grid.points(gridmod.Point(leg_k=14))
     _same_runs(eng, points, list(queries))
     _same_runs(eng, points, list(queries), depth=3)
     scores = {q: {u: rng.choice([0.0, .2, .2, 1.0]) for u in set(unit_of.values()) if rng.random() < .8}
               for q in queries}
     eng.llm = RecordedLLM(scores, rng.choice([0.0, .3, .5, 1.0]), 1.0, 0.1)
-    cols = list(dict.fromkeys(sweep.columns(3, grid.pool_k) + COLS))
+    cols = list(dict.fromkeys(gridmod.columns(3, grid.pool_k) + COLS))
     (slow, _), (fast, _) = _both(eng, points, list(queries), qrels, cols)
     # the same rows and values (the per-point path's string columns are object or str depending on its frames)
     pd.testing.assert_frame_equal(fast, slow, check_exact=True, check_dtype=False)
@@ -107,8 +108,8 @@ def test_random_runs_with_ties_give_identical_results(seed):
 def test_vectorised_replay_equals_replay_for_every_alpha(seed):
     rng = random.Random(100 + seed)
     queries, unit_of, dense, lex, qrels = _random_case(rng)
-    eng = sweep.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=14)
-    p = sweep.Point(method=rng.choice(FUSION_METHODS), leg_k=14)
+    eng = gridmod.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=14)
+    p = gridmod.Point(method=rng.choice(FUSION_METHODS), leg_k=14)
     qids = fastscore.evaluable(list(queries), qrels)
     if not qids:
         return
@@ -184,8 +185,8 @@ def test_closed_form_metrics_and_errors():
 
 
 def test_map_falls_back_to_the_per_point_path():
-    eng = sweep.Engine(FakeSource(), QUERIES, max_leg_k=5)
-    points = sweep.Grid(rrf_k=[1, 60], leg_k=[5]).points(sweep.Point(leg_k=5))
+    eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
+    points = gridmod.Grid(rrf_k=[1, 60], leg_k=[5]).points(gridmod.Point(leg_k=5))
     (slow, _), (fast, _) = _both(eng, points, list(QUERIES), QRELS, ["ndcg@3", "map"])
     pd.testing.assert_frame_equal(fast, slow, check_exact=True)
     assert len(LEX) == len(QUERIES) and set(UNIT_OF.values()) == {"d1", "d2", "d3", "d4"}
@@ -229,9 +230,9 @@ def test_long_legs_give_identical_results():
 
     dense, lex = leg(), leg()
     qrels = {q: {f"u{j}": rng.choice([1, 2]) for j in rng.sample(range(200), 30)} for q in queries}
-    eng = sweep.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=300)
-    points = sweep.Grid(method=list(FUSION_METHODS), rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[50, 300],
-                        pool_k=[10, 50]).points(sweep.Point(leg_k=300))
+    eng = gridmod.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=300)
+    points = gridmod.Grid(method=list(FUSION_METHODS), rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[50, 300],
+                        pool_k=[10, 50]).points(gridmod.Point(leg_k=300))
     _same_runs(eng, points, list(queries), depth=50)
-    (slow, _), (fast, _) = _both(eng, points, list(queries), qrels, sweep.columns(10, [10, 50]))
+    (slow, _), (fast, _) = _both(eng, points, list(queries), qrels, gridmod.columns(10, [10, 50]))
     pd.testing.assert_frame_equal(fast, slow, check_exact=True, check_dtype=False)

@@ -217,7 +217,8 @@ def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool,
     """The LLM settings for the kernels (starting the local server when none is configured), checked: the endpoint
     answers, and one tiny chat completion of each of ``kinds`` (:func:`request_kinds`) succeeds."""
     from rerankeval.core.settings import load_settings, redact
-    from rerankeval.llm.server import EndpointError, check_endpoint, ensure_endpoint
+    from rerankeval.llm.local_server import EndpointError
+    from rerankeval.llm.server import check_endpoint, ensure_endpoint
 
     configured = load_settings().configured
     env: dict[str, str] = {}

@@ -31,14 +31,13 @@ from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate.stats import N_BOOT
 from rerankeval.experiments import blend as blendmod
 from rerankeval.experiments import splits
-from rerankeval.experiments.grid import Engine, Grid, Point, columns, load_grid, score_points, summarise
+from rerankeval.experiments.grid import Engine, Grid, Point, columns, load_grid, summarise
 from rerankeval.experiments.replay import recorded_llm
 
-__all__ = [  # the grid's names are re-exported: ``sweep.load_grid``, ``sweep.Point`` ... keep working
-    "AXES", "NOTEBOOK", "TUNED_VARIANT", "Engine", "Grid", "Point", "SweepParams", "SweepResult", "columns",
-    "describe", "frontier_sentence", "header", "load_grid", "one_at_a_time", "overview", "pareto_front",
-    "reranked_table", "run", "run_sweep", "score_points", "summarise", "table_columns", "timing_note",
-    "two_axis_views", "write", "write_sweep",
+__all__ = [  # the grid's own names (Engine, Grid, Point, load_grid ...) are imported from experiments.grid
+    "AXES", "NOTEBOOK", "TUNED_VARIANT", "SweepParams", "SweepResult", "describe", "frontier_sentence", "header",
+    "one_at_a_time", "overview", "pareto_front", "reranked_table", "run", "run_sweep", "table_columns",
+    "timing_note", "two_axis_views", "write", "write_sweep",
 ]
 
 NOTEBOOK = "06"  # the prefix of the notebook's figures (plots.show(..., notebook="06"))

@@ -47,14 +47,11 @@ from pathlib import Path
 from rerankeval.core.paths import ROOT, cache_dir
 from rerankeval.core.settings import LOCAL_MODELS, Settings, load_settings, redact, scrub_url
 from rerankeval.llm import model_file
-from rerankeval.llm.local_server import (  # noqa: F401  (re-exported: callers use llm.server.*)
+from rerankeval.llm.local_server import (
     DEFAULT_CTX,
     DEFAULT_PARALLEL,
-    FIRST_REQUEST_TIMEOUT,
     EndpointError,
     LocalServer,
-    ServerCrashed,
-    free_port,
     model_name,
 )
 
