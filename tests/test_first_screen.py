@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rerankeval.evaluate import verdict
-from rerankeval.evaluate.analyse import Summary
+from rerankeval.evaluate.analysis_records import Summary
 from rerankeval.report import render
 
 METRICS = pd.DataFrame({"variant": ["bm25", "vector", "hybrid"], "n_queries": [20, 20, 20],

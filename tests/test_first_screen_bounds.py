@@ -59,7 +59,7 @@ def test_the_expected_judgments_are_simulated_within_the_time_budget():
     late = holes.analyse(RUNS, QRELS, ["q1"], "vector", k=3, n_sim=2, budget_s=-1.0)
     bad = next(c for c in late["comparisons"] if c["a"] == "bad")
     assert bad["expected"] is None and late["expected_skipped"] == 1
-    assert "at most 1 judgments decide it" in bad["sentence"] and "expects" not in bad["sentence"]
+    assert "at most 1 judgment decides it" in bad["sentence"] and "expects" not in bad["sentence"]
 
 
 def test_the_index_shows_the_word_the_interval_and_the_assumptions(dp):

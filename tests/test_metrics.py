@@ -264,7 +264,9 @@ def test_stage_04s_quick_check_lives_in_evaluate(tmp_path, monkeypatch):
     to 1; q3 is reranked but not judged; the LLM scored the relevant candidate above the others."""
     from rerankeval.core.paths import resolve_dataset
     from rerankeval.evaluate.quick import quick_check
-    from rerankeval.rerank.core import RerankConfig, RerankResult
+    from rerankeval.rerank.config import Params
+    from rerankeval.rerank.core import Inputs
+    from rerankeval.rerank.core import Result as RerankResult
 
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
@@ -274,7 +276,8 @@ def test_stage_04s_quick_check_lives_in_evaluate(tmp_path, monkeypatch):
     reranked = {"q1": {"b": 3.0, "a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}
     cands = pd.DataFrame({"qid": ["q1"] * 4, "pass": ["main"] * 3 + ["reversed"], "docid": ["a", "b", "c", "b"],
                           "llm_score": [0.2, 0.9, 0.1, 0.5]})
-    res = RerankResult(reranked, pd.DataFrame(), cands, None, "m", RerankConfig(), 0.0)
+    inputs = Inputs(fused, {}, {}, sorted(reranked), {})
+    res = RerankResult(reranked, pd.DataFrame(), cands, None, "m", Params().config(), 0.0, {}, 10, None, inputs)
     table, by_relevance = quick_check(dp, fused, res, ["q1", "q3"])
     assert list(table.index) == ["hybrid", "hybrid_rerank"] and set(table.columns) == {"ndcg@10", "mrr@10"}
     assert table.loc["hybrid", "mrr@10"] == pytest.approx(1 / 2) and table.loc["hybrid_rerank", "mrr@10"] == 1.0

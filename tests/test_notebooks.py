@@ -10,7 +10,7 @@ import pytest
 from rerankeval import corpus, index, retrieve
 from rerankeval.apps import ask, chain
 from rerankeval.core import paths
-from rerankeval.evaluate.analyse import AnalysisParams
+from rerankeval.evaluate.analysis_records import AnalysisParams
 from rerankeval.experiments.sweep import SweepParams
 from rerankeval.questions.assess import AssessParams
 from rerankeval.questions.draft import QuestionsParams

@@ -23,7 +23,9 @@ import pytest
 
 from rerankeval.core import paths
 
-ENFORCED = ["retrieve", "apps.ask", "index", "corpus"]
+ENFORCED = ["retrieve", "apps.ask", "index", "corpus", "apps.explore", "evaluate", "questions", "rerank"]
+# an app may read the settings at its one door (the explorer opens per dataset from a notebook, as the README shows)
+DOORS = {"rerankeval/apps/explore/session.py"}
 LIB = paths.ROOT / "lib" / "rerankeval"
 CALLERS = [paths.ROOT / "lib", paths.ROOT / "tests", paths.ROOT / "bench"]
 
@@ -134,7 +136,7 @@ def test_no_module_behind_a_face_re_exports_a_name(package):
 
 @pytest.mark.parametrize("package", ENFORCED)
 def test_no_hidden_load_settings(package):
-    found = [r for m in modules(package) for r in hidden_settings(m)]
+    found = [r for m in modules(package) for r in hidden_settings(m) if r.rsplit(":", 1)[0] not in DOORS]
     assert not found, (f"{package}: load_settings() called at {found}. Take the settings as an argument and let "
                        "the stage's run(dp, params, settings) pass them down.")
     _count_others(hidden_settings, "load_settings() calls")

@@ -45,7 +45,7 @@ def test_a_grade_on_a_page_replaced_since_is_set_aside_with_a_warning(tmp_path, 
         merged, rec = judgments.merged_qrels(dp, load_qrels(dp))
     assert J_UNITS[2] not in merged["q1"] and "q2" in merged and J_UNITS[2] not in merged["q2"]
     assert merged["q1"][J_UNITS[3]] == 1 and rec["merged"] == 1  # the page that did not change is merged
-    assert rec["stale"] == [{"file": str(path), "unit": J_UNITS[2], "count": 2}]
+    assert rec["stale"] == [{"file": "qrels/judgments-test.tsv", "unit": J_UNITS[2], "count": 2}]  # in the folder
     said = " ".join(r.getMessage() for r in caplog.records)
     assert str(path) in said and J_UNITS[2] in said and "2 grade(s)" in said and "set aside" in said
     assert lines[0].split("\t") == ["query-id", "corpus-id", "score", "unit-sha256"]
@@ -91,7 +91,7 @@ def test_a_drafted_question_whose_page_changed_loses_its_grade_with_a_warning(tm
     with caplog.at_level(logging.WARNING):
         merged, rec = judgments.merged_qrels(dp, load_qrels(dp))
     assert "g-a" not in merged and merged["g-b"] == {UNITS[1]: 2}
-    assert rec["stale"] == [{"file": str(dp.source_draft_qrels), "unit": UNITS[0], "count": 1}]
+    assert rec["stale"] == [{"file": "qrels/draft.tsv", "unit": UNITS[0], "count": 1}]
     assert str(dp.source_draft_qrels) in caplog.text and UNITS[0] in caplog.text
 
 

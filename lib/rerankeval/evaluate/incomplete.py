@@ -172,11 +172,18 @@ class Comparison:
         if self.status == "decided":
             holes = (f"whatever the {self.n_unjudged} unjudged units turn out to be" if self.n_unjudged
                      else "with no unjudged unit in their top k (the interval is one point)")
-            sig = "; significant under both extremes" if self.significant else "; not significant at every extreme"
+            sig = ("; not tested (one query)" if self.n_queries < 2 else
+                   "; significant under both extremes" if self.significant else "; not significant at every extreme")
             return f"{head}: decided \u2014 {self.better} is better {holes}: {span}{sig}"
-        exp = "" if self.expected is None else f"; the queue expects about {self.expected:.1f}"
-        return (f"{head}: undecided \u2014 {self.n_moving} unjudged units could reverse it; judge them first "
-                f"(at most {self.n_unjudged} judgments decide it{exp}): {span}")
+        exp = "" if self.expected is None else f"; the queue expects about {math.ceil(self.expected)}"
+        return (f"{head}: undecided \u2014 {_n(self.n_moving, 'unjudged unit')} could reverse it; judge them first "
+                f"(at most {_n(self.n_unjudged, 'judgment')} {'decides' if self.n_unjudged == 1 else 'decide'} "
+                f"it{exp}): {span}")
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 judgment`` / ``3 judgments``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _status(lo: float, hi: float, identical: bool) -> tuple[str, int]:

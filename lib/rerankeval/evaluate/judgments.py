@@ -65,6 +65,14 @@ class JudgmentConflict(ReRankEvalError, ValueError):
     """A grade disagrees with an existing judgment; the message names both and how to resolve it."""
 
 
+def _in_dataset(dp: DatasetPaths, path: Path) -> str:
+    """``path`` relative to the dataset folder (a manifest carries no absolute path of this machine)."""
+    try:
+        return str(Path(path).relative_to(dp.source))
+    except ValueError:
+        return Path(path).name
+
+
 def split_of(dp: DatasetPaths) -> str:
     """The qrels split stage 01 extracted (``stats.json``), ``test`` when not recorded."""
     try:
@@ -263,8 +271,8 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
     """
     split = split or split_of(dp)
     path = dp.judgments(split)
-    rec: dict[str, Any] = {"file": str(path), "exists": _looked_at(path), "merged": 0, "already_in_qrels": 0,
-                           "stale": []}
+    rec: dict[str, Any] = {"file": _in_dataset(dp, path), "exists": _looked_at(path), "merged": 0,
+                           "already_in_qrels": 0, "stale": []}
     out = {q: dict(rel) for q, rel in qrels.items()}
     rec["stale"] += _set_aside_drafts(dp, out)
     if not rec["exists"]:
@@ -291,7 +299,7 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
             continue
         rec["already_in_qrels" if old is not None else "merged"] += 1
         out.setdefault(q, {})[u] = g
-    rec["stale"] += _say_stale(path, stale, "grade(s)", f"grade the page again with explore.judge(dp, qid, "
+    rec["stale"] += _say_stale(dp, path, stale, "grade(s)", f"grade the page again with explore.judge(dp, qid, "
                                f"unit_id, grade) (it replaces the old grade), or delete those lines of {path}")
     rec.update(sha256=sha256_file(path), ignored=ignored, repeated=repeated)
     return out, rec
@@ -317,17 +325,17 @@ def _set_aside_drafts(dp: DatasetPaths, out: Qrels) -> list[dict[str, Any]]:
             if not out[qid]:
                 del out[qid]
             stale[unit] = stale.get(unit, 0) + 1
-    return _say_stale(dp.source_draft_qrels, stale, "drafted question(s)",
+    return _say_stale(dp, dp.source_draft_qrels, stale, "drafted question(s)",
                       "review those drafts again in the explorer (accept, edit or reject each: a decision records "
                       "the page as it reads now), or re-draft: make questions")
 
 
-def _say_stale(path: Path, stale: Mapping[str, int], what: str, fix: str) -> list[dict[str, Any]]:
+def _say_stale(dp: DatasetPaths, path: Path, stale: Mapping[str, int], what: str, fix: str) -> list[dict[str, Any]]:
     """Warn once per unit whose grades in ``path`` were set aside; the records for the merge summary."""
     for unit, n in sorted(stale.items()):
         log.warning(f"{path}: {n} {what} of {unit} set aside (not merged): the page's text changed since they were "
                     f"made (the file replaced under the same name?). Fix: {fix}.")
-    return [{"file": str(path), "unit": u, "count": n} for u, n in sorted(stale.items())]
+    return [{"file": _in_dataset(dp, path), "unit": u, "count": n} for u, n in sorted(stale.items())]
 
 
 def judged_at_k(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int) -> dict[str, float]:

@@ -210,11 +210,24 @@ def _embedding(index_man: Mapping[str, Any], index_files: Mapping[str, Any]) -> 
             or _first(index_files, ["embedding_model", "model_id", "model_name", "model"]) or "not recorded in index/")
 
 
+def _relative(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (no absolute path of this machine in a shared
+    manifest), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def _qdrant(dp: DatasetPaths, settings: Settings, index_man: Mapping[str, Any], recorded: Any) -> dict[str, Any]:
     url = settings.qdrant_url
-    return {"mode": "server" if url else "embedded (qdrant-client local mode)",
-            "url": scrub_url(url) if url else None, "path": None if url else str(dp.qdrant_path),
-            "recorded_by_index": index_man.get("qdrant"), "collection": index_man.get("collection"),
+    backend = index_man.get("backend")
+    mode = "server" if url else {"edge": "embedded (qdrant-edge shard, Qdrant's own engine)",
+                                 "client": "embedded (qdrant-client local mode)"}.get(str(backend),
+                                                                                     "embedded (backend not recorded)")
+    return {"mode": mode,  # the backend the index was built with, said once (issue 35 item 9)
+            "url": scrub_url(url) if url else None, "path": None if url else _relative(dp.qdrant_path),
+            "collection": index_man.get("collection"),
             "client_version": library_versions(["qdrant-client"])["qdrant-client"],
             "server_version": _first(recorded, ["qdrant_version", "server_version"])}
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import pandas as pd
 
 from rerankeval.core import runs
-from rerankeval.core.names import HYBRID
+from rerankeval.core.names import HYBRID, HYBRID_RERANK
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import metrics
-from rerankeval.core.names import HYBRID_RERANK
 from rerankeval.rerank.config import MAIN_PASS
 from rerankeval.rerank.core import Result
 
@@ -27,7 +26,8 @@ def quick_check(dp: DatasetPaths, fused: runs.Run, result: Result,
     judged = [q for q in qids if q in qrels]
     if not judged:
         return None
-    found = {HYBRID: {q: fused[q] for q in judged}, HYBRID_RERANK: {q: result.run[q] for q in judged if q in result.run}}
+    found = {HYBRID: {q: fused[q] for q in judged},
+             HYBRID_RERANK: {q: result.run[q] for q in judged if q in result.run}}
     qs = metrics.query_set(found, qrels, judged, policy="zero")
     cols = [c for c in metrics.metric_columns([10], ["ndcg", "mrr"]) if c != "map"]
     table = metrics.evaluate(found, qrels, qs, cols).pivot_table(index="variant", columns="metric", values="value",
