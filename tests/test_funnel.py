@@ -66,9 +66,9 @@ def test_attribute_end_to_end():
 
 def test_attribute_missing_variants():
     runs = _runs()
-    assert F.attribute({"vector": runs["vector"]}, QRELS, ["q1"]).empty  # no fused run: no funnel
+    assert F.attribute({"vector": runs["vector"]}, QRELS, ["q1"], k=10, pool_k=20).empty  # no fused run: no funnel
     no_rr = {k: v for k, v in runs.items() if k != "hybrid_rerank"}
-    att = F.attribute(no_rr, QRELS, ["q1", "q2", "q3"], k=10)
+    att = F.attribute(no_rr, QRELS, ["q1", "q2", "q3"], k=10, pool_k=20)
     assert att["class"].tolist() == [F.HIT, F.NOT_RETRIEVED, F.LOST_FUSION]
     assert "rank_hybrid_rerank" not in att
     only = {k: runs[k] for k in ("hybrid", "hybrid_rerank")}

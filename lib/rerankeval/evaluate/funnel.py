@@ -92,8 +92,9 @@ def attribute(
     runs: Mapping[str, Run],
     qrels: Qrels,
     qids: Sequence[str],
-    k: int = 10,
-    pool_k: int = 20,
+    *,
+    k: int,
+    pool_k: int,  # the stage's own (04's recorded pool): no default of its own here
     fallback_qids: Iterable[str] = (),
     legs: Sequence[str] = LEGS,
     fused: str = FUSED,
