@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rerankeval.apps import chain
+from rerankeval.apps import chain, chain_params, chain_preflight
 
 SENTINEL = "sk-SENTINEL-preflight-0123456789"
 PASSWORD = "hunter2-url-password"
@@ -48,13 +48,13 @@ def test_pool_smaller_than_final_k_stops_before_any_notebook(tmp_path, tiny_pdf)
 
 
 def test_parameters_are_checked_as_each_notebook_will_see_them():
-    nbs = chain.notebooks(["05"])
-    chain.check_parameters(nbs, {"pool_k": 10, "final_k": 10})
-    with pytest.raises(chain.PreflightError, match=r"pool_k \(3\) must be >= final_k \(10\).*05-analyse"):
-        chain.check_parameters(nbs, {"pool_k": 3})  # final_k from the notebook's own default
-    with pytest.raises(chain.PreflightError, match="leg_k = 0 must be a whole number >= 1"):
-        chain.check_parameters(chain.notebooks(["03"]), {"leg_k": 0})
-    chain.check_parameters(chain.notebooks(["01"]), {"pool_k": 3})  # 01 has neither: nothing to check
+    nbs = chain_params.notebooks(["05"])
+    chain_preflight.check_parameters(nbs, {"pool_k": 10, "final_k": 10})
+    with pytest.raises(chain_params.PreflightError, match=r"pool_k \(3\) must be >= final_k \(10\).*05-analyse"):
+        chain_preflight.check_parameters(nbs, {"pool_k": 3})  # final_k from the notebook's own default
+    with pytest.raises(chain_params.PreflightError, match="leg_k = 0 must be a whole number >= 1"):
+        chain_preflight.check_parameters(chain_params.notebooks(["03"]), {"leg_k": 0})
+    chain_preflight.check_parameters(chain_params.notebooks(["01"]), {"pool_k": 3})  # 01 has neither: nothing to check
 
 
 def test_a_dataset_without_queries_stops_before_any_extraction(tmp_path, tiny_pdf):
@@ -100,7 +100,7 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
                            "status": ["fallback", "fallback", "ok"], "requests": [3, 3, 1], "cache_hits": [0, 0, 0],
                            "llm_calls": [1, 1, 1], "error": ["APIConnectionError", "APIConnectionError", ""]})
     ledger.to_csv(dp.ledger, index=False)
-    msg = chain.llm_fell_back(dp)
+    msg = chain_preflight.llm_fell_back(dp)
     assert msg and msg["endpoint"] and "2 of 2 queries fell back" in msg["text"]
     assert "could not be reached" in msg["text"]
     (dp.executed_dir).mkdir(parents=True)
@@ -112,7 +112,7 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
     # replies served from the cache alone (no request sent): the message blames the cache, not OPENAI_BASE_URL
     ledger[["requests", "cache_hits", "error"]] = [[0, 1, "ValidationError"], [0, 1, "ValidationError"], [0, 1, ""]]
     ledger.to_csv(dp.ledger, index=False)
-    msg = chain.llm_fell_back(dp)
+    msg = chain_preflight.llm_fell_back(dp)
     assert msg and not msg["endpoint"] and "use_cache=false" in msg["text"]
     page["llm_problem"] = msg
     assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
@@ -121,10 +121,10 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
     # a query that fell back only partly is not a failed run
     ledger.loc[0, "status"], ledger.loc[1, "status"] = "partial_fallback", "fallback"
     ledger.to_csv(dp.ledger, index=False)
-    assert chain.llm_fell_back(dp) is None
+    assert chain_preflight.llm_fell_back(dp) is None
     ledger.loc[1, "status"] = "ok"
     ledger.to_csv(dp.ledger, index=False)
-    assert chain.llm_fell_back(dp) is None
+    assert chain_preflight.llm_fell_back(dp) is None
 
 
 # -- issue 35 item 7: one tiny real request of each kind the run sends, before any notebook --------------------------
@@ -138,7 +138,8 @@ def _settings(tmp_path: Path, base_url: str):
 def test_the_request_kinds_follow_what_each_notebook_will_send():
     from rerankeval.apps.chain_preflight import RequestKind, request_kinds
 
-    rerank, retrieve, questions = chain.notebooks(["04"]), chain.notebooks(["03"]), chain.notebooks(["08"])
+    nbs = chain_params.notebooks
+    rerank, retrieve, questions = nbs(["04"]), nbs(["03"]), nbs(["08"])
     assert request_kinds(rerank, {}) == [RequestKind(schema=False, top_logprobs=10)]  # yes/no: one token, logprobs
     assert request_kinds(rerank, {"yesno_json": True}) == [RequestKind(schema=True, top_logprobs=10)]
     assert request_kinds(rerank, {"mode": "listwise"}) == [RequestKind(schema=True)]
@@ -146,7 +147,7 @@ def test_the_request_kinds_follow_what_each_notebook_will_send():
     assert request_kinds(retrieve, {"variants": ["hybrid", "hybrid_reformulate"]}) == [RequestKind(schema=True)]
     assert request_kinds(questions, {"draft": "never"}) == []
     assert request_kinds([*rerank, *questions], {}) == [RequestKind(False, 10), RequestKind(True, 0)]
-    assert request_kinds(chain.notebooks(["01", "02", "05"]), {}) == []
+    assert request_kinds(chain_params.notebooks(["01", "02", "05"]), {}) == []
 
 
 def test_the_probe_sends_one_tiny_request_of_each_kind(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval.apps import chain
+from rerankeval.apps import chain, chain_params, chain_signals
 
 SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]"]
 
@@ -50,7 +50,7 @@ def test_only_keeps_every_rendered_page_in_the_index(tmp_path, tiny_pdf):
     out = results / "tiny-pdf"
     (out / "report").mkdir(parents=True)
     (out / "executed").mkdir()
-    for nb in chain.notebooks()[1:]:  # pages an earlier run rendered (03 failed then)
+    for nb in chain_params.notebooks()[1:]:  # pages an earlier run rendered (03 failed then)
         (out / "report" / f"{nb.stem}.html").write_text("<html>earlier</html>", encoding="utf-8")
     (out / "executed" / "pages.json").write_text(json.dumps({"03-retrieve": {
         "name": "03-retrieve", "href": "03-retrieve.html", "status": "failed", "seconds": 4.0,
@@ -59,9 +59,9 @@ def test_only_keeps_every_rendered_page_in_the_index(tmp_path, tiny_pdf):
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]  # this run's notebook worked; the earlier failure only shows
     rows = index_rows(out / "report" / "index.html")
-    assert sorted(rows) == sorted(f"{nb.stem}.html" for nb in chain.notebooks())
+    assert sorted(rows) == sorted(f"{nb.stem}.html" for nb in chain_params.notebooks())
     assert "earlier run" not in rows["01-extract-corpus.html"] and " ok " in rows["01-extract-corpus.html"]
-    for nb in chain.notebooks()[1:]:
+    for nb in chain_params.notebooks()[1:]:
         assert "earlier run" in rows[f"{nb.stem}.html"], rows
     assert "2026-11-30 20:00" in rows["03-retrieve.html"] and "failed" in rows["03-retrieve.html"]
 
@@ -105,7 +105,7 @@ def test_a_ctrl_c_between_two_notebooks_keeps_what_finished(tmp_path, tiny_pdf, 
 
     monkeypatch.setattr(chain, "run_notebook", fake_run_notebook)
     rc = chain.run_chain(str(tiny_pdf), SMALL, only=["01", "02"])
-    assert rc == chain.EXIT_INTERRUPTED and calls == ["01-extract-corpus", "02-build-indexes"]
+    assert rc == chain_signals.EXIT_INTERRUPTED and calls == ["01-extract-corpus", "02-build-indexes"]
     msg = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[chain] interrupted")]
     assert len(msg) == 1 and "finished: 01-extract-corpus;" in msg[0], msg
     rows = index_rows(tmp_path / "res" / "tiny-pdf" / "report" / "index.html")
@@ -138,7 +138,7 @@ def test_a_signal_stops_the_run_cleanly_updates_the_index_and_a_rerun_resumes(tm
     """Ctrl-C exits 130, SIGTERM 143; either way one line names what finished and the index shows it."""
     results = tmp_path / "res"
     out = results / "tiny-pdf"
-    verb, _, status = chain.SIGNALS[sig]
+    verb, _, status = chain_signals.SIGNALS[sig]
     hook, marker = tmp_path / "hook", tmp_path / "inside-02"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(BLOCK_02, encoding="utf-8")

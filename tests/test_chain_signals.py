@@ -24,7 +24,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from fakellm import FakeLLM
-from rerankeval.apps import chain
+from rerankeval.apps import chain_signals
 
 RUNNER = '''\
 import contextlib, os, pathlib, signal, sys, time
@@ -158,7 +158,7 @@ def test_three_quick_ctrl_c_during_04_end_with_one_line_and_rc_130(tmp_path, tin
             proc.send_signal(signal.SIGINT)
             time.sleep(0.4)
         stdout, stderr = _finish(proc)
-    _assert_one_clean_line(proc, stdout, stderr, "interrupted", chain.EXIT_INTERRUPTED)
+    _assert_one_clean_line(proc, stdout, stderr, "interrupted", chain_signals.EXIT_INTERRUPTED)
 
 
 def test_ctrl_c_again_while_the_chain_imports_numpy_ends_with_one_line_and_rc_130(tmp_path, tiny_beir):
@@ -175,7 +175,7 @@ def test_ctrl_c_again_while_the_chain_imports_numpy_ends_with_one_line_and_rc_13
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = _finish(proc)
-    _assert_one_clean_line(proc, stdout, stderr, "interrupted", chain.EXIT_INTERRUPTED)
+    _assert_one_clean_line(proc, stdout, stderr, "interrupted", chain_signals.EXIT_INTERRUPTED)
 
 
 def test_a_second_ctrl_c_kills_a_kernel_that_does_not_stop_and_the_index_is_written(tmp_path, tiny_beir):
@@ -187,7 +187,7 @@ def test_a_second_ctrl_c_kills_a_kernel_that_does_not_stop_and_the_index_is_writ
         assert proc.poll() is None
         proc.send_signal(signal.SIGINT)
         stdout, stderr = _finish(proc)
-    line = _assert_one_clean_line(proc, stdout, stderr, "interrupted", chain.EXIT_INTERRUPTED)[0]
+    line = _assert_one_clean_line(proc, stdout, stderr, "interrupted", chain_signals.EXIT_INTERRUPTED)[0]
     assert "finished: 02-first;" in line and "report (partial): " in line and "index.html" in line
 
 
@@ -197,7 +197,7 @@ def test_sigterm_during_08_with_the_endpoint_s_own_handler_says_report_partial(t
         _wait_inside(tmp_path, proc)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = _finish(proc)
-    line = _assert_one_clean_line(proc, stdout, stderr, "terminated", chain.EXIT_TERMINATED)[0]
+    line = _assert_one_clean_line(proc, stdout, stderr, "terminated", chain_signals.EXIT_TERMINATED)[0]
     assert "finished: 02-first;" in line and "report (partial): " in line and "index.html" in line
     index = tmp_path / "res" / tiny_beir.name / "report" / "index.html"
     assert index.is_file() and line.split("report (partial): ")[1].startswith(str(index))
@@ -210,7 +210,7 @@ def test_sigterm_while_the_llm_server_starts_says_report_partial(tmp_path, tiny_
         _wait_for(starting, proc)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = _finish(proc)
-    line = _assert_one_clean_line(proc, stdout, stderr, "terminated", chain.EXIT_TERMINATED)[0]
+    line = _assert_one_clean_line(proc, stdout, stderr, "terminated", chain_signals.EXIT_TERMINATED)[0]
     # the local server starts when the first LLM notebook comes (ddcb190, issue 36 item 1): after 02-first
     assert "finished: 02-first;" in line and "report (partial): " in line
 
@@ -239,4 +239,4 @@ def test_a_signal_raises_at_most_once_and_never_inside_a_deferred_section(monkey
     with pytest.raises(Quit) as quit_info:  # the fourth, after the index: at once
         it.handler(signal.SIGINT, None)
     line, status = quit_info.value.args
-    assert status == chain.EXIT_INTERRUPTED and line.startswith("[chain] interrupted (Ctrl-C, 4 times)")
+    assert status == chain_signals.EXIT_INTERRUPTED and line.startswith("[chain] interrupted (Ctrl-C, 4 times)")

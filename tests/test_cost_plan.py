@@ -144,13 +144,14 @@ def test_the_rewrite_tokens_reach_the_cost_table(tmp_path):
 
 def test_the_documented_p_syntax_gives_04_a_price_and_a_budget():
     """.env.example and the README: make report P="price_per_mtok=[0.15, 0.6] max_cost=1" (a list through P)."""
-    from rerankeval.apps import chain
+    from rerankeval.apps import chain_params
     from rerankeval.core import paths
 
     nbs = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
     for p in ("price_per_mtok=[0.15, 0.6] max_cost=1", "price_per_mtok=[0.15,0.6] max_calls=500"):
-        items = chain.split_params(p)
-        typed = chain.typed_parameters(nbs, chain.load_params("x", items), chain.override_texts(items))
+        items = chain_params.split_params(p)
+        loaded = chain_params.load_params("x", items)
+        typed = chain_params.typed_parameters(nbs, loaded, chain_params.override_texts(items))
         assert typed["price_per_mtok"] == [0.15, 0.6]
         assert typed.get("max_cost", 1) == 1 and typed.get("max_calls", 500) == 500
     env_example = (paths.ROOT / ".env.example").read_text()

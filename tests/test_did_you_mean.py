@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from rerankeval.apps import chain
+from rerankeval.apps import chain, chain_params, chain_preflight
 from rerankeval.apps.chain_params import unknown_parameters
 from rerankeval.apps.chain_preflight import check_baseline
 from rerankeval.core import paths
@@ -37,8 +37,8 @@ def run_main(dataset: Path, *args: str) -> int:
 
 
 def test_a_negative_pool_k_is_not_told_to_lower_final_k():
-    with pytest.raises(chain.PreflightError) as err:
-        chain.check_parameters(chain.notebooks(), {"pool_k": -3, "final_k": 10})
+    with pytest.raises(chain_params.PreflightError) as err:
+        chain_preflight.check_parameters(chain_params.notebooks(), {"pool_k": -3, "final_k": 10})
     msg = str(err.value)
     assert "pool_k = -3 must be a whole number >= 1" in msg
     assert "final_k=-3" not in msg and "pool_k (-3) must be >= final_k" not in msg
@@ -103,4 +103,4 @@ def test_the_chain_refuses_an_unknown_baseline_before_the_run(tmp_path, monkeypa
     dp = paths.resolve_dataset(str(tiny_beir))
     dp.runs_dir.mkdir(parents=True)
     (dp.runs_dir / "my_system.trec").write_text("q1 Q0 d1 1 1.0 x\n", encoding="utf-8")
-    check_baseline(dp, chain.notebooks(), {"baseline": "my_system"})  # an external run is a variant
+    check_baseline(dp, chain_params.notebooks(), {"baseline": "my_system"})  # an external run is a variant

@@ -14,7 +14,7 @@ import pytest
 
 from fakellm import FakeLLM
 from rerankeval import rerank
-from rerankeval.apps import chain, explore
+from rerankeval.apps import chain_params, explore
 from rerankeval.apps.explore.engine import Explorer, example_queries
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
@@ -126,9 +126,9 @@ def test_examples_are_the_diff_views_largest_changes(tmp_path):
 
 
 def test_the_chain_runs_the_explorer_after_the_stages_it_reads():
-    names = [p.stem for p in chain.notebooks()]
+    names = [p.stem for p in chain_params.notebooks()]
     assert names.index("00-explore") == names.index("05-analyse") + 1
-    assert [p.stem for p in chain.notebooks(["00"])] == ["00-explore"]
+    assert [p.stem for p in chain_params.notebooks(["00"])] == ["00-explore"]
 
 
 @pytest.mark.slow

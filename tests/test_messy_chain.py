@@ -22,7 +22,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from rerankeval.apps import chain
+from rerankeval.apps import chain, chain_params
 from rerankeval.core import paths
 from rerankeval.core.settings import ENV_KEYS, load_settings
 
@@ -170,22 +170,24 @@ def test_a_parameter_of_the_wrong_type_is_refused_before_the_run(stand_in, capsy
 
 
 def test_values_yaml_reads_otherwise_become_the_declared_type():
-    nbs = chain.notebooks()
+    nbs = chain_params.notebooks()
     overrides = ["query=42", "embedding_model=", "reformulate_threshold=1e-3", "rrf_k=30"]
-    got = chain.typed_parameters(nbs, chain.load_params("x", overrides), chain.override_texts(overrides))
+    loaded = chain_params.load_params("x", overrides)
+    got = chain_params.typed_parameters(nbs, loaded, chain_params.override_texts(overrides))
     want = {"query": "42", "embedding_model": "", "reformulate_threshold": 0.001, "rrf_k": 30}
     assert {k: got[k] for k in want} == want
     for bad, words in (("force_rebuild=1", "expected bool"), ("ks=5", "expected list"),
                        ("rrf_k=60.5", "expected int"), ("alpha=fast", "expected float")):
-        with pytest.raises(chain.PreflightError, match=words):
-            chain.typed_parameters(nbs, chain.load_params("x", [bad]), chain.override_texts([bad]))
+        with pytest.raises(chain_params.PreflightError, match=words):
+            chain_params.typed_parameters(nbs, chain_params.load_params("x", [bad]), chain_params.override_texts([bad]))
 
 
 def test_p_keeps_list_values_with_spaces_whole():
     """README: make report P="variants=[vector, bm25, hybrid, hybrid_dbsf]" (make split P on every space)."""
-    assert chain.split_params(" pool_k=30  variants=[vector, bm25, hybrid] mode=yesno ") == [
+    assert chain_params.split_params(" pool_k=30  variants=[vector, bm25, hybrid] mode=yesno ") == [
         "pool_k=30", "variants=[vector, bm25, hybrid]", "mode=yesno"]
-    assert chain.load_params("x", chain.split_params("variants=[vector, bm25]"))["variants"] == ["vector", "bm25"]
+    items = chain_params.split_params("variants=[vector, bm25]")
+    assert chain_params.load_params("x", items)["variants"] == ["vector", "bm25"]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")

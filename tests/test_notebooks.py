@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rerankeval import corpus, index, retrieve
-from rerankeval.apps import ask, chain
+from rerankeval.apps import ask, chain_params
 from rerankeval.core import paths
 from rerankeval.evaluate.analysis_records import AnalysisParams
 from rerankeval.experiments.sweep import SweepParams
@@ -26,7 +26,7 @@ STAGE_PARAMS = {"01-extract-corpus": corpus.Params, "02-build-indexes": index.Pa
 
 
 def test_the_chain_has_its_numbered_notebooks():
-    names = [p.stem for p in chain.notebooks()]
+    names = [p.stem for p in chain_params.notebooks()]
     assert names[:2] == ["01-extract-corpus", "02-build-indexes"], names
     assert {"03-retrieve", "04-rerank", "05-analyse"} <= set(names)
 
@@ -95,7 +95,7 @@ def test_papermill_reads_every_parameter(nb):
     """papermill's own parser skips lines it cannot read (e.g. a comment containing '='), silently."""
     import papermill
 
-    assert set(papermill.inspect_notebook(str(nb))) == chain.declared_parameters(nb)
+    assert set(papermill.inspect_notebook(str(nb))) == chain_params.declared_parameters(nb)
 
 
 def _parameters(nb) -> dict:

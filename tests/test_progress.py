@@ -110,12 +110,13 @@ CHILD = """
 import json, os, sys
 from pathlib import Path
 from rerankeval.apps import chain
+from rerankeval.apps import chain_signals
 from rerankeval.core import paths
 nb, dataset = Path(sys.argv[1]), Path(sys.argv[2])
 dp = paths.resolve_dataset(str(dataset))
 dp.executed_dir.mkdir(parents=True, exist_ok=True)
 dp.report_dir.mkdir(parents=True, exist_ok=True)
-page = chain.run_notebook(nb, dp, {}, "python3", {"RERANKEVAL_TEST_MARK": "from-the-chain"}, chain.Interrupt())
+page = chain.run_notebook(nb, dp, {}, "python3", {"RERANKEVAL_TEST_MARK": "from-the-chain"}, chain_signals.Interrupt())
 print(json.dumps({"page": page, "mark_in_parent": "RERANKEVAL_TEST_MARK" in os.environ}))
 """
 

@@ -162,9 +162,9 @@ def test_reformulate_uses_the_llm_only_through_rerankeval_llm():
 
 
 def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():
-    from rerankeval.apps import chain
+    from rerankeval.apps import chain_params, chain_preflight
 
-    nb03 = next(nb for nb in chain.notebooks() if nb.name.startswith("03"))
-    assert chain._wants_llm(nb03, {})  # listed by default
-    assert not chain._wants_llm(nb03, {"variants": ["vector", "bm25", "hybrid"]})
-    assert not chain._wants_llm(next(nb for nb in chain.notebooks() if nb.name.startswith("01")), {})
+    nb03 = next(nb for nb in chain_params.notebooks() if nb.name.startswith("03"))
+    assert chain_preflight.wants_llm(nb03, {})  # listed by default
+    assert not chain_preflight.wants_llm(nb03, {"variants": ["vector", "bm25", "hybrid"]})
+    assert not chain_preflight.wants_llm(next(nb for nb in chain_params.notebooks() if nb.name.startswith("01")), {})

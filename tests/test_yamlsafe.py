@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from rerankeval.apps import chain
+from rerankeval.apps import chain_params
 from rerankeval.core import paths, yamlsafe
 from rerankeval.experiments import grid
 
@@ -37,38 +37,38 @@ def test_an_alias_bomb_in_a_params_file_is_refused_at_once_naming_the_file_and_l
     bomb = params_dir / "bombed.yaml"
     bomb.write_text(ALIAS_BOMB, encoding="utf-8")
     t0 = time.perf_counter()
-    with pytest.raises(chain.PreflightError) as err:
-        chain.load_params("bombed", [])
+    with pytest.raises(chain_params.PreflightError) as err:
+        chain_params.load_params("bombed", [])
     assert time.perf_counter() - t0 < 5
     msg = str(err.value)
     assert str(bomb) in msg and "line 2" in msg and "anchor" in msg and "write the value out" in msg
 
 
 def test_an_alias_in_a_set_value_is_refused():
-    with pytest.raises(chain.PreflightError, match=r"--set 'ks=\[&a 1, \*a\]'.*anchors and aliases"):
-        chain.load_params("none", ["ks=[&a 1, *a]"])
+    with pytest.raises(chain_params.PreflightError, match=r"--set 'ks=\[&a 1, \*a\]'.*anchors and aliases"):
+        chain_params.load_params("none", ["ks=[&a 1, *a]"])
 
 
 @pytest.mark.parametrize("item, read_as, meant", [("final_k=010", "octal number 8", "did you mean 10?"),
                                                   ("draft_seed=1:30", "base-60 number 90", "did you mean 130?"),
                                                   ("alpha=1:30.5", "base-60 number 90.5", "quote it ('1:30.5')")])
 def test_yaml_1_1_number_forms_in_p_are_refused_with_the_number_meant(item, read_as, meant):
-    with pytest.raises(chain.PreflightError) as err:
-        chain.load_params("none", chain.split_params(item))
+    with pytest.raises(chain_params.PreflightError) as err:
+        chain_params.load_params("none", chain_params.split_params(item))
     msg = str(err.value)
     assert repr(item) in msg and read_as in msg and meant in msg
 
 
 def test_an_octal_number_in_a_params_file_names_its_line(params_dir):
     (params_dir / "octal.yaml").write_text("pool_k: 30\nfinal_k: 010\n", encoding="utf-8")
-    with pytest.raises(chain.PreflightError, match=r"octal\.yaml, line 2: 010 reads as the octal number 8"):
-        chain.load_params("octal", [])
+    with pytest.raises(chain_params.PreflightError, match=r"octal\.yaml, line 2: 010 reads as the octal number 8"):
+        chain_params.load_params("octal", [])
 
 
 def test_ordinary_values_read_as_before(params_dir):
     (params_dir / "fine.yaml").write_text("ks: [1, 3, 5]\nalpha: 0.3\nmode: yesno\nids: ['010', '1:30']\n",
                                           encoding="utf-8")
-    got = chain.load_params("fine", ["pool_k=30", "seed=0x1A", "rrf_k=07", "label='010'", "empty=", "t=1e-3"])
+    got = chain_params.load_params("fine", ["pool_k=30", "seed=0x1A", "rrf_k=07", "label='010'", "empty=", "t=1e-3"])
     assert got == {"final_k": 10, "ks": [1, 3, 5], "alpha": 0.3, "mode": "yesno", "ids": ["010", "1:30"],
                    "pool_k": 30, "seed": 26, "rrf_k": 7, "label": "010", "empty": None, "t": "1e-3"}
 
@@ -76,16 +76,16 @@ def test_ordinary_values_read_as_before(params_dir):
 def test_a_params_file_too_big_is_refused_before_it_is_read(params_dir):
     big = params_dir / "big.yaml"
     big.write_text("pool_k: 30\n" + "# padding\n" * 40_000, encoding="utf-8")
-    with pytest.raises(chain.PreflightError, match=r"big\.yaml: \d+ bytes, more than the \d+"):
-        chain.load_params("big", [])
+    with pytest.raises(chain_params.PreflightError, match=r"big\.yaml: \d+ bytes, more than the \d+"):
+        chain_params.load_params("big", [])
 
 
 def test_too_many_values_are_refused():
     item = "ks=[" + ",".join(["1"] * (yamlsafe.MAX_NODES + 5)) + "]"
-    with pytest.raises(chain.PreflightError, match="more than 10000 values"):
-        chain.load_params("none", [item])
-    with pytest.raises(chain.PreflightError, match="nested deeper than"):
-        chain.load_params("none", ["ks=" + "[" * 200 + "]" * 200])
+    with pytest.raises(chain_params.PreflightError, match="more than 10000 values"):
+        chain_params.load_params("none", [item])
+    with pytest.raises(chain_params.PreflightError, match="nested deeper than"):
+        chain_params.load_params("none", ["ks=" + "[" * 200 + "]" * 200])
 
 
 def test_the_sweep_grid_file_is_read_the_same_way(tmp_path):

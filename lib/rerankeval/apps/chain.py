@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.apps.chain_files import (
-    AtomicNotebookIO,
     atomic_saves,
     chain_engine,
     code_version,
@@ -70,11 +69,8 @@ from rerankeval.apps.chain_files import (
     up_to_date,
 )
 from rerankeval.apps.chain_params import (
-    EXPLORER_AFTER,
     PreflightError,
     declared_parameters,
-    declared_types,
-    effective_parameters,
     load_params,
     notebooks,
     override_texts,
@@ -84,8 +80,6 @@ from rerankeval.apps.chain_params import (
 )
 from rerankeval.apps.chain_preflight import (
     ALLOW_FALLBACK,
-    POSITIVE_INTS,
-    PROBE_TIMEOUT,
     check_baseline,
     check_dataset,
     check_parameters,
@@ -100,11 +94,9 @@ from rerankeval.apps.chain_preflight import (
     wants_llm,
 )
 from rerankeval.apps.chain_signals import (
-    EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     SIGNALS,
     Interrupt,
-    Stopped,
     kernel_manager_class,
 )
 from rerankeval.core import paths
@@ -114,18 +106,8 @@ from rerankeval.core.settings import load_settings
 # grammars at import: 3 of a warm run's seconds. Nothing here validates an IRI (nbformat's schema has none).
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-__all__ = [  # the chain's API, wherever each part lives (tests and notebooks import them from here)
-    "ALLOW_FALLBACK", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PREFLIGHT", "EXIT_TERMINATED", "EXPLORER_AFTER",
-    "KERNEL", "POSITIVE_INTS", "PROBE_TIMEOUT", "SIGNALS", "AtomicNotebookIO", "Interrupt", "PreflightError",
-    "Stopped", "check_dataset", "check_parameters", "check_settings", "check_writable", "declared_parameters",
-    "declared_types", "effective_parameters", "index_pages", "kernel_manager_class", "llm_fell_back",
-    "load_params", "main", "notebooks", "os_error", "override_texts", "run_chain", "run_notebook",
-    "split_params", "start_endpoint", "typed_parameters",
-]
-
 KERNEL = "rerankeval"
 EXIT_FAILED, EXIT_PREFLIGHT = 1, 2
-_wants_llm = wants_llm  # the name tests/test_reformulate.py calls
 
 
 def notebook_params(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any]) -> dict[str, Any]:
