@@ -155,14 +155,14 @@ def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
 
 
 def test_the_diff_view_of_an_analysis_is_rendered_by_report(tmp_path, monkeypatch):
-    """Stage 05 picks the pair and the queries (Analysis.diff_view); report.htmlsafe renders the HTML."""
-    from rerankeval.report import htmlsafe
+    """Stage 05 picks the pair and the queries (Analysis.diff_view); report.fragments renders the HTML."""
+    from rerankeval.report import fragments
 
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(3), hybrid_rerank=_good(1))
     a = analyse.run(dp, FAST | {"diff_n": 2, "diff_top_k": 3}, load_settings())
     pair, chosen = a.diff_view()
     assert pair == ["hybrid", "hybrid_rerank"] and len(chosen) == 2
-    html = htmlsafe.analysis_diff_html(a)
+    html = fragments.analysis_diff_html(a)
     assert html.count('class="rre-q"') == 2 and "nDCG@5" in html and "m.pdf \u00b7 p.1" in html
     assert html.count('class="gold"') == 2 * 2  # each query's gold unit, in both top 3 lists
     assert not hasattr(a, "diff_view_html")  # evaluate builds no HTML

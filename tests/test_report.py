@@ -17,7 +17,7 @@ from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import load_settings
 from rerankeval.corpus.snippets import Snippets
 from rerankeval.evaluate import analyse, verdict
-from rerankeval.report import htmlsafe
+from rerankeval.report import fragments, htmlsafe
 from rerankeval.report import pages as report_pages
 from rerankeval.report import render as report
 
@@ -285,7 +285,7 @@ def test_diff_view_escapes_everything():
             },
         ]
     )
-    html = htmlsafe.diff_view_html(
+    html = fragments.diff_view_html(
         ["a", "b"],
         runs,
         qrels,

@@ -2,8 +2,7 @@
 
 HTML is built by the Jinja2 templates (``templates/``, autoescape on: :mod:`rerankeval.report.render` for the pages,
 :mod:`rerankeval.report.fragments` for what notebooks display); a ``<script>`` inside a PDF, a query or a model
-reply renders as text. The diff view's functions live in :mod:`~rerankeval.report.fragments` and are re-exported
-here for notebook 05 and its tests.
+reply renders as text. The diff view's functions live in :mod:`~rerankeval.report.fragments`.
 """
 
 from __future__ import annotations
@@ -12,9 +11,7 @@ import html
 import math
 from typing import Any
 
-from rerankeval.report.fragments import analysis_diff_html, diff_view_html  # re-exported (notebook 05)
-
-__all__ = ["analysis_diff_html", "diff_view_html", "esc"]
+__all__ = ["esc"]
 
 
 def esc(value: Any) -> str:

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 # Better and worse have their own colours, never a variant's (colour means a variant elsewhere): the two ends of
 # ColorBrewer's PuOr, a diverging scheme safe for colour-blind readers; tied is grey.
-BETTER, WORSE, TIED = "#5e3c99", "#e66101", "#9e9e9e"
+BETTER = "#5e3c99"  # better / promoted
+WORSE = "#e66101"  # worse / demoted
+TIED = "#9e9e9e"  # unchanged
 
 CLASS_COLOURS = {  # the funnel: a hit in the better colour, each loss a shade of the worse one (pipeline order)
     "hit": BETTER,
