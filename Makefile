@@ -148,8 +148,9 @@ test-unit: setup ## the fast tests: no llama-server build, no second server, no 
 lab: setup llama-if-local ## JupyterLab with the project kernel on DATASET (00-explore opens it; a local LLM server if none is configured)
 	$(PY) -m rerankeval.apps.lab --dataset "$(DATASET_ARG)"
 
-lint: setup ## ruff over the package, tests and benchmarks, and the import layers (import-linter, .importlinter)
+lint: setup ## ruff (lint and format check) over the package, tests and benchmarks, and the import layers (.importlinter)
 	$(VENV)/bin/ruff check lib tests bench
+	$(VENV)/bin/ruff format --check lib tests bench
 	PYTHONPATH=$(CURDIR)/lib $(VENV)/bin/lint-imports
 
 .PHONY: format

@@ -84,10 +84,23 @@ def explain(a: dict[str, float], b: dict[str, float], k: int | None = TOP) -> li
         pairs = [(a.get(x), a.get(y)), (b.get(x), b.get(y))]
         if y not in a and x not in b:
             pairs.append((a.get(x), b.get(y)))
-        cause = ("tie" if any(p == q and p is not None for p, q in pairs)
-                 else "float order" if any(near(p, q) for p, q in pairs) else "unexplained")
-        out.append({"rank": i + 1, "client": x, "edge": y, "client_scores": [a.get(x), a.get(y)],
-                    "edge_scores": [b.get(x), b.get(y)], "cause": cause})
+        cause = (
+            "tie"
+            if any(p == q and p is not None for p, q in pairs)
+            else "float order"
+            if any(near(p, q) for p, q in pairs)
+            else "unexplained"
+        )
+        out.append(
+            {
+                "rank": i + 1,
+                "client": x,
+                "edge": y,
+                "client_scores": [a.get(x), a.get(y)],
+                "edge_scores": [b.get(x), b.get(y)],
+                "cause": cause,
+            }
+        )
     return out
 
 
@@ -122,8 +135,15 @@ def compare(client: dict, edge: dict, k: int | None = TOP, legs_explain: dict | 
     for found in diffs.values():
         for d in found:
             causes[d["cause"]] = causes.get(d["cause"], 0) + 1
-    return {"queries": len(client), "equal": len(client) - len(diffs), "differing": len(diffs),
-            "equal_full_depth": full, "causes": causes, "max_rel_score_diff": worst, "differences": diffs}
+    return {
+        "queries": len(client),
+        "equal": len(client) - len(diffs),
+        "differing": len(diffs),
+        "equal_full_depth": full,
+        "causes": causes,
+        "max_rel_score_diff": worst,
+        "differences": diffs,
+    }
 
 
 def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int) -> dict:
@@ -139,8 +159,12 @@ def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int
     result = index.run(dp, index.Params(), load_settings().model_copy(update={"progress": "off"}), embedder=emb)
     index.write(dp, result)  # the backend: RERANKEVAL_QDRANT_BACKEND set just above
     info = result.info
-    out = {"build_seconds": time.perf_counter() - t, "dense_search": info.dense_search,
-           "switch": info.actions.get("backend switch"), "runs": {}}
+    out = {
+        "build_seconds": time.perf_counter() - t,
+        "dense_search": info.dense_search,
+        "switch": info.actions.get("backend switch"),
+        "runs": {},
+    }
     t = time.perf_counter()
     with Retriever(dp, load_settings(), embedder=emb, progress=False) as r:  # the backend set just above
         for v in DENSE_VARIANTS:
@@ -151,8 +175,9 @@ def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int
         if backend == qdrant_edge.EDGE:  # Qdrant's own choice (exact below its threshold), and exact on demand
             qv = r._qvecs(queries)
             for name, exact in (("dense_leg_default", False), ("dense_leg_exact", True)):
-                out["runs"][name] = {"chunks": qdrant_edge.search_dense(r.client, list(queries), qv, leg_k,
-                                                                       r._id_to_chunk, exact=exact)}
+                out["runs"][name] = {
+                    "chunks": qdrant_edge.search_dense(r.client, list(queries), qv, leg_k, r._id_to_chunk, exact=exact)
+                }
     out["search_seconds"] = time.perf_counter() - t
     return out
 
@@ -160,8 +185,9 @@ def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int
 def _tied(ranking: dict[str, float]) -> set[str]:
     """The entries of a ranking whose score equals, or nearly equals, a neighbour's."""
     items = list(ranking.items())
-    return {d for i in range(len(items) - 1) if near(items[i][1], items[i + 1][1])
-            for d in (items[i][0], items[i + 1][0])}
+    return {
+        d for i in range(len(items) - 1) if near(items[i][1], items[i + 1][1]) for d in (items[i][0], items[i + 1][0])
+    }
 
 
 def leg_ties(client: dict, edge: dict, legs: tuple[str, ...]) -> dict[str, set[str] | bool]:
@@ -203,16 +229,23 @@ def dataset_parity(name: str, source: Path, leg_k: int, pool_k: int) -> dict:
     for leg in ("dense_leg", "sparse_leg"):
         lists[f"{leg}@{leg_k}"] = compare(c["runs"][leg]["chunks"], e["runs"][leg]["chunks"], None)
     for leg in ("dense_leg_default", "dense_leg_exact"):
-        lists[f"edge {leg}@{leg_k} vs client dense_leg"] = compare(c["runs"]["dense_leg"]["chunks"],
-                                                                   e["runs"][leg]["chunks"], None)
+        lists[f"edge {leg}@{leg_k} vs client dense_leg"] = compare(
+            c["runs"]["dense_leg"]["chunks"], e["runs"][leg]["chunks"], None
+        )
     hyb_c, hyb_e = c["runs"]["hybrid"]["units"], e["runs"]["hybrid"]["units"]
     ce_equal = sum(list(hyb_c[q])[:pool_k] == list(hyb_e.get(q, {}))[:pool_k] for q in hyb_c)
-    return {"dataset": name, "source": str(source), "chunks": len(corpus.contract.load_chunks(dp)),
-            "queries": len(queries),
-            "leg_k": leg_k, "pool_k": pool_k, "wall_seconds": time.perf_counter() - t,
-            "backends": {b: {k: v for k, v in per[b].items() if k != "runs"} for b in BACKENDS},
-            "cross_encoder_inputs_equal": {"queries": len(hyb_c), "hybrid_top_pool_k_equal": ce_equal},
-            "lists": lists}
+    return {
+        "dataset": name,
+        "source": str(source),
+        "chunks": len(corpus.contract.load_chunks(dp)),
+        "queries": len(queries),
+        "leg_k": leg_k,
+        "pool_k": pool_k,
+        "wall_seconds": time.perf_counter() - t,
+        "backends": {b: {k: v for k, v in per[b].items() if k != "runs"} for b in BACKENDS},
+        "cross_encoder_inputs_equal": {"queries": len(hyb_c), "hybrid_top_pool_k_equal": ce_equal},
+        "lists": lists,
+    }
 
 
 def summary(report: list[dict]) -> dict:
@@ -231,15 +264,22 @@ def summary(report: list[dict]) -> dict:
 
 def print_dataset(d: dict, show: int) -> None:
     ds = d["backends"]["edge"]["dense_search"]
-    print(f"\n{d['dataset']}: {d['chunks']} chunks, {d['queries']} queries; edge dense search {ds.get('mode')}, "
-          f"recall@10 {ds.get('recall_at_10')}; {d['wall_seconds']:.0f} s", flush=True)
+    print(
+        f"\n{d['dataset']}: {d['chunks']} chunks, {d['queries']} queries; edge dense search {ds.get('mode')}, "
+        f"recall@10 {ds.get('recall_at_10')}; {d['wall_seconds']:.0f} s",
+        flush=True,
+    )
     for name, r in d["lists"].items():
-        print(f"  {name:<46} equal {r['equal']:>4}/{r['queries']:<4} (full depth {r['equal_full_depth']:>4}) "
-              f"causes {r['causes'] or '-'}; max rel score diff {r['max_rel_score_diff']:.1e}")
+        print(
+            f"  {name:<46} equal {r['equal']:>4}/{r['queries']:<4} (full depth {r['equal_full_depth']:>4}) "
+            f"causes {r['causes'] or '-'}; max rel score diff {r['max_rel_score_diff']:.1e}"
+        )
         for q, found in list(r["differences"].items())[:show]:
             for x in found[:3]:
-                print(f"      {q} rank {x['rank']}: client {x['client']} edge {x['edge']}  client scores "
-                      f"{x['client_scores']}  edge scores {x['edge_scores']}  -> {x['cause']}")
+                print(
+                    f"      {q} rank {x['rank']}: client {x['client']} edge {x['edge']}  client scores "
+                    f"{x['client_scores']}  edge scores {x['edge_scores']}  -> {x['cause']}"
+                )
     ce = d["cross_encoder_inputs_equal"]
     print(f"  cross_encoder input (hybrid top pool_k) equal for {ce['hybrid_top_pool_k_equal']}/{ce['queries']}")
 

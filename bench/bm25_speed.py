@@ -30,8 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if not (paths.SHARED_DATA_DIR / args.dataset).is_dir() and not Path(args.dataset).is_dir():
-        print(f"SKIP: {paths.SHARED_DATA_DIR / args.dataset} is absent "
-              "(this benchmark needs ../shared/data).")
+        print(f"SKIP: {paths.SHARED_DATA_DIR / args.dataset} is absent (this benchmark needs ../shared/data).")
         return 0
     from rerankeval import corpus as corpus_stage
     from rerankeval.core.settings import load_settings
@@ -55,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     ref = idx.to_rank_bm25(docs)
     t_ref_build = time.perf_counter() - t
-    print(f"{dp.name}: {len(ids)} documents, {len(queries)} queries, vocabulary {len(idx.vocab)}; "
-          f"analysis {t_an:.2f} s; build: rank-bm25 {t_ref_build:.2f} s, fast path {t_fast_build:.2f} s")
+    print(
+        f"{dp.name}: {len(ids)} documents, {len(queries)} queries, vocabulary {len(idx.vocab)}; "
+        f"analysis {t_an:.2f} s; build: rank-bm25 {t_ref_build:.2f} s, fast path {t_fast_build:.2f} s"
+    )
 
     def top(scores: np.ndarray) -> list[str]:
         return [d for d, _ in idx.top_k(scores, args.k)]
@@ -75,11 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     same = sum(fast_run[q] == top(ref_scores[q]) for q in qtok)
     speedup = t_ref / t_fast
     n = len(qtok)
-    print(f"scoring {n} queries: rank-bm25 get_scores {t_ref:.3f} s ({1000 * t_ref / n:.2f} ms/q), "
-          f"fast path {t_fast:.3f} s ({1000 * t_fast / n:.3f} ms/q); top-{args.k} selection {t_top:.3f} s")
+    print(
+        f"scoring {n} queries: rank-bm25 get_scores {t_ref:.3f} s ({1000 * t_ref / n:.2f} ms/q), "
+        f"fast path {t_fast:.3f} s ({1000 * t_fast / n:.3f} ms/q); top-{args.k} selection {t_top:.3f} s"
+    )
     print(f"max |score difference| = {max_diff:.3g}; identical top-{args.k} lists: {same}/{len(qtok)}")
-    print(f"speed-up (get_scores vs fast path): {speedup:.1f}x "
-          f"(with top-{args.k} selection: {t_ref / (t_fast + t_top):.1f}x; goal >= 20x)")
+    print(
+        f"speed-up (get_scores vs fast path): {speedup:.1f}x "
+        f"(with top-{args.k} selection: {t_ref / (t_fast + t_top):.1f}x; goal >= 20x)"
+    )
     ok = same == len(qtok) and max_diff <= 1e-9 and speedup >= 20
     print("OK" if ok else "FAILED")
     return 0 if ok else 1

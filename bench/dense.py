@@ -56,9 +56,15 @@ def real_corpus(dataset: str) -> dict | None:
         return None
     index = bm25.BM25Index.build(ids, [texts[i] for i in ids])
     vecs = np.stack([have[h] for h in want]).astype(np.float32)
-    return {"source": f"{dp.name} (cached embeddings)", "ids": ids, "dense": vecs[: len(ids)],
-            "sparse": index.sparse_doc_vectors(), "qids": list(queries), "qvecs": vecs[len(ids):],
-            "qsparse": [index.sparse_query_vector(t) for t in queries.values()]}
+    return {
+        "source": f"{dp.name} (cached embeddings)",
+        "ids": ids,
+        "dense": vecs[: len(ids)],
+        "sparse": index.sparse_doc_vectors(),
+        "qids": list(queries),
+        "qvecs": vecs[len(ids) :],
+        "qsparse": [index.sparse_query_vector(t) for t in queries.values()],
+    }
 
 
 def synthetic_corpus(n: int, n_queries: int, dim: int = 384, vocab: int = 20000, seed: int = 0) -> dict:
@@ -76,9 +82,15 @@ def synthetic_corpus(n: int, n_queries: int, dim: int = 384, vocab: int = 20000,
             out.append((idx.tolist(), rng.uniform(0.5, 2.0, len(idx)).round(4).tolist()))
         return out
 
-    return {"source": f"synthetic ({n} random unit vectors, dim {dim})", "ids": [f"c{i:06d}" for i in range(n)],
-            "dense": unit(n), "sparse": sparse(n, 30), "qids": [f"q{i}" for i in range(n_queries)],
-            "qvecs": unit(n_queries), "qsparse": sparse(n_queries, 4)}
+    return {
+        "source": f"synthetic ({n} random unit vectors, dim {dim})",
+        "ids": [f"c{i:06d}" for i in range(n)],
+        "dense": unit(n),
+        "sparse": sparse(n, 30),
+        "qids": [f"q{i}" for i in range(n_queries)],
+        "qvecs": unit(n_queries),
+        "qsparse": sparse(n_queries, 4),
+    }
 
 
 def time_upserts(folder: Path, c: dict, sample: int) -> dict:
@@ -116,8 +128,13 @@ def time_upserts(folder: Path, c: dict, sample: int) -> dict:
 
 def _summary(seconds: list[float], total: float) -> dict:
     ms = sorted(s * 1000 for s in seconds)
-    return {"queries": len(ms), "mean_ms": round(statistics.fmean(ms), 2), "p50_ms": round(ms[len(ms) // 2], 2),
-            "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 2), "qps": round(len(ms) / total, 1)}
+    return {
+        "queries": len(ms),
+        "mean_ms": round(statistics.fmean(ms), 2),
+        "p50_ms": round(ms[len(ms) // 2], 2),
+        "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 2),
+        "qps": round(len(ms) / total, 1),
+    }
 
 
 def time_queries(store: Path, c: dict, leg_k: int = 100) -> dict:
@@ -132,8 +149,9 @@ def time_queries(store: Path, c: dict, leg_k: int = 100) -> dict:
     def search(client, kind: str, i: slice):
         if kind == "dense":
             return qs.search_dense(client, NAME, qids[i], qvecs[i], leg_k, id_to_chunk)
-        return qs.search_hybrid(client, NAME, qids[i], qvecs[i], qsparse[i], leg_k=leg_k, limit=2 * leg_k,
-                                id_to_chunk=id_to_chunk)
+        return qs.search_hybrid(
+            client, NAME, qids[i], qvecs[i], qsparse[i], leg_k=leg_k, limit=2 * leg_k, id_to_chunk=id_to_chunk
+        )
 
     out = {}
     for kind in ("dense", "hybrid"):
@@ -151,12 +169,19 @@ def time_queries(store: Path, c: dict, leg_k: int = 100) -> dict:
             total_batch = time.perf_counter() - t0
         if [list(batch[q].items()) for q in qids] != [list(one[q].items()) for q in qids]:
             raise AssertionError(f"{kind}: the batched run differs from the one-by-one run")
-        out[kind] = {"one_by_one": _summary(lat, total_one),
-                     "batch": {"queries": len(qids), "mean_ms": round(total_batch / len(qids) * 1000, 2),
-                               "qps": round(len(qids) / total_batch, 1)},
-                     "identical_runs": True}
-        print(f"{kind} queries: one by one {out[kind]['one_by_one']['qps']} q/s "
-              f"(p50 {out[kind]['one_by_one']['p50_ms']} ms), batched {out[kind]['batch']['qps']} q/s")
+        out[kind] = {
+            "one_by_one": _summary(lat, total_one),
+            "batch": {
+                "queries": len(qids),
+                "mean_ms": round(total_batch / len(qids) * 1000, 2),
+                "qps": round(len(qids) / total_batch, 1),
+            },
+            "identical_runs": True,
+        }
+        print(
+            f"{kind} queries: one by one {out[kind]['one_by_one']['qps']} q/s "
+            f"(p50 {out[kind]['one_by_one']['p50_ms']} ms), batched {out[kind]['batch']['qps']} q/s"
+        )
     return out
 
 
@@ -182,8 +207,15 @@ def main(argv: list[str] | None = None) -> int:
         with qs.open_client(path=folder / "store", url="") as client:
             reopen = time.perf_counter() - t
         queries = time_queries(folder / "store", c)
-    out = {"corpus": c["source"], "points": len(c["ids"]), "dim": int(c["dense"].shape[1]),
-           "queries": len(c["qids"]), "upsert": upsert, "reopen_s": round(reopen, 2), "query": queries}
+    out = {
+        "corpus": c["source"],
+        "points": len(c["ids"]),
+        "dim": int(c["dense"].shape[1]),
+        "queries": len(c["qids"]),
+        "upsert": upsert,
+        "reopen_s": round(reopen, 2),
+        "query": queries,
+    }
     path = atomic_write_json(paths.results_dir() / "bench" / "dense.json", out)
     print(f"reopen the store: {reopen:.2f} s; wrote {path}")
     print(f"upsert_speedup={upsert['speedup']}")

@@ -55,11 +55,13 @@ def top10(q: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.argsort(-(q @ d.T), axis=1, kind="stable")[:, :10]
 
 
-def run_remote(base_url: str, model: str, texts: list[str], batch: int,
-               concurrency: int) -> tuple[float, RemoteEmbedder, np.ndarray]:
+def run_remote(
+    base_url: str, model: str, texts: list[str], batch: int, concurrency: int
+) -> tuple[float, RemoteEmbedder, np.ndarray]:
     """Seconds to encode ``texts`` through the server into an empty cache, the encoder and the vectors."""
-    s = Settings(embed_base_url=base_url, embed_model=model, embed_batch=batch, embed_concurrency=concurrency,
-                 embed_timeout=600)
+    s = Settings(
+        embed_base_url=base_url, embed_model=model, embed_batch=batch, embed_concurrency=concurrency, embed_timeout=600
+    )
     with tempfile.TemporaryDirectory(prefix="bench-embed-server-") as tmp:
         remote = RemoteEmbedder(s, progress=False, cache_root=tmp)
         t0 = time.perf_counter()
@@ -83,10 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         d_local = local.encode(texts)
         local_s = time.perf_counter() - t0
         q_local = local.encode(queries)
-    out: dict = {"texts": len(texts), "queries": len(queries), "source": source, "batch": args.batch,
-                 "server": args.base_url or f"infinity-emb {embed_server.VERSION}, torch, cpu, this machine",
-                 "model": args.model, "loadavg_before": list(os.getloadavg()),
-                 "in_process_texts_per_s": round(len(texts) / local_s, 1), "runs": []}
+    out: dict = {
+        "texts": len(texts),
+        "queries": len(queries),
+        "source": source,
+        "batch": args.batch,
+        "server": args.base_url or f"infinity-emb {embed_server.VERSION}, torch, cpu, this machine",
+        "model": args.model,
+        "loadavg_before": list(os.getloadavg()),
+        "in_process_texts_per_s": round(len(texts) / local_s, 1),
+        "runs": [],
+    }
     server = contextlib.nullcontext(args.base_url) if args.base_url else embed_server.serve(batch_size=args.batch)
     with server as base_url:
         for c in (int(x) for x in args.concurrency.split(",")):
@@ -94,10 +103,20 @@ def main(argv: list[str] | None = None) -> int:
             q_remote = remote.encode(queries)
             cos = np.sum(np.vstack([d_local, q_local]) * np.vstack([d_remote, q_remote]), axis=1)
             same = int((top10(q_remote, d_remote) == top10(q_local, d_local)).all(axis=1).sum())
-            out["runs"].append({"concurrency": c, "seconds": round(secs, 2), "texts_per_s": round(len(texts) / secs, 1),
-                                "min_cosine": round(float(cos.min()), 6), "same_top10_queries": same})
-            print(f"concurrency {c}: {len(texts) / secs:.1f} texts/s, min cosine {cos.min():.6f}, same top 10 for "
-                  f"{same}/{len(queries)} queries", flush=True)
+            out["runs"].append(
+                {
+                    "concurrency": c,
+                    "seconds": round(secs, 2),
+                    "texts_per_s": round(len(texts) / secs, 1),
+                    "min_cosine": round(float(cos.min()), 6),
+                    "same_top10_queries": same,
+                }
+            )
+            print(
+                f"concurrency {c}: {len(texts) / secs:.1f} texts/s, min cosine {cos.min():.6f}, same top 10 for "
+                f"{same}/{len(queries)} queries",
+                flush=True,
+            )
     out["loadavg_after"] = list(os.getloadavg())
     path = atomic_write_json(ROOT / "results" / "bench" / "embed_server.json", out)
     print(f"in-process: {out['in_process_texts_per_s']} texts/s; wrote {path}")

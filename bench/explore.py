@@ -73,8 +73,12 @@ def watched(ex: Explorer, query: str, k: int) -> dict:
         ex.show(query, k, **kw)
     seconds = time.perf_counter() - t0
     lines = [ln for ln in (out.getvalue() + err.getvalue()).replace("\r", "\n").splitlines() if ln.strip()]
-    return {"s": round(seconds, 3), "first_signal_s": round(first[0], 3) if first else None,
-            "output_lines": len(lines), "output_head": lines[:3]}
+    return {
+        "s": round(seconds, 3),
+        "first_signal_s": round(first[0], 3) if first else None,
+        "output_lines": len(lines),
+        "output_head": lines[:3],
+    }
 
 
 def prepare(dp: paths.DatasetPaths) -> None:

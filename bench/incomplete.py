@@ -63,8 +63,13 @@ def _cut(run: Run, k: int) -> Run:
 
 def _fused(legs: tuple[Run, Run], p: Point, qids: Sequence[str]) -> Run:
     a, b = (_cut(leg, p.leg_k) for leg in legs)
-    return fuse([{q: a.get(q, {}) for q in qids}, {q: b.get(q, {}) for q in qids}], p.method, k=p.rrf_k,
-                weights=p.weights, depth=K)
+    return fuse(
+        [{q: a.get(q, {}) for q in qids}, {q: b.get(q, {}) for q in qids}],
+        p.method,
+        k=p.rrf_k,
+        weights=p.weights,
+        depth=K,
+    )
 
 
 def grid_systems(dp, queries: Mapping[str, str]) -> tuple[dict[str, Run], tuple[str, str], str]:
@@ -95,8 +100,10 @@ def bm25_systems(dp, queries: Mapping[str, str]) -> tuple[dict[str, Run], tuple[
     out = {"bm25_raw": _cut(legs[0], K), "bm25": _cut(legs[1], K)}
     for p in grid.points(default):
         out["bm25_fused" if p == default else p.name] = _fused((legs[0], legs[1]), p, list(queries))
-    how = ("BM25-only: BM25 on raw tokens ('bm25_raw', standing in for the dense leg) and BM25 with stemming and "
-           "stopwords, fused over the small grid's fusion points; headline pair bm25_fused (RRF k 60) vs bm25_raw")
+    how = (
+        "BM25-only: BM25 on raw tokens ('bm25_raw', standing in for the dense leg) and BM25 with stemming and "
+        "stopwords, fused over the small grid's fusion points; headline pair bm25_fused (RRF k 60) vs bm25_raw"
+    )
     return out, ("bm25_fused", "bm25_raw"), how
 
 
@@ -121,8 +128,9 @@ def hide(full: Qrels, keep: float, seed: int) -> Qrels:
     return out
 
 
-def taus(systems: Mapping[str, Run], full: Qrels, kept: Qrels, qids: Sequence[str],
-         truth: Sequence[float]) -> dict[str, float]:
+def taus(
+    systems: Mapping[str, Run], full: Qrels, kept: Qrels, qids: Sequence[str], truth: Sequence[float]
+) -> dict[str, float]:
     """Kendall tau-b of each metric's system ranking under ``kept`` against ``truth`` (zero-fill under full)."""
     from scipy.stats import kendalltau
 
@@ -130,15 +138,25 @@ def taus(systems: Mapping[str, Run], full: Qrels, kept: Qrels, qids: Sequence[st
     return {m: float(kendalltau(got[m].to_numpy(), truth).statistic) for m in ("zero_fill", "condensed", "bpref")}
 
 
-def effort(systems: Mapping[str, Run], pair: tuple[str, str], full: Qrels, kept: Qrels, qids: Sequence[str],
-           seed: int, top: int) -> dict:
+def effort(
+    systems: Mapping[str, Run],
+    pair: tuple[str, str],
+    full: Qrels,
+    kept: Qrels,
+    qids: Sequence[str],
+    seed: int,
+    top: int,
+) -> dict:
     """Judgments each order needs to decide ``pair`` (the full judgments answer)."""
     sub = {v: systems[v] for v in pair}
     third = [v for v in ("bm25",) if v in systems and v not in pair]
     pool_runs = {v: systems[v] for v in (*pair, *third)}
     pool = judgments.unjudged_pool(pool_runs, kept, qids, K)
-    orders: dict[str, object] = {"queue": "queue", "random": "random",
-                                 "pool": list(zip(pool.qid, pool.unit_id, strict=True))}
+    orders: dict[str, object] = {
+        "queue": "queue",
+        "random": "random",
+        "pool": list(zip(pool.qid, pool.unit_id, strict=True)),
+    }
     out: dict = {}
     for name, order in orders.items():
         j = incomplete.Judging(sub, kept, qids, METRIC, [pair], top)
@@ -160,8 +178,10 @@ def dataset(name: str, keeps: Sequence[float], reps: int, bm25_only: bool) -> di
         return {"skipped": f"{path} is absent (the shared data is not part of the repository)"}
     dp = resolve_dataset(str(path))
     if not dp.chunks.is_file():
-        return {"skipped": f"{name} has no corpus: run python -m rerankeval.chain --dataset {path} --only 01 "
-                           "(and --only 02 for the dense systems)"}
+        return {
+            "skipped": f"{name} has no corpus: run python -m rerankeval.chain --dataset {path} --only 01 "
+            "(and --only 02 for the dense systems)"
+        }
     ev = splits.judged(splits.eval_split(dp))
     qids = sorted(ev.queries)
     t0 = time.perf_counter()
@@ -172,9 +192,17 @@ def dataset(name: str, keeps: Sequence[float], reps: int, bm25_only: bool) -> di
     top = judgments.grade_scale(ev.qrels)
     truth = incomplete.robust_means(systems, full, qids, METRIC).loc[list(systems), "zero_fill"].to_numpy()
     d_full = incomplete.Judging({v: systems[v] for v in pair}, full, qids, METRIC, [pair], top).interval(pair)
-    out = {"systems": len(systems), "systems_are": how, "queries": len(qids), "pair": list(pair),
-           "full_judgments": sum(len(d) for d in full.values()), "top_grade": top, "systems_s": round(build_s, 1),
-           "full_difference": round(d_full[0], 4), "keep": {}}
+    out = {
+        "systems": len(systems),
+        "systems_are": how,
+        "queries": len(qids),
+        "pair": list(pair),
+        "full_judgments": sum(len(d) for d in full.values()),
+        "top_grade": top,
+        "systems_s": round(build_s, 1),
+        "full_difference": round(d_full[0], 4),
+        "keep": {},
+    }
     for keep in keeps:
         rows = []
         for r in range(reps):
@@ -182,8 +210,11 @@ def dataset(name: str, keeps: Sequence[float], reps: int, bm25_only: bool) -> di
             row = {"tau": taus(systems, full, kept, qids, truth)}
             row.update(effort(systems, pair, full, kept, qids, seed=r, top=top))
             rows.append(row)
-            print(f"{name} keep {keep:.0%} rep {r}: tau {row['tau']} queue {row['queue']} random {row['random']} "
-                  f"pool {row['pool']}", flush=True)
+            print(
+                f"{name} keep {keep:.0%} rep {r}: tau {row['tau']} queue {row['queue']} random {row['random']} "
+                f"pool {row['pool']}",
+                flush=True,
+            )
         out["keep"][f"{keep:.2f}"] = _summary(rows)
     return out
 
@@ -196,8 +227,10 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def _summary(rows: list[dict]) -> dict:
     tau = {m: round(float(np.mean([r["tau"][m] for r in rows])), 3) for m in rows[0]["tau"]}
     mean = {o: _mean([r[o] for r in rows]) for o in ("queue", "random", "pool")}
-    ratio = {f"{o}_over_queue": (round(mean[o] / mean["queue"], 2) if mean[o] and mean["queue"] else None)
-             for o in ("random", "pool")}
+    ratio = {
+        f"{o}_over_queue": (round(mean[o] / mean["queue"], 2) if mean[o] and mean["queue"] else None)
+        for o in ("random", "pool")
+    }
     return {"tau_vs_full_zero_fill_ndcg": tau, "judgments_to_decide_mean": mean, **ratio, "reps": rows}
 
 
@@ -213,8 +246,10 @@ def status_time(tmp: Path) -> dict:
 
     src = SHARED / "cranfield"
     if not resolve_dataset(str(src)).index_manifest.is_file():
-        return {"skipped": f"{src} is absent or has no indexes (python -m rerankeval.chain --dataset {src} --only 01 "
-                           "--only 02)"}
+        return {
+            "skipped": f"{src} is absent or has no indexes (python -m rerankeval.chain --dataset {src} --only 01 "
+            "--only 02)"
+        }
     ev = splits.judged(splits.eval_split(resolve_dataset(str(src))))
     copy = tmp / "cranfield-status-bench"
     dp = resolve_dataset(str(copy))
@@ -243,10 +278,14 @@ def status_time(tmp: Path) -> dict:
         after.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     screen = incomplete.first_screen(three, ev.qrels, sorted(ev.queries), baseline="vector", k=K)
-    return {"dataset": "cranfield (a private copy, 225 queries; runs vector, bm25, hybrid)",
-            "first_status_s": round(cold, 2), "status_after_grade_s": [round(x, 2) for x in after],
-            "status": got.status, "first_screen_s": round(time.perf_counter() - t0, 1),
-            "first_screen_comparisons": [c["sentence"] for c in screen["comparisons"]]}
+    return {
+        "dataset": "cranfield (a private copy, 225 queries; runs vector, bm25, hybrid)",
+        "first_status_s": round(cold, 2),
+        "status_after_grade_s": [round(x, 2) for x in after],
+        "status": got.status,
+        "first_screen_s": round(time.perf_counter() - t0, 1),
+        "first_screen_comparisons": [c["sentence"] for c in screen["comparisons"]],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

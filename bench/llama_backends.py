@@ -42,8 +42,9 @@ BACKENDS = {  # name -> (backend, no_repack)
 
 def chat(base: str, messages: list[dict[str, str]]) -> dict[str, Any]:
     body = {"messages": messages, "max_tokens": 1, "temperature": 0, "cache_prompt": False}
-    req = urllib.request.Request(f"{base}/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}/v1/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     t0 = time.perf_counter()
     with urllib.request.urlopen(req, timeout=600) as r:
         reply = json.loads(r.read())
@@ -64,16 +65,21 @@ def prompt_set(dataset: str, n: int, n_long: int, chars: int) -> tuple[list[list
         if len(short) == n:
             break
     pool = [t for q in texts.values() for t in q.values()]
-    long = [[{"role": "user", "content": f"Run {i}. Summarise:\n" + " ".join(pool[i * 40:(i + 1) * 40])[:6000]}]
-            for i in range(n_long)]
+    long = [
+        [{"role": "user", "content": f"Run {i}. Summarise:\n" + " ".join(pool[i * 40 : (i + 1) * 40])[:6000]}]
+        for i in range(n_long)
+    ]
     return short, long
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     tps = [r["prompt_n"] / (r["prompt_ms"] / 1000) for r in rows if r["prompt_ms"]]
-    return {"n": len(rows), "median_wall_s": round(statistics.median(r["wall_s"] for r in rows), 3),
-            "median_prompt_tps": round(statistics.median(tps), 1) if tps else None,
-            "prompt_tokens": sum(r["prompt_n"] or 0 for r in rows)}
+    return {
+        "n": len(rows),
+        "median_wall_s": round(statistics.median(r["wall_s"] for r in rows), 3),
+        "median_prompt_tps": round(statistics.median(tps), 1) if tps else None,
+        "prompt_tokens": sum(r["prompt_n"] or 0 for r in rows),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             servers[name].start()
         for kind, items in (("yesno", short), ("long", long)):
             for i, messages in enumerate(items):
-                order = names[i % len(names):] + names[:i % len(names)]  # rotate who goes first
+                order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
                 for name in order:
                     rows[name][kind].append(chat(servers[name].base, messages))
     finally:
@@ -105,19 +111,24 @@ def main(argv: list[str] | None = None) -> int:
             srv.stop()
     out: dict[str, Any] = {"dataset": args.dataset, "loadavg": list(os.getloadavg()), "backends": {}}
     for name in names:
-        out["backends"][name] = {"endpoint_id": llm_server.endpoint_id(servers[name].server, servers[name].model,
-                                                                       servers[name].no_repack),
-                                 "yesno": summary(rows[name]["yesno"]), "long": summary(rows[name]["long"])}
+        out["backends"][name] = {
+            "endpoint_id": llm_server.endpoint_id(servers[name].server, servers[name].model, servers[name].no_repack),
+            "yesno": summary(rows[name]["yesno"]),
+            "long": summary(rows[name]["long"]),
+        }
     if "build" in names:
         for name in names:
-            pairs = [b["wall_s"] / a["wall_s"] for a, b in zip(rows["build"]["yesno"], rows[name]["yesno"],
-                                                                strict=True)]
+            pairs = [
+                b["wall_s"] / a["wall_s"] for a, b in zip(rows["build"]["yesno"], rows[name]["yesno"], strict=True)
+            ]
             out["backends"][name]["yesno_wall_ratio_vs_build"] = round(statistics.median(pairs), 3)
     path = atomic_write_json(args.out, out)
     for name, b in out["backends"].items():
-        print(f"{name}: yes/no {b['yesno']['median_wall_s']} s per prompt ({b['yesno']['median_prompt_tps']} tok/s), "
-              f"long prompts {b['long']['median_prompt_tps']} tok/s, x{b.get('yesno_wall_ratio_vs_build', '-')} "
-              "vs build")
+        print(
+            f"{name}: yes/no {b['yesno']['median_wall_s']} s per prompt ({b['yesno']['median_prompt_tps']} tok/s), "
+            f"long prompts {b['long']['median_prompt_tps']} tok/s, x{b.get('yesno_wall_ratio_vs_build', '-')} "
+            "vs build"
+        )
     print(f"wrote {path}")
     ratio = out["backends"].get("wheel", {}).get("yesno_wall_ratio_vs_build")
     print(f"wheel_vs_build={ratio}")

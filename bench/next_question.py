@@ -52,7 +52,8 @@ LINKED = ("venv", "models", "llama.cpp", "conformance")  # set-up, shared read-o
 COPIED = ("embeddings", "llm", "llm.rates.json")  # the caches a follow-up may add to (counted)
 DBSF_VARIANTS = "[vector, bm25, hybrid, qdrant_hybrid, cross_encoder, hybrid_reformulate, hybrid_dbsf]"
 FOLLOW_UPS: dict[str, tuple[str, list[str]]] = {  # name -> (P=..., the notebooks it changes but the LLM's: minimal)
-    "rrf_k": ("rrf_k=30", ["03", "05"]), "hybrid_dbsf": (f"variants={DBSF_VARIANTS}", ["03", "05"]),
+    "rrf_k": ("rrf_k=30", ["03", "05"]),
+    "hybrid_dbsf": (f"variants={DBSF_VARIANTS}", ["03", "05"]),
     "pool_k": ("pool_k=20 max_queries=5", ["03", "04", "05"]),  # 5 queries: 50 fresh LLM calls
     "chunk_size": ("chunk_size=600", ["01", "02", "03", "05"]),
 }
@@ -93,13 +94,20 @@ class Workspace:
         for part in ("lib", "notebooks", "params"):
             shutil.copytree(paths.ROOT / part, self.root / "code" / part, ignore=shutil.ignore_patterns("__pycache__"))
         git = ["git", "-C", str(paths.ROOT)]
-        return {"head": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
-                "uncommitted": subprocess.run([*git, "status", "--short", "lib", "notebooks", "params"],
-                                              capture_output=True, text=True).stdout.split("\n")}
+        return {
+            "head": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+            "uncommitted": subprocess.run(
+                [*git, "status", "--short", "lib", "notebooks", "params"], capture_output=True, text=True
+            ).stdout.split("\n"),
+        }
 
     def env(self) -> dict[str, str]:
-        return {"RERANKEVAL_RESULTS": str(self.results), "RERANKEVAL_QDRANT_PATH": str(self.qdrant),
-                "RERANKEVAL_CACHE": str(self.cache), "PYTHONPATH": str(self.root / "code" / "lib")}
+        return {
+            "RERANKEVAL_RESULTS": str(self.results),
+            "RERANKEVAL_QDRANT_PATH": str(self.qdrant),
+            "RERANKEVAL_CACHE": str(self.cache),
+            "PYTHONPATH": str(self.root / "code" / "lib"),
+        }
 
     def dp(self) -> paths.DatasetPaths:
         return paths.DatasetPaths(self.name, self.data, self.results / self.name)
@@ -158,9 +166,12 @@ def ledger_counts(ws: Workspace) -> dict[str, Any]:
         return {}
     led = pd.read_csv(path, dtype={"qid": str})
     led = led[led["pass"] == MAIN_PASS] if "pass" in led else led
-    return {"rerank_requests": int(led.requests.sum()), "rerank_cache_hits": int(led.cache_hits.sum()),
-            "rerank_calls": int(led.llm_calls.sum()), "per_query": led[["qid", "n_pool", "requests",
-                                                                         "cache_hits"]].to_dict("records")}
+    return {
+        "rerank_requests": int(led.requests.sum()),
+        "rerank_cache_hits": int(led.cache_hits.sum()),
+        "rerank_calls": int(led.llm_calls.sum()),
+        "per_query": led[["qid", "n_pool", "requests", "cache_hits"]].to_dict("records"),
+    }
 
 
 def read_back(ws: Workspace) -> list[str]:
@@ -170,8 +181,9 @@ def read_back(ws: Workspace) -> list[str]:
 
 
 # -- running the chain as a user would --
-def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[str] | None = None,
-          force: bool = False) -> dict[str, Any]:
+def chain(
+    ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[str] | None = None, force: bool = False
+) -> dict[str, Any]:
     """``python -m rerankeval.chain --dataset <copy> [--params P] [--only NN ...] [--force]``, timed, counted."""
     cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(ws.data), *(["--force"] if force else [])]
     cmd += [*(["--params", params] if params else []), *(a for nb in only or [] for a in ("--only", nb))]
@@ -181,18 +193,28 @@ def chain(ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[
     wall, cpu = time.perf_counter() - t0, sum(os.times()[2:4]) - cpu0  # the chain and its kernels
     notebooks = {m.group(1): float(m.group(3)) for m in CHAIN_LINE.finditer(r.stdout)}
     failed = [m.group(1) for m in CHAIN_LINE.finditer(r.stdout) if m.group(2).lower() != "ok"]
-    out = {"command": " ".join(["python -m rerankeval.chain", *cmd[3:]]), "wall_s": round(wall, 1),
-           "cpu_s": round(cpu, 1), "exit": r.returncode, "notebooks_rerun": len(notebooks), "notebooks_s": notebooks,
-           "notebooks_skipped": SKIPPED_LINE.findall(r.stdout), **counted(before, counters(ws)),
-           "read_back_03": read_back(ws) if "03-retrieve" in notebooks else None}
+    out = {
+        "command": " ".join(["python -m rerankeval.chain", *cmd[3:]]),
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "exit": r.returncode,
+        "notebooks_rerun": len(notebooks),
+        "notebooks_s": notebooks,
+        "notebooks_skipped": SKIPPED_LINE.findall(r.stdout),
+        **counted(before, counters(ws)),
+        "read_back_03": read_back(ws) if "03-retrieve" in notebooks else None,
+    }
     return {**out, "error": (r.stderr or r.stdout)[-1500:]} if r.returncode != 0 or failed else out
 
 
 def stage_cell_seconds(ws: Workspace, notebook: str = "03-retrieve.ipynb") -> dict[str, float]:
     """From the executed copy: papermill's duration and each code cell's (the run/write cell: the stage's own)."""
     nb = json.loads(ws.dp().executed_notebook(notebook).read_text(encoding="utf-8"))
-    cells = [round(c["metadata"].get("papermill", {}).get("duration") or 0.0, 2) for c in nb["cells"]
-             if c["cell_type"] == "code"]
+    cells = [
+        round(c["metadata"].get("papermill", {}).get("duration") or 0.0, 2)
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+    ]
     return {"papermill_s": round(nb["metadata"]["papermill"]["duration"], 2), "code_cells_s": cells}
 
 
@@ -208,7 +230,8 @@ def parameter_follow_up(ws: Workspace, endpoint: dict[str, str], name: str, scop
             out[kind]["rerank"] = {k: v for k, v in ledger_counts(ws).items() if k != "per_query"}
             if kind == "minimal" and "04" not in only:  # what 04 would send: pool replies not in the cache
                 out[kind]["rerank_fresh_calls_needed"] = sum(
-                    not (ws.cache / "llm" / k[:2] / f"{k}.json").exists() for k in pool_keys(ws, endpoint, 10))
+                    not (ws.cache / "llm" / k[:2] / f"{k}.json").exists() for k in pool_keys(ws, endpoint, 10)
+                )
     return out
 
 
@@ -257,8 +280,15 @@ def pool_follow_up(ws: Workspace, endpoint: dict[str, str], scope: str) -> dict[
     led = ledger_counts(ws)
     per_query = led.pop("per_query", [])
     exact = [r for r in per_query if r["requests"] == r["n_pool"] - 10 and r["cache_hits"] == 10]
-    out.update(rerank=led, keys_pool_10=len(k10), keys_pool_20=len(k20), new_keys=len(new),
-               new_replies_removed=removed, queries=len(per_query), queries_exactly_new_sent=len(exact))
+    out.update(
+        rerank=led,
+        keys_pool_10=len(k10),
+        keys_pool_20=len(k20),
+        new_keys=len(new),
+        new_replies_removed=removed,
+        queries=len(per_query),
+        queries_exactly_new_sent=len(exact),
+    )
     return out
 
 
@@ -275,8 +305,13 @@ def judgment_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any
     said = explore.judge(ws.dp(), qid, unit, 2)
     judge_s = time.perf_counter() - t0
     out = chain(ws, endpoint, only=["05"])
-    return {**out, "judged": f"{qid} {unit} 2", "judge_s": round(judge_s, 3), "said": said[:200],
-            "wall_s": round(out["wall_s"] + judge_s, 1)}
+    return {
+        **out,
+        "judged": f"{qid} {unit} 2",
+        "judge_s": round(judge_s, 3),
+        "said": said[:200],
+        "wall_s": round(out["wall_s"] + judge_s, 1),
+    }
 
 
 def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, Any]:
@@ -291,9 +326,14 @@ def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, An
             before, t0 = counters(ws), time.perf_counter()
             x = explore.explorer(ws.dp()).show(text, 10)
             wall, ledger = time.perf_counter() - t0, x.ledger or {}
-            out[label] = {"text": text, "wall_s": round(wall, 2), **counted(before, counters(ws)),
-                          "rerank_requests": ledger.get("requests"), "rerank_calls": ledger.get("llm_calls"),
-                          "columns": [c.variant for c in x.columns]}
+            out[label] = {
+                "text": text,
+                "wall_s": round(wall, 2),
+                **counted(before, counters(ws)),
+                "rerank_requests": ledger.get("requests"),
+                "rerank_calls": ledger.get("llm_calls"),
+                "columns": [c.variant for c in x.columns],
+            }
         explore.close_all()
     out["wall_s"] = out["warm"]["wall_s"]
     return out
@@ -303,8 +343,11 @@ def free_text_follow_up(ws: Workspace, endpoint: dict[str, str]) -> dict[str, An
 def warm_up(ws: Workspace, endpoint: dict[str, str], skip: list[str]) -> dict[str, Any]:
     """Warm the copy with this code (03 writes its key files), then the warm chain (without ``skip``; an
     unchanged notebook is skipped), then notebook 03 alone 3 times, forced (what its warm run costs)."""
-    only = [nb.name[:2] for nb in sorted((paths.ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
-            if nb.name[:2] not in skip] if skip else None
+    only = (
+        [nb.name[:2] for nb in sorted((paths.ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")) if nb.name[:2] not in skip]
+        if skip
+        else None
+    )
     prime, warm = chain(ws, endpoint, only=only), chain(ws, endpoint, only=only)
     alone = [chain(ws, endpoint, only=["03"], force=True) for _ in range(3)]
     return {"prime": prime, "warm": warm, "warm_03_alone": alone, "warm_03_stage": stage_cell_seconds(ws)}
@@ -324,8 +367,9 @@ def save(out: dict[str, Any]) -> Path:
     return atomic_write_json(DEST, out)
 
 
-def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "", skip: list[str] = (),
-        resume: bool = False) -> dict[str, Any]:
+def run(
+    dataset: str, which: list[str], keep: bool, scope: str, work: str = "", skip: list[str] = (), resume: bool = False
+) -> dict[str, Any]:
     """Seed a copy (or take ``work``, one an earlier ``--keep`` run seeded), freeze the code, warm it, then the
     follow-ups in :data:`ORDER`."""
     from rerankeval.llm import server as llm_server
@@ -333,13 +377,20 @@ def run(dataset: str, which: list[str], keep: bool, scope: str, work: str = "", 
     dp = paths.resolve_dataset(dataset)
     root = Path(work) if work else Path(tempfile.mkdtemp(prefix="next_question-"))
     ws = Workspace(root, dp.name) if work else Workspace.seed(root, dp)
-    out: dict[str, Any] = {"dataset": dp.name, "workspace": str(root), "scope": scope, "skipped": list(skip),
-                           "load_before": os.getloadavg()}  # skipped: --skip (left out), not up to date
+    out: dict[str, Any] = {
+        "dataset": dp.name,
+        "workspace": str(root),
+        "scope": scope,
+        "skipped": list(skip),
+        "load_before": os.getloadavg(),
+    }  # skipped: --skip (left out), not up to date
     resumed = json.loads(DEST.read_text(encoding="utf-8")) if resume else {"code": ws.freeze_code()}
     out.update({k: resumed[k] for k in ("code", "warm_up", "endpoint_start_s", "load_before") if k in resumed})
     try:
-        with mock.patch.dict(os.environ, {k: v for k, v in ws.env().items() if k != "PYTHONPATH"}), \
-                contextlib.ExitStack() as stack:
+        with (
+            mock.patch.dict(os.environ, {k: v for k, v in ws.env().items() if k != "PYTHONPATH"}),
+            contextlib.ExitStack() as stack,
+        ):
             t0 = time.perf_counter()
             endpoint = stack.enter_context(llm_server.ensure_endpoint())
             out["endpoint_start_s"] = round(time.perf_counter() - t0, 1)
@@ -365,8 +416,10 @@ def headline(out: dict[str, Any]) -> dict[str, Any]:
     """The ``name=value`` figures of the last line."""
     warm = out["warm_up"]["warm"]
     alone = [a["notebooks_s"].get("03-retrieve") for a in out["warm_up"].get("warm_03_alone", [])]
-    line: dict[str, Any] = {"warm_03_s": statistics.median(alone) if alone and all(alone) else None,
-                            "warm_report_s": warm["wall_s"]}
+    line: dict[str, Any] = {
+        "warm_03_s": statistics.median(alone) if alone and all(alone) else None,
+        "warm_report_s": warm["wall_s"],
+    }
     for name in (n for n in ORDER if out.get(n)):
         got = out[name]
         for key, part in ((f"{name}_s", got.get("full", got)), (f"{name}_minimal_s", got.get("minimal", {}))):
@@ -381,8 +434,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default=paths.DEFAULT_DATASET)
     ap.add_argument("--only", default=",".join(ORDER), help=f"comma-separated follow-ups (default: {','.join(ORDER)})")
-    ap.add_argument("--scope", choices=("full", "minimal", "both"), default="both", help="as make report (full), "
-                    "with --only what they change (minimal), or both")
+    ap.add_argument(
+        "--scope",
+        choices=("full", "minimal", "both"),
+        default="both",
+        help="as make report (full), with --only what they change (minimal), or both",
+    )
     ap.add_argument("--skip", default="", help="notebooks (numbers) the warm chain leaves out, e.g. 07")
     ap.add_argument("--resume", action="store_true", help="with --work: keep its warm state and the JSON's warm-up")
     ap.add_argument("--work", default="", help="reuse the copy an earlier --keep run seeded (its path is in the JSON)")
@@ -391,8 +448,15 @@ def main() -> None:
     which = [w.strip() for w in args.only.split(",") if w.strip()]
     if unknown := sorted(set(which) - set(ORDER)):
         raise SystemExit(f"unknown follow-up(s) {unknown}; choose from {', '.join(ORDER)}")
-    out = run(args.dataset, which, args.keep or bool(args.work), args.scope, args.work,
-              [n.strip() for n in args.skip.split(",") if n.strip()], args.resume and bool(args.work))
+    out = run(
+        args.dataset,
+        which,
+        args.keep or bool(args.work),
+        args.scope,
+        args.work,
+        [n.strip() for n in args.skip.split(",") if n.strip()],
+        args.resume and bool(args.work),
+    )
     print(f"wrote {save(out)}")
     print(" ".join(f"{k}={v}" for k, v in out["headline"].items()))
 

@@ -68,12 +68,13 @@ def overlap_inputs(dp: DatasetPaths, params: Params) -> Inputs:
     for qid, text in queries.items():
         q = set(text.lower().split())
         best: dict[str, tuple[int, str, str]] = {}
-        for (cid, unit, body), w in zip(chunks[["chunk_id", "unit_id", "text"]].itertuples(index=False), words,
-                                         strict=True):
+        for (cid, unit, body), w in zip(
+            chunks[["chunk_id", "unit_id", "text"]].itertuples(index=False), words, strict=True
+        ):
             score = len(q & w)
             if unit not in best or score > best[unit][0]:
                 best[unit] = (score, cid, body)
-        top = sorted(best, key=lambda u: (-best[u][0], u))[:params.pool_k]
+        top = sorted(best, key=lambda u: (-best[u][0], u))[: params.pool_k]
         fused[qid] = {u: 1.0 / (61 + i) for i, u in enumerate(top)}
         texts[qid] = {u: best[u][2] for u in top}
         chunk_ids[qid] = {u: best[u][1] for u in top}
@@ -86,8 +87,15 @@ def run(args: argparse.Namespace, env: dict[str, str], cache_root: Path, tee: Te
     params = Params(dataset=args.dataset, pool_k=args.pool_k, max_queries=args.queries)
     inputs = overlap_inputs(dp, params) if args.pools == "overlap" else load(dp, params)
     t0, tee.t0 = time.perf_counter(), time.monotonic()
-    res = rerank(inputs, params.config(), pool_k=params.pool_k, stability=params.stability,
-                 settings=load_settings(env), cache=LLMCache(cache_root), progress=True)
+    res = rerank(
+        inputs,
+        params.config(),
+        pool_k=params.pool_k,
+        stability=params.stability,
+        settings=load_settings(env),
+        cache=LLMCache(cache_root),
+        progress=True,
+    )
     wall = time.perf_counter() - t0
     plan = res.plan
     plan_at = next((t for t, line in tee.lines if "Plan:" in line), 0.0)  # after the probe, if any
@@ -96,16 +104,25 @@ def run(args: argparse.Namespace, env: dict[str, str], cache_root: Path, tee: Te
     first = plan["expected_s"]
     low, high = plan.get("expected_low_s"), plan.get("expected_high_s")
     return {
-        "dataset": dp.name, "queries": args.queries, "pool_k": args.pool_k, "pools": args.pools,
-        "endpoint": env.get("RERANK_ENDPOINT_ID") or env.get("OPENAI_BASE_URL", ""), "model": res.model,
+        "dataset": dp.name,
+        "queries": args.queries,
+        "pool_k": args.pool_k,
+        "pools": args.pools,
+        "endpoint": env.get("RERANK_ENDPOINT_ID") or env.get("OPENAI_BASE_URL", ""),
+        "model": res.model,
         "fresh_calls": plan["fresh_calls"],
-        "first_expected_s": first, "first_range_s": [low, high] if low is not None else None,
-        "rate_source": plan["rate_source"], "revised_s": revised, "wall_s": round(wall, 2),
-        "plan_printed_at_s": round(plan_at, 2), "calls_wall_s": round(calls, 2),
+        "first_expected_s": first,
+        "first_range_s": [low, high] if low is not None else None,
+        "rate_source": plan["rate_source"],
+        "revised_s": revised,
+        "wall_s": round(wall, 2),
+        "plan_printed_at_s": round(plan_at, 2),
+        "calls_wall_s": round(calls, 2),
         "llm_fresh_s": round(float(res.ledger.fresh_seconds.sum()), 2),
         "first_over_wall": round(first / calls, 3) if first else None,
         "revised_over_wall": round(revised / calls, 3) if revised else None,
-        "console": [f"{t:7.1f}s {line}" for t, line in tee.lines], "loadavg": list(os.getloadavg()),
+        "console": [f"{t:7.1f}s {line}" for t, line in tee.lines],
+        "loadavg": list(os.getloadavg()),
     }
 
 
@@ -114,8 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default=DEFAULT_DATASET)
     ap.add_argument("--queries", type=int, default=20, help="the first N queries (sorted qid)")
     ap.add_argument("--pool-k", type=int, default=Params().pool_k, help="notebook 04's default")
-    ap.add_argument("--pools", choices=("hybrid", "overlap"), default="hybrid",
-                    help="hybrid: 03's run (as 04); overlap: word overlap with 01's chunks (no 03 needed)")
+    ap.add_argument(
+        "--pools",
+        choices=("hybrid", "overlap"),
+        default="hybrid",
+        help="hybrid: 03's run (as 04); overlap: word overlap with 01's chunks (no 03 needed)",
+    )
     ap.add_argument("--keep-rates", action="store_true", help="start from the rates this machine remembers")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "plan_accuracy.json")
     args = ap.parse_args(argv)
@@ -129,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy(remembered, LLMCache(cache_root).rates_path)
         out = run(args, env, cache_root, tee)
     path = atomic_write_json(args.out, out)
-    print(f"first estimate {out['first_expected_s']:.0f} s ({out['rate_source']}); revised {out['revised_s']} s; "
-          f"calls {out['calls_wall_s']} s (stage {out['wall_s']} s); first/actual {out['first_over_wall']}, "
-          f"revised/actual {out['revised_over_wall']}")
+    print(
+        f"first estimate {out['first_expected_s']:.0f} s ({out['rate_source']}); revised {out['revised_s']} s; "
+        f"calls {out['calls_wall_s']} s (stage {out['wall_s']} s); first/actual {out['first_over_wall']}, "
+        f"revised/actual {out['revised_over_wall']}"
+    )
     print(f"wrote {path}")
     return 0
 

@@ -117,12 +117,25 @@ def prefix_reuse(base: str, model: str, query: str, passages: list[str]) -> dict
 
 
 def one_run(args, inputs, settings, base, name: str, pool: int, conc: int, cache_dir: Path) -> dict[str, Any]:
-    params = Params(alpha=0.1, max_passage_chars=args.max_passage_chars, concurrency=conc, pool_k=pool,
-                    max_queries=args.queries, **MODES[name])
+    params = Params(
+        alpha=0.1,
+        max_passage_chars=args.max_passage_chars,
+        concurrency=conc,
+        pool_k=pool,
+        max_queries=args.queries,
+        **MODES[name],
+    )
     before = counters(base)
     t0 = time.perf_counter()  # the reranking step of rerank.run, on inputs read once (the timing is the LLM's)
-    res = core.rerank(inputs, params.config(), pool_k=pool, stability=params.stability, settings=settings,
-                      cache=LLMCache(cache_dir), progress=False)
+    res = core.rerank(
+        inputs,
+        params.config(),
+        pool_k=pool,
+        stability=params.stability,
+        settings=settings,
+        cache=LLMCache(cache_dir),
+        progress=False,
+    )
     wall = time.perf_counter() - t0
     after = counters(base)
     d = {k: after[k] - before[k] for k in METRICS}
@@ -195,12 +208,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-passage-chars", type=int, default=Params.max_passage_chars)
     ap.add_argument("--floor-chars", type=int, default=9000, help="length of the long prompts timed (0: skip)")
     ap.add_argument("--server-bin", type=Path, help="another llama-server binary to time (default: the backend's)")
-    ap.add_argument("--backend", choices=llm_server.BACKENDS, default=llm_server.DEFAULT_BACKEND,
-                    help="wheel: the prebuilt xllamacpp server; build: llama-server compiled for this CPU")
+    ap.add_argument(
+        "--backend",
+        choices=llm_server.BACKENDS,
+        default=llm_server.DEFAULT_BACKEND,
+        help="wheel: the prebuilt xllamacpp server; build: llama-server compiled for this CPU",
+    )
     ap.add_argument("--no-repack", action="store_true", help="start the server with --no-repack (crash fallback)")
     ap.add_argument("--model", choices=LOCAL_MODELS, default=None, help="the local model (default: LOCAL_MODEL)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="default: results/bench/rerank.json (rerank-<model>.json for a model other than the default)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default: results/bench/rerank.json (rerank-<model>.json for a model other than the default)",
+    )
     args = ap.parse_args(argv)
     args.model = args.model or load_settings().local_model
     if args.out is None:

@@ -151,11 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write_text(out / f"ledger_{name}.csv", led.to_csv(index=False))
             signal = auc(first.candidates, qrels_d)
             for a in alphas:
-                res = (
-                    first
-                    if a == 1.0
-                    else rerank.run(dp, replace(params, alpha=a), settings, progress=False)
-                )
+                res = first if a == 1.0 else rerank.run(dp, replace(params, alpha=a), settings, progress=False)
                 f = runs.write_trec(res.run, out / f"{name}_a{a:g}.trec", "hybrid_rerank")
                 agg, pq = evaluate(f, qrels)
                 better = sum(pq.get(q, 0) > base_pq.get(q, 0) + 1e-12 for q in judged)

@@ -40,15 +40,19 @@ def run_dataset(name: str, variants: list[str], leg_k: int, pool_k: int) -> pd.D
     t = time.perf_counter()
     rep = corpus.run(dp, corpus.Params(), load_settings())
     corpus.write(dp, rep)
-    print(f"[{dp.name}] corpus: {rep.stats['chunks']} chunks, {rep.stats['queries']} queries "
-          f"({'reused' if rep.reused else 'built'}, {time.perf_counter() - t:.1f} s)")
+    print(
+        f"[{dp.name}] corpus: {rep.stats['chunks']} chunks, {rep.stats['queries']} queries "
+        f"({'reused' if rep.reused else 'built'}, {time.perf_counter() - t:.1f} s)"
+    )
     for label in ("first", "second"):
         result = index.run(dp, index.Params(), load_settings().model_copy(update={"progress": "off"}))
         index.write(dp, result)
         info = result.info
-        print(f"[{dp.name}] index build ({label} call, {'cold' if info.cold else 'warm'}): "
-              f"{info.seconds['total']:.2f} s  " + ", ".join(f"{k} {v:.2f}s ({info.actions.get(k, '')})"
-                                                            for k, v in info.seconds.items() if k != "total"))
+        print(
+            f"[{dp.name}] index build ({label} call, {'cold' if info.cold else 'warm'}): "
+            f"{info.seconds['total']:.2f} s  "
+            + ", ".join(f"{k} {v:.2f}s ({info.actions.get(k, '')})" for k, v in info.seconds.items() if k != "total")
+        )
     queries = corpus.contract.load_queries(dp)
     qrels = corpus.contract.load_qrels(dp)
     measures = [ir_measures.parse_measure("nDCG@10"), ir_measures.parse_measure("R@100")]
@@ -58,8 +62,15 @@ def run_dataset(name: str, variants: list[str], leg_k: int, pool_k: int) -> pd.D
             res = r.search(v, queries, leg_k=leg_k, pool_k=pool_k, rrf_k=retrieve.Params().rrf_k)
             unit_file, _ = retrieve.write(dp, retrieve.Result(retrievals={v: res}))
             agg = ir_measures.calc_aggregate(measures, qrels, ir_measures.read_trec_run(str(unit_file)))
-            rows.append({"dataset": dp.name, "variant": v, "nDCG@10": float(agg[measures[0]]),
-                         "R@100": float(agg[measures[1]]), "seconds": round(res.seconds, 2)})
+            rows.append(
+                {
+                    "dataset": dp.name,
+                    "variant": v,
+                    "nDCG@10": float(agg[measures[0]]),
+                    "R@100": float(agg[measures[1]]),
+                    "seconds": round(res.seconds, 2),
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -28,9 +28,16 @@ from rerankeval.core.paths import ROOT
 
 
 def run_chain(tree: Path, dataset: str, only: list[str], out: Path) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(tree / "lib"), "RERANKEVAL_RESULTS": str(out / "results"),
-           "RERANKEVAL_QDRANT_PATH": str(out / "qdrant"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tree / "lib"),
+        "RERANKEVAL_RESULTS": str(out / "results"),
+        "RERANKEVAL_QDRANT_PATH": str(out / "qdrant"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONHASHSEED": "0",
+    }
     cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", dataset]
     for nb in only:
         cmd += ["--only", nb]
@@ -54,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     trees = {"base": work / "base-tree", "head": work / "head-tree" if args.head else ROOT}
     for side, rev in (("base", args.base), ("head", args.head)):
         if rev:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(trees[side]), rev],
-                           check=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(trees[side]), rev], check=True
+            )
     try:
         timing = {side: run_chain(trees[side], dataset, args.only, work / side) for side in ("base", "head")}
     finally:
@@ -65,10 +73,23 @@ def main(argv: list[str] | None = None) -> int:
     name = Path(dataset).name
     runs = {side: work / side / "results" / name / "runs" for side in ("base", "head")}
     files = sorted({p.name for side in runs.values() for p in side.glob("*.trec")})
-    differ = [f for f in files if not (runs["base"] / f).exists() or not (runs["head"] / f).exists()
-              or not filecmp.cmp(runs["base"] / f, runs["head"] / f, shallow=False)]
-    out = {"base": args.base, "head": args.head or "working tree", "dataset": name, "notebooks": args.only,
-           "run_files": files, "differ": differ, "timing": timing, "work": str(work)}
+    differ = [
+        f
+        for f in files
+        if not (runs["base"] / f).exists()
+        or not (runs["head"] / f).exists()
+        or not filecmp.cmp(runs["base"] / f, runs["head"] / f, shallow=False)
+    ]
+    out = {
+        "base": args.base,
+        "head": args.head or "working tree",
+        "dataset": name,
+        "notebooks": args.only,
+        "run_files": files,
+        "differ": differ,
+        "timing": timing,
+        "work": str(work),
+    }
     path = atomic_write_json(args.out, out)
     for side, t in timing.items():
         print(f"{side}: {t['last_line']}")

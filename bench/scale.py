@@ -54,8 +54,16 @@ from rerankeval.corpus import beir
 
 DEFAULT_SIZES = (5_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)
 EXTRAPOLATE_TO = (100_000, 1_000_000, 10_000_000)
-VARIANTS = ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_combsum", "hybrid_combmnz", "hybrid_dbsf",
-            "qdrant_dbsf")
+VARIANTS = (
+    "vector",
+    "bm25",
+    "hybrid",
+    "qdrant_hybrid",
+    "hybrid_combsum",
+    "hybrid_combmnz",
+    "hybrid_dbsf",
+    "qdrant_dbsf",
+)
 QUERY_STAGES = (*(f"q_{v}" for v in VARIANTS), "q_dense_default", "q_dense_exact")
 
 
@@ -98,8 +106,12 @@ class Stages:
         out = fn(*args, **kw)
         sec, cpu = time.perf_counter() - t, _cpu_seconds() - cpu
         hwm = _status_kib("VmHWM")
-        self.rows[name] = {"seconds": sec, "cpu_seconds": cpu, "peak_mib": hwm / 1024,
-                           "rise_mib": max(hwm - rss0, 0) / 1024}
+        self.rows[name] = {
+            "seconds": sec,
+            "cpu_seconds": cpu,
+            "peak_mib": hwm / 1024,
+            "rise_mib": max(hwm - rss0, 0) / 1024,
+        }
         return out
 
 
@@ -122,8 +134,7 @@ def _variants(st: Stages, dp, emb, queries: dict[str, str], leg_k: int) -> dict:
         if r.info.backend == qdrant_edge.EDGE:
             qv = r._qvecs(queries)
             for name, exact in (("q_dense_default", False), ("q_dense_exact", True)):
-                st.run(name, qdrant_edge.search_dense, r.client, list(queries), qv, leg_k, r._id_to_chunk,
-                       exact=exact)
+                st.run(name, qdrant_edge.search_dense, r.client, list(queries), qv, leg_k, r._id_to_chunk, exact=exact)
     return extra
 
 
@@ -143,14 +154,20 @@ def child(n: int, backend: str, base: Path, leg_k: int, max_queries: int, tmp_ro
 
     z = np.load(base, allow_pickle=False)
     texts, vecs = [str(t) for t in z["texts"]], z["vectors"]
-    queries = dict(zip([str(q) for q in z["qids"]][:max_queries], [str(t) for t in z["qtexts"]][:max_queries],
-                       strict=True))
+    queries = dict(
+        zip([str(q) for q in z["qids"]][:max_queries], [str(t) for t in z["qtexts"]][:max_queries], strict=True)
+    )
     real = Embedder(progress=False)
     st = Stages()
     ids, docs, dense = st.run("synthesise", synth_corpus, texts, vecs, n)
     with tempfile.TemporaryDirectory(prefix="rerankeval-scale-", dir=tmp_root) as tmp:
-        os.environ.update({"RERANKEVAL_RESULTS": f"{tmp}/results", "RERANKEVAL_QDRANT_PATH": f"{tmp}/qdrant",
-                           "RERANKEVAL_QDRANT_BACKEND": backend})
+        os.environ.update(
+            {
+                "RERANKEVAL_RESULTS": f"{tmp}/results",
+                "RERANKEVAL_QDRANT_PATH": f"{tmp}/qdrant",
+                "RERANKEVAL_QDRANT_BACKEND": backend,
+            }
+        )
         os.environ.pop("QDRANT_URL", None)
         dp = st.run("write_chunk_table", write_dataset, Path(tmp) / "src" / f"scale-{n}", ids, docs, queries)
         table = dict(zip(docs, dense, strict=True))
@@ -161,21 +178,47 @@ def child(n: int, backend: str, base: Path, leg_k: int, max_queries: int, tmp_ro
         del table
         extra = _variants(st, dp, emb, queries, leg_k)
         disk = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
-    st.rows["index"] = {"seconds": info.seconds["total"] - info.seconds.get("embeddings", 0.0),
-                        "cpu_seconds": st.rows["stage_02"]["cpu_seconds"],  # with the (dict lookup) encode
-                        "peak_mib": st.rows["stage_02"]["peak_mib"]}
-    return {"n": n, "backend": backend, "queries": len(queries), "vocab": info.vocab_size, "stages": st.rows,
-            "stage_02_steps": info.seconds, "stage_02_actions": info.actions, "dense_search": info.dense_search,
-            "peak_reset_supported": st.peak_reset, "disk_mib": disk / 2**20, **extra,
-            "process_peak_mib": max(row["peak_mib"] for row in st.rows.values())}
+    st.rows["index"] = {
+        "seconds": info.seconds["total"] - info.seconds.get("embeddings", 0.0),
+        "cpu_seconds": st.rows["stage_02"]["cpu_seconds"],  # with the (dict lookup) encode
+        "peak_mib": st.rows["stage_02"]["peak_mib"],
+    }
+    return {
+        "n": n,
+        "backend": backend,
+        "queries": len(queries),
+        "vocab": info.vocab_size,
+        "stages": st.rows,
+        "stage_02_steps": info.seconds,
+        "stage_02_actions": info.actions,
+        "dense_search": info.dense_search,
+        "peak_reset_supported": st.peak_reset,
+        "disk_mib": disk / 2**20,
+        **extra,
+        "process_peak_mib": max(row["peak_mib"] for row in st.rows.values()),
+    }
 
 
 # ---------------------------------------------------------------- orchestration (parent side)
 def run_child(n: int, args: argparse.Namespace, base: Path, timeout: float) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = Path(fh.name)
-    cmd = [sys.executable, __file__, "--child", str(n), "--backend", args.backend, "--base", str(base),
-           "--leg-k", str(args.leg_k), "--child-out", str(out), "--queries", str(args.queries)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        str(n),
+        "--backend",
+        args.backend,
+        "--base",
+        str(base),
+        "--leg-k",
+        str(args.leg_k),
+        "--child-out",
+        str(out),
+        "--queries",
+        str(args.queries),
+    ]
     if args.tmp:
         cmd += ["--tmp", str(args.tmp)]
     t = time.perf_counter()
@@ -236,8 +279,13 @@ def summarise(results: list[dict]) -> dict:
     peaks = {s: [r["stages"][s]["peak_mib"] for r in ok] for s in stages}
     msq = {s: [1000 * r["stages"][s]["seconds"] / r["queries"] for r in ok] for s in QUERY_STAGES if s in secs}
     return {
-        "sizes": ns, "seconds": secs, "cpu_seconds": cpu, "ms_per_query": msq, "peak_mib": peaks,
-        "process_peak_mib": [r["process_peak_mib"] for r in ok], "disk_mib": [r["disk_mib"] for r in ok],
+        "sizes": ns,
+        "seconds": secs,
+        "cpu_seconds": cpu,
+        "ms_per_query": msq,
+        "peak_mib": peaks,
+        "process_peak_mib": [r["process_peak_mib"] for r in ok],
+        "disk_mib": [r["disk_mib"] for r in ok],
         "dense_search": [r["dense_search"] for r in ok],
         "time_exponent": {s: exponent(ns, v) for s, v in secs.items()},
         "cpu_time_exponent": {s: exponent(ns, v) for s, v in cpu.items()},
@@ -256,9 +304,11 @@ def _graph_regime(ok: list[dict], secs: dict[str, list], cpu: dict[str, list]) -
     the step between the two."""
     idx = [i for i, r in enumerate(ok) if (r.get("dense_search") or {}).get("mode") == "hnsw"]
     ns = [ok[i]["n"] for i in idx]
-    return {"graph_sizes": ns,
-            "time_exponent_graph": {s: exponent(ns, [v[i] for i in idx]) for s, v in secs.items()},
-            "cpu_time_exponent_graph": {s: exponent(ns, [v[i] for i in idx]) for s, v in cpu.items()}}
+    return {
+        "graph_sizes": ns,
+        "time_exponent_graph": {s: exponent(ns, [v[i] for i in idx]) for s, v in secs.items()},
+        "cpu_time_exponent_graph": {s: exponent(ns, [v[i] for i in idx]) for s, v in cpu.items()},
+    }
 
 
 def _mem_available_mib() -> float:
@@ -269,8 +319,7 @@ def _mem_available_mib() -> float:
     return float("inf")
 
 
-def _stop_reason(done: list[dict], n: int, elapsed: float, budget: float,
-                 mem_share: float) -> tuple[str | None, dict]:
+def _stop_reason(done: list[dict], n: int, elapsed: float, budget: float, mem_share: float) -> tuple[str | None, dict]:
     """Why size ``n`` is not run (its predicted wall time, or memory above ``mem_share`` of the memory
     available, does not fit), or None."""
     wall = predict(done, n, lambda r: r["child_wall_seconds"])
@@ -279,8 +328,11 @@ def _stop_reason(done: list[dict], n: int, elapsed: float, budget: float,
     if wall is not None and elapsed + wall > budget:
         return f"{n:,} chunks would take about {wall:.0f} s, past the {budget:.0f} s budget", pred
     if peak is not None and peak > mem_share * _mem_available_mib():
-        return (f"{n:,} chunks would need about {peak:.0f} MiB, more than {mem_share:.0%} of the "
-                f"{_mem_available_mib():.0f} MiB available", pred)
+        return (
+            f"{n:,} chunks would need about {peak:.0f} MiB, more than {mem_share:.0%} of the "
+            f"{_mem_available_mib():.0f} MiB available",
+            pred,
+        )
     return None, pred
 
 
@@ -289,18 +341,25 @@ def _print_row(r: dict) -> None:
         print(f"{r['n']:>8} ERROR {r['error']}", flush=True)
         return
     s, q, ds, steps = r["stages"], r["queries"], r["dense_search"], r["stage_02_steps"]
-    print(f"{r['n']:>8} 02 w/o encode {s['index']['seconds']:7.1f} s ({s['index']['cpu_seconds']:.1f} cpu-s; bm25 "
-          f"{steps['bm25']:.1f}, qdrant {steps.get('qdrant', 0):.1f}, recall check {steps.get('recall check', 0):.1f})"
-          f"  dense {ds.get('mode')} recall@10 {ds.get('recall_at_10')} (eps {ds.get('recall_at_10_eps')})"
-          f"  peak {r['process_peak_mib']:.0f} MiB  "
-          "ms/query: " + " ".join(f"{k[2:]} {1000 * s[k]['seconds'] / q:.1f}" for k in QUERY_STAGES if k in s),
-          flush=True)
+    print(
+        f"{r['n']:>8} 02 w/o encode {s['index']['seconds']:7.1f} s ({s['index']['cpu_seconds']:.1f} cpu-s; bm25 "
+        f"{steps['bm25']:.1f}, qdrant {steps.get('qdrant', 0):.1f}, recall check {steps.get('recall check', 0):.1f})"
+        f"  dense {ds.get('mode')} recall@10 {ds.get('recall_at_10')} (eps {ds.get('recall_at_10_eps')})"
+        f"  peak {r['process_peak_mib']:.0f} MiB  "
+        "ms/query: " + " ".join(f"{k[2:]} {1000 * s[k]['seconds'] / q:.1f}" for k in QUERY_STAGES if k in s),
+        flush=True,
+    )
 
 
 def write_report(out: Path, meta: dict, results: list[dict], wall: float) -> dict:
     """The JSON so far (rewritten after every child, so an interrupted run keeps its finished sizes)."""
-    report = {**meta, "loadavg_after": os.getloadavg(), "wall_seconds": wall, "summary": summarise(results),
-              "runs": results}
+    report = {
+        **meta,
+        "loadavg_after": os.getloadavg(),
+        "wall_seconds": wall,
+        "summary": summarise(results),
+        "runs": results,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
@@ -312,17 +371,30 @@ def orchestrate(args: argparse.Namespace) -> int:
         print(f"SKIP: {folder} is absent (this benchmark builds its corpora from SciFact in ../shared/data).")
         return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    meta = {"sizes_asked": sizes, "backend": args.backend, "leg_k": args.leg_k, "sigma": SIGMA,
-            "budget_seconds": args.budget, "mem_share": args.mem_share, "loadavg_before": os.getloadavg(),
-            "cpus": os.cpu_count(), "mem_available_mib": _mem_available_mib(), "niceness": os.nice(0),
-            "stopped": None}
+    meta = {
+        "sizes_asked": sizes,
+        "backend": args.backend,
+        "leg_k": args.leg_k,
+        "sigma": SIGMA,
+        "budget_seconds": args.budget,
+        "mem_share": args.mem_share,
+        "loadavg_before": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "mem_available_mib": _mem_available_mib(),
+        "niceness": os.nice(0),
+        "stopped": None,
+    }
     t0 = time.perf_counter()
     results: list[dict] = []
     if args.resume:  # keep the sizes an earlier run measured (on the same base); run only the others
         old = json.loads(args.resume.read_text(encoding="utf-8"))
         results = [r for r in old["runs"] if "stages" in r]
-        meta["resumed"] = {"from": str(args.resume), "sizes": [r["n"] for r in results],
-                           "wall_seconds": old["wall_seconds"], "stopped": old.get("stopped")}
+        meta["resumed"] = {
+            "from": str(args.resume),
+            "sizes": [r["n"] for r in results],
+            "wall_seconds": old["wall_seconds"],
+            "stopped": old.get("stopped"),
+        }
         sizes = [n for n in sizes if n not in meta["resumed"]["sizes"]]
     with tempfile.TemporaryDirectory(prefix="rerankeval-scale-base-") as tmp:
         base = Path(tmp) / "base.npz"
@@ -362,11 +434,17 @@ def _print_summary(report: dict, out: Path) -> int:
         if sec is not None and cpu is not None:
             print(f"{n:,} chunks ({how}): 02 without the encode {sec:.0f} s wall, {cpu:.0f} cpu-s; ms/query {msq}")
     peak_1m = (s.get("extrapolated_process_peak_mib") or {}).get("1000000")
-    print(f"process peak MiB by size {s['process_peak_mib']}; 1M from the fit: "
-          + ("fewer than two sizes" if peak_1m is None else f"{peak_1m:.0f}"))
+    print(
+        f"process peak MiB by size {s['process_peak_mib']}; 1M from the fit: "
+        + ("fewer than two sizes" if peak_1m is None else f"{peak_1m:.0f}")
+    )
     graph = s.get("graph_sizes")
-    for key, sizes in (("time_exponent", s["sizes"]), ("cpu_time_exponent", s["sizes"]),
-                       ("time_exponent_graph", graph), ("cpu_time_exponent_graph", graph)):
+    for key, sizes in (
+        ("time_exponent", s["sizes"]),
+        ("cpu_time_exponent", s["sizes"]),
+        ("time_exponent_graph", graph),
+        ("cpu_time_exponent_graph", graph),
+    ):
         got = ", ".join(f"{k} {v:.2f}" for k, v in (s.get(key) or {}).items() if v is not None)
         print(f"{key} over {sizes}: {got or 'fewer than two sizes'}")
     print(f"wrote {out}")
@@ -378,15 +456,28 @@ def _print_summary(report: dict, out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="comma-separated corpus sizes")
-    ap.add_argument("--backend", default="edge", choices=("edge", "client"),
-                    help="the Qdrant backend (default edge; client's local mode is ~27 ms per point)")
+    ap.add_argument(
+        "--backend",
+        default="edge",
+        choices=("edge", "client"),
+        help="the Qdrant backend (default edge; client's local mode is ~27 ms per point)",
+    )
     ap.add_argument("--queries", type=int, default=100, help="judged SciFact test queries searched per size")
     ap.add_argument("--leg-k", type=int, default=100, help="depth of every leg (the notebooks' leg_k)")
     ap.add_argument("--base-docs", type=int, default=None, help="use only N SciFact documents (cached first)")
-    ap.add_argument("--budget", type=float, default=900, help="wall seconds for all sizes (the next size runs "
-                    "only if its predicted time fits)")
-    ap.add_argument("--mem-share", type=float, default=0.5, help="run a size only if its predicted peak memory "
-                    "is below this share of the memory available (the machine is shared; default 0.5)")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=900,
+        help="wall seconds for all sizes (the next size runs only if its predicted time fits)",
+    )
+    ap.add_argument(
+        "--mem-share",
+        type=float,
+        default=0.5,
+        help="run a size only if its predicted peak memory "
+        "is below this share of the memory available (the machine is shared; default 0.5)",
+    )
     ap.add_argument("--timeout", type=float, default=3600, help="seconds allowed per size")
     ap.add_argument("--tmp", type=Path, default=None, help="where the children's dataset folders go")
     ap.add_argument("--out", type=Path, default=paths.results_dir() / "bench" / "scale.json")
@@ -396,8 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        res = child(args.child, args.backend, args.base, args.leg_k, args.queries,
-                    str(args.tmp) if args.tmp else None)
+        res = child(args.child, args.backend, args.base, args.leg_k, args.queries, str(args.tmp) if args.tmp else None)
         args.child_out.write_text(json.dumps(res), encoding="utf-8")
         return 0
     return orchestrate(args)

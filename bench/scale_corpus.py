@@ -48,8 +48,9 @@ def perturb(words: list[str], donor: list[str], rng: np.random.Generator) -> lis
     return out
 
 
-def synth_corpus(texts: list[str], vecs: np.ndarray, n: int, seed: int = SEED) -> tuple[list[str], list[str],
-                                                                                         np.ndarray]:
+def synth_corpus(
+    texts: list[str], vecs: np.ndarray, n: int, seed: int = SEED
+) -> tuple[list[str], list[str], np.ndarray]:
     """``n`` documents: copy 0 of every base document as is, later copies perturbed (text and vector)."""
     rng = np.random.default_rng(seed)
     nb = len(texts)
@@ -93,8 +94,13 @@ def write_dataset(folder: Path, ids: list[str], docs: list[str], queries: dict[s
 
     folder.mkdir(parents=True)
     dp = paths.resolve_dataset(folder)
-    atomic_write_jsonl(dp.chunks, ({"chunk_id": c, "unit_id": c, "source": "synthetic", "page": 1, "start": 0,
-                                    "title": "", "text": t} for c, t in zip(ids, docs, strict=True)))
+    atomic_write_jsonl(
+        dp.chunks,
+        (
+            {"chunk_id": c, "unit_id": c, "source": "synthetic", "page": 1, "start": 0, "title": "", "text": t}
+            for c, t in zip(ids, docs, strict=True)
+        ),
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in queries.items()])
     write_qrels({q: {ids[0]: 1} for q in queries}, dp.qrels)
     return dp
@@ -116,8 +122,19 @@ def prepare_base(folder: Path, out: Path, n_queries: int, base_docs: int | None)
     vecs = emb.encode(texts, desc="embedding SciFact (once, cached)")
     doc_stats = emb.stats
     qvecs = emb.encode([queries[q]["text"] for q in qids], desc="embedding queries")
-    np.savez(out, texts=np.asarray(texts), vectors=vecs, qids=np.asarray(qids),
-             qtexts=np.asarray([queries[q]["text"] for q in qids]), qvectors=qvecs)
-    return {"base_docs": len(texts), "queries": len(qids), "dim": int(vecs.shape[1]),
-            "encode_seconds": time.perf_counter() - t, "docs_encoded": doc_stats.encoded,
-            "docs_cached": doc_stats.cached}
+    np.savez(
+        out,
+        texts=np.asarray(texts),
+        vectors=vecs,
+        qids=np.asarray(qids),
+        qtexts=np.asarray([queries[q]["text"] for q in qids]),
+        qvectors=qvecs,
+    )
+    return {
+        "base_docs": len(texts),
+        "queries": len(qids),
+        "dim": int(vecs.shape[1]),
+        "encode_seconds": time.perf_counter() - t,
+        "docs_encoded": doc_stats.encoded,
+        "docs_cached": doc_stats.cached,
+    }

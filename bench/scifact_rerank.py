@@ -69,8 +69,10 @@ def first_stage(dp: DatasetPaths) -> tuple[str, Point, str]:
         if len(setting) == 1:  # train/test: one setting (k-fold has one per fold: no single point to apply)
             point = Point(**next(iter(setting.values())))
             return TUNED, point, f"the tuned fusion ({point.name}, {run.name}) chosen by notebook 06"
-    why = (f"results/{dp.name} has no tuned run with one recorded setting ({run.name} and {record.name}, written by "
-           "notebook 06 with write_tuned on a train split): the hybrid run of stage 03 is reranked instead")
+    why = (
+        f"results/{dp.name} has no tuned run with one recorded setting ({run.name} and {record.name}, written by "
+        "notebook 06 with write_tuned on a train split): the hybrid run of stage 03 is reranked instead"
+    )
     return stage.SOURCE_VARIANT, Point(), why
 
 
@@ -86,8 +88,10 @@ def train_inputs(dp: DatasetPaths, point: Point, n: int, seed: int, pool_k: int)
     pool's texts (a BEIR unit is its own chunk; otherwise the unit's first chunk)."""
     train = splits.train_split(dp)
     if train is None:
-        raise SystemExit(f"{dp.name} has no train split (qrels/train.tsv with judged queries): alpha cannot be "
-                         "chosen on train queries")
+        raise SystemExit(
+            f"{dp.name} has no train split (qrels/train.tsv with judged queries): alpha cannot be "
+            "chosen on train queries"
+        )
     qids = sorted(random.Random(seed).sample(train.qids, min(n, len(train.qids))))
     queries = {q: train.queries[q] for q in qids}
     with Engine.open(dp, queries, max_leg_k=point.leg_k, settings=load_settings()) as eng:
@@ -96,8 +100,11 @@ def train_inputs(dp: DatasetPaths, point: Point, n: int, seed: int, pool_k: int)
     first_chunk: dict[str, str] = {}
     for c, u in unit_of.items():
         first_chunk.setdefault(u, c)
-    texts = {q: {d: chunk_text[d if d in unit_of else first_chunk[d]] for d, _ in runs.ranked(fused[q])[:pool_k]}
-             for q in qids if q in fused}
+    texts = {
+        q: {d: chunk_text[d if d in unit_of else first_chunk[d]] for d, _ in runs.ranked(fused[q])[:pool_k]}
+        for q in qids
+        if q in fused
+    }
     return (fused, queries, texts, [q for q in qids if q in texts]), {q: train.qrels[q] for q in qids}
 
 
@@ -114,9 +121,14 @@ def plan(inputs: Sequence[Inputs], cfg: RerankConfig, settings: Settings, pool_k
     return p.to_dict()
 
 
-def rerank_batches(inputs: Inputs, cfg: RerankConfig, settings: Settings, pool_k: int, batch: int,
-                   on_batch: Callable[[pd.DataFrame, pd.DataFrame, float], None] | None = None
-                   ) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+def rerank_batches(
+    inputs: Inputs,
+    cfg: RerankConfig,
+    settings: Settings,
+    pool_k: int,
+    batch: int,
+    on_batch: Callable[[pd.DataFrame, pd.DataFrame, float], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, float]:
     """Candidates, ledger and wall seconds of reranking ``inputs``' queries, ``batch`` queries at a time."""
     fused, queries, texts, qids = inputs
     cands, ledgers, wall = [], [], 0.0
@@ -124,8 +136,15 @@ def rerank_batches(inputs: Inputs, cfg: RerankConfig, settings: Settings, pool_k
         part = qids[s : s + batch]
         t0 = time.perf_counter()
         batch_inputs = core.Inputs({q: fused[q] for q in part}, {q: queries[q] for q in part}, texts, list(part), {})
-        res = core.rerank(batch_inputs, cfg, pool_k=pool_k, stability=NO_STABILITY, settings=settings,
-                          cache=LLMCache(), progress=False)  # rerank.run's reranking step, batch by batch
+        res = core.rerank(
+            batch_inputs,
+            cfg,
+            pool_k=pool_k,
+            stability=NO_STABILITY,
+            settings=settings,
+            cache=LLMCache(),
+            progress=False,
+        )  # rerank.run's reranking step, batch by batch
         wall += time.perf_counter() - t0
         cands.append(res.candidates)
         ledgers.append(res.ledger)
@@ -136,8 +155,9 @@ def rerank_batches(inputs: Inputs, cfg: RerankConfig, settings: Settings, pool_k
     return pd.concat(cands, ignore_index=True), pd.concat(ledgers, ignore_index=True), wall
 
 
-def ndcg_by_alpha(fused: runs.Run, cands: pd.DataFrame, qrels: runs.Qrels, qids: Sequence[str], pool_k: int,
-                  alphas: Sequence[float]) -> dict[float, float]:
+def ndcg_by_alpha(
+    fused: runs.Run, cands: pd.DataFrame, qrels: runs.Qrels, qids: Sequence[str], pool_k: int, alphas: Sequence[float]
+) -> dict[float, float]:
     out = {}
     for a in alphas:
         run, _ = reranked_at(fused, cands, a, pool_k, qids)
@@ -147,19 +167,34 @@ def ndcg_by_alpha(fused: runs.Run, cands: pd.DataFrame, qrels: runs.Qrels, qids:
     return out
 
 
-def test_row(inputs: Inputs, cands: pd.DataFrame, ledger: pd.DataFrame, wall: float, alpha: float,
-             qrels: runs.Qrels, first_name: str, pool_k: int, n_total: int) -> dict[str, Any]:
+def test_row(
+    inputs: Inputs,
+    cands: pd.DataFrame,
+    ledger: pd.DataFrame,
+    wall: float,
+    alpha: float,
+    qrels: runs.Qrels,
+    first_name: str,
+    pool_k: int,
+    n_total: int,
+) -> dict[str, Any]:
     """nDCG@10 (CI), the paired test vs the first stage, AUC and cost over the test queries reranked so far."""
     fused = inputs[0]
     done = sorted(set(cands.qid))
     run, fell_back = reranked_at(fused, cands, alpha, pool_k, done)
     judged = [q for q in done if q in metrics.relevant_queries(qrels)]
-    return {"n_test_queries": n_total, "reranked_queries": len(done), "fallback_queries": fell_back,
-            **quality({q: fused[q] for q in judged}, run, qrels, judged, first_name),
-            **auc_summary(cands, qrels, judged), **first_stage_auc(cands, qrels, judged), **cost(ledger, wall),
-            "test_ndcg10_by_alpha_not_used_to_choose": {str(a): round(v, 4) for a, v in
-                                                         ndcg_by_alpha(fused, cands, qrels, judged, pool_k,
-                                                                       ALPHAS).items()}}
+    return {
+        "n_test_queries": n_total,
+        "reranked_queries": len(done),
+        "fallback_queries": fell_back,
+        **quality({q: fused[q] for q in judged}, run, qrels, judged, first_name),
+        **auc_summary(cands, qrels, judged),
+        **first_stage_auc(cands, qrels, judged),
+        **cost(ledger, wall),
+        "test_ndcg10_by_alpha_not_used_to_choose": {
+            str(a): round(v, 4) for a, v in ndcg_by_alpha(fused, cands, qrels, judged, pool_k, ALPHAS).items()
+        },
+    }
 
 
 def save(path: Path, head: dict[str, Any], model: str, row: dict[str, Any]) -> None:
@@ -171,35 +206,59 @@ def save(path: Path, head: dict[str, Any], model: str, row: dict[str, Any]) -> N
     atomic_write_json(path, {**head, "models": models, "loadavg": list(os.getloadavg())})
 
 
-def run_model(args, dp: DatasetPaths, model: str, head: dict[str, Any], test: Inputs, train: Inputs,
-              qrels: runs.Qrels, train_qrels: runs.Qrels) -> dict[str, Any]:
+def run_model(
+    args,
+    dp: DatasetPaths,
+    model: str,
+    head: dict[str, Any],
+    test: Inputs,
+    train: Inputs,
+    qrels: runs.Qrels,
+    train_qrels: runs.Qrels,
+) -> dict[str, Any]:
     """One model: the plan, the train sample and its alpha, then the test queries batch by batch."""
     cfg = Params(mode="yesno", yesno_json=False, alpha=0.1, max_passage_chars=args.max_passage_chars).config()
     with local_settings(model) as settings:
         print(f"[scifact] {model}: the plan for {len(train[3])} train + {len(test[3])} test queries", flush=True)
-        row: dict[str, Any] = {"model": settings.model, "endpoint_id": settings.endpoint_id,
-                               "plan": plan([train, test], cfg, settings, args.pool_k)}
+        row: dict[str, Any] = {
+            "model": settings.model,
+            "endpoint_id": settings.endpoint_id,
+            "plan": plan([train, test], cfg, settings, args.pool_k),
+        }
         tc, tl, tw = rerank_batches(train, cfg, settings, args.pool_k, args.batch)
         curve = ndcg_by_alpha(train[0], tc, train_qrels, train[3], args.pool_k, args.alphas)
         alpha = choose_alpha(curve)
-        row["train"] = {"queries": len(train[3]), "seed": args.seed, "ndcg10_by_alpha": {str(a): round(v, 4) for a, v
-                        in curve.items()}, "alpha": alpha, **auc_summary(tc, train_qrels, train[3]),
-                        **first_stage_auc(tc, train_qrels, train[3]), **cost(tl, tw)}
-        print(f"[scifact] {model}: alpha {alpha} on {len(train[3])} train queries (nDCG@10 {curve[alpha]:.4f}; "
-              f"first stage {curve.get(0.0, math.nan):.4f})", flush=True)
+        row["train"] = {
+            "queries": len(train[3]),
+            "seed": args.seed,
+            "ndcg10_by_alpha": {str(a): round(v, 4) for a, v in curve.items()},
+            "alpha": alpha,
+            **auc_summary(tc, train_qrels, train[3]),
+            **first_stage_auc(tc, train_qrels, train[3]),
+            **cost(tl, tw),
+        }
+        print(
+            f"[scifact] {model}: alpha {alpha} on {len(train[3])} train queries (nDCG@10 {curve[alpha]:.4f}; "
+            f"first stage {curve.get(0.0, math.nan):.4f})",
+            flush=True,
+        )
         row["test"] = {"n_test_queries": head["test_queries"], "reranked_queries": 0}
         save(args.out, head, model, row)  # the train part is kept even if the test part is interrupted
 
         def on_batch(c: pd.DataFrame, led: pd.DataFrame, wall: float) -> None:
-            row["test"] = test_row(test, c, led, wall, alpha, qrels, head["first_stage"], args.pool_k,
-                                   head["test_queries"])
+            row["test"] = test_row(
+                test, c, led, wall, alpha, qrels, head["first_stage"], args.pool_k, head["test_queries"]
+            )
             save(args.out, head, model, row)
 
         rerank_batches(test, cfg, settings, args.pool_k, args.batch, on_batch)
     t = row["test"]
-    print(f"[scifact] {model}: nDCG@10 {t['ndcg10']:.4f} vs {head['first_stage']} {t['first_stage_ndcg10']:.4f} "
-          f"on {t['n_queries']} test queries (p = {t['p_randomization']:.3f}, {t['wins']}/{t['ties']}/{t['losses']}),"
-          f" AUC {t['auc_macro']:.3f}, {t['seconds_per_query']:.1f} s/query", flush=True)
+    print(
+        f"[scifact] {model}: nDCG@10 {t['ndcg10']:.4f} vs {head['first_stage']} {t['first_stage_ndcg10']:.4f} "
+        f"on {t['n_queries']} test queries (p = {t['p_randomization']:.3f}, {t['wins']}/{t['ties']}/{t['losses']}),"
+        f" AUC {t['auc_macro']:.3f}, {t['seconds_per_query']:.1f} s/query",
+        flush=True,
+    )
     return row
 
 
@@ -225,14 +284,25 @@ def main(argv: list[str] | None = None) -> int:
     test = test_inputs(dp, name, args.pool_k, args.max_queries)
     train, train_qrels = train_inputs(dp, point, args.train_queries, args.seed, args.pool_k)
     qrels = corpus.load_qrels(dp)
-    head = {"dataset": dp.name, "first_stage": name, "first_stage_why": why, "point": point.record(),
-            "pool_k": args.pool_k, "max_passage_chars": args.max_passage_chars, "mode": "yesno (one plain token)",
-            "test_queries": len(select_queries(test[0], test[1], 0)), "alphas": args.alphas,
-            "n_boot": stats.N_BOOT}
+    head = {
+        "dataset": dp.name,
+        "first_stage": name,
+        "first_stage_why": why,
+        "point": point.record(),
+        "pool_k": args.pool_k,
+        "max_passage_chars": args.max_passage_chars,
+        "mode": "yesno (one plain token)",
+        "test_queries": len(select_queries(test[0], test[1], 0)),
+        "alphas": args.alphas,
+        "n_boot": stats.N_BOOT,
+    }
     calls = len(models) * args.pool_k * (len(train[3]) + len(test[3]))
-    print(f"[scifact] cost plan: {len(models)} model(s) x {args.pool_k} candidates x ({len(train[3])} train + "
-          f"{len(test[3])} test queries) = {calls} yes/no calls at most (cached replies are free); each model's "
-          "own estimate follows before its first call", flush=True)
+    print(
+        f"[scifact] cost plan: {len(models)} model(s) x {args.pool_k} candidates x ({len(train[3])} train + "
+        f"{len(test[3])} test queries) = {calls} yes/no calls at most (cached replies are free); each model's "
+        "own estimate follows before its first call",
+        flush=True,
+    )
     for m in models:
         run_model(args, dp, m, head, test, train, qrels, train_qrels)
     print(f"wrote {args.out}")

@@ -50,8 +50,9 @@ def points_speed(dp, grid: gridmod.Grid, leg_k: int, final_k: int, old_sample: i
         raise SystemExit(f"{dp.name} has no train split (qrels/train.tsv): points_per_s is measured on train queries")
     points = fusion_points(grid, leg_k)
     cols = columns(final_k, grid.pool_k)
-    with gridmod.Engine.open(dp, {**train.queries, **evaluated.queries}, max(grid.max_leg_k, leg_k),
-                           load_settings()) as eng:
+    with gridmod.Engine.open(
+        dp, {**train.queries, **evaluated.queries}, max(grid.max_leg_k, leg_k), load_settings()
+    ) as eng:
         t0 = time.perf_counter()
         for which in ("dense", "bm25"):
             eng.leg(which, points[0])
@@ -69,12 +70,20 @@ def points_speed(dp, grid: gridmod.Grid, leg_k: int, final_k: int, old_sample: i
         identical, diff = True, ""
     except AssertionError as exc:
         identical, diff = False, str(exc)[:500]
-    return {"train_queries": len(train.qids), "fusion_points": len(points), "legs_s": round(legs_s, 2),
-            "new_seconds": round(fast_s, 2), "points_per_s": round(len(points) / fast_s, 1),
-            "old_sample_points": len(some), "old_seconds": round(slow_s, 2),
-            "old_points_per_s": round(len(some) / slow_s, 2),
-            "speedup": round(len(points) / fast_s * slow_s / len(some), 1),
-            "identical": identical, "identical_rows_compared": len(slow), "difference": diff}
+    return {
+        "train_queries": len(train.qids),
+        "fusion_points": len(points),
+        "legs_s": round(legs_s, 2),
+        "new_seconds": round(fast_s, 2),
+        "points_per_s": round(len(points) / fast_s, 1),
+        "old_sample_points": len(some),
+        "old_seconds": round(slow_s, 2),
+        "old_points_per_s": round(len(some) / slow_s, 2),
+        "speedup": round(len(points) / fast_s * slow_s / len(some), 1),
+        "identical": identical,
+        "identical_rows_compared": len(slow),
+        "difference": diff,
+    }
 
 
 def grid_wall(dp, name: str, leg_k: int, final_k: int) -> dict:
@@ -86,9 +95,15 @@ def grid_wall(dp, name: str, leg_k: int, final_k: int) -> dict:
     t0 = time.perf_counter()
     res = sweep.run(dp, params, load_settings())
     warm = time.perf_counter() - t0
-    return {"points": len(res.points), "first_s": round(first, 1), "warm_s": round(warm, 1),
-            "legs_s": round(res.seconds["legs"], 1), "points_s": round(res.seconds["points"], 1),
-            "chosen": res.tuning.chosen if res.tuning else {}, "blend": sweep.blend_sentence(res)}
+    return {
+        "points": len(res.points),
+        "first_s": round(first, 1),
+        "warm_s": round(warm, 1),
+        "legs_s": round(res.seconds["legs"], 1),
+        "points_s": round(res.seconds["points"], 1),
+        "chosen": res.tuning.chosen if res.tuning else {},
+        "blend": sweep.blend_sentence(res),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,27 +120,37 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     dp = resolve_dataset(args.dataset)
     if not dp.index_manifest.is_file():
-        print(f"SKIP: {dp.name} is not prepared ({dp.index_manifest} is missing): run python -m rerankeval.chain "
-              f"--dataset {args.dataset} --only 01 --only 02 first.")
+        print(
+            f"SKIP: {dp.name} is not prepared ({dp.index_manifest} is missing): run python -m rerankeval.chain "
+            f"--dataset {args.dataset} --only 01 --only 02 first."
+        )
         return 0
     large = gridmod.load_grid("large")
     out: dict = {"dataset": dp.name, "load_1min_at_start": round(os.getloadavg()[0], 2), "cores": os.cpu_count()}
     out.update(points_speed(dp, large, args.leg_k, args.final_k, args.old_sample))
-    print(f"fusion points on {out['train_queries']} train queries: {out['points_per_s']}/s vectorised "
-          f"({out['fusion_points']} points in {out['new_seconds']} s) vs {out['old_points_per_s']}/s per point "
-          f"({out['old_sample_points']} points); identical: {out['identical']}", flush=True)
+    print(
+        f"fusion points on {out['train_queries']} train queries: {out['points_per_s']}/s vectorised "
+        f"({out['fusion_points']} points in {out['new_seconds']} s) vs {out['old_points_per_s']}/s per point "
+        f"({out['old_sample_points']} points); identical: {out['identical']}",
+        flush=True,
+    )
     out["grids"] = {}
     for name in args.grids:
         out["grids"][name] = g = grid_wall(dp, name, args.leg_k, args.final_k)
-        print(f"grid {name}: {g['points']} points, warm {g['warm_s']} s (first {g['first_s']} s; legs {g['legs_s']} s, "
-              f"points {g['points_s']} s)", flush=True)
+        print(
+            f"grid {name}: {g['points']} points, warm {g['warm_s']} s (first {g['first_s']} s; legs {g['legs_s']} s, "
+            f"points {g['points_s']} s)",
+            flush=True,
+        )
     out["large_grid_warm_s"] = out["grids"].get("large", {}).get("warm_s")
     out["load_1min_at_end"] = round(os.getloadavg()[0], 2)
     out["note"] = "timed on a shared 2-core machine under load (other jobs running), with nice -n 10"
     atomic_write_json(args.out, out)
     print(f"wrote {args.out}")
-    print(f"points_per_s={out['points_per_s']} old_points_per_s={out['old_points_per_s']} speedup={out['speedup']} "
-          f"large_grid_warm_s={out['large_grid_warm_s']} identical={out['identical']}")
+    print(
+        f"points_per_s={out['points_per_s']} old_points_per_s={out['old_points_per_s']} speedup={out['speedup']} "
+        f"large_grid_warm_s={out['large_grid_warm_s']} identical={out['identical']}"
+    )
     return 0 if out["identical"] else 1
 
 

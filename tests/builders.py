@@ -30,8 +30,7 @@ TINY_PAGES = {
 
 TINY_QUERIES = [
     ("t1", "where is the alpha configuration file", "lexical", {"alpha-guide.pdf#p1": 2}),
-    ("t2", "which folder can I wipe safely because the program recreates it", "paraphrase",
-     {"alpha-guide.pdf#p2": 2}),
+    ("t2", "which folder can I wipe safely because the program recreates it", "paraphrase", {"alpha-guide.pdf#p2": 2}),
     ("t3", "how do I upgrade all beta packages", "lexical", {"beta-manual.pdf#p1": 2, "beta-manual.pdf#p2": 1}),
     ("t4", "how many background threads does gamma start", "paraphrase", {"gamma-notes.pdf#p1": 2}),
 ]
@@ -75,8 +74,14 @@ def tiny_pdf_dataset(folder: Path, pages: dict[str, list[str]] | None = None, qu
 
 def tiny_beir_dataset(folder: Path, n_docs: int = 6) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    topics = ["solar panels convert light", "wind turbines spin", "batteries store charge",
-              "hydro dams hold water", "geothermal heat pumps", "nuclear fission reactors"]
+    topics = [
+        "solar panels convert light",
+        "wind turbines spin",
+        "batteries store charge",
+        "hydro dams hold water",
+        "geothermal heat pumps",
+        "nuclear fission reactors",
+    ]
     with open(folder / "corpus.jsonl", "w", encoding="utf-8") as fh:
         for i in range(n_docs):
             fh.write(json.dumps({"_id": f"d{i}", "title": f"Doc {i}", "text": topics[i % len(topics)]}) + "\n")
@@ -145,15 +150,25 @@ def hand_made_stages(folder: Path, page_text: dict[str, list[str]], qids: list[s
     chunks, start = [], {}
     for i, u in enumerate(units):
         for j, text in enumerate(page_text[u]):
-            chunks.append({"chunk_id": f"{u}#c{j}", "unit_id": u, "source": "m.pdf", "page": i + 1,
-                           "start": start.setdefault(u, 0), "title": "", "text": text})
+            chunks.append(
+                {
+                    "chunk_id": f"{u}#c{j}",
+                    "unit_id": u,
+                    "source": "m.pdf",
+                    "page": i + 1,
+                    "start": start.setdefault(u, 0),
+                    "title": "",
+                    "text": text,
+                }
+            )
             start[u] += len(text) + 1
     atomic_write_jsonl(dp.chunks, chunks)
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
     runs.write_qrels({q: {units[1]: 1} for q in qids}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page"})
-    chunk_run = {q: {f"{units[(i + j) % len(units)]}#c0": 1.0 / (j + 1) for j in range(len(units))}
-                 for i, q in enumerate(qids)}
+    chunk_run = {
+        q: {f"{units[(i + j) % len(units)]}#c0": 1.0 / (j + 1) for j in range(len(units))} for i, q in enumerate(qids)
+    }
     runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
     runs.write_trec(runs.to_units(chunk_run, {f"{u}#c0": u for u in units}), dp.run_file("hybrid"), "hybrid")
     return dp

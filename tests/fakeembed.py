@@ -37,8 +37,17 @@ def fake_vector(text: str, dim: int, seed: int = 0) -> list[float]:
 
 
 class FakeEmbed:
-    def __init__(self, script: list[Action] | None = None, rule: Callable[[int, dict], Action] | None = None, *,
-                 dim: int = 8, model: str = "fake-embed", seed: int = 0, key: str | None = None, delay: float = 0.0):
+    def __init__(
+        self,
+        script: list[Action] | None = None,
+        rule: Callable[[int, dict], Action] | None = None,
+        *,
+        dim: int = 8,
+        model: str = "fake-embed",
+        seed: int = 0,
+        key: str | None = None,
+        delay: float = 0.0,
+    ):
         self.script, self.rule = list(script or []), rule
         self.dim, self.model, self.seed, self.key, self.delay = dim, model, seed, key, delay
         self.inputs: list[list[str]] = []
@@ -130,8 +139,15 @@ class FakeEmbed:
             if act.get("nan") and vecs:
                 vecs[0][0] = float("nan")
             data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)]
-            h._json(200, {"object": "list", "model": self.model, "data": data[::-1],  # any order: index says which
-                          "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+            h._json(
+                200,
+                {
+                    "object": "list",
+                    "model": self.model,
+                    "data": data[::-1],  # any order: index says which
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                },
+            )
         finally:
             with self._lock:
                 self.in_flight -= 1

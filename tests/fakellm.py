@@ -62,8 +62,11 @@ def behave(body: dict[str, Any]) -> dict[str, Any]:
     name = (rf.get("json_schema") or {}).get("name", "")
     if name == "draft_question":  # the questions stage: a question of the passage's words, quoting its start
         words = user.split("Passage:\n", 1)[-1].split()
-        return {"content": json.dumps({"question": f"what does the text say about {' '.join(words[1:5])}",
-                                       "quote": " ".join(words[:6])})}
+        return {
+            "content": json.dumps(
+                {"question": f"what does the text say about {' '.join(words[1:5])}", "quote": " ".join(words[:6])}
+            )
+        }
     if name == "listwise_ranking" or "Rank the" in user:
         order = sorted(range(len(passages)), key=lambda i: (not _relevant(passages[i]), passages[i]))
         return {"content": json.dumps({"ranking": [i + 1 for i in order]})}
@@ -135,8 +138,16 @@ class FakeLLM:
                     fake.auth.append(got)
                 if fake.key is None or got == f"Bearer {fake.key}":
                     return True
-                self._json(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                                           "code": "invalid_api_key"}})
+                self._json(
+                    401,
+                    {
+                        "error": {
+                            "message": "Incorrect API key provided",
+                            "type": "invalid_request_error",
+                            "code": "invalid_api_key",
+                        }
+                    },
+                )
                 return False
 
             def do_GET(self) -> None:

@@ -8,8 +8,13 @@ from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index.embed import CachedEncoder
 
 
-def build_index(dp: DatasetPaths, params: index.Params | None = None, *, embedder: CachedEncoder | None = None,
-                settings: Settings | None = None) -> index.Result:
+def build_index(
+    dp: DatasetPaths,
+    params: index.Params | None = None,
+    *,
+    embedder: CachedEncoder | None = None,
+    settings: Settings | None = None,
+) -> index.Result:
     """``index.run`` then ``index.write`` (the manifest). ``params``: None for the stage's defaults; ``settings``:
     None for the environment's (what a test set with ``monkeypatch.setenv``); progress is off either way."""
     settings = (settings if settings is not None else load_settings()).model_copy(update={"progress": "off"})

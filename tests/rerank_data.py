@@ -18,8 +18,9 @@ from rerankeval.rerank.config import Params
 from rerankeval.rerank.core import Result
 
 
-def stage03(folder: Path, fused: runs.Run, queries: Mapping[str, str],
-            texts: Mapping[str, Mapping[str, str]]) -> DatasetPaths:
+def stage03(
+    folder: Path, fused: runs.Run, queries: Mapping[str, str], texts: Mapping[str, Mapping[str, str]]
+) -> DatasetPaths:
     """A dataset at ``folder`` whose hybrid run is ``fused``: each document is one chunk and one unit (as in a BEIR
     corpus, so no chunk run is needed), with its text from ``texts`` (qid -> docid -> text, the same for every
     query that has the document)."""
@@ -30,15 +31,21 @@ def stage03(folder: Path, fused: runs.Run, queries: Mapping[str, str],
         for d, t in docs.items():
             if text.setdefault(d, t) != t:
                 raise ValueError(f"document {d!r} has two texts (query {q!r}): one text per document")
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": d, "unit_id": d, "source": d, "page": 1, "start": 0, "title": "",
-                                    "text": t} for d, t in text.items()])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {"chunk_id": d, "unit_id": d, "source": d, "page": 1, "start": 0, "title": "", "text": t}
+            for d, t in text.items()
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in queries.items()])
     runs.write_trec(fused, dp.run_file("hybrid"), "hybrid")
     return dp
 
 
-def run_cached(dp: DatasetPaths, params: Params, settings: Settings, cache: LLMCache, *,
-               progress: bool = False) -> Result:
+def run_cached(
+    dp: DatasetPaths, params: Params, settings: Settings, cache: LLMCache, *, progress: bool = False
+) -> Result:
     """``rerank.run`` with its reply cache in ``cache``'s folder (``<RERANKEVAL_CACHE>/llm``) and ``use_cache`` as
     ``cache.enabled``: the stage opens its own cache, so the test's folder is given through the environment."""
     if cache.root.name != "llm" or not cache.write:
@@ -48,7 +55,16 @@ def run_cached(dp: DatasetPaths, params: Params, settings: Settings, cache: LLMC
         return rerank.run(dp, replace(params, use_cache=cache.enabled), settings, progress=progress)
 
 
-def rerank_made(folder: Path, fused: runs.Run, queries: Mapping[str, str], texts: Mapping[str, Mapping[str, str]],
-                params: Params, settings: Settings, cache: LLMCache, *, progress: bool = False) -> Result:
+def rerank_made(
+    folder: Path,
+    fused: runs.Run,
+    queries: Mapping[str, str],
+    texts: Mapping[str, Mapping[str, str]],
+    params: Params,
+    settings: Settings,
+    cache: LLMCache,
+    *,
+    progress: bool = False,
+) -> Result:
     """Stage 04 on a hand-made hybrid run (:func:`stage03` at ``folder``), through :func:`run_cached`."""
     return run_cached(stage03(folder, fused, queries, texts), params, settings, cache, progress=progress)

@@ -27,7 +27,7 @@ FAST = {"ks": [1, 3, 5], "final_k": 5, "n_boot": 200, "n_perm": 200, "verify_wit
 def _ranking(q: str, gold_rank: int) -> dict[str, float]:
     """All units, the query's gold unit at ``gold_rank`` (1-based), scores strictly decreasing."""
     others = [u for u in UNITS if u != GOLD[q]]
-    order = others[: gold_rank - 1] + [GOLD[q]] + others[gold_rank - 1:]
+    order = others[: gold_rank - 1] + [GOLD[q]] + others[gold_rank - 1 :]
     return {u: float(len(order) - i) for i, u in enumerate(order)}
 
 
@@ -36,16 +36,31 @@ def _dataset(tmp_path, monkeypatch, pool_k: int | None = 5, **variants: runs.Run
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "mini").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "mini"))
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": u, "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0,
-                                    "title": "", "text": f"text of {u}"} for i, u in enumerate(UNITS)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": u,
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"text of {u}",
+            }
+            for i, u in enumerate(UNITS)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
     runs.write_qrels({q: {GOLD[q]: 1} for q in QIDS}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "document"})
     for v, run in variants.items():
         runs.write_trec(run, dp.run_file(v), v)
         if pool_k is not None and v != "hybrid_rerank":
-            atomic_write_json(dp.stage_dir("retrieve") / f"{v}.json",
-                              {"variant": v, "pool_k": pool_k, "seconds": 0.1, "queries": len(QIDS)})
+            atomic_write_json(
+                dp.stage_dir("retrieve") / f"{v}.json",
+                {"variant": v, "pool_k": pool_k, "seconds": 0.1, "queries": len(QIDS)},
+            )
     return dp
 
 
@@ -60,8 +75,9 @@ def test_an_empty_run_scores_zero_with_a_warning_and_no_crash(tmp_path, monkeypa
     assert dp.run_file("bm25").read_text() == ""
     for policy in ("zero", "common"):
         with pytest.warns(analyse.AnalysisWarning, match="bm25 returned nothing"):
-            a = analyse.run(dp, FAST | {"missing_queries": policy, "verify_with": ["ranx", "pytrec_eval"]},
-                            load_settings())
+            a = analyse.run(
+                dp, FAST | {"missing_queries": policy, "verify_with": ["ranx", "pytrec_eval"]}, load_settings()
+            )
         assert a.query_set.qids == QIDS and a.query_set.empty == ["bm25"]
         bm25 = a.per_query[a.per_query.variant == "bm25"]
         assert len(bm25) == len(QIDS) * len(a.columns) and (bm25.value == 0).all()
@@ -89,8 +105,11 @@ def _reranked_two_of_five(tmp_path, monkeypatch):
     hybrid = _good(2)
     rr = {q: _ranking(q, 1) for q in ("q1", "q2")}
     dp = _dataset(tmp_path, monkeypatch, hybrid=hybrid, hybrid_rerank=rr)
-    rows = [{c: 0 for c in ledger.COLUMNS} | {"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": "ok",
-                                               "error": "", "cache_hit": False} for q in ("q1", "q2")]
+    rows = [
+        {c: 0 for c in ledger.COLUMNS}
+        | {"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": "ok", "error": "", "cache_hit": False}
+        for q in ("q1", "q2")
+    ]
     ledger.write_ledger(rows, dp.ledger)
     return dp
 
@@ -145,8 +164,18 @@ def test_summary_round_trip_and_writer(tmp_path, monkeypatch):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1), vector=_good(3))
     a = analyse.run(dp, FAST, load_settings())
     written = analyse.write(dp, a)
-    assert set(written) == {"metrics", "per_query", "summary", "comparisons", "winner", "manifest", "review",
-                            "injection", "inputs", "incomplete"}
+    assert set(written) == {
+        "metrics",
+        "per_query",
+        "summary",
+        "comparisons",
+        "winner",
+        "manifest",
+        "review",
+        "injection",
+        "inputs",
+        "incomplete",
+    }
     assert analysis_records.read_winner(dp) == analysis_records.winner(a.table, a.summary) == "hybrid"  # relevant first
     back = analysis_records.read_summary(dp)
     assert back == a.summary and back.pool_k == 5 and back.variants == ["vector", "hybrid"]
@@ -214,11 +243,14 @@ def test_external_run_is_read_the_trec_eval_way(tmp_path, monkeypatch):
         assert mine[(q, "map")] == pytest.approx(ref[q]["map"], abs=1e-9)
 
 
-@pytest.mark.parametrize("line, what", [
-    ("q1 Q0 d1 1 2.5", "expected 6 columns"),
-    ("q1 Q0 d1 1 high other", "must be an integer and score 'high' a number"),
-    ("q1 Q0 d1 1 nan other", "is not finite"),
-])
+@pytest.mark.parametrize(
+    "line, what",
+    [
+        ("q1 Q0 d1 1 2.5", "expected 6 columns"),
+        ("q1 Q0 d1 1 high other", "must be an integer and score 'high' a number"),
+        ("q1 Q0 d1 1 nan other", "is not finite"),
+    ],
+)
 def test_a_broken_external_line_names_file_and_line(tmp_path, monkeypatch, line, what):
     dp = _dataset(tmp_path, monkeypatch, hybrid=_good(1))
     dp.run_file("pyserini").write_text(EXTERNAL + line + "\n")
@@ -250,7 +282,8 @@ def test_the_views_say_what_the_analysis_found(tmp_path, monkeypatch):
     assert notes[-2:] == [f"WARNING: {w}" for w in a.warnings[-2:]] and len(a.warnings) >= 2
     assert views.written_note(a, written).splitlines() == [
         "No rerank ledger: no fallback, token or LLM latency figures.",
-        f"Wrote {', '.join(str(p) for p in written.values())}."]
+        f"Wrote {', '.join(str(p) for p in written.values())}.",
+    ]
     assert views.bar_metrics(a) == ["success@3", "mrr@3", "ndcg@3", "recall@3", "recall@5", "map"]
     assert list(views.metric_table(a).index) == list(a.runs) and "ndcg@3" in views.metric_table(a)
     assert views.comparison_note(a).splitlines()[-1].startswith("Test: randomization; Holm family")
@@ -278,8 +311,17 @@ def _with_candidates(tmp_path, monkeypatch, score):
     rows = []
     for q in QIDS:
         for i, (u, _) in enumerate(runs.ranked(_ranking(q, 2))):
-            rows.append({"qid": q, "pass": "main", "docid": u, "fused_rank": i + 1, "presented_rank": i + 1,
-                         "llm_score": score(u == GOLD[q], i), "final_rank": 1 if u == GOLD[q] else i + 1 + (i < 1)})
+            rows.append(
+                {
+                    "qid": q,
+                    "pass": "main",
+                    "docid": u,
+                    "fused_rank": i + 1,
+                    "presented_rank": i + 1,
+                    "llm_score": score(u == GOLD[q], i),
+                    "final_rank": 1 if u == GOLD[q] else i + 1 + (i < 1),
+                }
+            )
     dp.rerank_dir.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(dp.rerank_candidates, index=False)
     atomic_write_json(dp.rerank_summary, {"model": "fake-0.5b", "variant": "hybrid_rerank"})
@@ -291,8 +333,13 @@ def test_the_analysis_measures_the_rerankers_model_and_the_verdict_says_so(tmp_p
     a = analyse.run(dp, FAST, load_settings())
     d = a.discrimination
     assert (d.model, d.auc, d.status, d.n_defined, d.negatives) == ("fake-0.5b", 1.0, "informative", 5, "unjudged")
-    assert d.n_unjudged == 25 and d.shift["relevant"] == {"n": 5, "mean_abs_change": 1.0, "up": 1.0, "down": 0.0,
-                                                            "same": 0.0}
+    assert d.n_unjudged == 25 and d.shift["relevant"] == {
+        "n": 5,
+        "mean_abs_change": 1.0,
+        "up": 1.0,
+        "down": 0.0,
+        "same": 0.0,
+    }
     auc_line = next(s for s in a.verdict if "ROC AUC" in s)
     rerank_line = next(s for s in a.verdict if s.startswith("Reranking ("))
     assert a.verdict.index(auc_line) == a.verdict.index(rerank_line) + 1  # right after the rerank line
@@ -429,8 +476,11 @@ def test_the_bootstrap_table_is_the_per_group_bootstrap_to_the_last_bit(n_querie
     from rerankeval.evaluate import stats
 
     rng = np.random.default_rng(n_queries)
-    rows = [(f"v{c % 7}", f"m{c}", f"q{q:03d}", float(rng.choice([0.0, 1.0, 0.5, rng.random()])))
-            for c in range(n_columns) for q in rng.permutation(n_queries)]
+    rows = [
+        (f"v{c % 7}", f"m{c}", f"q{q:03d}", float(rng.choice([0.0, 1.0, 0.5, rng.random()])))
+        for c in range(n_columns)
+        for q in rng.permutation(n_queries)
+    ]
     per_query = pd.DataFrame(rows, columns=["variant", "metric", "qid", "value"])
     got = stats.bootstrap_table(per_query, n_boot=n_boot, seed=3)
     want = _bootstrap_table_per_group(per_query, n_boot, 3)

@@ -20,8 +20,21 @@ def _dataset(tmp_path, monkeypatch):
     (tmp_path / "src" / "ds").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "ds"))
     units = ["d1", "d2", "d3"]
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": u, "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0,
-                                    "title": "", "text": f"text of {u}"} for i, u in enumerate(units)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": u,
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"text of {u}",
+            }
+            for i, u in enumerate(units)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2")])
     runs.write_qrels({"q1": {"d1": 1}, "q2": {"d2": 1}}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "document"})

@@ -31,10 +31,10 @@ from rerankeval.core.settings import Settings
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import CallStats
 
-P1 = Passage("alpha-guide.pdf p.1", "alpha-guide.pdf#p1",
-                 "The alpha widget stores its configuration in /etc/alpha/alpha.conf.")
-P2 = Passage("beta-manual.pdf p.2", "beta-manual.pdf#p2",
-                 "Beta logs every transaction to /var/log/beta/history.log.")
+P1 = Passage(
+    "alpha-guide.pdf p.1", "alpha-guide.pdf#p1", "The alpha widget stores its configuration in /etc/alpha/alpha.conf."
+)
+P2 = Passage("beta-manual.pdf p.2", "beta-manual.pdf#p2", "Beta logs every transaction to /var/log/beta/history.log.")
 PASSAGES = [P1, P2]
 QRELS = {"t1": {"alpha-guide.pdf#p1": 2}}
 QUESTION = Question("where is the alpha configuration file", "t1")
@@ -89,8 +89,10 @@ def test_not_in_the_documents_is_recognised(tmp_path, answer, flag):
 
 
 def test_the_cache_makes_a_second_run_free(tmp_path):
-    script = [reply("In /etc/alpha/alpha.conf.", [("alpha-guide.pdf p.1", "alpha.conf")]),
-              {"content": "a different reply that must not be asked for"}]
+    script = [
+        reply("In /etc/alpha/alpha.conf.", [("alpha-guide.pdf p.1", "alpha.conf")]),
+        {"content": "a different reply that must not be asked for"},
+    ]
     got = []
     with FakeLLM(script=script) as fake:
         for _ in range(2):
@@ -123,8 +125,10 @@ def test_prose_with_bracketed_labels_is_salvaged_and_checked(tmp_path):
     prose = "The file is /etc/alpha/alpha.conf [alpha-guide.pdf p.1], see also [nowhere.pdf p.9]."
     a, _, _ = run_one(tmp_path, [{"content": prose}, {"content": prose}])
     assert a.status == "repaired" and a.answer == prose
-    assert [(c.label, c.status) for c in a.citations] == [("alpha-guide.pdf p.1", "ok"), ("nowhere.pdf p.9",
-                                                                                          "fabricated")]
+    assert [(c.label, c.status) for c in a.citations] == [
+        ("alpha-guide.pdf p.1", "ok"),
+        ("nowhere.pdf p.9", "fabricated"),
+    ]
 
 
 def test_an_empty_reply_fails_with_its_reason(tmp_path):
@@ -156,8 +160,10 @@ def test_the_winner_is_the_best_variant_that_answered_every_query(tiny_pdf):
     table = pd.DataFrame({"variant": ["bm25", "vector", "hybrid_rerank"], "ndcg@10": [0.5, 0.6, 0.9]})
     analyse.write_summary(dp, summary, table=table)
     # a best mean without comparisons is not called the winner (issue 35 item 1)
-    assert resolve_variant(dp, "") == ("vector", "variant vector: the best mean on the headline metric (05-analyse), "
-                                                 "not distinguishable from the next")
+    assert resolve_variant(dp, "") == (
+        "vector",
+        "variant vector: the best mean on the headline metric (05-analyse), not distinguishable from the next",
+    )
     assert resolve_variant(dp, "bm25")[0] == "bm25"
     before = dp.analyse_winner.read_bytes()
     more = pd.concat([table, pd.DataFrame({"variant": ["hybrid_dbsf"], "ndcg@10": [0.55]})], ignore_index=True)
@@ -181,13 +187,31 @@ def cite_first(n: int, body: dict) -> dict:
 
 def test_notebook_07_answers_judged_and_free_questions(tmp_path, tiny_pdf):
     results = tmp_path / "res"
-    env = {**os.environ, "RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
-           "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        "RERANKEVAL_RESULTS": str(results),
+        "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+        "PYTHONHASHSEED": "0",
+    }
     with FakeLLM(rule=cite_first) as fake:
         env.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="k")
-        cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(tiny_pdf), "--kernel", "python3",
-               "--set", "leg_k=10", "--set", "questions=[t2, 'what does beta log']", "--set", "k=2",
-               "--set", "variants=[vector, bm25, hybrid]"]  # no hybrid_reformulate: every request here is 07's
+        cmd = [
+            sys.executable,
+            "-m",
+            "rerankeval.chain",
+            "--dataset",
+            str(tiny_pdf),
+            "--kernel",
+            "python3",
+            "--set",
+            "leg_k=10",
+            "--set",
+            "questions=[t2, 'what does beta log']",
+            "--set",
+            "k=2",
+            "--set",
+            "variants=[vector, bm25, hybrid]",
+        ]  # no hybrid_reformulate: every request here is 07's
         for only in ("01", "02", "03", "07"):
             cmd += ["--only", only]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
@@ -208,16 +232,25 @@ def fake_corpus(dp: paths.DatasetPaths) -> None:
     from rerankeval.core import runs
     from rerankeval.core.ioutil import atomic_write_jsonl
 
-    chunks = [("a#0", "a.pdf#p1", 1, 0, "first chunk of page one"), ("a#1", "a.pdf#p1", 1, 500, "second chunk"),
-              ("a#2", "a.pdf#p2", 2, 0, "page two text")]
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "a.pdf", "page": p, "start": s,
-                                    "title": "", "text": t} for c, u, p, s, t in chunks])
+    chunks = [
+        ("a#0", "a.pdf#p1", 1, 0, "first chunk of page one"),
+        ("a#1", "a.pdf#p1", 1, 500, "second chunk"),
+        ("a#2", "a.pdf#p2", 2, 0, "page two text"),
+    ]
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {"chunk_id": c, "unit_id": u, "source": "a.pdf", "page": p, "start": s, "title": "", "text": t}
+            for c, u, p, s, t in chunks
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("t1", "t2", "t3")])
     runs.write_qrels({"t1": {"a.pdf#p1": 1}, "t2": {"a.pdf#p2": 2}, "t3": {"a.pdf#p2": 0}}, dp.qrels)
     both = {"a.pdf#p2": 2.0, "a.pdf#p1": 1.0}
     runs.write_trec({"t1": both, "t2": both}, dp.run_file("hybrid"), tag="hybrid")
-    runs.write_trec({q: {"a#2": 3.0, "a#1": 2.0, "a#0": 1.0} for q in ("t1", "t2")}, dp.chunk_run_file("hybrid"),
-                    tag="hybrid")
+    runs.write_trec(
+        {q: {"a#2": 3.0, "a#1": 2.0, "a#0": 1.0} for q in ("t1", "t2")}, dp.chunk_run_file("hybrid"), tag="hybrid"
+    )
     runs.write_trec({"t1": {"a.pdf#p1": 1.0, "a.pdf#p2": 0.5}}, dp.run_file("hybrid_rerank"), tag="hybrid_rerank")
 
 
@@ -225,13 +258,18 @@ def test_passages_come_from_the_saved_run_with_page_labels_and_best_chunks(tiny_
     dp = paths.resolve_dataset(tiny_pdf)
     fake_corpus(dp)
     src = PassageSource(dp, "hybrid_rerank", ask.Params(k=2))
-    assert src.judged("t1") == [Passage("a.pdf p.1", "a.pdf#p1", "second chunk"),
-                                Passage("a.pdf p.2", "a.pdf#p2", "page two text")]
+    assert src.judged("t1") == [
+        Passage("a.pdf p.1", "a.pdf#p1", "second chunk"),
+        Passage("a.pdf p.2", "a.pdf#p2", "page two text"),
+    ]
     assert [p.unit for p in src.judged("t2")] == ["a.pdf#p2", "a.pdf#p1"]  # not reranked: hybrid's run
     assert src.notes == ["query t2 is not in the hybrid_rerank run: its passages come from hybrid"]
     assert [(q.qid, q.text) for q in default_questions(dp, 5)] == [("t1", "question t1"), ("t2", "question t2")]
     assert to_questions(dp, ask.Params(questions=["t2", "QUESTION  t1", "anything else"])) == [
-        Question("question t2", "t2"), Question("question t1", "t1"), Question("anything else")]
+        Question("question t2", "t2"),
+        Question("question t1", "t1"),
+        Question("anything else"),
+    ]
 
 
 def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf, tmp_path, monkeypatch):
@@ -243,8 +281,7 @@ def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf,
     dp = paths.resolve_dataset(tiny_pdf)
     fake_corpus(dp)
     with FakeLLM(rule=cite_first) as fake:
-        ask.run(dp, ask.Params(questions=["t1", "t2"], variant="hybrid", k=2), settings(fake),
-                cache=LLMCache(tmp_path))
+        ask.run(dp, ask.Params(questions=["t1", "t2"], variant="hybrid", k=2), settings(fake), cache=LLMCache(tmp_path))
         sent = [t for t, path, _ in fake.requests if path.endswith("/chat/completions")]
         assert len(sent) == 2
         plan = [t for t, line in console.lines if "answers: Plan: 2 questions, 2 LLM calls" in line]
@@ -252,8 +289,7 @@ def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf,
         assert plan and plan[0] < min(sent)
         assert final and final[0][0] > max(sent) and "2 calls, 0 from the cache" in final[0][1]
         console.lines.clear()
-        ask.run(dp, ask.Params(questions=["t1", "t2"], variant="hybrid", k=2), settings(fake),
-                cache=LLMCache(tmp_path))
+        ask.run(dp, ask.Params(questions=["t1", "t2"], variant="hybrid", k=2), settings(fake), cache=LLMCache(tmp_path))
         assert fake.count == 2 and console.lines == []  # answered from the cache: nothing on the console
 
 
@@ -270,12 +306,14 @@ def test_the_face_runs_the_stage_from_params_and_answer_is_run_with_the_question
     fake_corpus(dp)
     params = ask.Params(variant="hybrid", k=2, questions=["t3"])
     with FakeLLM(rule=cite_first) as fake:
-        via_run = ask.run(dp, dataclasses.replace(params, questions=("t1", "question t2")), settings(fake),
-                          progress=False)
+        via_run = ask.run(
+            dp, dataclasses.replace(params, questions=("t1", "question t2")), settings(fake), progress=False
+        )
         via_answer = ask.answer(dp, ["t1", "question t2"], settings(fake), params)
         assert fake.count == 2  # the second run is answered from the cache: the same calls
     assert [(a.qid, a.answer, a.citations) for a in via_answer.answers] == [
-        (a.qid, a.answer, a.citations) for a in via_run.answers] and [a.qid for a in via_run.answers] == ["t1", "t2"]
+        (a.qid, a.answer, a.citations) for a in via_run.answers
+    ] and [a.qid for a in via_run.answers] == ["t1", "t2"]
     assert (via_answer.k, via_answer.variant) == (2, "hybrid")
     written = ask.write(dp, via_answer)
     assert [json.loads(x)["qid"] for x in written["answers"].read_text().splitlines()] == ["t1", "t2"]

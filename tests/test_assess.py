@@ -18,13 +18,16 @@ from rerankeval.llm.cache import LLMCache
 from rerankeval.questions import assess
 
 QIDS = ["q1", "q2", "q3"]
-PAGES = {"m.pdf#p1": ["Apt installs packages."], "m.pdf#p2": ["GOLD the network file is interfaces."],
-         "m.pdf#p3": ["GOLD grub starts the kernel."], "m.pdf#p4": ["Exim delivers mail."]}
+PAGES = {
+    "m.pdf#p1": ["Apt installs packages."],
+    "m.pdf#p2": ["GOLD the network file is interfaces."],
+    "m.pdf#p3": ["GOLD grub starts the kernel."],
+    "m.pdf#p4": ["Exim delivers mail."],
+}
 
 
 def _settings(url: str) -> Settings:
-    return Settings(base_url=url, api_key="test-key-not-a-secret-0001", model="fake/judge:1", timeout=2,
-                    max_retries=0)
+    return Settings(base_url=url, api_key="test-key-not-a-secret-0001", model="fake/judge:1", timeout=2, max_retries=0)
 
 
 def _passage(body: dict) -> str:
@@ -46,13 +49,16 @@ def _dataset(tmp_path):
     """Three queries judged (grade 1) on page 2, two variants, and the human files in the dataset folder."""
     dp = hand_made_stages(tmp_path / "ds", PAGES, QIDS)
     units = list(PAGES)
-    runs.write_trec({q: {u: 1.0 / (i + 1) for i, u in enumerate(reversed(units))} for q in QIDS},
-                    dp.run_file("bm25"), "bm25")
+    runs.write_trec(
+        {q: {u: 1.0 / (i + 1) for i, u in enumerate(reversed(units))} for q in QIDS}, dp.run_file("bm25"), "bm25"
+    )
     (dp.source / "qrels").mkdir()
-    (dp.source / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": f"question {q}"}) + "\n"
-                                                     for q in QIDS))
-    (dp.source / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                                  + "".join(f"{q}\tm.pdf#p2\t1\n" for q in QIDS))
+    (dp.source / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": f"question {q}"}) + "\n" for q in QIDS)
+    )
+    (dp.source / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\tm.pdf#p2\t1\n" for q in QIDS)
+    )
     return dp
 
 
@@ -193,13 +199,22 @@ def test_notebook_09_does_nothing_when_off_and_grades_through_a_fake_endpoint_wh
         monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-a-secret-0001")
         monkeypatch.setenv("RERANK_MODEL", "fake-judge")
         off = tmp_path / "off.ipynb"
-        papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(off), kernel_name="python3",
-                                   parameters={"dataset": str(dp.source)}, progress_bar=False)
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / "09-assess.ipynb"),
+            str(off),
+            kernel_name="python3",
+            parameters={"dataset": str(dp.source)},
+            progress_bar=False,
+        )
         assert f.count == 0 and "assess=false" in off.read_text()
         on = tmp_path / "on.ipynb"
-        papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(on), kernel_name="python3",
-                                   parameters={"dataset": str(dp.source), "assess": True, "k": 2},
-                                   progress_bar=False)
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / "09-assess.ipynb"),
+            str(on),
+            kernel_name="python3",
+            parameters={"dataset": str(dp.source), "assess": True, "k": 2},
+            progress_bar=False,
+        )
         assert f.count == 10 and "Graded 10 of 10 pairs with fake-judge" in on.read_text()
     assert assess.llm_qrels_path(dp, "fake-judge").is_file()
 
@@ -218,8 +233,13 @@ def test_notebook_09_says_why_it_skips_the_qrels_comparison_without_llm_grades(t
     dp = _dataset(tmp_path)
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "off.ipynb"
-    papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(out), kernel_name="python3",
-                               parameters={"dataset": str(dp.source)}, progress_bar=False)
+    papermill.execute_notebook(
+        str(NOTEBOOKS_DIR / "09-assess.ipynb"),
+        str(out),
+        kernel_name="python3",
+        parameters={"dataset": str(dp.source)},
+        progress_bar=False,
+    )
     text = out.read_text()
     assert "Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>-<hash>.tsv)" in text
     folder = dp.stage_dir("assess")

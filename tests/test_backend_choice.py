@@ -24,8 +24,10 @@ from rerankeval.index.qdrant import recall
 from rerankeval.index.qdrant import store as qdrant_store
 
 DIM = 16
-CHUNKS = [(f"m.pdf#p{i}:0", f"m.pdf#p{i}", f"page {i} about topic{i % 4} and word{i % 7} or term{i % 3}")
-          for i in range(1, 41)]
+CHUNKS = [
+    (f"m.pdf#p{i}:0", f"m.pdf#p{i}", f"page {i} about topic{i % 4} and word{i % 7} or term{i % 3}")
+    for i in range(1, 41)
+]
 QUERIES = {f"q{i}": f"topic{i % 4} word{i % 7}" for i in range(12)}
 
 
@@ -39,8 +41,9 @@ class HashEmbedder:
         self.stats = EncodeStats()
 
     def encode(self, texts, *, desc: str = "") -> np.ndarray:
-        rows = [np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:12], 16)).normal(size=DIM)
-                for t in texts]
+        rows = [
+            np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:12], 16)).normal(size=DIM) for t in texts
+        ]
         out = np.asarray(rows, dtype=np.float32).reshape(len(texts), DIM)
         self.stats = EncodeStats(texts=len(texts), unique=len(set(texts)), encoded=len(texts))
         return out / np.linalg.norm(out, axis=1, keepdims=True)
@@ -52,8 +55,21 @@ def dp(tmp_path, monkeypatch):
     monkeypatch.delenv("RERANKEVAL_QDRANT_BACKEND", raising=False)
     (tmp_path / "src" / "tiny").mkdir(parents=True)
     d = paths.resolve_dataset(tmp_path / "src" / "tiny")
-    atomic_write_jsonl(d.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u.split("#p")[1]),
-                                   "start": 0, "title": "", "text": t} for c, u, t in sorted(CHUNKS)])
+    atomic_write_jsonl(
+        d.chunks,
+        [
+            {
+                "chunk_id": c,
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": int(u.split("#p")[1]),
+                "start": 0,
+                "title": "",
+                "text": t,
+            }
+            for c, u, t in sorted(CHUNKS)
+        ],
+    )
     atomic_write_jsonl(d.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, d.qrels)
     return d
@@ -172,8 +188,7 @@ def test_edge_exact_search_is_numpys_cosine_top_10_and_hnsw_is_measured_against_
         assert qdrant_edge.hnsw_points(shard, n // 2) == n
         exact = qdrant_edge.search_dense(shard, qids, qv, 10, id_to_chunk, exact=True)
         approx = qdrant_edge.search_dense(shard, qids, qv, 10, id_to_chunk)
-        got, got_eps = recall.measure(lambda *a, **kw: qdrant_edge.search_dense(shard, *a, **kw), qids, qv,
-                                      id_to_chunk)
+        got, got_eps = recall.measure(lambda *a, **kw: qdrant_edge.search_dense(shard, *a, **kw), qids, qv, id_to_chunk)
     for q, v in zip(qids, qv, strict=True):
         assert list(exact[q]) == [ids[i] for i in np.argsort(-(dense @ v), kind="stable")[:10]]
     assert got == recall.recall_at_k(approx, exact)
@@ -247,4 +262,5 @@ def test_a_manifest_without_the_record_gets_it_measured_on_the_kept_shard(dp):
     again = build(dp, "edge")
     assert again.info.actions["qdrant"] == "reused" and again.info.actions["recall check"] == "measured"
     assert {k: v for k, v in again.info.dense_search.items() if k != "seconds"} == {
-        k: v for k, v in first.info.dense_search.items() if k != "seconds"}
+        k: v for k, v in first.info.dense_search.items() if k != "seconds"
+    }

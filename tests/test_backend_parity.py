@@ -39,8 +39,16 @@ def test_a_swap_of_tied_or_nearly_tied_entries_is_explained(bp):
 
 def test_a_tie_at_the_cut_keeps_a_different_entry_in_each_list(bp):
     found = bp.explain({"a": 2.0, "x": 1.5}, {"a": 2.0, "y": 1.5}, None)
-    assert found == [{"rank": 2, "client": "x", "edge": "y", "client_scores": [1.5, None],
-                      "edge_scores": [None, 1.5], "cause": "tie"}]
+    assert found == [
+        {
+            "rank": 2,
+            "client": "x",
+            "edge": "y",
+            "client_scores": [1.5, None],
+            "edge_scores": [None, 1.5],
+            "cause": "tie",
+        }
+    ]
 
 
 def test_a_real_difference_stays_unexplained_unless_a_leg_explains_it(bp):

@@ -62,8 +62,9 @@ def test_negative_idf_floor_uses_epsilon_times_mean_raw_idf():
     docs = [["t", "u1"], ["t", "u2"], ["t", "u3"], ["v"]]
     idx = _index(docs)
     n = 4
-    raw = {w: math.log(n - df + 0.5) - math.log(df + 0.5) for w, df in
-           {"t": 3, "u1": 1, "u2": 1, "u3": 1, "v": 1}.items()}
+    raw = {
+        w: math.log(n - df + 0.5) - math.log(df + 0.5) for w, df in {"t": 3, "u1": 1, "u2": 1, "u3": 1, "v": 1}.items()
+    }
     eps = 0.25 * sum(raw.values()) / len(raw)
     assert raw["t"] < 0 and eps > 0
     assert idx.idf[idx.term_id["t"]] == pytest.approx(eps, abs=1e-15)
@@ -179,8 +180,10 @@ def test_sparse_rows_are_the_matrix_rows_made_when_asked_for():
     idx = BM25Index.build(["a", "b", "c"], ["cat cat dog", "the and", "dog"])
     rows = idx.sparse_doc_vectors()
     sat = idx._saturation()
-    want = [(sat.indices[a:z].tolist(), sat.data[a:z].tolist())
-            for a, z in zip(sat.indptr[:-1], sat.indptr[1:], strict=True)]
+    want = [
+        (sat.indices[a:z].tolist(), sat.data[a:z].tolist())
+        for a, z in zip(sat.indptr[:-1], sat.indptr[1:], strict=True)
+    ]
     assert len(rows) == 3 and list(rows) == want and rows[-1] == want[2] and rows[1:] == want[1:]
     assert rows[1] == ([], []) and rows.nonempty() == 2
     with pytest.raises(IndexError):

@@ -33,14 +33,28 @@ def _reference(ids, texts, analyzer):
     return BM25Index.from_tokens(ids, [analyzer(t) for t in texts], analyzer=analyzer)
 
 
-@pytest.mark.parametrize("analyzer", [Analyzer(), Analyzer(stopwords=None), Analyzer(stemmer=None),
-                                      Analyzer(lowercase=False), Analyzer(stopwords=None, stemmer=None)],
-                         ids=["default", "no-stopwords", "no-stemmer", "case-kept", "raw"])
+@pytest.mark.parametrize(
+    "analyzer",
+    [
+        Analyzer(),
+        Analyzer(stopwords=None),
+        Analyzer(stemmer=None),
+        Analyzer(lowercase=False),
+        Analyzer(stopwords=None, stemmer=None),
+    ],
+    ids=["default", "no-stopwords", "no-stemmer", "case-kept", "raw"],
+)
 def test_build_equals_from_tokens_of_the_analysed_texts(analyzer):
     ids = [f"d{i}" for i in range(len(TEXTS))]
     fast = BM25Index.build(ids, TEXTS, analyzer=analyzer)
-    _same(fast, _reference(ids, TEXTS, Analyzer(**{k: getattr(analyzer, k) for k in
-                                                   ("lowercase", "token_pattern", "stopwords", "stemmer")})))
+    _same(
+        fast,
+        _reference(
+            ids,
+            TEXTS,
+            Analyzer(**{k: getattr(analyzer, k) for k in ("lowercase", "token_pattern", "stopwords", "stemmer")}),
+        ),
+    )
     assert fast.tf.getrow(2).nnz == (0 if analyzer.stopwords else 3)
 
 

@@ -27,8 +27,9 @@ HOLD = textwrap.dedent("""
 def _hold_lock(cache, seconds: float) -> subprocess.Popen:
     """Another process holding the build lock for ``seconds``, as scripts/llama_setup.sh does while it builds."""
     cache.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(cache / build_wait.LOCK_NAME), str(seconds)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(cache / build_wait.LOCK_NAME), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -75,8 +76,15 @@ exec {python} -c 'from rerankeval.llm.build_wait import wait_for_build; wait_for
 
 
 def _make_value(folder, env, expr: str) -> str:
-    r = subprocess.run(["make", "-s", "--no-print-directory", "--eval", f"_v: ; @echo {expr}", "_v"], cwd=folder,
-                       env=env, capture_output=True, text=True, timeout=60, check=True)
+    r = subprocess.run(
+        ["make", "-s", "--no-print-directory", "--eval", f"_v: ; @echo {expr}", "_v"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return r.stdout.strip()
 
 
@@ -90,18 +98,26 @@ def test_make_report_starts_the_chain_while_the_llama_build_runs(tmp_path):
     chain = tmp_path / "python"
     chain.write_text(STUB_CHAIN.format(python=sys.executable))
     chain.chmod(0o755)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS", "OPENAI_"))},
-           "CACHE": str(cache), "RERANKEVAL_LLAMA_BACKEND": "build"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS", "OPENAI_"))},
+        "CACHE": str(cache),
+        "RERANKEVAL_LLAMA_BACKEND": "build",
+    }
     for stamp in ("$(STAMP)", "$(EDITABLE_STAMP)"):  # the venv is ready: `make setup` has nothing to do
         path = _make_value(folder, env, stamp)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         open(path, "w").close()
         time.sleep(0.01)
-    r = subprocess.run(["make", "--no-print-directory", "report", f"PY={chain}"], cwd=folder, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        ["make", "--no-print-directory", "report", f"PY={chain}"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     started = {n: float((cache / n).read_text()) for n in ("build-started", "build-ended", "chain-started")}
     assert started["chain-started"] < started["build-ended"]  # the chain did not wait for the build to start
     assert "[llm] waiting for the local llama-server build" in r.stderr and "s so far" in r.stderr
     assert "finished after" in r.stderr
-

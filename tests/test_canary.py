@@ -28,11 +28,15 @@ KEY = "sk-CANARY-key-7f3a9c0d5e1b2468"
 USER, PASSWORD = "canary", "CANARY-pw/9@z"  # a '/' and an '@': percent-encoded in the URL
 PASSWORD_IN_URL = "CANARY-pw%2F9%40z"
 TOKEN = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-FORMS = {"api key": KEY, "url password": PASSWORD, "url password, encoded": PASSWORD_IN_URL,
-         "basic token": TOKEN.rstrip("="), "canary": "CANARY"}
+FORMS = {
+    "api key": KEY,
+    "url password": PASSWORD,
+    "url password, encoded": PASSWORD_IN_URL,
+    "basic token": TOKEN.rstrip("="),
+    "canary": "CANARY",
+}
 ECHO = f"key {KEY} url {PASSWORD} enc {PASSWORD_IN_URL} Authorization: Basic {TOKEN}"
-SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]", "n_questions=4", "draft_min_chars=50",
-         "assess=true", "k=5"]
+SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]", "n_questions=4", "draft_min_chars=50", "assess=true", "k=5"]
 
 
 def echoing(n: int, body: dict) -> dict:
@@ -42,8 +46,7 @@ def echoing(n: int, body: dict) -> dict:
         reply = json.loads(behave(body)["content"])
         return {"content": json.dumps({**reply, "question": f"{reply['question']} {ECHO}"})}
     if name == "cited_answer":
-        return {"content": json.dumps({"answer": f"The answer: {ECHO}", "citations": [],
-                                       "not_in_documents": False})}
+        return {"content": json.dumps({"answer": f"The answer: {ECHO}", "citations": [], "not_in_documents": False})}
     if name == "relevance_grade":
         return {"content": json.dumps({"score": 2, "reasoning": ECHO})}
     return {"echo": ECHO}
@@ -65,9 +68,15 @@ def test_no_form_of_a_secret_is_in_any_file_after_a_full_run(tmp_path):
     results, cache = tmp_path / "results", tmp_path / "cache"
     with FakeLLM(rule=echoing) as fake:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGE_", "RERANK_", "OPENAI_"))}
-        env.update(RERANKEVAL_RESULTS=str(results), RERANKEVAL_QDRANT_PATH=str(results / "qdrant"),
-                   RERANKEVAL_CACHE=str(cache), PYTHONHASHSEED="0", OPENAI_API_KEY=KEY, RERANK_MODEL="fake",
-                   OPENAI_BASE_URL=fake.base_url.replace("http://", f"http://{USER}:{PASSWORD_IN_URL}@"))
+        env.update(
+            RERANKEVAL_RESULTS=str(results),
+            RERANKEVAL_QDRANT_PATH=str(results / "qdrant"),
+            RERANKEVAL_CACHE=str(cache),
+            PYTHONHASHSEED="0",
+            OPENAI_API_KEY=KEY,
+            RERANK_MODEL="fake",
+            OPENAI_BASE_URL=fake.base_url.replace("http://", f"http://{USER}:{PASSWORD_IN_URL}@"),
+        )
         cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(folder), "--kernel", "python3"]
         for s in SMALL:
             cmd += ["--set", s]

@@ -33,8 +33,15 @@ def figure_stems() -> set[str]:
 
 def test_every_figure_a_notebook_saves_has_a_caption():
     stems = figure_stems()
-    assert {"05-forest", "05-metric-bars", "05-rank-shift", "06-pareto", "06-pool-ceiling", "03-variants",
-            "01-chunk-lengths"} <= stems
+    assert {
+        "05-forest",
+        "05-metric-bars",
+        "05-rank-shift",
+        "06-pareto",
+        "06-pool-ceiling",
+        "03-variants",
+        "01-chunk-lengths",
+    } <= stems
     missing = sorted(n for n in stems if not caption_for(n))
     assert not missing, f"figures without a caption in rerankeval.report.captions.CAPTIONS: {missing}"
 

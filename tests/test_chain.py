@@ -25,8 +25,14 @@ SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]", "expand_compare=true
 
 def run_chain(dataset: Path, results: Path, *extra: str, only: list[str] | None = None, force: bool = False):
     env = dict(os.environ)
-    env.update({"RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
-                "OPENAI_API_KEY": SENTINEL, "PYTHONHASHSEED": "0"})
+    env.update(
+        {
+            "RERANKEVAL_RESULTS": str(results),
+            "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+            "OPENAI_API_KEY": SENTINEL,
+            "PYTHONHASHSEED": "0",
+        }
+    )
     env.pop("OPENAI_BASE_URL", None)
     cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(dataset), "--kernel", "python3"]
     for s in [*SMALL, *extra]:
@@ -48,19 +54,33 @@ def chain_twice(tmp_path_factory):
     first = run_chain(ds, results)
     snap1 = snapshot(results / "tiny")
     second = run_chain(ds, results, force=True)  # every notebook again (not skipped): determinism and the cache
-    return {"first": first, "second": second, "snap1": snap1, "snap2": snapshot(results / "tiny"),
-            "out": results / "tiny"}
+    return {
+        "first": first,
+        "second": second,
+        "snap1": snap1,
+        "snap2": snapshot(results / "tiny"),
+        "out": results / "tiny",
+    }
 
 
 # measurements of the run itself (wall time, what the cache answered), not results: they differ by design
-RUN_DEPENDENT = ("seconds_per_query", "llm_seconds_per_query", "retrieval_seconds_per_query",
-                 "fresh_tokens_per_query", "cache_hit_rate", "cost_per_query")
+RUN_DEPENDENT = (
+    "seconds_per_query",
+    "llm_seconds_per_query",
+    "retrieval_seconds_per_query",
+    "fresh_tokens_per_query",
+    "cache_hit_rate",
+    "cost_per_query",
+)
 
 
 def snapshot(out: Path) -> dict[str, bytes]:
     keep = ("corpus/", "runs/", "per_query.csv")
-    snap = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and str(p.relative_to(out)).startswith(keep)}
+    snap = {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and str(p.relative_to(out)).startswith(keep)
+    }
     metrics = pd.read_csv(out / "metrics.csv")
     snap["metrics.csv (results columns)"] = metrics.drop(columns=[c for c in RUN_DEPENDENT if c in metrics]).to_csv()
     return snap

@@ -25,8 +25,13 @@ def test_kernels_talk_over_ipc_so_ipykernel_prints_no_tcp_warning(tmp_path, capf
     src, out = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
     nbformat.write(nb, src)
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "rerankeval-kernel-*")))
-    papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
-                               kernel_manager_class=kernel_manager_class({"RERANKEVAL_X": "1"}))
+    papermill.execute_notebook(
+        str(src),
+        str(out),
+        kernel_name="python3",
+        progress_bar=False,
+        kernel_manager_class=kernel_manager_class({"RERANKEVAL_X": "1"}),
+    )
     assert nbformat.read(out, as_version=4).cells[0].outputs[0]["text"] == "42\n"
     assert TCP_WARNING not in capfd.readouterr().err  # the kernel's stderr is this process's fd 2
     after = set(glob.glob(os.path.join(tempfile.gettempdir(), "rerankeval-kernel-*")))
@@ -34,8 +39,9 @@ def test_kernels_talk_over_ipc_so_ipykernel_prints_no_tcp_warning(tmp_path, capf
 
 
 def test_make_help_expands_its_variables() -> None:
-    got = subprocess.run(["make", "--no-print-directory", "help"], cwd=paths.ROOT, capture_output=True, text=True,
-                         check=True).stdout
+    got = subprocess.run(
+        ["make", "--no-print-directory", "help"], cwd=paths.ROOT, capture_output=True, text=True, check=True
+    ).stdout
     assert "make report" in got and "$(" not in got
 
 
@@ -69,12 +75,20 @@ def test_what_a_kernel_prints_while_it_exits_goes_to_its_exit_log(tmp_path, capf
     import papermill
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import atexit, os\nprint('during the run')\n"
-                                          "atexit.register(os.write, 2, b'said on the way out\\n')")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import atexit, os\nprint('during the run')\natexit.register(os.write, 2, b'said on the way out\\n')"
+        )
+    ]
     src, out, log = tmp_path / "in.ipynb", tmp_path / "out.ipynb", tmp_path / "in.kernel-exit.log"
     nbformat.write(nb, src)
-    papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
-                               kernel_manager_class=kernel_manager_class({}, exit_log=log if quiet else None))
+    papermill.execute_notebook(
+        str(src),
+        str(out),
+        kernel_name="python3",
+        progress_bar=False,
+        kernel_manager_class=kernel_manager_class({}, exit_log=log if quiet else None),
+    )
     assert nbformat.read(out, as_version=4).cells[0].outputs[0]["text"] == "during the run\n"
     err = capfd.readouterr().err
     assert ("said on the way out" in err) is not quiet

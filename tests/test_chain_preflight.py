@@ -21,11 +21,18 @@ SENTINEL = "sk-SENTINEL-preflight-0123456789"
 PASSWORD = "hunter2-url-password"
 
 
-def run(dataset: Path, results: Path, *args: str, env_extra: dict[str, str] | None = None,
-        timeout: float = 600) -> subprocess.CompletedProcess:
+def run(
+    dataset: Path, results: Path, *args: str, env_extra: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env.update({"RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
-                "OPENAI_API_KEY": SENTINEL, **(env_extra or {})})
+    env.update(
+        {
+            "RERANKEVAL_RESULTS": str(results),
+            "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+            "OPENAI_API_KEY": SENTINEL,
+            **(env_extra or {}),
+        }
+    )
     cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(dataset), "--kernel", "python3", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -77,8 +84,15 @@ def test_a_dead_endpoint_stops_the_run_naming_its_url_without_secrets(tmp_path, 
 
 
 def test_allow_fallback_continues_past_a_dead_endpoint(tmp_path, tiny_pdf):
-    r = run(tiny_pdf, tmp_path / "res", "--only", "04", "--set", "allow_fallback=true",
-            env_extra={"OPENAI_BASE_URL": dead_url()})
+    r = run(
+        tiny_pdf,
+        tmp_path / "res",
+        "--only",
+        "04",
+        "--set",
+        "allow_fallback=true",
+        env_extra={"OPENAI_BASE_URL": dead_url()},
+    )
     assert "continuing because allow_fallback is set" in r.stderr, r.stderr[-2000:]
     assert "allow_fallback; they are ignored" not in r.stderr  # a chain option, not a notebook parameter
     assert executed(tmp_path / "res", "tiny-pdf") == ["04-rerank.ipynb"]  # it ran (and failed: no 01-03)
@@ -96,16 +110,30 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
     (tmp_path / "src" / "mid").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "mid"))
     dp.root.mkdir(parents=True)
-    ledger = pd.DataFrame({"qid": ["q1", "q2", "q1"], "pass": ["main", "main", "reversed"],
-                           "status": ["fallback", "fallback", "ok"], "requests": [3, 3, 1], "cache_hits": [0, 0, 0],
-                           "llm_calls": [1, 1, 1], "error": ["APIConnectionError", "APIConnectionError", ""]})
+    ledger = pd.DataFrame(
+        {
+            "qid": ["q1", "q2", "q1"],
+            "pass": ["main", "main", "reversed"],
+            "status": ["fallback", "fallback", "ok"],
+            "requests": [3, 3, 1],
+            "cache_hits": [0, 0, 0],
+            "llm_calls": [1, 1, 1],
+            "error": ["APIConnectionError", "APIConnectionError", ""],
+        }
+    )
     ledger.to_csv(dp.ledger, index=False)
     msg = chain_preflight.llm_fell_back(dp)
     assert msg and msg["endpoint"] and "2 of 2 queries fell back" in msg["text"]
     assert "could not be reached" in msg["text"]
     (dp.executed_dir).mkdir(parents=True)
-    page = {"name": "04-rerank", "href": "04-rerank.html", "status": "ok", "seconds": 1.0, "error": None,
-            "llm_problem": msg}
+    page = {
+        "name": "04-rerank",
+        "href": "04-rerank.html",
+        "status": "ok",
+        "seconds": 1.0,
+        "error": None,
+        "llm_problem": msg,
+    }
     assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
     err = capsys.readouterr().err
     assert "fell back to the fused order" in err and "allow_fallback=true" in err
@@ -131,8 +159,9 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
 def _settings(tmp_path: Path, base_url: str):
     from rerankeval.core.settings import load_settings
 
-    return load_settings(environ={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-fake-probe"},
-                         env_file=tmp_path / "absent.env")
+    return load_settings(
+        environ={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-fake-probe"}, env_file=tmp_path / "absent.env"
+    )
 
 
 def test_the_request_kinds_follow_what_each_notebook_will_send():

@@ -33,16 +33,24 @@ def chain_cmd(dataset: Path, *args: str) -> list[str]:
 
 def chain_env(results: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
-                "PYTHONHASHSEED": "0", **extra})
+    env.update(
+        {
+            "RERANKEVAL_RESULTS": str(results),
+            "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+            "PYTHONHASHSEED": "0",
+            **extra,
+        }
+    )
     return env
 
 
 def index_rows(index: Path) -> dict[str, str]:
     """Notebook link target -> the row's text (link text and status), from the index's notebook table."""
     html = index.read_text(encoding="utf-8")
-    return {m.group(1): re.sub(r"<[^>]+>", " ", m.group(0))
-            for m in re.finditer(r'<tr><td><a href="([0-9]{2}-[^"]+\.html)">.*?</tr>', html, re.S)}
+    return {
+        m.group(1): re.sub(r"<[^>]+>", " ", m.group(0))
+        for m in re.finditer(r'<tr><td><a href="([0-9]{2}-[^"]+\.html)">.*?</tr>', html, re.S)
+    }
 
 
 def test_only_keeps_every_rendered_page_in_the_index(tmp_path, tiny_pdf):
@@ -52,11 +60,24 @@ def test_only_keeps_every_rendered_page_in_the_index(tmp_path, tiny_pdf):
     (out / "executed").mkdir()
     for nb in chain_params.notebooks()[1:]:  # pages an earlier run rendered (03 failed then)
         (out / "report" / f"{nb.stem}.html").write_text("<html>earlier</html>", encoding="utf-8")
-    (out / "executed" / "pages.json").write_text(json.dumps({"03-retrieve": {
-        "name": "03-retrieve", "href": "03-retrieve.html", "status": "failed", "seconds": 4.0,
-        "error": "03-retrieve.ipynb failed in cell 3", "finished": "2026-11-30T20:00:00+00:00"}}), encoding="utf-8")
-    r = subprocess.run(chain_cmd(tiny_pdf, "--only", "01"), env=chain_env(results), capture_output=True,
-                       text=True, timeout=600)
+    (out / "executed" / "pages.json").write_text(
+        json.dumps(
+            {
+                "03-retrieve": {
+                    "name": "03-retrieve",
+                    "href": "03-retrieve.html",
+                    "status": "failed",
+                    "seconds": 4.0,
+                    "error": "03-retrieve.ipynb failed in cell 3",
+                    "finished": "2026-11-30T20:00:00+00:00",
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    r = subprocess.run(
+        chain_cmd(tiny_pdf, "--only", "01"), env=chain_env(results), capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-2000:]  # this run's notebook worked; the earlier failure only shows
     rows = index_rows(out / "report" / "index.html")
     assert sorted(rows) == sorted(f"{nb.stem}.html" for nb in chain_params.notebooks())
@@ -67,8 +88,13 @@ def test_only_keeps_every_rendered_page_in_the_index(tmp_path, tiny_pdf):
 
 
 def test_the_final_line_says_where_the_report_is(tmp_path, tiny_pdf):
-    r = subprocess.run(chain_cmd(tiny_pdf, "--only", "01"), env=chain_env(tmp_path / "res"), capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        chain_cmd(tiny_pdf, "--only", "01"),
+        env=chain_env(tmp_path / "res"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("[chain] done: 1 notebook(s) in ") and "(01 " in last
@@ -100,8 +126,15 @@ def test_a_ctrl_c_between_two_notebooks_keeps_what_finished(tmp_path, tiny_pdf, 
         if len(calls) == 2:  # as the real one starts 02: not yet inside a notebook
             interrupt.handler(signal.SIGINT, None)
         (dp.report_dir / f"{nb.stem}.html").write_text("<html>page</html>", encoding="utf-8")
-        return {"name": nb.stem, "href": f"{nb.stem}.html", "status": "ok", "seconds": 1.0, "error": None,
-                "rerun": True, "finished": "2026-12-01T06:00:00+00:00"}
+        return {
+            "name": nb.stem,
+            "href": f"{nb.stem}.html",
+            "status": "ok",
+            "seconds": 1.0,
+            "error": None,
+            "rerun": True,
+            "finished": "2026-12-01T06:00:00+00:00",
+        }
 
     monkeypatch.setattr(chain, "run_notebook", fake_run_notebook)
     rc = chain.run_chain(str(tiny_pdf), SMALL, only=["01", "02"])
@@ -131,9 +164,11 @@ if os.environ.get("RERANKEVAL_STAGE") == "02-build-indexes" and os.environ.get("
 """
 
 
-@pytest.mark.parametrize("where, sig", [("while-02-starts", signal.SIGINT), ("inside-02", signal.SIGINT),
-                                        ("inside-02", signal.SIGTERM)],
-                         ids=["ctrl-c-while-02-starts", "ctrl-c-inside-02", "sigterm-inside-02"])
+@pytest.mark.parametrize(
+    "where, sig",
+    [("while-02-starts", signal.SIGINT), ("inside-02", signal.SIGINT), ("inside-02", signal.SIGTERM)],
+    ids=["ctrl-c-while-02-starts", "ctrl-c-inside-02", "sigterm-inside-02"],
+)
 def test_a_signal_stops_the_run_cleanly_updates_the_index_and_a_rerun_resumes(tmp_path, tiny_pdf, where, sig):
     """Ctrl-C exits 130, SIGTERM 143; either way one line names what finished and the index shows it."""
     results = tmp_path / "res"
@@ -144,10 +179,14 @@ def test_a_signal_stops_the_run_cleanly_updates_the_index_and_a_rerun_resumes(tm
     (hook / "sitecustomize.py").write_text(BLOCK_02, encoding="utf-8")
     with FakeLLM() as fake:
         env = chain_env(results, OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="sk-fake")
-        blocking = {**env, "TEST_BLOCK_MARKER": str(marker),
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))}
-        proc = subprocess.Popen(chain_cmd(tiny_pdf), env=blocking, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        blocking = {
+            **env,
+            "TEST_BLOCK_MARKER": str(marker),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")])),
+        }
+        proc = subprocess.Popen(
+            chain_cmd(tiny_pdf), env=blocking, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         _wait_for(out / "report" / "01-extract-corpus.html", proc, timeout=600)
         chunks_mtime = (out / "corpus" / "chunks.jsonl").stat().st_mtime_ns
         if where == "inside-02":
@@ -174,8 +213,9 @@ def test_a_signal_stops_the_run_cleanly_updates_the_index_and_a_rerun_resumes(tm
     if where == "inside-02":  # the cells done so far are kept and rendered, marked as interrupted
         assert "interrupted" in rows["02-build-indexes.html"] and verb in rows["02-build-indexes.html"]
 
-    again = subprocess.run(chain_cmd(tiny_pdf, "--only", "01", "--only", "02"), env=env, capture_output=True,
-                           text=True, timeout=900)
+    again = subprocess.run(
+        chain_cmd(tiny_pdf, "--only", "01", "--only", "02"), env=env, capture_output=True, text=True, timeout=900
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert (out / "corpus" / "chunks.jsonl").stat().st_mtime_ns == chunks_mtime  # 01 was cached, not redone
     rows = index_rows(out / "report" / "index.html")

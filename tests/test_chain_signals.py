@@ -76,26 +76,29 @@ from rerankeval.apps import chain
 sys.exit(chain.main(["--dataset", sys.argv[2], "--kernel", "python3"]))
 '''
 
-BLOCK = '''\
+BLOCK = """\
 import os, pathlib, signal, time
 if os.environ.get("TEST_IGNORE_SIGTERM"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a kernel busy where SIGTERM does not stop it
 pathlib.Path(os.environ["TEST_MARKER"]).touch()
 while True:
     time.sleep(0.1)
-'''
+"""
 
 
 def _notebook(folder: Path, name: str, body: str) -> None:
     cell = new_code_cell('dataset: str = ""  # the chain passes the folder')
     cell.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[cell, new_code_cell(body)],
-                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = new_notebook(
+        cells=[cell, new_code_cell(body)],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
     nbformat.write(nb, folder / f"{name}.ipynb")
 
 
-def _start(tmp_path: Path, dataset: Path, llm_stage: str, fake: FakeLLM, first: bool = True,
-           **env: str) -> subprocess.Popen:
+def _start(
+    tmp_path: Path, dataset: Path, llm_stage: str, fake: FakeLLM, first: bool = True, **env: str
+) -> subprocess.Popen:
     """The chain on ``02-first`` (unless not ``first``) and ``llm_stage``, which blocks (:data:`BLOCK`)."""
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
@@ -104,12 +107,22 @@ def _start(tmp_path: Path, dataset: Path, llm_stage: str, fake: FakeLLM, first: 
     _notebook(nbs, llm_stage, BLOCK)
     runner = tmp_path / "runner.py"
     runner.write_text(RUNNER, encoding="utf-8")
-    full = {**os.environ, "RERANKEVAL_RESULTS": str(tmp_path / "res"), "PYTHONHASHSEED": "0",
-            "TEST_MARKER": str(tmp_path / "inside"), **env}
+    full = {
+        **os.environ,
+        "RERANKEVAL_RESULTS": str(tmp_path / "res"),
+        "PYTHONHASHSEED": "0",
+        "TEST_MARKER": str(tmp_path / "inside"),
+        **env,
+    }
     for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RERANK_ENDPOINT_ID"):
         full.pop(key, None)
-    return subprocess.Popen([sys.executable, str(runner), str(nbs), str(dataset), fake.base_url], env=full,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(runner), str(nbs), str(dataset), fake.base_url],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(marker: Path, proc: subprocess.Popen, timeout: float = 300) -> None:

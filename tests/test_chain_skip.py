@@ -19,15 +19,21 @@ from rerankeval.core import paths
 
 READ = "from rerankeval.core import paths\ndp = paths.resolve_dataset(dataset)\n"
 NOTEBOOKS = {
-    "01-extract-corpus": ("size: int = 1  # a stand-in parameter",
-                          READ + "text = (dp.source / 'queries.jsonl').read_text()\n"
-                          "(dp.root / 'a.txt').write_text(f'{size}:{len(text)}')"),
-    "03-retrieve": ("k: int = 1  # a stand-in parameter",
-                    READ + "(dp.root / 'b.txt').write_text((dp.root / 'a.txt').read_text() + f'|{k}')"),
-    "05-analyse": ("ks: list = [1]  # a stand-in parameter",
-                   READ + "j = dp.source / 'qrels' / 'judgments-test.tsv'\n"
-                   "try:\n    extra = open(j).read()\nexcept FileNotFoundError:\n    extra = ''\n"
-                   "(dp.root / 'c.txt').write_text((dp.root / 'b.txt').read_text() + '|' + extra)"),
+    "01-extract-corpus": (
+        "size: int = 1  # a stand-in parameter",
+        READ + "text = (dp.source / 'queries.jsonl').read_text()\n"
+        "(dp.root / 'a.txt').write_text(f'{size}:{len(text)}')",
+    ),
+    "03-retrieve": (
+        "k: int = 1  # a stand-in parameter",
+        READ + "(dp.root / 'b.txt').write_text((dp.root / 'a.txt').read_text() + f'|{k}')",
+    ),
+    "05-analyse": (
+        "ks: list = [1]  # a stand-in parameter",
+        READ + "j = dp.source / 'qrels' / 'judgments-test.tsv'\n"
+        "try:\n    extra = open(j).read()\nexcept FileNotFoundError:\n    extra = ''\n"
+        "(dp.root / 'c.txt').write_text((dp.root / 'b.txt').read_text() + '|' + extra)",
+    ),
 }
 
 
@@ -53,8 +59,9 @@ def tiny_chain(tmp_path, tiny_pdf, monkeypatch):
     return tiny_pdf, out
 
 
-def _run(capsys, dataset: Path, *overrides: str, force: bool = False,
-         only: list[str] | None = None) -> tuple[set[str], set[str]]:
+def _run(
+    capsys, dataset: Path, *overrides: str, force: bool = False, only: list[str] | None = None
+) -> tuple[set[str], set[str]]:
     """(the notebooks that ran, those skipped)"""
     assert chain.run_chain(str(dataset), list(overrides), only=only, kernel="python3", force=force) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -86,8 +93,9 @@ def test_a_second_run_skips_every_notebook_and_a_changed_input_reruns_what_it_re
     assert _run(capsys, dataset, "k=2") == ({"01", "03", "05"}, set())
 
 
-def test_a_corrupted_or_missing_fingerprint_reruns_and_force_or_new_code_runs_everything(tiny_chain, capsys,
-                                                                                         monkeypatch):
+def test_a_corrupted_or_missing_fingerprint_reruns_and_force_or_new_code_runs_everything(
+    tiny_chain, capsys, monkeypatch
+):
     dataset, out = tiny_chain
     _run(capsys, dataset)
     (out / "executed" / "03-retrieve.fingerprint.json").write_text("{not json")
@@ -129,22 +137,29 @@ def test_a_failed_notebook_leaves_no_fingerprint(tiny_chain, capsys):
     assert not (out / "executed" / "03-retrieve.fingerprint.json").exists()
 
 
-RERANK_STANDIN = ("pool_k: int = 10  # a stand-in parameter",
-                  READ + "import os\nstatus = os.environ.get('STANDIN_STATUS', 'ok')\n"
-                  "dp.ledger.write_text(f'qid,pass,status,error\\nq1,main,ok,\\nq2,main,{status},\\n')")
-REWRITE_STANDIN = ("variants: list = ['hybrid_reformulate']  # a stand-in parameter",
-                   READ + "import os\nstatus = os.environ.get('STANDIN_STATUS', 'kept')\n"
-                   "(dp.root / 'retrieve').mkdir(exist_ok=True)\n"
-                   "(dp.root / 'retrieve' / 'hybrid_reformulate_ledger.csv').write_text("
-                   "f'qid,status,error,cache_hit\\nq1,kept,,False\\nq2,{status},APIConnectionError,False\\n"
-                   "q3,llm_failed,NoNewQuery,False\\n')")  # read_ledger's columns (cache_hit since cc46263)
+RERANK_STANDIN = (
+    "pool_k: int = 10  # a stand-in parameter",
+    READ + "import os\nstatus = os.environ.get('STANDIN_STATUS', 'ok')\n"
+    "dp.ledger.write_text(f'qid,pass,status,error\\nq1,main,ok,\\nq2,main,{status},\\n')",
+)
+REWRITE_STANDIN = (
+    "variants: list = ['hybrid_reformulate']  # a stand-in parameter",
+    READ + "import os\nstatus = os.environ.get('STANDIN_STATUS', 'kept')\n"
+    "(dp.root / 'retrieve').mkdir(exist_ok=True)\n"
+    "(dp.root / 'retrieve' / 'hybrid_reformulate_ledger.csv').write_text("
+    "f'qid,status,error,cache_hit\\nq1,kept,,False\\nq2,{status},APIConnectionError,False\\n"
+    "q3,llm_failed,NoNewQuery,False\\n')",
+)  # read_ledger's columns (cache_hit since cc46263)
 
 
-@pytest.mark.parametrize("stem, standin, partial", [("04-rerank", RERANK_STANDIN, "partial_fallback"),
-                                                    ("03-retrieve", REWRITE_STANDIN, "llm_failed")],
-                         ids=["rerank-ledger", "rewrite-ledger"])
-def test_a_run_where_some_llm_calls_fell_back_is_not_recorded_as_up_to_date(tiny_chain, capsys, monkeypatch,
-                                                                            stem, standin, partial):
+@pytest.mark.parametrize(
+    "stem, standin, partial",
+    [("04-rerank", RERANK_STANDIN, "partial_fallback"), ("03-retrieve", REWRITE_STANDIN, "llm_failed")],
+    ids=["rerank-ledger", "rewrite-ledger"],
+)
+def test_a_run_where_some_llm_calls_fell_back_is_not_recorded_as_up_to_date(
+    tiny_chain, capsys, monkeypatch, stem, standin, partial
+):
     """Fixing the endpoint must not leave a partly fallen-back notebook skipped: it runs until a run of it has
     every LLM call answered (a NoNewQuery rewrite is an answered call), then it is skipped."""
     from fakellm import FakeLLM

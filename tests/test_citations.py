@@ -47,7 +47,7 @@ def test_quotes_match_across_white_space_case_quote_marks_and_ellipses():
 
 def test_quotes_match_across_pdf_ligatures_and_typographic_quotes():
     texts = {**TEXTS, "notes.pdf#p7": "Gamma\u2019s \ufb01le is \u201cgamma.conf\u201d."}
-    assert c.check_citation("notes.pdf p.7", "Gamma's file is \"gamma.conf\"", LABELS, texts).status == c.OK
+    assert c.check_citation("notes.pdf p.7", 'Gamma\'s file is "gamma.conf"', LABELS, texts).status == c.OK
 
 
 def test_not_in_the_documents_is_recognised_by_flag_or_phrase():
@@ -58,8 +58,13 @@ def test_not_in_the_documents_is_recognised_by_flag_or_phrase():
 
 
 def test_citation_precision_counts_distinct_citations_and_fabricated_ones_as_wrong():
-    cited = [check("guide.pdf p.1"), check("guide.pdf#p1"), check("notes.pdf p.7"), check("made-up p.9"),
-             check("Made-up p. 9")]
+    cited = [
+        check("guide.pdf p.1"),
+        check("guide.pdf#p1"),
+        check("notes.pdf p.7"),
+        check("made-up p.9"),
+        check("Made-up p. 9"),
+    ]
     # distinct: guide p1 (relevant), notes p7 (grade 0), one fabricated label -> 1/3
     assert math.isclose(c.citation_precision(cited, QRELS), 1 / 3)
     assert c.gold_cited(cited, QRELS)

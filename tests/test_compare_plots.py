@@ -15,17 +15,33 @@ from rerankeval.report import plots as P  # noqa: E402
 
 
 def _row(a, b, diff, lo, hi, wins, ties, losses, p_holm):
-    return {"metric": "ndcg@10", "a": a, "b": b, "n": 10, "mean_a": 0.5 + diff, "mean_b": 0.5, "diff": diff,
-            "diff_ci_low": lo, "diff_ci_high": hi, "wins": wins, "ties": ties, "losses": losses, "p": p_holm / 3,
-            "p_holm": p_holm, "significant": p_holm < 0.05}
+    return {
+        "metric": "ndcg@10",
+        "a": a,
+        "b": b,
+        "n": 10,
+        "mean_a": 0.5 + diff,
+        "mean_b": 0.5,
+        "diff": diff,
+        "diff_ci_low": lo,
+        "diff_ci_high": hi,
+        "wins": wins,
+        "ties": ties,
+        "losses": losses,
+        "p": p_holm / 3,
+        "p_holm": p_holm,
+        "significant": p_holm < 0.05,
+    }
 
 
 def _comparisons():
-    return pd.DataFrame([
-        _row("hybrid", "bm25", 0.10, 0.04, 0.16, 7, 2, 1, 0.01),  # significant
-        _row("bm25", "vector", -0.02, -0.08, 0.04, 3, 3, 4, 0.6),  # stored as bm25 - vector: vector = +0.02
-        _row("hybrid_rerank", "bm25", -0.05, -0.12, 0.02, 2, 3, 5, 0.2),
-    ])
+    return pd.DataFrame(
+        [
+            _row("hybrid", "bm25", 0.10, 0.04, 0.16, 7, 2, 1, 0.01),  # significant
+            _row("bm25", "vector", -0.02, -0.08, 0.04, 3, 3, 4, 0.6),  # stored as bm25 - vector: vector = +0.02
+            _row("hybrid_rerank", "bm25", -0.05, -0.12, 0.02, 2, 3, 5, 0.2),
+        ]
+    )
 
 
 def test_forest_points_bars_marks_and_counts():
@@ -41,18 +57,22 @@ def test_forest_points_bars_marks_and_counts():
     assert [(round(s[0][0], 3), round(s[1][0], 3)) for s in segs] == [(-0.04, 0.08), (0.04, 0.16), (-0.12, 0.02)]
     texts = {t.get_text() for t in ax.texts}
     assert {"4 / 3 / 3", "7 / 2 / 1", "2 / 3 / 5"} <= texts  # vector's wins are the stored row's losses
-    assert [matplotlib.colors.to_hex(p.get_color()) for p in points] == [P.variant_colour(v) for v in
-                                                                          ("vector", "hybrid", "hybrid_rerank")]
+    assert [matplotlib.colors.to_hex(p.get_color()) for p in points] == [
+        P.variant_colour(v) for v in ("vector", "hybrid", "hybrid_rerank")
+    ]
     assert any(line.get_xdata()[0] == 0 for line in ax.get_lines() if line.get_linestyle() == "--")
     plt.close(fig)
 
 
 def test_a_variant_has_the_same_colour_in_the_forest_and_the_bars():
     fig = C.forest(_comparisons(), "ndcg@10", "bm25", ["bm25", "hybrid"])
-    forest_colour = matplotlib.colors.to_hex([ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "o"][0]
-                                             .get_color())
-    ci = pd.DataFrame([("vector", "ndcg@10", 10, 0.5, 0.4, 0.6), ("hybrid", "ndcg@10", 10, 0.6, 0.5, 0.7)],
-                      columns=["variant", "metric", "n", "mean", "ci_low", "ci_high"])
+    forest_colour = matplotlib.colors.to_hex(
+        [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "o"][0].get_color()
+    )
+    ci = pd.DataFrame(
+        [("vector", "ndcg@10", 10, 0.5, 0.4, 0.6), ("hybrid", "ndcg@10", 10, 0.6, 0.5, 0.7)],
+        columns=["variant", "metric", "n", "mean", "ci_low", "ci_high"],
+    )
     bars = P.metric_bars(ci, ["ndcg@10"])
     hybrid_bar = [b for b in bars.axes[0].patches if round(b.get_height(), 2) == 0.6][0]
     assert matplotlib.colors.to_hex(hybrid_bar.get_facecolor()) == forest_colour == P.variant_colour("hybrid")
@@ -85,9 +105,13 @@ def test_delta_per_query_bars_sorted_coloured_and_counted():
 
 def test_delta_pairs_are_the_comparisons_that_matter():
     assert C.delta_pairs(["bm25", "vector", "hybrid", "hybrid_rerank"], "vector", "hybrid_rerank") == [
-        ("hybrid", "vector"), ("hybrid_rerank", "hybrid")]
+        ("hybrid", "vector"),
+        ("hybrid_rerank", "hybrid"),
+    ]
     assert C.delta_pairs(["bm25", "hybrid", "cross_encoder"], "bm25", "hybrid_rerank") == [
-        ("hybrid", "bm25"), ("cross_encoder", "hybrid")]
+        ("hybrid", "bm25"),
+        ("cross_encoder", "hybrid"),
+    ]
     assert C.delta_pairs(["bm25", "vector"], "vector", "hybrid_rerank") == []
     assert C.delta_pairs(["hybrid", "hybrid_rerank"], "hybrid", "hybrid_rerank") == [("hybrid_rerank", "hybrid")]
 

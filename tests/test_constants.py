@@ -31,15 +31,20 @@ def literals(value: str) -> list[str]:
         rel = path.relative_to(LIB).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"))
         defs = _constant_definitions(tree)
-        found += [f"{rel}:{n.lineno}" for n in ast.walk(tree)
-                  if isinstance(n, ast.Constant) and n.value == value and id(n) not in defs and rel not in PENDING]
+        found += [
+            f"{rel}:{n.lineno}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and n.value == value and id(n) not in defs and rel not in PENDING
+        ]
     return found
 
 
 def test_main_is_a_constant_not_a_literal():
     found = literals("main")
-    assert not found, (f'the literal "main" at {found}: use rerankeval.rerank.config.MAIN_PASS (the rerank pass) '
-                       "or rerankeval.experiments.sweep.DEFAULT_CHUNKING (the sweep's default chunking)")
+    assert not found, (
+        f'the literal "main" at {found}: use rerankeval.rerank.config.MAIN_PASS (the rerank pass) '
+        "or rerankeval.experiments.sweep.DEFAULT_CHUNKING (the sweep's default chunking)"
+    )
 
 
 def n_boot_literals() -> list[str]:
@@ -51,13 +56,16 @@ def n_boot_literals() -> list[str]:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 a = node.args
                 pos = a.posonlyargs + a.args
-                pairs += list(zip(pos[len(pos) - len(a.defaults):], a.defaults, strict=True))
+                pairs += list(zip(pos[len(pos) - len(a.defaults) :], a.defaults, strict=True))
                 pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
                 pairs = [(arg.arg, d) for arg, d in pairs]
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
                 pairs = [(node.target.id, node.value)]
-            found += [f"{path.relative_to(LIB).as_posix()}:{d.lineno}" for name, d in pairs
-                      if name == "n_boot" and isinstance(d, ast.Constant) and d.value == N_BOOT]
+            found += [
+                f"{path.relative_to(LIB).as_posix()}:{d.lineno}"
+                for name, d in pairs
+                if name == "n_boot" and isinstance(d, ast.Constant) and d.value == N_BOOT
+            ]
     return found
 
 

@@ -24,8 +24,12 @@ def test_run_writes_nothing_and_write_writes_the_corpus(tiny_pdf):
     written = corpus.write(dp, result)
     assert {p.name for p in written} == set(_files(dp.corpus_dir)) and written[-1] == dp.corpus_stats
     assert result.stats["corpus_hash"] == sha256_file(dp.chunks) == corpus.contract.load_stats(dp)["corpus_hash"]
-    assert corpus.contract.load_stats(dp)["params"] == {"split": "test", "chunk_size": 120, "chunk_overlap": 30,
-                                                        "x_tolerance": 1.5}
+    assert corpus.contract.load_stats(dp)["params"] == {
+        "split": "test",
+        "chunk_size": 120,
+        "chunk_overlap": 30,
+        "x_tolerance": 1.5,
+    }
     before = _files(dp.corpus_dir)
     again = corpus.run(dp, corpus.Params(chunk_size=120, chunk_overlap=30), load_settings())
     assert again.reused and corpus.write(dp, again) == [] and _files(dp.corpus_dir) == before

@@ -35,8 +35,16 @@ def test_the_rerank_plan_reaches_the_console_before_the_first_request(tmp_path, 
     fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(3,))
     with FakeLLM() as f:
         s = Settings(base_url=f.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
-        rerank_made(tmp_path / "ds", fused, queries, texts, Params(mode="yesno", yesno_json=True, pool_k=3), s,
-                    LLMCache(tmp_path / "llm"), progress=True)
+        rerank_made(
+            tmp_path / "ds",
+            fused,
+            queries,
+            texts,
+            Params(mode="yesno", yesno_json=True, pool_k=3),
+            s,
+            LLMCache(tmp_path / "llm"),
+            progress=True,
+        )
         assert f.count == 6
         assert console.first("rerank: Plan: 2 queries, 6 LLM calls") < first_request(f)
     assert "rerank: Plan: 2 queries" in capsys.readouterr().out  # and on the notebook page
@@ -49,15 +57,32 @@ def test_a_warm_plan_stays_off_the_console(tmp_path, console):
         s = Settings(base_url=f.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
         for _ in range(2):
             console.lines.clear()
-            rerank_made(tmp_path / "ds", fused, queries, texts, Params(mode="yesno", yesno_json=True, pool_k=3), s,
-                        LLMCache(tmp_path / "llm"), progress=True)
+            rerank_made(
+                tmp_path / "ds",
+                fused,
+                queries,
+                texts,
+                Params(mode="yesno", yesno_json=True, pool_k=3),
+                s,
+                LLMCache(tmp_path / "llm"),
+                progress=True,
+            )
     assert not any("Plan:" in line for _, line in console.lines)  # the second run sent nothing
 
 
-@pytest.mark.parametrize(("url", "local"), [
-    ("http://127.0.0.1:8080/v1", True), ("http://127.0.0.2:9/v1", True), ("http://localhost/v1", True),
-    ("http://[::1]:8000/v1", True), (None, True), ("https://api.openai.com/v1", False),
-    ("http://192.168.1.5:8000/v1", False), ("http://my-gpu-box:8000/v1", False)])
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://127.0.0.2:9/v1", True),
+        ("http://localhost/v1", True),
+        ("http://[::1]:8000/v1", True),
+        (None, True),
+        ("https://api.openai.com/v1", False),
+        ("http://192.168.1.5:8000/v1", False),
+        ("http://my-gpu-box:8000/v1", False),
+    ],
+)
 def test_what_counts_as_a_local_endpoint(url, local):
     assert budget.is_local_endpoint(url) is local
 
@@ -130,9 +155,13 @@ def test_the_rewrite_tokens_reach_the_cost_table(tmp_path):
     (retrieve / "hybrid.json").write_text(json.dumps({"queries": 3, "seconds": 0.3}))  # no LLM: no row
     step = costs.step_llm_costs(retrieve, ["hybrid", "hybrid_reformulate"])
     assert step.variant.tolist() == ["hybrid_reformulate"]
-    table = costs.cost_table(["hybrid", "hybrid_reformulate"], None,
-                             costs.retrieval_seconds(retrieve, ["hybrid", "hybrid_reformulate"]),
-                             inputs_of={}, step_llm=step).set_index("variant")
+    table = costs.cost_table(
+        ["hybrid", "hybrid_reformulate"],
+        None,
+        costs.retrieval_seconds(retrieve, ["hybrid", "hybrid_reformulate"]),
+        inputs_of={},
+        step_llm=step,
+    ).set_index("variant")
     row = table.loc["hybrid_reformulate"]
     assert counted > 0 and row.tokens_per_query == pytest.approx(counted / 3)
     assert row.fresh_tokens_per_query == pytest.approx(counted / 3) and row.calls_per_query == 1.0

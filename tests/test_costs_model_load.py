@@ -10,8 +10,9 @@ from rerankeval.evaluate import costs
 
 
 def _record(d, variant, seconds, queries, **extra):
-    (d / f"{variant}.json").write_text(json.dumps({"variant": variant, "seconds": seconds, "queries": queries,
-                                                   **extra}))
+    (d / f"{variant}.json").write_text(
+        json.dumps({"variant": variant, "seconds": seconds, "queries": queries, **extra})
+    )
 
 
 def test_the_model_load_is_not_a_cost_per_query(tmp_path):
@@ -30,5 +31,6 @@ def test_a_record_without_a_load_or_with_a_broken_one_keeps_its_seconds(tmp_path
     _record(tmp_path, "bm25", 1.0, 10, model_load_seconds="n/a")
     _record(tmp_path, "hybrid", 1.0, 10, model_load_seconds=5.0)  # more than its seconds: never negative
     assert costs.retrieval_seconds(tmp_path, ["vector", "bm25", "hybrid", "missing"]) == pytest.approx(
-        {"vector": 0.1, "bm25": 0.1, "hybrid": 0.0})
+        {"vector": 0.1, "bm25": 0.1, "hybrid": 0.0}
+    )
     assert costs.model_load_seconds(tmp_path, ["bm25", "missing"]) == {}

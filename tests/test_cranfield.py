@@ -15,9 +15,11 @@ Doc = namedtuple("Doc", "doc_id title text author bib")
 Query = namedtuple("Query", "query_id text")
 Qrel = namedtuple("Qrel", "query_id doc_id relevance iteration")
 
-DOCS = [Doc("1", "wings", "wings . a study of wings in a slipstream", "a", "b"),
-        Doc("2", "heat", "heat . heat transfer at high speed", "c", "d"),
-        Doc("3", "flutter", "flutter . panel flutter", "e", "f")]
+DOCS = [
+    Doc("1", "wings", "wings . a study of wings in a slipstream", "a", "b"),
+    Doc("2", "heat", "heat . heat transfer at high speed", "c", "d"),
+    Doc("3", "flutter", "flutter . panel flutter", "e", "f"),
+]
 QUERIES = [Query("1", "what about wings"), Query("2", "heat transfer"), Query("4", "panel flutter")]  # .I skips 3
 QRELS = [Qrel("1", "1", 1, "0"), Qrel("2", "2", 4, "0"), Qrel("2", "1", -1, "0"), Qrel("3", "3", 2, "0")]
 
@@ -39,8 +41,9 @@ def test_the_command_writes_the_folder_or_says_how_to_install_ir_datasets(tmp_pa
     monkeypatch.setitem(sys.modules, "ir_datasets", None)  # not installed
     assert cranfield.main([str(tmp_path / "a")]) == 2
     assert "pip install ir_datasets" in capsys.readouterr().err and not (tmp_path / "a").exists()
-    dataset = types.SimpleNamespace(docs_iter=lambda: iter(DOCS), queries_iter=lambda: iter(QUERIES),
-                                    qrels_iter=lambda: iter(QRELS))
+    dataset = types.SimpleNamespace(
+        docs_iter=lambda: iter(DOCS), queries_iter=lambda: iter(QUERIES), qrels_iter=lambda: iter(QRELS)
+    )
     fake = types.ModuleType("ir_datasets")
     fake.load = lambda name: dataset if name == cranfield.IR_DATASETS_NAME else None
     monkeypatch.setitem(sys.modules, "ir_datasets", fake)

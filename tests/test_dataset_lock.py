@@ -26,8 +26,11 @@ WRITERS, PER_WRITER = 4, 10
 
 
 def _new(writer: int, i: int) -> queryset.Draft:
-    return queryset.Draft(f"w{writer}-{i:02d}", f"question {i} of writer {writer}",
-                          {"source_unit": UNITS[i % len(UNITS)], "model": "fake", "status": queryset.DRAFT})
+    return queryset.Draft(
+        f"w{writer}-{i:02d}",
+        f"question {i} of writer {writer}",
+        {"source_unit": UNITS[i % len(UNITS)], "model": "fake", "status": queryset.DRAFT},
+    )
 
 
 def _write_one(dp, d: queryset.Draft) -> None:
@@ -119,11 +122,16 @@ def test_a_read_only_dataset_folder_says_which_folder_and_the_fix(tmp_path, monk
         return real_open(file, mode, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", read_only)  # as root, chmod would not stop us: the mount refuses
-    for write in (lambda: review.review(dp, "g-d", "reject"), lambda: review.promote(dp),
-                  lambda: queryset.append_human(dp, [{"_id": None, "text": "new", "metadata": {}}],
-                                                {None: {UNITS[0]: 2}})):
-        with pytest.raises(ReRankEvalError, match=rf"cannot write to the dataset folder {dp.source} .*read-only.*"
-                                                   "copy the folder to a writable local disk"):
+    for write in (
+        lambda: review.review(dp, "g-d", "reject"),
+        lambda: review.promote(dp),
+        lambda: queryset.append_human(dp, [{"_id": None, "text": "new", "metadata": {}}], {None: {UNITS[0]: 2}}),
+    ):
+        with pytest.raises(
+            ReRankEvalError,
+            match=rf"cannot write to the dataset folder {dp.source} .*read-only.*"
+            "copy the folder to a writable local disk",
+        ):
             write()
 
 

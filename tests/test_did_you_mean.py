@@ -26,8 +26,10 @@ def stand_in(folder: Path, name: str, params: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     cell = new_code_cell(f'dataset: str = ""\n{params}')
     cell.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[cell, new_code_cell("print('ran')")],
-                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = new_notebook(
+        cells=[cell, new_code_cell("print('ran')")],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
     nbformat.write(nb, folder / f"{name}.ipynb")
     return folder
 
@@ -70,8 +72,9 @@ def test_a_dataset_name_typo_gets_did_you_mean(tmp_path, monkeypatch):
     (data / "debian-manuals").mkdir(parents=True)
     monkeypatch.setattr(paths, "DATA_DIR", data)
     monkeypatch.setattr(paths, "SHARED_DATA_DIR", tmp_path / "no-shared")
-    with pytest.raises(paths.DatasetNotFound, match="Did you mean debian-manuals\\? e.g. make report "
-                                                    "DATASET=debian-manuals"):
+    with pytest.raises(
+        paths.DatasetNotFound, match="Did you mean debian-manuals\\? e.g. make report DATASET=debian-manuals"
+    ):
         paths.resolve_dataset("debian-manual")
     with pytest.raises(paths.DatasetNotFound, match=f"Did you mean {data / 'debian-manuals'}\\?"):
         paths.resolve_dataset(str(data / "debian-manual"))

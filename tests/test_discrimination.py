@@ -36,8 +36,17 @@ def _pool(n_queries: int, scorer, unjudged: int = 0, seed: int = 0):
             d = f"{q}-d{i}"
             if g is not None:
                 qrels[q][d] = g
-            rows.append({"qid": q, "pass": "main", "docid": d, "fused_rank": i + 1, "presented_rank": i + 1,
-                         "llm_score": scorer(bool(g), i, rng), "final_rank": i + 1})
+            rows.append(
+                {
+                    "qid": q,
+                    "pass": "main",
+                    "docid": d,
+                    "fused_rank": i + 1,
+                    "presented_rank": i + 1,
+                    "llm_score": scorer(bool(g), i, rng),
+                    "final_rank": i + 1,
+                }
+            )
     return pd.DataFrame(rows), qrels
 
 
@@ -125,13 +134,16 @@ def test_qrels_without_any_judged_non_relevant_count_the_unjudged_as_non_relevan
         D.measure(cands, positives, unjudged="zero")
 
 
-@pytest.mark.parametrize("case, reason, words", [
-    ("nan", "none of the 32 candidates has a score", "could not be measured (ROC AUC undefined)"),
-    ("constant", "gave all 32 judged candidates the same score (0.7)", "no reranking gain can be expected"),
-    ("unjudged", "none of the 32 scored candidates is judged", "judge more of its candidates"),
-    ("empty", "the pool has no candidate", "could not be measured"),
-    ("few", "only 2 queries have both relevant and non-relevant", "could not be measured"),
-])
+@pytest.mark.parametrize(
+    "case, reason, words",
+    [
+        ("nan", "none of the 32 candidates has a score", "could not be measured (ROC AUC undefined)"),
+        ("constant", "gave all 32 judged candidates the same score (0.7)", "no reranking gain can be expected"),
+        ("unjudged", "none of the 32 scored candidates is judged", "judge more of its candidates"),
+        ("empty", "the pool has no candidate", "could not be measured"),
+        ("few", "only 2 queries have both relevant and non-relevant", "could not be measured"),
+    ],
+)
 def test_undefined_auc_is_said_not_crashed(case, reason, words):
     cands, qrels = _pool(4, _perfect)
     if case == "nan":
@@ -161,8 +173,15 @@ def test_a_query_with_one_score_for_all_counts_half_by_the_tie_rule():
 
 
 def test_rank_shift_closed_form():
-    cands = pd.DataFrame({"qid": ["q"] * 4, "docid": list("abcd"), "llm_score": [0.1, 0.9, 0.8, 0.2],
-                          "fused_rank": [1, 2, 3, 4], "final_rank": [3, 1, 2, 4]})
+    cands = pd.DataFrame(
+        {
+            "qid": ["q"] * 4,
+            "docid": list("abcd"),
+            "llm_score": [0.1, 0.9, 0.8, 0.2],
+            "fused_rank": [1, 2, 3, 4],
+            "final_rank": [3, 1, 2, 4],
+        }
+    )
     d = D.measure(cands, {"q": {"a": 1, "b": 1, "c": 0, "d": 0}}, n_boot=100)
     rel, non = d.shift["relevant"], d.shift["non_relevant"]
     assert rel == {"n": 2, "mean_abs_change": 1.5, "up": 0.5, "down": 0.5, "same": 0.0}  # a 1->3, b 2->1

@@ -7,8 +7,12 @@ import pytest
 
 from rerankeval.index import embed
 
-TEXTS = ["BM25 is a lexical ranking function.", "Dense retrieval embeds text.", "",
-         "BM25 is a lexical ranking function."]
+TEXTS = [
+    "BM25 is a lexical ranking function.",
+    "Dense retrieval embeds text.",
+    "",
+    "BM25 is a lexical ranking function.",
+]
 
 
 @pytest.fixture(scope="session")

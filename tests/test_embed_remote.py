@@ -22,8 +22,14 @@ TEXTS = [f"text number {i} about apt and dpkg" for i in range(10)]
 
 
 def _settings(fake: FakeEmbed | None = None, **kw) -> Settings:
-    base = {"embed_base_url": fake.base_url if fake else None, "embed_model": "fake-embed", "embed_batch": 2,
-            "embed_concurrency": 3, "embed_max_retries": 2, "embed_timeout": 10}
+    base = {
+        "embed_base_url": fake.base_url if fake else None,
+        "embed_model": "fake-embed",
+        "embed_batch": 2,
+        "embed_concurrency": 3,
+        "embed_max_retries": 2,
+        "embed_timeout": 10,
+    }
     return Settings(**{**base, **kw})
 
 
@@ -45,11 +51,20 @@ def test_batched_concurrent_ordered_normalised_and_cached(tmp_path):
         np.testing.assert_array_equal(again.encode(list(reversed(TEXTS))), v[:10][::-1])
         assert again.stats.cached == 10 and fake.texts_sent == 1 + 10 + 1  # only the second probe
         assert again.key == e.key and json.loads((e.cache.root / "model.json").read_text())["endpoint"] == (
-            fake.base_url)
+            fake.base_url
+        )
     local = embed.Embedder(cache_root=tmp_path, progress=False)
     with FakeEmbed(model="other") as other:
-        assert len({e.key, local.key, RemoteEmbedder(_settings(other, embed_model="other"), progress=False,
-                                                     cache_root=tmp_path).key}) == 3
+        assert (
+            len(
+                {
+                    e.key,
+                    local.key,
+                    RemoteEmbedder(_settings(other, embed_model="other"), progress=False, cache_root=tmp_path).key,
+                }
+            )
+            == 3
+        )
 
 
 def test_retries_429_and_5xx_then_succeeds(tmp_path):
@@ -76,17 +91,23 @@ def test_an_endpoint_that_is_down_is_named_without_its_password(tmp_path):
     assert "nothing was written to the index" in msg
 
 
-@pytest.mark.parametrize("action, words", [
-    ({"fewer": 1}, r"returned 1 vectors for 2 texts .*EMBED_BATCH \(now 2\)"),
-    ({"dim": 5}, r"dimension 5 for EMBED_MODEL='fake-embed', expected 8 \(the dimension of its first reply\)"),
-    ({"nan": True}, r"non-finite or all-zero vector"),
-    ({"status": 404}, r"HTTP 404.*set EMBED_MODEL to a model the server serves"),
-    ({"delay": 3}, r"did not answer within EMBED_TIMEOUT=1 s"),
-])
+@pytest.mark.parametrize(
+    "action, words",
+    [
+        ({"fewer": 1}, r"returned 1 vectors for 2 texts .*EMBED_BATCH \(now 2\)"),
+        ({"dim": 5}, r"dimension 5 for EMBED_MODEL='fake-embed', expected 8 \(the dimension of its first reply\)"),
+        ({"nan": True}, r"non-finite or all-zero vector"),
+        ({"status": 404}, r"HTTP 404.*set EMBED_MODEL to a model the server serves"),
+        ({"delay": 3}, r"did not answer within EMBED_TIMEOUT=1 s"),
+    ],
+)
 def test_a_bad_batch_is_refused_naming_the_setting_and_nothing_is_half_cached(tmp_path, action, words):
     with FakeEmbed([None, None, action]) as fake:
-        e = RemoteEmbedder(_settings(fake, embed_concurrency=1, embed_max_retries=0, embed_timeout=1),
-                           progress=False, cache_root=tmp_path)
+        e = RemoteEmbedder(
+            _settings(fake, embed_concurrency=1, embed_max_retries=0, embed_timeout=1),
+            progress=False,
+            cache_root=tmp_path,
+        )
         with pytest.raises(EmbeddingServerError, match=words):
             e.encode(TEXTS[:4])
         # the first batch succeeded and is kept; the bad one is not cached
@@ -111,8 +132,9 @@ def test_wrong_key_unknown_model_and_embed_dim_are_named(tmp_path):
 def test_a_model_changed_between_runs_is_refused(tmp_path, first_run_fails):
     """Also when the first run stopped half-way: its cached batches are the old model's."""
     with FakeEmbed([None, None, {"status": 500}] if first_run_fails else None) as fake:
-        first = RemoteEmbedder(_settings(fake, embed_concurrency=1, embed_max_retries=0), progress=False,
-                               cache_root=tmp_path)
+        first = RemoteEmbedder(
+            _settings(fake, embed_concurrency=1, embed_max_retries=0), progress=False, cache_root=tmp_path
+        )
         if first_run_fails:
             with pytest.raises(EmbeddingServerError, match="HTTP 500"):
                 first.encode(TEXTS[:4])

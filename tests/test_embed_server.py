@@ -16,9 +16,11 @@ from rerankeval.index.embed_remote import RemoteEmbedder
 
 pytestmark = pytest.mark.slow
 
-WORDS = ("package install upgrade remove configure kernel module boot loader grub disk partition mount filesystem "
-         "network interface address route firewall service daemon systemd journal log user group password sudo "
-         "permission file directory archive mirror repository source key signature release security update").split()
+WORDS = (
+    "package install upgrade remove configure kernel module boot loader grub disk partition mount filesystem "
+    "network interface address route firewall service daemon systemd journal log user group password sudo "
+    "permission file directory archive mirror repository source key signature release security update"
+).split()
 
 
 def corpus(n: int, seed: int = 7) -> list[str]:
@@ -50,5 +52,6 @@ def test_served_vectors_give_the_in_process_top_10(server, tmp_path):
     cos = np.sum(np.vstack([d_local, q_local]) * np.vstack([d_remote, q_remote]), axis=1)
     assert cos.min() >= 0.999, f"lowest cosine {cos.min():.6f}"
     assert _top10(q_remote, d_remote) == _top10(q_local, d_local)
-    assert remote.stats.encoded == len(queries) and RemoteEmbedder(s, progress=False, cache_root=tmp_path /
-                                                                   "remote").all_cached(docs)
+    assert remote.stats.encoded == len(queries) and RemoteEmbedder(
+        s, progress=False, cache_root=tmp_path / "remote"
+    ).all_cached(docs)

@@ -18,8 +18,13 @@ def _package_exceptions() -> dict[str, type[BaseException]]:
         module = importlib.import_module(mod.name)
         for name, obj in vars(module).items():
             # errors only: warnings and the chain's KeyboardInterrupt subclass (a stop signal) are not errors
-            if (inspect.isclass(obj) and issubclass(obj, Exception) and not issubclass(obj, Warning)
-                    and obj.__module__ == mod.name and not name.startswith("_")):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, Exception)
+                and not issubclass(obj, Warning)
+                and obj.__module__ == mod.name
+                and not name.startswith("_")
+            ):
                 found[f"{mod.name}.{name}"] = obj
     return found
 

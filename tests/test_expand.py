@@ -13,8 +13,10 @@ PAGE = " ".join(f"w{i:02d}" for i in range(20))  # 79 characters, words of 3 + a
 
 
 def _rows(unit: str, text: str, size: int = 20, overlap: int = 8) -> list[dict]:
-    return [{"chunk_id": f"{unit}#c{s.start}", "unit_id": unit, "start": s.start, "text": s.text}
-            for s in chunk_text(text, size, overlap)]
+    return [
+        {"chunk_id": f"{unit}#c{s.start}", "unit_id": unit, "start": s.start, "text": s.text}
+        for s in chunk_text(text, size, overlap)
+    ]
 
 
 @pytest.fixture
@@ -30,15 +32,18 @@ def test_chunks_of_the_page_are_known_in_order(nb):
     assert nb.unit("a.pdf#p1#c24")[2].text == "w06 w07 w08 w09 w10"
 
 
-@pytest.mark.parametrize(("n", "chars", "text", "taken", "added"), [
-    (0, 100, "w06 w07 w08 w09 w10", (), 0),  # expand_n = 0: the chunk itself
-    (2, 0, "w06 w07 w08 w09 w10", (), 0),  # no budget: the chunk itself
-    (1, 100, "w03 w04 w05 w06 w07 w08 w09 w10", ("a.pdf#p1#c12",), 11),  # the previous first, overlap not repeated
-    (2, 100, "w03 w04 w05 w06 w07 w08 w09 w10 w11 w12 w13", ("a.pdf#p1#c12", "a.pdf#p1#c36"), 22),
-    (2, 9, "w04 w05 w06 w07 w08 w09 w10", ("a.pdf#p1#c12",), 7),  # cut to the budget at a word, side closed
-    (2, 5, "w05 w06 w07 w08 w09 w10", ("a.pdf#p1#c12",), 3),
-    (2, 2, "w06 w07 w08 w09 w10", (), 0),  # not one word fits
-])
+@pytest.mark.parametrize(
+    ("n", "chars", "text", "taken", "added"),
+    [
+        (0, 100, "w06 w07 w08 w09 w10", (), 0),  # expand_n = 0: the chunk itself
+        (2, 0, "w06 w07 w08 w09 w10", (), 0),  # no budget: the chunk itself
+        (1, 100, "w03 w04 w05 w06 w07 w08 w09 w10", ("a.pdf#p1#c12",), 11),  # the previous first, overlap not repeated
+        (2, 100, "w03 w04 w05 w06 w07 w08 w09 w10 w11 w12 w13", ("a.pdf#p1#c12", "a.pdf#p1#c36"), 22),
+        (2, 9, "w04 w05 w06 w07 w08 w09 w10", ("a.pdf#p1#c12",), 7),  # cut to the budget at a word, side closed
+        (2, 5, "w05 w06 w07 w08 w09 w10", ("a.pdf#p1#c12",), 3),
+        (2, 2, "w06 w07 w08 w09 w10", (), 0),  # not one word fits
+    ],
+)
 def test_expansion_and_budget_closed_form(nb, n, chars, text, taken, added):
     e = nb.expand("a.pdf#p1#c24", n, chars)
     assert (e.text, e.neighbours, e.chars_added) == (text, taken, added)
@@ -59,8 +64,14 @@ def test_first_and_last_chunk_grow_one_way(nb):
 
 
 def test_a_one_chunk_unit_gets_nothing():
-    one = expand.Neighbours(pd.DataFrame([{"chunk_id": "d1", "unit_id": "d1", "start": 0, "text": "a doc"},
-                                          {"chunk_id": "d2", "unit_id": "d2", "start": 0, "text": "another"}]))
+    one = expand.Neighbours(
+        pd.DataFrame(
+            [
+                {"chunk_id": "d1", "unit_id": "d1", "start": 0, "text": "a doc"},
+                {"chunk_id": "d2", "unit_id": "d2", "start": 0, "text": "another"},
+            ]
+        )
+    )
     assert one.expand("d1", 3, 500) == expand.Expanded("a doc", (), 0)
 
 
@@ -73,9 +84,14 @@ def test_pools_and_the_table_of_what_the_llm_sees(nb):
     texts, shown = expand.expand_pools({"q1": {"a.pdf#p1": "a.pdf#p1#c24"}}, nb, 1, 100, max_passage_chars=20)
     assert texts == {"q1": {"a.pdf#p1": "w03 w04 w05 w06 w07 w08 w09 w10"}}
     assert list(shown.columns) == expand.EXPANDED_COLUMNS
-    assert shown.iloc[0].to_dict() == {"qid": "q1", "docid": "a.pdf#p1", "chunk_id": "a.pdf#p1#c24",
-                                       "neighbours": "a.pdf#p1#c12", "chars_added": 11,
-                                       "text": "w03 w04 w05 w06 w07 ..."}  # clipped as prompts.clip clips it
+    assert shown.iloc[0].to_dict() == {
+        "qid": "q1",
+        "docid": "a.pdf#p1",
+        "chunk_id": "a.pdf#p1#c24",
+        "neighbours": "a.pdf#p1#c12",
+        "chars_added": 11,
+        "text": "w03 w04 w05 w06 w07 ...",
+    }  # clipped as prompts.clip clips it
 
 
 def test_expanded_config_grows_the_clip_by_the_budget():

@@ -25,35 +25,69 @@ from rerankeval.evaluate import judgments
 from rerankeval.rerank.ledger import write_ledger
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
-TEXTS = ["The alpha configuration file lives in /etc/alpha.", "Beta upgrades <script>alert(1)</script> run nightly.",
-         "Gamma threads are configured by GAMMA_WORKERS.", "Delta logs rotate weekly.", "Epsilon is unrelated."]
+TEXTS = [
+    "The alpha configuration file lives in /etc/alpha.",
+    "Beta upgrades <script>alert(1)</script> run nightly.",
+    "Gamma threads are configured by GAMMA_WORKERS.",
+    "Delta logs rotate weekly.",
+    "Epsilon is unrelated.",
+]
 
 
 def _dataset(tmp_path):
     """Five one-chunk pages, three queries (q3 unjudged), hybrid/bm25 runs, a hybrid_rerank run and its ledger."""
     (tmp_path / "src" / "ex" / "qrels").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "ex"))
-    atomic_write_jsonl(dp.chunks, [
-        {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "", "text": t}
-        for i, (u, t) in enumerate(zip(UNITS, TEXTS, strict=True))])
-    atomic_write_jsonl(dp.queries, [{"_id": "q1", "text": "alpha configuration", "slices": {}},
-                                    {"_id": "q2", "text": "how do beta upgrades run", "slices": {}},
-                                    {"_id": "q3", "text": "what rotates weekly", "slices": {}}])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "", "text": t}
+            for i, (u, t) in enumerate(zip(UNITS, TEXTS, strict=True))
+        ],
+    )
+    atomic_write_jsonl(
+        dp.queries,
+        [
+            {"_id": "q1", "text": "alpha configuration", "slices": {}},
+            {"_id": "q2", "text": "how do beta upgrades run", "slices": {}},
+            {"_id": "q3", "text": "what rotates weekly", "slices": {}},
+        ],
+    )
     runs.write_qrels({"q1": {UNITS[0]: 2, UNITS[2]: 0}, "q2": {UNITS[1]: 1}}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
     unit_of = {f"{u}#c0": u for u in UNITS}
-    chunk_run = {q: {f"{UNITS[(i + j) % 5]}#c0": 1.0 / (j + 1) for j in range(5)} for i, q in enumerate(("q1", "q2",
-                                                                                                          "q3"))}
+    chunk_run = {
+        q: {f"{UNITS[(i + j) % 5]}#c0": 1.0 / (j + 1) for j in range(5)} for i, q in enumerate(("q1", "q2", "q3"))
+    }
     for v in ("bm25", "hybrid"):
         runs.write_trec(chunk_run, dp.chunk_run_file(v), v)
         runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file(v), v)
     hybrid = runs.read_trec(dp.run_file("hybrid"))
     reranked = {q: dict(reversed(list(d.items()))) for q, d in hybrid.items()}  # the pool reversed
-    runs.write_trec({q: {d: 1.0 / (i + 1) for i, d in enumerate(d)} for q, d in reranked.items()},
-                    dp.run_file("hybrid_rerank"), "hybrid_rerank")
-    rows = [{"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": "repaired" if q == "q1" else "ok",
-             "n_invalid": 1, "n_duplicate": 0, "n_missing": 1, "n_failed": 0, "retries": 2, "error": "",
-             "llm_calls": 5, "cache_hits": 5, "latency_s": 1.25, "model": "fake-reranker"} for q in hybrid]
+    runs.write_trec(
+        {q: {d: 1.0 / (i + 1) for i, d in enumerate(d)} for q, d in reranked.items()},
+        dp.run_file("hybrid_rerank"),
+        "hybrid_rerank",
+    )
+    rows = [
+        {
+            "qid": q,
+            "pass": "main",
+            "variant": "hybrid_rerank",
+            "status": "repaired" if q == "q1" else "ok",
+            "n_invalid": 1,
+            "n_duplicate": 0,
+            "n_missing": 1,
+            "n_failed": 0,
+            "retries": 2,
+            "error": "",
+            "llm_calls": 5,
+            "cache_hits": 5,
+            "latency_s": 1.25,
+            "model": "fake-reranker",
+        }
+        for q in hybrid
+    ]
     write_ledger(rows, dp.ledger)
     return dp
 
@@ -63,8 +97,7 @@ def test_a_judged_query_shows_every_saved_variant_with_grades_ledger_and_ranks_b
     x = Explorer(dp, load_settings()).show("q1", k=3)
     assert [c.variant for c in x.columns] == ["bm25", "hybrid", "hybrid_rerank"] and not x.live
     hybrid, rr = x.columns[1].hits, x.columns[2].hits
-    assert [(h.rank, h.unit_id, h.grade) for h in hybrid] == [(1, UNITS[0], 2), (2, UNITS[1], None),
-                                                              (3, UNITS[2], 0)]
+    assert [(h.rank, h.unit_id, h.grade) for h in hybrid] == [(1, UNITS[0], 2), (2, UNITS[1], None), (3, UNITS[2], 0)]
     assert [(h.unit_id, h.before) for h in rr] == [(UNITS[4], 5), (UNITS[3], 4), (UNITS[2], 3)]
     assert hybrid[0].where == "m.pdf \u00b7 p.1" and "alpha" in hybrid[0].snippet
     html = x._repr_html_()
@@ -79,9 +112,12 @@ def test_a_judged_query_shows_every_saved_variant_with_grades_ledger_and_ranks_b
 def test_the_rerank_column_shows_the_llm_s_own_scores_from_stage_04(tmp_path):
     dp = _dataset(tmp_path)
     dp.rerank_candidates.parent.mkdir(parents=True, exist_ok=True)
-    dp.rerank_candidates.write_text("qid,pass,docid,fused_rank,presented_rank,llm_score,final_rank\n"
-                                    f"q1,main,{UNITS[4]},5,5,0.875,1\nq1,main,{UNITS[3]},4,4,0.5,2\n"
-                                    f"q1,stability,{UNITS[3]},4,1,0.1,1\n", encoding="utf-8")
+    dp.rerank_candidates.write_text(
+        "qid,pass,docid,fused_rank,presented_rank,llm_score,final_rank\n"
+        f"q1,main,{UNITS[4]},5,5,0.875,1\nq1,main,{UNITS[3]},4,4,0.5,2\n"
+        f"q1,stability,{UNITS[3]},4,1,0.1,1\n",
+        encoding="utf-8",
+    )
     x = Explorer(dp, load_settings()).show("q1", k=3)
     rr = next(c for c in x.columns if c.variant == "hybrid_rerank").hits
     assert [(h.unit_id, h.llm_score) for h in rr] == [(UNITS[4], 0.875), (UNITS[3], 0.5), (UNITS[2], None)]
@@ -119,9 +155,18 @@ def test_a_grade_recorded_in_the_explorer_shows_at_once_and_a_conflict_is_refuse
 
 def test_examples_are_the_diff_views_largest_changes(tmp_path):
     dp = _dataset(tmp_path)
-    dp.per_query_csv.write_text("variant,qid,metric,value\n" + "".join(
-        f"{v},{q},ndcg@10,{val}\n" for v, q, val in [("hybrid", "q1", 1.0), ("hybrid_rerank", "q1", 0.2),
-                                                      ("hybrid", "q2", 0.5), ("hybrid_rerank", "q2", 0.6)]))
+    dp.per_query_csv.write_text(
+        "variant,qid,metric,value\n"
+        + "".join(
+            f"{v},{q},ndcg@10,{val}\n"
+            for v, q, val in [
+                ("hybrid", "q1", 1.0),
+                ("hybrid_rerank", "q1", 0.2),
+                ("hybrid", "q2", 0.5),
+                ("hybrid_rerank", "q2", 0.6),
+            ]
+        )
+    )
     assert example_queries(dp, 1) == ["q1"] and Explorer(dp, load_settings()).examples(2) == ["q1", "q2"]
 
 
@@ -153,9 +198,13 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
         analyse.write(dp, analyse.run(dp, {"ks": [1, 3], "final_k": 3, "n_boot": 50, "n_perm": 50}, load_settings()))
         calls = f.count
         out = tmp_path / "00.ipynb"
-        papermill.execute_notebook(str(NOTEBOOKS_DIR / "00-explore.ipynb"), str(out), kernel_name="python3",
-                                   parameters={"dataset": str(tiny_pdf), "query": "where do I wipe the alpha cache",
-                                               "k": 3}, progress_bar=False)
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / "00-explore.ipynb"),
+            str(out),
+            kernel_name="python3",
+            parameters={"dataset": str(tiny_pdf), "query": "where do I wipe the alpha cache", "k": 3},
+            progress_bar=False,
+        )
         assert f.count > calls  # the free-text query went through the reranker (the pool of 3 is new)
     cells = json.loads(out.read_text())["cells"]
 

@@ -53,8 +53,13 @@ def test_behind_the_face_no_module_re_exports_and_every_name_is_imported_from_it
 
 def _calls_of_load_settings(path: Path) -> list[str]:
     """The functions of ``path`` that call ``load_settings()``."""
-    return [f.name for f in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(f, ast.FunctionDef)
-            for n in ast.walk(f) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "load_settings"]
+    return [
+        f.name
+        for f in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(f, ast.FunctionDef)
+        for n in ast.walk(f)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "load_settings"
+    ]
 
 
 def test_the_settings_are_read_at_one_door_only():
@@ -86,8 +91,15 @@ def test_settings_given_at_the_door_reach_the_live_search_and_say_a_chain_run(tm
 
 
 def test_a_module_behind_the_face_loads_without_the_rest():
-    code = ("import sys, rerankeval.apps.explore.view as v; "
-            "print(sorted(m for m in sys.modules if m.startswith('rerankeval.apps.explore')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(paths.ROOT / "lib")}).stdout
+    code = (
+        "import sys, rerankeval.apps.explore.view as v; "
+        "print(sorted(m for m in sys.modules if m.startswith('rerankeval.apps.explore')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(paths.ROOT / "lib")},
+    ).stdout
     assert out.strip() == "['rerankeval.apps.explore', 'rerankeval.apps.explore.view']"

@@ -25,9 +25,13 @@ def test_the_queue_gives_units_with_query_snippet_and_why_and_a_status_per_compa
     assert got.status == [
         "hybrid vs bm25: identical \u2014 the same top 10 for every query, nothing to compare (a degenerate "
         "comparison); 0 done",
-        next(s for s in got.status if s.startswith("hybrid_rerank vs bm25: undecided \u2014 at most 7 judgments "
-                                                   "could decide it (")),
-        next(s for s in got.status if s.startswith("hybrid_rerank vs hybrid: undecided \u2014 at most 7 "))]
+        next(
+            s
+            for s in got.status
+            if s.startswith("hybrid_rerank vs bm25: undecided \u2014 at most 7 judgments could decide it (")
+        ),
+        next(s for s in got.status if s.startswith("hybrid_rerank vs hybrid: undecided \u2014 at most 7 ")),
+    ]
     assert got.status[1].endswith("; 0 done")
 
 
@@ -79,8 +83,9 @@ def test_the_sample_mode_walks_a_fixed_random_order_of_the_holes(tmp_path):
     first = explore.next_to_judge(dp, 3, mode="sample")
     assert len(first.units) == 3 and (first.units.weight == 0).all()
     assert first.units.why.str.startswith("random sample item ").all()
-    assert first.status[-1] == ("random sample: 0 of its first 1 units graded; prediction-powered intervals need "
-                                "at least 10")
+    assert first.status[-1] == (
+        "random sample: 0 of its first 1 units graded; prediction-powered intervals need at least 10"
+    )
     top = first.units.iloc[0]
     explore.judge(dp, top.qid, top.unit_id, 0)
     again = explore.next_to_judge(dp, 2, mode="sample")

@@ -49,8 +49,9 @@ class _Encoder:
         return self.cached
 
 
-@pytest.mark.parametrize(("loaded", "cached", "quiet"), [(False, False, True), (True, False, False),
-                                                         (False, True, False)])
+@pytest.mark.parametrize(
+    ("loaded", "cached", "quiet"), [(False, False, True), (True, False, False), (False, True, False)]
+)
 def test_the_search_is_quiet_and_says_so_only_when_it_loads_the_encoder(loaded, cached, quiet):
     live = LiveSearch.__new__(LiveSearch)
     said: list[str] = []

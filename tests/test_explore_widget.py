@@ -100,8 +100,18 @@ def test_the_search_button_shows_the_typed_query(ui):
 def _free_text(ui, monkeypatch, text="where does delta log"):
     from rerankeval.apps.explore.view import Column, Exploration, Hit
 
-    shown = Exploration(ui.dp.name, text, None, True, 3, [Column("bm25", [Hit(1, UNITS[3], 1.0, None, "", "")])], {},
-                        None, frozenset(), 0.0)
+    shown = Exploration(
+        ui.dp.name,
+        text,
+        None,
+        True,
+        3,
+        [Column("bm25", [Hit(1, UNITS[3], 1.0, None, "", "")])],
+        {},
+        None,
+        frozenset(),
+        0.0,
+    )
     monkeypatch.setattr(ui.ex, "show", lambda q, k, say=None: shown)  # free text needs indexes: the UI's part here
     ui.text.value = text
     return shown
@@ -168,8 +178,13 @@ def test_without_ipywidgets_the_widget_says_how_to_call_the_explorer_in_markdown
     from IPython.display import Markdown
 
     real = builtins.__import__
-    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **kw: (_ for _ in ()).throw(ImportError(name))
-                        if name == "ipywidgets" else real(name, *a, **kw))
+    monkeypatch.setattr(
+        builtins,
+        "__import__",
+        lambda name, *a, **kw: (
+            (_ for _ in ()).throw(ImportError(name)) if name == "ipywidgets" else real(name, *a, **kw)
+        ),
+    )
     got = explore.widget(_dataset(tmp_path))
     assert isinstance(got, Markdown) and "`explore.show(dp, query, k)`" in got.data
     assert got._repr_markdown_().startswith("**ipywidgets is not installed**")

@@ -14,22 +14,47 @@ import pytest
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.report import export, render
 
-METRICS = pd.DataFrame({
-    "variant": ["bm25", "vector", "hybrid_rerank"], "n_queries": [20, 20, 20],
-    "ndcg@10": [0.5, 0.6, 0.66], "ndcg@10_ci_low": [0.4, 0.5, 0.56], "ndcg@10_ci_high": [0.6, 0.7, 0.76],
-    "mrr@10": [0.55, 0.65, 0.7], "mrr@10_ci_low": [0.45, 0.55, 0.6], "mrr@10_ci_high": [0.65, 0.75, 0.8]})
+METRICS = pd.DataFrame(
+    {
+        "variant": ["bm25", "vector", "hybrid_rerank"],
+        "n_queries": [20, 20, 20],
+        "ndcg@10": [0.5, 0.6, 0.66],
+        "ndcg@10_ci_low": [0.4, 0.5, 0.56],
+        "ndcg@10_ci_high": [0.6, 0.7, 0.76],
+        "mrr@10": [0.55, 0.65, 0.7],
+        "mrr@10_ci_low": [0.45, 0.55, 0.6],
+        "mrr@10_ci_high": [0.65, 0.75, 0.8],
+    }
+)
 
 
 def _cmp(a, b, diff, p_holm, wins, ties, losses):
-    return {"metric": "ndcg@10", "a": a, "b": b, "n": 20, "mean_a": 0.0, "mean_b": 0.0, "diff": diff,
-            "diff_ci_low": diff - 0.05, "diff_ci_high": diff + 0.05, "wins": wins, "ties": ties, "losses": losses,
-            "p": p_holm / 3, "p_holm": p_holm, "significant": p_holm < 0.05, "sd_diff": 0.1, "mdd": 0.05,
-            "n_left_out": 0}
+    return {
+        "metric": "ndcg@10",
+        "a": a,
+        "b": b,
+        "n": 20,
+        "mean_a": 0.0,
+        "mean_b": 0.0,
+        "diff": diff,
+        "diff_ci_low": diff - 0.05,
+        "diff_ci_high": diff + 0.05,
+        "wins": wins,
+        "ties": ties,
+        "losses": losses,
+        "p": p_holm / 3,
+        "p_holm": p_holm,
+        "significant": p_holm < 0.05,
+        "sd_diff": 0.1,
+        "mdd": 0.05,
+        "n_left_out": 0,
+    }
 
 
 # stored as vector - hybrid_rerank (so the export must flip it) and bm25 - vector
-COMPARISONS = pd.DataFrame([_cmp("vector", "hybrid_rerank", -0.06, 0.03, 5, 3, 12),
-                            _cmp("bm25", "vector", -0.10, 0.20, 4, 6, 10)])
+COMPARISONS = pd.DataFrame(
+    [_cmp("vector", "hybrid_rerank", -0.06, 0.03, 5, 3, 12), _cmp("bm25", "vector", -0.10, 0.20, 4, 6, 10)]
+)
 
 
 @pytest.fixture
@@ -42,7 +67,9 @@ def test_the_frame_holds_the_paired_difference_from_the_baseline(frame):
     r = frame.set_index("variant")
     assert r.at["hybrid_rerank", "diff"] == pytest.approx(0.06)
     assert (r.at["hybrid_rerank", "diff_ci_low"], r.at["hybrid_rerank", "diff_ci_high"]) == (
-        pytest.approx(0.01), pytest.approx(0.11))
+        pytest.approx(0.01),
+        pytest.approx(0.11),
+    )
     assert (r.at["hybrid_rerank", "wins"], r.at["hybrid_rerank", "losses"]) == (12, 5)
     assert bool(r.at["hybrid_rerank", "significant"]) and not bool(r.at["bm25", "significant"])
     assert math.isnan(r.at["vector", "diff"])
@@ -56,15 +83,17 @@ def test_markdown(frame):
         "| bm25 | 20 | 0.500 [0.400, 0.600] | 0.550 [0.450, 0.650] | -0.100 [-0.150, -0.050] | 4/6/10 | 0.2 |",
         "| vector | 20 | 0.600 [0.500, 0.700] | 0.650 [0.550, 0.750] | baseline |  |  |",
         "| hybrid_rerank | 20 | 0.660 [0.560, 0.760] | 0.700 [0.600, 0.800] | +0.060\\* [+0.010, +0.110] | 12/3/5 "
-        "| 0.03 |"]
+        "| 0.03 |",
+    ]
     assert lines[5] == "" and lines[6] == export.legend(frame).replace("*", "\\*")
 
 
 def test_the_legend_says_what_every_column_and_mark_means(frame):
     text = export.legend(frame)
     assert "95% percentile bootstrap confidence interval" in text
-    assert "better/tied/worse: the queries on which the variant scores higher than, the same as, lower than vector" \
-        in text
+    assert (
+        "better/tied/worse: the queries on which the variant scores higher than, the same as, lower than vector" in text
+    )
     assert "*: " + export.MARK_NOTE.removeprefix("* ") in text and "paired per-query difference" in text
     assert "wins" not in text and "losses" not in text
 
@@ -78,12 +107,16 @@ def test_latex_is_a_captioned_booktabs_table_with_math_minus_and_marks(frame):
     assert "$^{*}$: p $<$ 0.05" in caption
     assert not any(x.lstrip().startswith("%") and "brackets" in x for x in lines)  # the legend is no comment
     head = lines.index(r"\toprule")
-    assert lines[head + 1:head + 3] == [r"variant & nDCG@10 & MRR@10 & $\Delta$ nDCG@10 & better/ & $p$ \\",
-                                        r" &  &  & vs vector & tied/worse & (Holm) \\"]  # 20 queries each: caption
+    assert lines[head + 1 : head + 3] == [
+        r"variant & nDCG@10 & MRR@10 & $\Delta$ nDCG@10 & better/ & $p$ \\",
+        r" &  &  & vs vector & tied/worse & (Holm) \\",
+    ]  # 20 queries each: caption
     assert "the 20 evaluated queries" in caption
     row = lines.index(r"hybrid\_rerank & 0.660 & 0.700 & $+$0.060$^{*}$ & 12/3/5 & 0.03 \\")
-    assert lines[row + 1] == (r" & \scriptsize [0.560, 0.760] & \scriptsize [0.600, 0.800] & "
-                              r"\scriptsize [$+$0.010, $+$0.110] &  &  \\[2pt]")
+    assert lines[row + 1] == (
+        r" & \scriptsize [0.560, 0.760] & \scriptsize [0.600, 0.800] & "
+        r"\scriptsize [$+$0.010, $+$0.110] &  &  \\[2pt]"
+    )
     bm25 = next(x for x in lines if x.startswith("bm25 &"))
     assert "$-$0.100" in bm25 and "$^{*}$" not in bm25
     assert "wins" not in tex and not re.search(r"(?<![$\w])-\d", tex)  # no hyphen as a minus sign
@@ -101,9 +134,16 @@ def test_csv_names_the_baseline_in_the_difference_columns(frame):
     back = pd.read_csv(io.StringIO(export.to_csv(frame)))
     assert list(back.columns[:5]) == ["variant", "queries", "ndcg@10", "ndcg@10_ci_low", "ndcg@10_ci_high"]
     assert list(back.columns[8:]) == [
-        "ndcg@10_diff_vs_vector", "ndcg@10_diff_vs_vector_ci_low", "ndcg@10_diff_vs_vector_ci_high",
-        "queries_better_than_vector", "queries_tied_with_vector", "queries_worse_than_vector", "p_vs_vector",
-        "p_holm_vs_vector", "significant_vs_vector"]
+        "ndcg@10_diff_vs_vector",
+        "ndcg@10_diff_vs_vector_ci_low",
+        "ndcg@10_diff_vs_vector_ci_high",
+        "queries_better_than_vector",
+        "queries_tied_with_vector",
+        "queries_worse_than_vector",
+        "p_vs_vector",
+        "p_holm_vs_vector",
+        "significant_vs_vector",
+    ]
     r = back.set_index("variant")
     assert r.at["hybrid_rerank", "ndcg@10_diff_vs_vector"] == pytest.approx(0.06)
     assert r.at["hybrid_rerank", "queries_better_than_vector"] == 12
@@ -120,10 +160,30 @@ def _wide_frame(n_metrics: int) -> pd.DataFrame:
     for i, m in enumerate(ms):
         v = [0.3 + 0.01 * (i + j) for j in range(len(vs))]
         cols |= {m: v, f"{m}_ci_low": [x - 0.05 for x in v], f"{m}_ci_high": [x + 0.05 for x in v]}
-    cmp = [{"metric": "ndcg@10", "a": a, "b": "vector", "n": 200, "mean_a": 0.0, "mean_b": 0.0, "diff": -0.0123,
-            "diff_ci_low": -0.05, "diff_ci_high": 0.02, "wins": 100, "ties": 50, "losses": 50, "p": 1e-5,
-            "p_holm": 4e-5, "significant": True, "sd_diff": 0.1, "mdd": 0.05, "n_left_out": 0}
-           for a in vs if a != "vector"]
+    cmp = [
+        {
+            "metric": "ndcg@10",
+            "a": a,
+            "b": "vector",
+            "n": 200,
+            "mean_a": 0.0,
+            "mean_b": 0.0,
+            "diff": -0.0123,
+            "diff_ci_low": -0.05,
+            "diff_ci_high": 0.02,
+            "wins": 100,
+            "ties": 50,
+            "losses": 50,
+            "p": 1e-5,
+            "p_holm": 4e-5,
+            "significant": True,
+            "sd_diff": 0.1,
+            "mdd": 0.05,
+            "n_left_out": 0,
+        }
+        for a in vs
+        if a != "vector"
+    ]
     return export.headline_frame(pd.DataFrame(cols), pool_k=20, comparisons=pd.DataFrame(cmp), baseline="vector")
 
 
@@ -133,16 +193,24 @@ def _pdflatex(tmp_path, f: pd.DataFrame) -> str:
     (tmp_path / "doc.tex").write_text(
         "\\documentclass{article}\n\\usepackage{booktabs,graphicx}\n\\let\\rreresize\\resizebox\n"
         "\\renewcommand{\\resizebox}[3]{\\typeout{RRE-SCALED}\\rreresize{#1}{#2}{#3}}\n"
-        "\\begin{document}\nText.\n\\input{headline.tex}\n\\input{headline.tex}\n\\end{document}\n")
-    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+        "\\begin{document}\nText.\n\\input{headline.tex}\n\\input{headline.tex}\n\\end{document}\n"
+    )
+    done = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     log = (tmp_path / "doc.log").read_text(errors="replace")
     assert done.returncode == 0, log[-2000:]
     return log
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None,
-                    reason="pdflatex is not installed: apt-get install texlive-latex-base texlive-latex-recommended")
+@pytest.mark.skipif(
+    shutil.which("pdflatex") is None,
+    reason="pdflatex is not installed: apt-get install texlive-latex-base texlive-latex-recommended",
+)
 def test_headline_tex_compiles_in_an_article_page_without_an_overfull_box(tmp_path, frame):
     log = _pdflatex(tmp_path, frame)
     assert "Overfull \\hbox" not in log and "RRE-SCALED" not in log  # fits at its own size

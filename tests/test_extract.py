@@ -24,8 +24,13 @@ def test_pdf_dataset_pages_chunks_and_ids(tiny_pdf):
     s = rep.stats
     assert (s["kind"], s["unit"], s["files"], s["pages"], s["pages_without_text"]) == ("pdf", "page", 3, 6, 1)
     chunks = corpus.load_chunks(dp)
-    assert set(chunks.unit_id) == {"alpha-guide.pdf#p1", "alpha-guide.pdf#p2", "beta-manual.pdf#p1",
-                                   "beta-manual.pdf#p2", "gamma-notes.pdf#p1"}
+    assert set(chunks.unit_id) == {
+        "alpha-guide.pdf#p1",
+        "alpha-guide.pdf#p2",
+        "beta-manual.pdf#p1",
+        "beta-manual.pdf#p2",
+        "gamma-notes.pdf#p1",
+    }
     row = chunks.iloc[0]
     assert row.chunk_id == f"{row.unit_id}#c{row.start}"  # derived from source, page and offset
     assert chunks.groupby("unit_id").size().max() >= 2  # several chunks per page at size 120
@@ -184,8 +189,9 @@ def test_a_symlink_to_a_pdf_outside_the_folder_is_skipped_and_named(tiny_pdf, tm
     assert "inside-link.pdf#p1" in set(corpus.load_chunks(dp).unit_id)
     recs = {r["file"]: r["reason"] for r in rep.skipped.to_dict("records")}
     assert list(recs) == ["linked.pdf"] and str(secret) in recs["linked.pdf"] and "outside" in recs["linked.pdf"]
-    assert any("linked.pdf" in r.getMessage() and "outside the dataset folder" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "linked.pdf" in r.getMessage() and "outside the dataset folder" in r.getMessage() for r in caplog.records
+    )
     assert rep.stats["files"] == 4 and rep.stats["files_skipped"] == 1
 
 

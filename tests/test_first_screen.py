@@ -10,20 +10,47 @@ from rerankeval.evaluate import verdict
 from rerankeval.evaluate.analysis_records import Summary
 from rerankeval.report import render
 
-METRICS = pd.DataFrame({"variant": ["bm25", "vector", "hybrid"], "n_queries": [20, 20, 20],
-                        "ndcg@10": [0.50, 0.60, 0.66], "ndcg@10_ci_low": [0.4, 0.5, 0.56],
-                        "ndcg@10_ci_high": [0.6, 0.7, 0.76]})
+METRICS = pd.DataFrame(
+    {
+        "variant": ["bm25", "vector", "hybrid"],
+        "n_queries": [20, 20, 20],
+        "ndcg@10": [0.50, 0.60, 0.66],
+        "ndcg@10_ci_low": [0.4, 0.5, 0.56],
+        "ndcg@10_ci_high": [0.6, 0.7, 0.76],
+    }
+)
 
 
 def _cmp(a, b, diff, p_holm, wins=12, ties=3, losses=5):
-    return {"metric": "ndcg@10", "a": a, "b": b, "n": 20, "mean_a": 0.0, "mean_b": 0.0, "diff": diff,
-            "diff_ci_low": diff - 0.05, "diff_ci_high": diff + 0.05, "wins": wins, "ties": ties, "losses": losses,
-            "p": p_holm / 3, "p_holm": p_holm, "significant": p_holm < 0.05, "sd_diff": 0.1, "mdd": 0.05,
-            "n_left_out": 0}
+    return {
+        "metric": "ndcg@10",
+        "a": a,
+        "b": b,
+        "n": 20,
+        "mean_a": 0.0,
+        "mean_b": 0.0,
+        "diff": diff,
+        "diff_ci_low": diff - 0.05,
+        "diff_ci_high": diff + 0.05,
+        "wins": wins,
+        "ties": ties,
+        "losses": losses,
+        "p": p_holm / 3,
+        "p_holm": p_holm,
+        "significant": p_holm < 0.05,
+        "sd_diff": 0.1,
+        "mdd": 0.05,
+        "n_left_out": 0,
+    }
 
 
-COMPARISONS = pd.DataFrame([_cmp("vector", "hybrid", -0.06, 0.03, wins=5, ties=3, losses=12),
-                            _cmp("bm25", "vector", -0.10, 0.20), _cmp("bm25", "hybrid", -0.16, 0.01)])
+COMPARISONS = pd.DataFrame(
+    [
+        _cmp("vector", "hybrid", -0.06, 0.03, wins=5, ties=3, losses=12),
+        _cmp("bm25", "vector", -0.10, 0.20),
+        _cmp("bm25", "hybrid", -0.16, 0.01),
+    ]
+)
 
 
 def test_the_baseline_is_the_better_single_retriever_unless_named():
@@ -73,18 +100,29 @@ def test_an_id_like_string_that_is_no_id_gets_a_did_you_mean():
     ex = Explorer.__new__(Explorer)  # only the query table and the dataset name are needed
     ex.table = {f"dm-{i:03d}": f"question {i}" for i in range(1, 61)}
     ex.dp = type("DP", (), {"name": "debian-manuals"})()
-    assert ex.did_you_mean("q12") == ("'q12' is not a query id of debian-manuals (did you mean dm-012?); searched "
-                                      "as free text instead.")
+    assert ex.did_you_mean("q12") == (
+        "'q12' is not a query id of debian-manuals (did you mean dm-012?); searched as free text instead."
+    )
     assert ex.did_you_mean("dm-012") == "" and ex.did_you_mean("how do I upgrade") == ""
     assert "did you mean dm-061" not in ex.did_you_mean("x999") and "ids look like dm-001" in ex.did_you_mean("x999")
 
 
 def test_the_index_shows_the_llm_assessor_and_which_grades_the_tables_use():
-    grades = {"qrels_source": "human", "llm_file": "qrels/llm-fake.tsv", "llm_added": 0,
-              "agreement": {"n_pairs": 4, "kappa_binary": 0.0, "kappa_graded": 0.1,
-                            "warning": "this judge agrees with your judgments little better than chance",
-                            "confusion_graded": {"labels": [0, 1, 2, 3], "counts": [[1, 0, 0, 1], [0, 0, 0, 1],
-                                                                                    [0, 0, 0, 1], [0, 0, 0, 0]]}}}
+    grades = {
+        "qrels_source": "human",
+        "llm_file": "qrels/llm-fake.tsv",
+        "llm_added": 0,
+        "agreement": {
+            "n_pairs": 4,
+            "kappa_binary": 0.0,
+            "kappa_graded": 0.1,
+            "warning": "this judge agrees with your judgments little better than chance",
+            "confusion_graded": {
+                "labels": [0, 1, 2, 3],
+                "counts": [[1, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 0]],
+            },
+        },
+    }
     parts = render._assessor(Summary(grades=grades))
     assert parts["assessor"]["warning"] and parts["assessor"]["rows"][0] == [1, 0, 0, 1]
     assert parts["grades_caption"] and render._assessor(None) == {"assessor": None, "grades_caption": ""}
@@ -124,8 +162,7 @@ def test_the_judged_warning_follows_the_baseline_sentence_and_the_exports_sit_un
     dp = resolve_dataset(str(tmp_path / "src" / "ds"))
     dp.root.mkdir(parents=True)
     METRICS.to_csv(dp.metrics_csv, index=False)
-    analyse.write_summary(dp, Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.27, "vector": 0.31}}),
-                          COMPARISONS)
+    analyse.write_summary(dp, Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.27, "vector": 0.31}}), COMPARISONS)
     body = render.write_index(dp, []).read_text().split("<h2>Headline</h2>", 1)[1]
     base, low = body.index("Against the baseline, vector"), body.index('<p class="judged-low">Judged@10 is low')
     assert body.index("</table>") < body.index('href="headline.md"') < base < low < body.index("runner-up")

@@ -17,9 +17,11 @@ from rerankeval.report import render
 # "good" ranks the one relevant unit first and an unjudged unit second: better whatever u1 is (decided with holes).
 # "bad" ranks an unjudged unit third: as good as 0 (u2 not relevant) or better (u2 relevant): undecided.
 QRELS = {"q1": {"d1": 2, "d2": 0, "d3": 0, "d4": 0}}
-RUNS = {"vector": {"q1": {"d2": 3.0, "d3": 2.0, "d4": 1.0}},
-        "good": {"q1": {"d1": 3.0, "u1": 2.0, "d2": 1.0}},
-        "bad": {"q1": {"d2": 3.0, "d3": 2.0, "u2": 1.0}}}
+RUNS = {
+    "vector": {"q1": {"d2": 3.0, "d3": 2.0, "d4": 1.0}},
+    "good": {"q1": {"d1": 3.0, "u1": 2.0, "d2": 1.0}},
+    "bad": {"q1": {"d2": 3.0, "d3": 2.0, "u2": 1.0}},
+}
 # good's worst grading: u1 not relevant and u2 (in the pool, through bad) top-graded, so the ideal holds two 2s
 GOOD_WORST = 2.0 / (2.0 + 2.0 / math.log2(3))
 
@@ -65,7 +67,8 @@ def test_the_expected_judgments_are_simulated_within_the_time_budget():
 def test_the_index_shows_the_word_the_interval_and_the_assumptions(dp):
     holes.write(dp, _record())
     pd.DataFrame({"variant": list(RUNS), "n_queries": [1, 1, 1], "ndcg@3": [0.0, 1.0, 0.0]}).to_csv(
-        dp.metrics_csv, index=False)
+        dp.metrics_csv, index=False
+    )
     atomic_write_json(dp.analyse_summary, {"headline_metric": "ndcg@3", "baseline": "vector"})
     body = render.write_index(dp, []).read_text()
     table = body.split('<table class="holes">', 1)[1].split("</table>", 1)[0]
@@ -87,15 +90,30 @@ def test_the_review_file_is_in_the_queues_order_with_the_weight():
 
 # --------------------------------------------------------------------------- verdicts that never overstate
 def _per_query(values: dict[str, list[float]], metric: str = "ndcg@10") -> pd.DataFrame:
-    return pd.DataFrame([{"variant": v, "qid": f"q{i}", "metric": metric, "value": x}
-                         for v, xs in values.items() for i, x in enumerate(xs)])
+    return pd.DataFrame(
+        [
+            {"variant": v, "qid": f"q{i}", "metric": metric, "value": x}
+            for v, xs in values.items()
+            for i, x in enumerate(xs)
+        ]
+    )
 
 
 def _tables(values: dict[str, list[float]]):
     pq = _per_query(values)
     comps = stats.compare(pq, "ndcg@10", n_resamples=200, n_boot=200)
-    table = pd.DataFrame([{"variant": v, "n_queries": len(xs), "ndcg@10": sum(xs) / len(xs),
-                           "ndcg@10_ci_low": min(xs), "ndcg@10_ci_high": max(xs)} for v, xs in values.items()])
+    table = pd.DataFrame(
+        [
+            {
+                "variant": v,
+                "n_queries": len(xs),
+                "ndcg@10": sum(xs) / len(xs),
+                "ndcg@10_ci_low": min(xs),
+                "ndcg@10_ci_high": max(xs),
+            }
+            for v, xs in values.items()
+        ]
+    )
     return table, comps
 
 
@@ -112,12 +130,39 @@ def test_identical_runs_are_a_degenerate_comparison_not_a_win():
 
 
 def test_a_tie_at_the_shown_precision_is_said_as_a_tie_even_when_the_test_says_significant():
-    table = pd.DataFrame({"variant": ["bm25", "vector"], "n_queries": [30, 30], "ndcg@10": [0.6004, 0.6],
-                          "ndcg@10_ci_low": [0.5, 0.5], "ndcg@10_ci_high": [0.7, 0.7]})
-    comps = pd.DataFrame([{"metric": "ndcg@10", "a": "bm25", "b": "vector", "n": 30, "mean_a": 0.6004,
-                           "mean_b": 0.6, "diff": 0.0004, "diff_ci_low": 0.0001, "diff_ci_high": 0.0007, "wins": 9,
-                           "ties": 20, "losses": 1, "p": 0.01, "p_holm": 0.01, "significant": True, "sd_diff": 0.0,
-                           "mdd": 0.0001, "n_left_out": 0}])
+    table = pd.DataFrame(
+        {
+            "variant": ["bm25", "vector"],
+            "n_queries": [30, 30],
+            "ndcg@10": [0.6004, 0.6],
+            "ndcg@10_ci_low": [0.5, 0.5],
+            "ndcg@10_ci_high": [0.7, 0.7],
+        }
+    )
+    comps = pd.DataFrame(
+        [
+            {
+                "metric": "ndcg@10",
+                "a": "bm25",
+                "b": "vector",
+                "n": 30,
+                "mean_a": 0.6004,
+                "mean_b": 0.6,
+                "diff": 0.0004,
+                "diff_ci_low": 0.0001,
+                "diff_ci_high": 0.0007,
+                "wins": 9,
+                "ties": 20,
+                "losses": 1,
+                "p": 0.01,
+                "p_holm": 0.01,
+                "significant": True,
+                "sd_diff": 0.0,
+                "mdd": 0.0001,
+                "n_left_out": 0,
+            }
+        ]
+    )
     lines = verdict.verdict_lines(table, comps, "ndcg@10")
     assert lines[0].startswith("No winner on nDCG@10: bm25, vector tie at 0.600")
     assert "No variant is distinguishable from the baseline" in " ".join(lines)
@@ -128,10 +173,30 @@ def test_a_tie_at_the_shown_precision_is_said_as_a_tie_even_when_the_test_says_s
 
 def test_a_significant_difference_still_wins_and_is_bold():
     table = pd.DataFrame({"variant": ["vector", "hybrid"], "n_queries": [30, 30], "ndcg@10": [0.5, 0.6]})
-    comps = pd.DataFrame([{"metric": "ndcg@10", "a": "hybrid", "b": "vector", "n": 30, "mean_a": 0.6, "mean_b": 0.5,
-                           "diff": 0.1, "diff_ci_low": 0.05, "diff_ci_high": 0.15, "wins": 20, "ties": 5, "losses": 5,
-                           "p": 0.001, "p_holm": 0.001, "significant": True, "sd_diff": 0.1, "mdd": 0.05,
-                           "n_left_out": 0}])
+    comps = pd.DataFrame(
+        [
+            {
+                "metric": "ndcg@10",
+                "a": "hybrid",
+                "b": "vector",
+                "n": 30,
+                "mean_a": 0.6,
+                "mean_b": 0.5,
+                "diff": 0.1,
+                "diff_ci_low": 0.05,
+                "diff_ci_high": 0.15,
+                "wins": 20,
+                "ties": 5,
+                "losses": 5,
+                "p": 0.001,
+                "p_holm": 0.001,
+                "significant": True,
+                "sd_diff": 0.1,
+                "mdd": 0.05,
+                "n_left_out": 0,
+            }
+        ]
+    )
     assert verdict.verdict_lines(table, comps, "ndcg@10")[1].startswith("hybrid wins on nDCG@10")
     head = render.headline_table(table, "ndcg@10", None, comps, "vector")
     bold = [r["variant"] for r in head["rows"] for c in r["cells"] if c.get("bold")]
@@ -164,13 +229,37 @@ def test_too_few_questions_for_the_differences_that_matter_names_the_detectable_
 def test_a_stage_whose_every_query_fell_back_with_http_404_gets_a_red_banner(dp):
     from rerankeval.rerank import ledger
 
-    rows = [{"qid": f"q{i}", "pass": "main", "variant": "hybrid_rerank", "status": "fallback",
-             "error": "NotFoundError", "llm_calls": 1, "requests": 1, "cache_hits": 0} for i in range(4)]
+    rows = [
+        {
+            "qid": f"q{i}",
+            "pass": "main",
+            "variant": "hybrid_rerank",
+            "status": "fallback",
+            "error": "NotFoundError",
+            "llm_calls": 1,
+            "requests": 1,
+            "cache_hits": 0,
+        }
+        for i in range(4)
+    ]
     ledger.write_ledger(rows, dp.ledger)
-    pd.DataFrame({"variant": ["hybrid", "hybrid_rerank"], "n_queries": [4, 4], "ndcg@10": [0.5, 0.5],
-                  "fallback_rate": [float("nan"), 1.0]}).to_csv(dp.metrics_csv, index=False)
-    pages = [{"name": "04-rerank", "href": "04-rerank.html", "status": "ok", "seconds": 1.0,
-              "llm_problem": {"text": "4 of 4 queries fell back", "endpoint": True}}]
+    pd.DataFrame(
+        {
+            "variant": ["hybrid", "hybrid_rerank"],
+            "n_queries": [4, 4],
+            "ndcg@10": [0.5, 0.5],
+            "fallback_rate": [float("nan"), 1.0],
+        }
+    ).to_csv(dp.metrics_csv, index=False)
+    pages = [
+        {
+            "name": "04-rerank",
+            "href": "04-rerank.html",
+            "status": "ok",
+            "seconds": 1.0,
+            "llm_problem": {"text": "4 of 4 queries fell back", "endpoint": True},
+        }
+    ]
     body = render.write_index(dp, pages).read_text()
     banner = body.split('<div class="banner-failed" role="alert">', 1)[1].split("</div>", 1)[0]
     assert "04-rerank failed" in banner and "HTTP 404" in banner and "4 of 4 queries fell back" in banner
@@ -183,8 +272,10 @@ def test_a_stage_whose_every_query_fell_back_with_http_404_gets_a_red_banner(dp)
 def test_a_bare_folders_drafts_one_judged_page_each_get_bounds_from_the_first_run():
     # a drafted set: each question judged on its one source page (grade 2), every other page unknown, not 0
     qrels = {f"q{i}": {f"m.pdf#p{i}": 2} for i in range(1, 4)}
-    runs = {"bm25": {f"q{i}": {f"m.pdf#p{i}": 2.0, f"m.pdf#p{i + 3}": 1.0} for i in range(1, 4)},
-            "vector": {f"q{i}": {f"m.pdf#p{i + 3}": 2.0, f"m.pdf#p{i}": 1.0} for i in range(1, 4)}}
+    runs = {
+        "bm25": {f"q{i}": {f"m.pdf#p{i}": 2.0, f"m.pdf#p{i + 3}": 1.0} for i in range(1, 4)},
+        "vector": {f"q{i}": {f"m.pdf#p{i + 3}": 2.0, f"m.pdf#p{i}": 1.0} for i in range(1, 4)},
+    }
     rec = holes.analyse(runs, qrels, list(qrels), "vector", k=3, n_sim=1)
     var = {v["variant"]: v for v in rec["variants"]}
     assert var["bm25"]["zero_fill"] == pytest.approx(1.0) and var["bm25"]["unjudged_in_top_k"] == 3

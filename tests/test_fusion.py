@@ -77,8 +77,7 @@ def test_agrees_with_ranx_rrf(seed):
     runs = _random_runs(seed, n_runs=2 + seed % 2)
     ours = rrf(runs, k=60)
     # ranx ranks a run by its dict order, so hand it each run sorted by score; norm=None: no min-max first
-    ranx_runs = [RanxRun({q: dict(sorted(d.items(), key=lambda kv: -kv[1])) for q, d in r.items()})
-                 for r in runs]
+    ranx_runs = [RanxRun({q: dict(sorted(d.items(), key=lambda kv: -kv[1])) for q, d in r.items()}) for r in runs]
     theirs = fuse(ranx_runs, norm=None, method="rrf", params={"k": 60}).to_dict()
     for q in ours:
         assert set(ours[q]) == set(theirs[q])
@@ -91,8 +90,10 @@ def test_qdrant_k_reproduces_the_paper_constant_with_qdrant_client_fusion():
     from qdrant_client.hybrid.fusion import reciprocal_rank_fusion
 
     legs = [from_ranking({"q": ["a", "b", "c"]}), from_ranking({"q": ["c", "a", "d"]})]
-    responses = [[models.ScoredPoint(id=i, version=0, score=1.0 / (r + 1)) for r, i in enumerate(ids)]
-                 for ids in (["a", "b", "c"], ["c", "a", "d"])]
+    responses = [
+        [models.ScoredPoint(id=i, version=0, score=1.0 / (r + 1)) for r, i in enumerate(ids)]
+        for ids in (["a", "b", "c"], ["c", "a", "d"])
+    ]
     assert qdrant_k(60) == 61
     from rerankeval.index.qdrant import rrf as qdrant_rrf  # the index layer owns the convention (its one home)
 
@@ -111,17 +112,20 @@ SD_A = (2 / 3) ** 0.5  # population sd of (3, 2, 1)
 DBSF_B = [(10 - (5 - 3 * 50**0.5)) / (6 * 50**0.5), (0 - (5 - 3 * 50**0.5)) / (6 * 50**0.5)]  # sample sd of B
 
 
-@pytest.mark.parametrize(("method", "expected"), [
-    # min-max: A -> a 1, b .5, c 0; B -> c 1, d 0. a and c tie at 1.0 with best rank 1 each: id order
-    ("combsum_minmax", [("a", 1.0), ("c", 1.0), ("b", 0.5), ("d", 0.0)]),
-    ("combmnz_minmax", [("c", 2.0), ("a", 1.0), ("b", 0.5), ("d", 0.0)]),  # c retrieved by both legs: x2
-    # z-score (population sd): A -> a 1/SD_A, b 0, c -1/SD_A; B (mean 5, sd 5) -> c 1, d -1
-    ("combsum_zscore", [("a", 1 / SD_A), ("b", 0.0), ("c", 1 - 1 / SD_A), ("d", -1.0)]),
-    ("combmnz_zscore", [("a", 1 / SD_A), ("b", 0.0), ("c", 2 * (1 - 1 / SD_A)), ("d", -1.0)]),
-    # DBSF: A has mean 2, sample sd 1 -> (s + 1) / 6; B has mean 5, sample sd sqrt(50)
-    ("dbsf", [("c", 2 / 6 + DBSF_B[0]), ("a", 4 / 6), ("b", 3 / 6), ("d", DBSF_B[1])]),
-    ("rrf", [("c", 1 / 63 + 1 / 61), ("a", 1 / 61), ("b", 1 / 62), ("d", 1 / 62)]),  # b, d: rank 2 each, id
-])
+@pytest.mark.parametrize(
+    ("method", "expected"),
+    [
+        # min-max: A -> a 1, b .5, c 0; B -> c 1, d 0. a and c tie at 1.0 with best rank 1 each: id order
+        ("combsum_minmax", [("a", 1.0), ("c", 1.0), ("b", 0.5), ("d", 0.0)]),
+        ("combmnz_minmax", [("c", 2.0), ("a", 1.0), ("b", 0.5), ("d", 0.0)]),  # c retrieved by both legs: x2
+        # z-score (population sd): A -> a 1/SD_A, b 0, c -1/SD_A; B (mean 5, sd 5) -> c 1, d -1
+        ("combsum_zscore", [("a", 1 / SD_A), ("b", 0.0), ("c", 1 - 1 / SD_A), ("d", -1.0)]),
+        ("combmnz_zscore", [("a", 1 / SD_A), ("b", 0.0), ("c", 2 * (1 - 1 / SD_A)), ("d", -1.0)]),
+        # DBSF: A has mean 2, sample sd 1 -> (s + 1) / 6; B has mean 5, sample sd sqrt(50)
+        ("dbsf", [("c", 2 / 6 + DBSF_B[0]), ("a", 4 / 6), ("b", 3 / 6), ("d", DBSF_B[1])]),
+        ("rrf", [("c", 1 / 63 + 1 / 61), ("a", 1 / 61), ("b", 1 / 62), ("d", 1 / 62)]),  # b, d: rank 2 each, id
+    ],
+)
 def test_fuse_closed_form(method, expected):
     out = fuse(LEGS, method)["q"]
     assert list(out) == [d for d, _ in expected]
@@ -132,7 +136,8 @@ def test_fuse_closed_form(method, expected):
 def test_fuse_rrf_is_rrf_and_methods_are_listed():
     runs = _random_runs(7, n_runs=3)
     assert fuse(runs) == rrf(runs) and fuse(runs, "rrf", k=5, weights=[1, 2, 3], depth=4) == rrf(
-        runs, k=5, weights=[1, 2, 3], depth=4)
+        runs, k=5, weights=[1, 2, 3], depth=4
+    )
     assert FUSION_METHODS == ("rrf", "combsum_minmax", "combsum_zscore", "combmnz_minmax", "combmnz_zscore", "dbsf")
     with pytest.raises(ValueError, match="unknown fusion method 'borda'; choose from rrf, combsum_minmax"):
         fuse(runs, "borda")
@@ -174,16 +179,21 @@ def _distinct_runs(seed, n_runs=2):
     """Runs over the same queries where every leg has >= 2 distinct scores per query (not degenerate)."""
     rng = random.Random(seed)
     pool = [f"d{i}" for i in range(40)]
-    return [{q: {d: rng.uniform(-5, 20) for d in rng.sample(pool, rng.randint(2, 25))} for q in ["q1", "q2", "q3"]}
-            for _ in range(n_runs)]
+    return [
+        {q: {d: rng.uniform(-5, 20) for d in rng.sample(pool, rng.randint(2, 25))} for q in ["q1", "q2", "q3"]}
+        for _ in range(n_runs)
+    ]
 
 
-@pytest.mark.parametrize(("ours", "ranx_method", "ranx_norm"), [
-    ("combsum_minmax", "sum", "min-max"),
-    ("combmnz_minmax", "mnz", "min-max"),
-    ("combsum_zscore", "sum", "zmuv"),
-    ("combmnz_zscore", "mnz", "zmuv"),
-])
+@pytest.mark.parametrize(
+    ("ours", "ranx_method", "ranx_norm"),
+    [
+        ("combsum_minmax", "sum", "min-max"),
+        ("combmnz_minmax", "mnz", "min-max"),
+        ("combsum_zscore", "sum", "zmuv"),
+        ("combmnz_zscore", "mnz", "zmuv"),
+    ],
+)
 @pytest.mark.parametrize("seed", range(3))
 def test_agrees_with_ranx_score_fusion(ours, ranx_method, ranx_norm, seed):
     """ranx's CombSUM/CombMNZ give the same scores on non-degenerate legs (ranx maps a degenerate leg to 0,
@@ -202,8 +212,9 @@ def test_weighted_combsum_agrees_with_ranx_wsum():
     from ranx import fuse as ranx_fuse
 
     runs = _distinct_runs(11)
-    theirs = ranx_fuse([RanxRun(r) for r in runs], norm="min-max", method="wsum",
-                       params={"weights": [0.3, 1.7]}).to_dict()
+    theirs = ranx_fuse(
+        [RanxRun(r) for r in runs], norm="min-max", method="wsum", params={"weights": [0.3, 1.7]}
+    ).to_dict()
     _assert_same_scores(fuse(runs, "combsum_minmax", weights=[0.3, 1.7]), theirs)
 
 
@@ -215,8 +226,11 @@ def test_dbsf_agrees_with_qdrant_client(seed):
     runs = _random_runs(seed, n_runs=2 + seed % 2)  # includes one-document legs (0.5 in both)
     ours = fuse(runs, "dbsf")
     for q in ours:
-        responses = [[models.ScoredPoint(id=int(d[1:]), version=0, score=s) for d, s in ranked_items(r[q])]
-                     for r in runs if r.get(q)]
+        responses = [
+            [models.ScoredPoint(id=int(d[1:]), version=0, score=s) for d, s in ranked_items(r[q])]
+            for r in runs
+            if r.get(q)
+        ]
         fused = distribution_based_score_fusion(responses, limit=1000)
         assert {f"d{p.id}": p.score for p in fused} == pytest.approx(ours[q], abs=1e-12)
 

@@ -25,8 +25,13 @@ PARAMS = {"analyse.final_k": 10, "retrieve.hybrid.rrf_k": 60, "rerank.alpha": 0.
 
 
 def _inputs(questions=QS, grades=GRADES, parameters=PARAMS, merged=0, source="human"):
-    return {"questions": dict(questions), "grades": dict(grades), "judgments_merged": merged, "qrels_source": source,
-            "parameters": dict(parameters)}
+    return {
+        "questions": dict(questions),
+        "grades": dict(grades),
+        "judgments_merged": merged,
+        "qrels_source": source,
+        "parameters": dict(parameters),
+    }
 
 
 @pytest.fixture
@@ -41,7 +46,8 @@ def dp(tmp_path, monkeypatch):
 def _analysis(dp, when: str, bm25: float, inputs: dict | None, n: int = 3) -> str | None:
     """An analysis as 05 leaves it (metrics.csv, analyse/inputs.json and questions.csv), then the index's line."""
     pd.DataFrame({"variant": ["bm25", "hybrid"], "n_queries": [n, n], "ndcg@10": [bm25, 0.7]}).to_csv(
-        dp.metrics_csv, index=False)
+        dp.metrics_csv, index=False
+    )
     if inputs is None:
         (dp.stage_dir("analyse") / INPUTS_FILE).unlink(missing_ok=True)
     else:
@@ -62,8 +68,10 @@ def test_edited_added_or_removed_questions_show_no_difference_and_say_why(dp):
     edited = {**QS, "q3": "h3-edited", "q4": "h4"}
     del edited["q1"]
     line = _analysis(dp, "2026-12-02T12:49:00+00:00", 0.908, _inputs(edited, {**GRADES, "q4": "g4"}))
-    assert line.startswith("nDCG@10 is not compared with the run of 2026-12-01 10:00 UTC: the question set changed "
-                           "(1 added (q4); 1 edited (q3); 1 removed (q1))")
+    assert line.startswith(
+        "nDCG@10 is not compared with the run of 2026-12-01 10:00 UTC: the question set changed "
+        "(1 added (q4); 1 edited (q3); 1 removed (q1))"
+    )
     assert "1.000" not in line and "0.908" not in line and "\u2192 0.908" not in line
     assert "says nothing about the systems" in line
 
@@ -72,8 +80,10 @@ def test_a_merged_grade_is_named_as_the_cause_beside_the_difference(dp):
     _analysis(dp, "2026-12-01T10:00:00+00:00", 0.642, _inputs())
     line = _analysis(dp, "2026-12-01T11:00:00+00:00", 0.643, _inputs(grades={**GRADES, "q2": "g2-new"}, merged=1))
     assert "bm25 0.642 \u2192 0.643 (+0.001)" in line
-    assert ("Same questions, but the grades of 1 question(s) changed (q2), judgments merged 0 \u2192 1: part of each "
-            "difference may come from these, not from the systems.") in line
+    assert (
+        "Same questions, but the grades of 1 question(s) changed (q2), judgments merged 0 \u2192 1: part of each "
+        "difference may come from these, not from the systems."
+    ) in line
 
 
 def test_changed_parameters_are_named_and_an_unchanged_setup_says_so(dp):
@@ -82,7 +92,8 @@ def test_changed_parameters_are_named_and_an_unchanged_setup_says_so(dp):
     assert "parameters changed: rerank.alpha 0.1 \u2192 0.3" in line and "bm25 0.600 \u2192 0.650" in line
     line = _analysis(dp, "2026-12-01T12:00:00+00:00", 0.65, _inputs(parameters={**PARAMS, "rerank.alpha": 0.3}))
     assert line.startswith("nDCG@10 unchanged since the run of 2026-12-01 11:00 UTC") and line.endswith(
-        "Same questions, grades and parameters.")
+        "Same questions, grades and parameters."
+    )
 
 
 def test_runs_that_recorded_nothing_are_refused_when_their_question_counts_differ(dp):
@@ -97,8 +108,21 @@ def _mini(tmp_path, monkeypatch):
     (tmp_path / "src" / "mini").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "mini"))
     units = ["d1", "d2", "d3"]
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": u, "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0,
-                                    "title": "", "text": f"text of {u}"} for i, u in enumerate(units)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": u,
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"text of {u}",
+            }
+            for i, u in enumerate(units)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": f"q{i}", "text": f"question {i}", "slices": {}} for i in (1, 2, 3)])
     runs.write_qrels({f"q{i}": {f"d{i}": 1} for i in (1, 2, 3)}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "document"})
@@ -124,4 +148,5 @@ def test_an_edited_question_between_two_real_analyses_is_named_on_the_index_line
     analyse.write(dp, analyse.run(dp, fast, load_settings()))
     line = history.since_previous(dp, {"created_utc": "2026-12-01T12:00:00+00:00"}, "ndcg@3")
     assert "unchanged since the run of 2026-12-01 11:00 UTC" in line and line.endswith(
-        "Same questions, grades and parameters.")
+        "Same questions, grades and parameters."
+    )

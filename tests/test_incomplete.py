@@ -114,8 +114,10 @@ def test_the_bounds_are_the_true_extremes_over_every_completion(metric):
         pools = inc.Pools.build(_runs(**{v: {"q": t} for v, t in lists.items()}), {"q": judged}, ["q"], metric, top=2)
         p = pools.queries["q"]
         for a, b in (("A", None), ("B", None), ("A", "B")):
-            values = [_brute(fam, k, lists[a], g) - (_brute(fam, k, lists[b], g) if b else 0.0)
-                      for g in _every_completion(lists, judged, k, 2)]
+            values = [
+                _brute(fam, k, lists[a], g) - (_brute(fam, k, lists[b], g) if b else 0.0)
+                for g in _every_completion(lists, judged, k, 2)
+            ]
             lo, hi, exact = bounds.query_bounds(p, metric, 2, a, b)
             assert exact and lo == pytest.approx(min(values)) and hi == pytest.approx(max(values)), (lists, judged)
             zero = _brute(fam, k, lists[a], judged) - (_brute(fam, k, lists[b], judged) if b else 0.0)
@@ -129,10 +131,13 @@ def test_the_looser_bound_used_beyond_the_enumeration_limit_is_still_sound(monke
     for _ in range(25):
         lists = {v: rng.sample(universe, 5) for v in ("A", "B")}
         judged = {u: rng.randint(0, 2) for u in rng.sample(universe, rng.randint(1, 5))}
-        p = inc.Pools.build(_runs(**{v: {"q": t} for v, t in lists.items()}), {"q": judged}, ["q"], "ndcg@4",
-                            top=2).queries["q"]
-        values = [_brute("ndcg", 4, lists["A"], g) - _brute("ndcg", 4, lists["B"], g)
-                  for g in _every_completion(lists, judged, 4, 2)]
+        p = inc.Pools.build(
+            _runs(**{v: {"q": t} for v, t in lists.items()}), {"q": judged}, ["q"], "ndcg@4", top=2
+        ).queries["q"]
+        values = [
+            _brute("ndcg", 4, lists["A"], g) - _brute("ndcg", 4, lists["B"], g)
+            for g in _every_completion(lists, judged, 4, 2)
+        ]
         lo, hi, exact = bounds.query_bounds(p, "ndcg@4", 2, "A", "B")
         assert lo <= min(values) + 1e-12 and hi >= max(values) - 1e-12
         assert not exact or lo == hi
@@ -183,10 +188,15 @@ def test_the_queue_decides_with_fewer_judgments_than_a_worse_order():
     def oracle(q, u):
         return hidden.get((q, u), 0)
 
-    queue = inc.judgments_to_decide(inc.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2), ("A", "B"),
-                                    oracle)
-    worse = inc.judgments_to_decide(inc.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2), ("A", "B"),
-                                    oracle, order=[("q1", "x3"), ("q1", "x1")])
+    queue = inc.judgments_to_decide(
+        inc.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2), ("A", "B"), oracle
+    )
+    worse = inc.judgments_to_decide(
+        inc.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2),
+        ("A", "B"),
+        oracle,
+        order=[("q1", "x3"), ("q1", "x1")],
+    )
     assert queue == 1 and worse == 2  # x1 = 2 alone decides it for A
     exp = inc.expected_judgments(runs, qrels, ["q1", "q2"], ("A", "B"), "ndcg@3", top=2, n_sim=8)
     assert 1 <= exp <= 2
@@ -228,8 +238,11 @@ def test_the_first_screen_is_json_and_names_every_comparison():
     got = inc.first_screen(runs, {"q1": {"a": 2, "b": 0}}, ["q1"], baseline="bm25", k=3, n_sim=2)
     json.dumps(got)
     pairs = [(c["a"], c["b"], c["status"]) for c in got["comparisons"]]
-    assert pairs == [("hybrid", "bm25", "undecided"), ("hybrid_rerank", "bm25", "identical"),
-                     ("hybrid_rerank", "hybrid", "undecided")]
+    assert pairs == [
+        ("hybrid", "bm25", "undecided"),
+        ("hybrid_rerank", "bm25", "identical"),
+        ("hybrid_rerank", "hybrid", "undecided"),
+    ]
     assert got["queue"][0]["unit_id"] in {"x", "y"} and got["queue_size"] == 2
     assert {"zero_fill", "condensed", "bpref", "worst", "best"} <= set(got["variants"][0])
 
@@ -237,8 +250,9 @@ def test_the_first_screen_is_json_and_names_every_comparison():
 def test_the_first_screen_refuses_ppi_with_too_few_human_grades_and_falls_back_to_the_bounds():
     runs = _runs(bm25={"q1": ["a", "x", "b"]}, hybrid={"q1": ["y", "a", "b"]})
     llm = {"q1": {"x": 2, "y": 1}}
-    got = inc.first_screen(runs, {"q1": {"a": 2, "b": 0}}, ["q1"], baseline="bm25", k=3, n_sim=0, llm=llm,
-                           human_sample={("q1", "x"): 2})
+    got = inc.first_screen(
+        runs, {"q1": {"a": 2, "b": 0}}, ["q1"], baseline="bm25", k=3, n_sim=0, llm=llm, human_sample={("q1", "x"): 2}
+    )
     assert "got 1" in got["ppi"]["refused"] and got["ppi"]["fallback"].startswith("the [worst, best] bounds")
 
 

@@ -15,8 +15,7 @@ from rerankeval.evaluate import holes
 
 # the source page each draft was written from (what 08 records: one line of qrels/draft.tsv per question, grade 2)
 SOURCES = {"gen-a": "alpha-guide.pdf#p1", "gen-b": "beta-manual.pdf#p2", "gen-c": "gamma-notes.pdf#p1"}
-PAGES = ["alpha-guide.pdf#p1", "alpha-guide.pdf#p2", "beta-manual.pdf#p1", "beta-manual.pdf#p2",
-         "gamma-notes.pdf#p1"]
+PAGES = ["alpha-guide.pdf#p1", "alpha-guide.pdf#p2", "beta-manual.pdf#p1", "beta-manual.pdf#p2", "gamma-notes.pdf#p1"]
 K = 3
 
 
@@ -27,12 +26,19 @@ def _bare_with_drafts(tmp_path):
     for name, texts in TINY_PAGES.items():
         write_pdf(folder / name, texts)
     (folder / "qrels").mkdir()
-    (folder / "queries.draft.jsonl").write_text("".join(
-        json.dumps({"_id": q, "text": f"drafted question about {u}", "metadata": {"status": "draft",
-                                                                                  "source_unit": u}}) + "\n"
-        for q, u in SOURCES.items()), encoding="utf-8")
-    (folder / "qrels" / "draft.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{u}\t2\n" for q, u in SOURCES.items()), encoding="utf-8")
+    (folder / "queries.draft.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"_id": q, "text": f"drafted question about {u}", "metadata": {"status": "draft", "source_unit": u}}
+            )
+            + "\n"
+            for q, u in SOURCES.items()
+        ),
+        encoding="utf-8",
+    )
+    (folder / "qrels" / "draft.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t2\n" for q, u in SOURCES.items()), encoding="utf-8"
+    )
     dp = paths.resolve_dataset(folder)
     corpus.write(dp, corpus.run(dp, corpus.Params(), None))  # stage 01: the drafts are what it evaluates
     vector, bm25 = {}, {}

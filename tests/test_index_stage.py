@@ -19,17 +19,38 @@ from rerankeval.index import build
 from rerankeval.index.qdrant import edge as qdrant_edge
 from test_backend_choice import CHUNKS, QUERIES, HashEmbedder
 
-FACE = {"Params": "build", "Result": "build", "run": "build", "write": "build", "IndexInfo": "manifest",
-        "load_index_info": "manifest", "open_embedder": "encoder", "check_embedder": "encoder",
-        "EmbedderMismatch": "encoder"}
+FACE = {
+    "Params": "build",
+    "Result": "build",
+    "run": "build",
+    "write": "build",
+    "IndexInfo": "manifest",
+    "load_index_info": "manifest",
+    "open_embedder": "encoder",
+    "check_embedder": "encoder",
+    "EmbedderMismatch": "encoder",
+}
 
 
 @pytest.fixture
 def dp(tmp_path):
     (tmp_path / "src" / "tiny").mkdir(parents=True)
     d = paths.resolve_dataset(tmp_path / "src" / "tiny")
-    atomic_write_jsonl(d.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u.split("#p")[1]),
-                                   "start": 0, "title": "", "text": t} for c, u, t in sorted(CHUNKS)])
+    atomic_write_jsonl(
+        d.chunks,
+        [
+            {
+                "chunk_id": c,
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": int(u.split("#p")[1]),
+                "start": 0,
+                "title": "",
+                "text": t,
+            }
+            for c, u, t in sorted(CHUNKS)
+        ],
+    )
     atomic_write_jsonl(d.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, d.qrels)
     return d

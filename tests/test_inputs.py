@@ -75,8 +75,11 @@ def test_beir_corpus_with_pyserini_contents_field_is_read(tiny_beir):
 def test_beir_corpus_without_a_known_text_field_lists_fields_found_and_accepted(tiny_beir):
     # before: accepted as empty documents
     write_corpus(tiny_beir, [{"_id": "d0", "title": "T", "body": "the text"}])
-    with pytest.raises(InputError, match=r"corpus.jsonl:1: no text field: the document has '_id', 'title', "
-                                         r"'body'; accepted are 'text' \(BEIR\) or 'contents'"):
+    with pytest.raises(
+        InputError,
+        match=r"corpus.jsonl:1: no text field: the document has '_id', 'title', "
+        r"'body'; accepted are 'text' \(BEIR\) or 'contents'",
+    ):
         build(tiny_beir)
 
 

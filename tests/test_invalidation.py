@@ -92,8 +92,10 @@ def test_nothing_changed_rebuilds_nothing(ds):
 def test_pdf_text_change_rebuilds_corpus_and_indexes(ds):
     dp, rep, info = ds
     old_texts = set(corpus.chunk_texts(dp).values())
-    write_pdf(dp.source / "gamma-notes.pdf", ["Gamma now uses an event loop instead of worker threads; the "
-                                              "GAMMA_WORKERS variable is ignored."])
+    write_pdf(
+        dp.source / "gamma-notes.pdf",
+        ["Gamma now uses an event loop instead of worker threads; the GAMMA_WORKERS variable is ignored."],
+    )
     new = extract_corpus(dp)
     assert not new.reused and new.stats["corpus_hash"] != rep.stats["corpus_hash"]
     with pytest.raises(corpus.StageMissing, match="02-build-indexes"):  # stale indexes are refused ...
@@ -161,17 +163,23 @@ def test_bm25_analyser_is_in_the_index_and_collection_keys(ds, tmp_path):
     _, built = bm25.build_or_load(folder, ids, texts, corpus_hash=info.corpus_hash)
     _, again = bm25.build_or_load(folder, ids, texts, corpus_hash=info.corpus_hash)
     assert built and not again
-    for other in (bm25.Analyzer(stemmer=None), bm25.Analyzer(stopwords=None), bm25.Analyzer(lowercase=False),
-                  bm25.Analyzer(token_pattern=r"[A-Za-z]+")):
+    for other in (
+        bm25.Analyzer(stemmer=None),
+        bm25.Analyzer(stopwords=None),
+        bm25.Analyzer(lowercase=False),
+        bm25.Analyzer(token_pattern=r"[A-Za-z]+"),
+    ):
         idx, rebuilt = bm25.build_or_load(folder, ids, texts, corpus_hash=info.corpus_hash, analyzer=other)
         assert rebuilt and idx.analyzer == other
         key = bm25.index_key(info.corpus_hash, bm25.BM25Params(), other)
-        name = qdrant_store.collection_name(dp.name, model_key=info.model_key, corpus_hash=info.corpus_hash,
-                                            bm25_key=key)
+        name = qdrant_store.collection_name(
+            dp.name, model_key=info.model_key, corpus_hash=info.corpus_hash, bm25_key=key
+        )
         assert name != info.collection
     # a saved index reloads with its own analyser (queries are analysed like the documents were)
-    loaded, rebuilt = bm25.build_or_load(folder, ids, texts, corpus_hash=info.corpus_hash,
-                                         analyzer=bm25.Analyzer(stemmer=None))
+    loaded, rebuilt = bm25.build_or_load(
+        folder, ids, texts, corpus_hash=info.corpus_hash, analyzer=bm25.Analyzer(stemmer=None)
+    )
     assert not rebuilt and loaded.analyzer == bm25.Analyzer(stemmer=None)
 
 
@@ -257,8 +265,8 @@ def test_llm_cache_misses_exactly_when_a_key_changes(kind, tmp_path, monkeypatch
                 assert "Does the passage matter" in sent
             if kind == "schema":
                 assert fake.requests[-1][2]["response_format"]["json_schema"]["schema"]["title"] == (
-                    "RelevanceAnswerV2")
+                    "RelevanceAnswerV2"
+                )
         back = _rerank(fake, cache)  # the change undone: the first replies are still cached
         assert fake.count == 2 * CALLS and back.ledger.cache_hit.all()
     assert len(list((tmp_path / "llm").rglob("*.json"))) == 2 * CALLS
-

@@ -27,8 +27,9 @@ def _settings(url: str, model: str) -> Settings:
 
 def _grade(dp, tmp_path, model: str, rule) -> dict[str, str]:
     with FakeLLM(rule=rule) as f:
-        res = assess.run(dp, assess.AssessParams(assess=True, k=2), _settings(f.base_url, model),
-                         LLMCache(tmp_path / "llm"))
+        res = assess.run(
+            dp, assess.AssessParams(assess=True, k=2), _settings(f.base_url, model), LLMCache(tmp_path / "llm")
+        )
     return assess.write(dp, res)
 
 
@@ -99,8 +100,13 @@ def _closed_port() -> int:
 def test_judge_endpoint_asks_the_judge_and_refuses_a_judge_that_is_down(tmp_path):
     dp = _dataset(tmp_path)
     with FakeLLM(rule=gold_judge) as rerank, FakeLLM(rule=gold_judge) as judge:
-        settings = Settings(**{**_settings(rerank.base_url, "reranker-model").model_dump(),
-                               "judge_base_url": judge.base_url, "judge_model": "judge-model"})
+        settings = Settings(
+            **{
+                **_settings(rerank.base_url, "reranker-model").model_dump(),
+                "judge_base_url": judge.base_url,
+                "judge_model": "judge-model",
+            }
+        )
         with assess.judge_endpoint(settings) as js:
             res = assess.run(dp, assess.AssessParams(assess=True, k=2), js, LLMCache(tmp_path / "llm"))
         assert rerank.count == 0 and judge.count == len(res.pairs) > 0 and res.model == "judge-model"
@@ -115,8 +121,13 @@ def _run_09(tmp_path, dp, **params):
     from rerankeval.core.paths import NOTEBOOKS_DIR
 
     out = tmp_path / "09.ipynb"
-    papermill.execute_notebook(str(NOTEBOOKS_DIR / "09-assess.ipynb"), str(out), kernel_name="python3",
-                               parameters={"dataset": str(dp.source), **params}, progress_bar=False)
+    papermill.execute_notebook(
+        str(NOTEBOOKS_DIR / "09-assess.ipynb"),
+        str(out),
+        kernel_name="python3",
+        parameters={"dataset": str(dp.source), **params},
+        progress_bar=False,
+    )
     return out
 
 
@@ -128,8 +139,14 @@ def test_notebook_09_judges_with_judge_model_on_judge_base_url_and_the_fingerpri
     dp = _dataset(tmp_path)
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     with FakeLLM(rule=gold_judge) as rerank, FakeLLM(rule=gold_judge) as judge:
-        env = {"OPENAI_BASE_URL": rerank.base_url, "OPENAI_API_KEY": KEY, "RERANK_MODEL": "reranker-model",
-               "JUDGE_BASE_URL": judge.base_url, "JUDGE_API_KEY": KEY, "JUDGE_MODEL": "judge-model"}
+        env = {
+            "OPENAI_BASE_URL": rerank.base_url,
+            "OPENAI_API_KEY": KEY,
+            "RERANK_MODEL": "reranker-model",
+            "JUDGE_BASE_URL": judge.base_url,
+            "JUDGE_API_KEY": KEY,
+            "JUDGE_MODEL": "judge-model",
+        }
         for var, value in env.items():
             monkeypatch.setenv(var, value)
         _run_09(tmp_path, dp, assess=True, k=2)

@@ -31,20 +31,43 @@ def _drafted(tmp_path):
     (tmp_path / "src" / "mini" / "qrels").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "mini"))
     source = {q: UNITS[i] for i, q in enumerate(QIDS)}
-    dp.source_draft_queries.write_text("".join(json.dumps({"_id": q, "text": f"question {q}", "metadata": {
-        "source_unit": u, "model": DRAFTER, "status": "draft"}}) + "\n" for q, u in source.items()))
-    dp.source_draft_qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t1\n" for q, u in
-                                                                                 source.items()))
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": u, "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0,
-                                    "title": "", "text": f"text of {u}"} for i, u in enumerate(UNITS)])
+    dp.source_draft_queries.write_text(
+        "".join(
+            json.dumps(
+                {"_id": q, "text": f"question {q}", "metadata": {"source_unit": u, "model": DRAFTER, "status": "draft"}}
+            )
+            + "\n"
+            for q, u in source.items()
+        )
+    )
+    dp.source_draft_qrels.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t1\n" for q, u in source.items())
+    )
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": u,
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"text of {u}",
+            }
+            for i, u in enumerate(UNITS)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
     runs.write_qrels({q: {u: 1} for q, u in source.items()}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "document"})
     others = {q: [u for u in reversed(UNITS) if u != source[q]] for q in QIDS}
     run = {q: {u: float(10 - j) for j, u in enumerate(others[q][:2] + [source[q]] + others[q][2:5])} for q in QIDS}
     runs.write_trec(run, dp.run_file("hybrid"), "hybrid")
-    atomic_write_json(dp.stage_dir("retrieve") / "hybrid.json", {"variant": "hybrid", "pool_k": 5, "seconds": 0.1,
-                                                                 "queries": len(QIDS)})
+    atomic_write_json(
+        dp.stage_dir("retrieve") / "hybrid.json",
+        {"variant": "hybrid", "pool_k": 5, "seconds": 0.1, "queries": len(QIDS)},
+    )
     return dp
 
 
@@ -52,11 +75,17 @@ def _judge(dp, tmp_path, model: str, grade: int) -> dict:
     """09 with ``model`` grading every pair ``grade``; its summary."""
     settings = Settings(base_url="", api_key="test-key-not-a-secret-0001", model=model, timeout=2, max_retries=0)
     with FakeLLM(rule=lambda n, body: {"content": json.dumps({"score": grade})}) as f:
-        res = assess.run(dp, assess.AssessParams(assess=True, k=5),
-                         Settings(**{**settings.model_dump(), "base_url": f.base_url}), LLMCache(tmp_path / "llm"))
+        res = assess.run(
+            dp,
+            assess.AssessParams(assess=True, k=5),
+            Settings(**{**settings.model_dump(), "base_url": f.base_url}),
+            LLMCache(tmp_path / "llm"),
+        )
     written = assess.write(dp, res)
-    return json.loads((dp.stage_dir("assess") / "summary.json").read_text()) | {"describe": assess.describe(res),
-                                                                                 **written}
+    return json.loads((dp.stage_dir("assess") / "summary.json").read_text()) | {
+        "describe": assess.describe(res),
+        **written,
+    }
 
 
 def _index(dp, source: str):
@@ -98,7 +127,8 @@ def test_a_judge_grading_every_pair_1_changes_no_metric_and_its_warning_reaches_
     assert a.summary.grades["llm_added"] == summary["graded"]
     for col in ("precision@5", "ndcg@5", "success@5"):  # a 1 is "related, does not answer": not relevant
         assert a.table.set_index("variant").at["hybrid", col] == pytest.approx(
-            base.table.set_index("variant").at["hybrid", col])
+            base.table.set_index("variant").at["hybrid", col]
+        )
     assert "LLM grades (100%) are 1 (not relevant" in page.replace("&#39;", "'")
     assert "are 1 (not relevant" in summary["warning"]
 

@@ -30,19 +30,38 @@ def test_judged_at_k_closed_form():
 
 def test_the_unjudged_pool_lists_each_unit_once_with_its_variants_and_best_rank():
     qrels = {"q1": {"a": 1}}
-    pool = judgments.unjudged_pool({"v": {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}}, "w": {"q1": {"c": 2.0, "b": 1.0}}},
-                                   qrels, ["q1"], k=2, snippet=lambda v, q, d: f"{v}:{d}")
+    pool = judgments.unjudged_pool(
+        {"v": {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}}, "w": {"q1": {"c": 2.0, "b": 1.0}}},
+        qrels,
+        ["q1"],
+        k=2,
+        snippet=lambda v, q, d: f"{v}:{d}",
+    )
     assert pool[["unit_id", "variants", "n_variants", "best_rank", "snippet"]].values.tolist() == [
-        ["b", "v,w", 2, 2, "v:b"], ["c", "w", 1, 1, "w:c"]]
+        ["b", "v,w", 2, 2, "v:b"],
+        ["c", "w", 1, 1, "w:c"],
+    ]
 
 
 def _dataset(tmp_path):
     """Chunks (one per page), three queries (q3 unjudged) and two runs over the pages."""
     (tmp_path / "src" / "jd" / "qrels").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "jd"))
-    atomic_write_jsonl(dp.chunks, [
-        {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "",
-         "text": f"page {i + 1} about topic {i}"} for i, u in enumerate(UNITS)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": f"{u}#c0",
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"page {i + 1} about topic {i}",
+            }
+            for i, u in enumerate(UNITS)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2", "q3")])
     runs.write_qrels({"q1": {UNITS[0]: 2}, "q2": {UNITS[1]: 1}}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
@@ -56,8 +75,9 @@ def _dataset(tmp_path):
 
 
 def _analyse(dp):
-    a = analyse.run(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 50, "n_perm": 50,
-                                  "verify_with": []}, load_settings())
+    a = analyse.run(
+        dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 50, "n_perm": 50, "verify_with": []}, load_settings()
+    )
     analyse.write(dp, a)
     return a
 
@@ -76,7 +96,11 @@ def test_a_recorded_grade_reaches_the_next_runs_qrels_and_the_manifest(tmp_path)
 
     rec = holes.read(dp)
     assert rec["baseline"] in before.runs and {c["status"] for c in rec["comparisons"]} <= {
-        "decided", "undecided", "tied", "identical"}
+        "decided",
+        "undecided",
+        "tied",
+        "identical",
+    }
 
     assert judgments.record(dp, "q1", UNITS[1], 1) == "recorded"
     assert judgments.record(dp, "q3", UNITS[4], 2) == "recorded"  # a query the qrels did not judge yet

@@ -57,7 +57,6 @@ def _get(url: str) -> tuple[int, bytes]:
         return r.status, r.read()
 
 
-
 def _stop(proc: subprocess.Popen) -> int:
     """Ctrl-C to `make lab`'s process, as a user stops it; its exit code."""
     proc.send_signal(signal.SIGINT)
@@ -69,21 +68,35 @@ def _kill(proc: subprocess.Popen) -> None:
         proc.kill()
         proc.wait()
 
+
 def test_lab_starts_serves_the_notebooks_and_stops_on_ctrl_c(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
     nbformat.write(nbformat.v4.new_notebook(), nbdir / "01-probe.ipynb")
     port = lab.free_port(0)
-    env = dict(os.environ, OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_KEY="sk-dummy-lab",
-               PYTHONUNBUFFERED="1")
+    env = dict(os.environ, OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_KEY="sk-dummy-lab", PYTHONUNBUFFERED="1")
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
     opened = tmp_path / "my-docs"  # make lab DATASET=...: what 00-explore opens
     opened.mkdir()
     env["RERANKEVAL_RESULTS"] = str(tmp_path / "res")
-    proc = subprocess.Popen([sys.executable, "-m", "rerankeval.apps.lab", "--port", str(port), "--notebook-dir",
-                             str(nbdir), "--dataset", str(opened)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rerankeval.apps.lab",
+            "--port",
+            str(port),
+            "--notebook-dir",
+            str(nbdir),
+            "--dataset",
+            str(opened),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         url = _url(_lines(proc), proc)
         base, _, token = url.partition("/lab?token=")
@@ -96,7 +109,8 @@ def test_lab_starts_serves_the_notebooks_and_stops_on_ctrl_c(tmp_path):
         assert json.loads(specs)["default"] == lab.kernel_name()
         kernel = _Kernel(base, token)  # a kernel of the lab sees the dataset it was opened on
         assert kernel.value("__import__('rerankeval.apps.lab').apps.lab.dataset_of_lab('debian-manuals')") == str(
-            opened.resolve())
+            opened.resolve()
+        )
         kernel.ws.close()
         assert _stop(proc) == 0
     finally:
@@ -167,22 +181,41 @@ class _Kernel:
 
         import websocket
 
-        req = urllib.request.Request(f"{base}/api/kernels?token={token}", method="POST",
-                                     data=json.dumps({"name": lab.kernel_name()}).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{base}/api/kernels?token={token}",
+            method="POST",
+            data=json.dumps({"name": lab.kernel_name()}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             self.id = json.loads(r.read())["id"]
         self.session, self.uuid = uuid.uuid4().hex, uuid.uuid4
         ws_base = base.replace("http://", "ws://")
-        self.ws = websocket.create_connection(f"{ws_base}/api/kernels/{self.id}/channels?token={token}"
-                                              f"&session_id={self.session}", timeout=60)
+        self.ws = websocket.create_connection(
+            f"{ws_base}/api/kernels/{self.id}/channels?token={token}&session_id={self.session}", timeout=60
+        )
 
     def send(self, msg_type: str, content: dict) -> list[dict]:
         """Send one shell message; every iopub message it caused, until the kernel is idle again."""
         mid = self.uuid().hex
-        self.ws.send(json.dumps({"header": {"msg_id": mid, "username": "test", "session": self.session,
-                                            "msg_type": msg_type, "version": "5.3", "date": ""},
-                                 "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"}))
+        self.ws.send(
+            json.dumps(
+                {
+                    "header": {
+                        "msg_id": mid,
+                        "username": "test",
+                        "session": self.session,
+                        "msg_type": msg_type,
+                        "version": "5.3",
+                        "date": "",
+                    },
+                    "parent_header": {},
+                    "metadata": {},
+                    "content": content,
+                    "channel": "shell",
+                }
+            )
+        )
         got: list[dict] = []
         while True:
             m = json.loads(self.ws.recv())
@@ -195,8 +228,10 @@ class _Kernel:
             got.append(m)
 
     def run(self, code: str) -> list[dict]:
-        return self.send("execute_request", {"code": code, "silent": False, "store_history": True,
-                                             "user_expressions": {}, "allow_stdin": False})
+        return self.send(
+            "execute_request",
+            {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False},
+        )
 
     def value(self, expr: str) -> str:
         out = self.run(f"print({expr})")
@@ -208,14 +243,18 @@ class _Kernel:
 
 
 def _html(msgs: list[dict]) -> str:
-    return "".join(m["content"].get("data", {}).get("text/html", "") for m in msgs
-                   if m["msg_type"] in ("display_data", "execute_result"))
+    return "".join(
+        m["content"].get("data", {}).get("text/html", "")
+        for m in msgs
+        if m["msg_type"] in ("display_data", "execute_result")
+    )
 
 
 def _states(msgs: list[dict]) -> str:
     """The widgets' states a message set or opened (a redrawn view opens new widgets)."""
-    return json.dumps([m["content"]["data"].get("state", {}) for m in msgs if m["msg_type"] in ("comm_msg",
-                                                                                                 "comm_open")])
+    return json.dumps(
+        [m["content"]["data"].get("state", {}) for m in msgs if m["msg_type"] in ("comm_msg", "comm_open")]
+    )
 
 
 def test_the_explorer_widget_works_in_a_real_jupyterlab(tmp_path):
@@ -232,9 +271,13 @@ def test_the_explorer_widget_works_in_a_real_jupyterlab(tmp_path):
     nbdir.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "RERANKEVAL_STAGE")}
     env.update(OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_KEY="sk-dummy-lab", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "rerankeval.apps.lab", "--port", str(lab.free_port(0)),
-                             "--notebook-dir", str(nbdir)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rerankeval.apps.lab", "--port", str(lab.free_port(0)), "--notebook-dir", str(nbdir)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         lines = _lines(proc)
         base, _, token = _url(lines, proc, timeout=60).partition("/lab?token=")
@@ -269,11 +312,13 @@ def test_the_lab_log_filter_turns_the_kernel_ws_protocol_traceback_into_one_line
     try:
         raise AttributeError("'NoneType' object has no attribute 'kernel_ws_protocol'")
     except AttributeError:
-        rec = logging.LogRecord("ServerApp", logging.ERROR, __file__, 1, "Uncaught exception GET %s", ("/x",),
-                                sys.exc_info())
+        rec = logging.LogRecord(
+            "ServerApp", logging.ERROR, __file__, 1, "Uncaught exception GET %s", ("/x",), sys.exc_info()
+        )
     assert lab.QuietFilter().filter(rec) and rec.exc_info is None and rec.getMessage() == lab.WS_REATTACH
-    ping = logging.LogRecord("tornado.general", logging.WARNING, __file__, 1,
-                             "The websocket_ping_timeout (90000) cannot be longer", (), None)
+    ping = logging.LogRecord(
+        "tornado.general", logging.WARNING, __file__, 1, "The websocket_ping_timeout (90000) cannot be longer", (), None
+    )
     other = logging.LogRecord("ServerApp", logging.WARNING, __file__, 1, "a real warning", (), None)
     assert not lab.QuietFilter().filter(ping) and lab.QuietFilter().filter(other)
     cmd = lab.lab_command(8890, "tok", lab.paths.NOTEBOOKS_DIR, "127.0.0.1", browser=False)
@@ -291,8 +336,13 @@ def _dirty(model: dict) -> None:
         cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"line {i}\n" * 472}]
         cell["execution_count"] = i + 1
         cell["metadata"].update(scrolled=True, execution={"iopub.status.idle": "2026-12-06T10:01:00Z"})
-    nb["metadata"]["language_info"] = {"name": "python", "version": "3.12.3", "mimetype": "text/x-python",
-                                       "file_extension": ".py", "codemirror_mode": {"name": "ipython", "version": 3}}
+    nb["metadata"]["language_info"] = {
+        "name": "python",
+        "version": "3.12.3",
+        "mimetype": "text/x-python",
+        "file_extension": ".py",
+        "codemirror_mode": {"name": "ipython", "version": 3},
+    }
     nb["metadata"]["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
 
@@ -378,4 +428,5 @@ def test_the_explorer_opens_on_the_project_kernel():
     assert nb.metadata.kernelspec.name == lab.KERNEL
     assert "lab.dataset_of_lab(dataset)" in "".join(c.source for c in nb.cells)
     assert f"--MappingKernelManager.default_kernel_name={lab.kernel_name()}" in lab.lab_command(
-        8890, "tok", lab.paths.NOTEBOOKS_DIR, "127.0.0.1", browser=False)
+        8890, "tok", lab.paths.NOTEBOOKS_DIR, "127.0.0.1", browser=False
+    )

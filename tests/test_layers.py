@@ -24,14 +24,20 @@ def _contracts(config: Path = CONFIG) -> dict[str, configparser.SectionProxy]:
     cp = configparser.ConfigParser()
     cp.read(config, encoding="utf-8")
     prefix = "importlinter:contract:"
-    return {s[len(prefix):]: cp[s] for s in cp.sections() if s.startswith(prefix)}
+    return {s[len(prefix) :]: cp[s] for s in cp.sections() if s.startswith(prefix)}
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` run from ``root`` (its ``.importlinter``) over the package in ``root/lib``."""
     env = {**os.environ, "PYTHONPATH": str(root / "lib"), "COLUMNS": "400"}  # one summary line per contract
-    return subprocess.run([*LINT, "--no-cache", "--config", str(root / ".importlinter")], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [*LINT, "--no-cache", "--config", str(root / ".importlinter")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _status(output: str, name: str) -> str:
@@ -54,16 +60,21 @@ def test_every_sub_package_is_a_layer():
     """A new sub-package must be placed in the layers (else nothing checks what it imports)."""
     layers = {name.strip() for line in _contracts()["layers"]["layers"].splitlines() for name in line.split("|")}
     packages = {p.parent.name for p in (ROOT / "lib" / "rerankeval").glob("*/__init__.py")}
-    assert packages == layers - {""}, f"in lib/ but not in the layers: {packages - layers}; " \
-                                      f"in the layers but not in lib/: {layers - packages - {''}}"
+    assert packages == layers - {""}, (
+        f"in lib/ but not in the layers: {packages - layers}; in the layers but not in lib/: {layers - packages - {''}}"
+    )
 
 
-@pytest.mark.parametrize("module, line, contracts", [
-    ("core/paths.py", "import rerankeval.apps.explore", ["core-is-a-leaf", "nothing-imports-apps", "layers"]),
-    ("retrieve/fusion.py", "from rerankeval.rerank import ledger", ["retrieve-rerank-independent", "layers"]),
-    ("corpus/snippets.py", "from rerankeval.evaluate import metrics", ["layers", "no-cycles"]),
-    ("evaluate/metrics.py", "from rerankeval.llm import client", ["evaluate-reads-records"]),
-], ids=["core-imports-apps", "retrieve-imports-rerank", "corpus-imports-evaluate", "evaluate-calls-the-llm"])
+@pytest.mark.parametrize(
+    "module, line, contracts",
+    [
+        ("core/paths.py", "import rerankeval.apps.explore", ["core-is-a-leaf", "nothing-imports-apps", "layers"]),
+        ("retrieve/fusion.py", "from rerankeval.rerank import ledger", ["retrieve-rerank-independent", "layers"]),
+        ("corpus/snippets.py", "from rerankeval.evaluate import metrics", ["layers", "no-cycles"]),
+        ("evaluate/metrics.py", "from rerankeval.llm import client", ["evaluate-reads-records"]),
+    ],
+    ids=["core-imports-apps", "retrieve-imports-rerank", "corpus-imports-evaluate", "evaluate-calls-the-llm"],
+)
 def test_a_wrong_import_breaks_the_contracts(tmp_path, module, line, contracts):
     """A copy of lib/ with one import against the layers: lint-imports fails, naming the contract and the import."""
     shutil.copytree(ROOT / "lib", tmp_path / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

@@ -144,9 +144,11 @@ def test_ledger_cache_and_variants_and_costs(tmp_path):
 
 def test_one_repaired_rate_for_both_summaries():
     """The stage summary (rerank.summarize) and the analysis summary (ledger_summary) agree on the rates."""
-    rows = [{c: 0 for c in L.COLUMNS} | {"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": st,
-                                          "error": "", "cache_hit": False}
-            for q, st in (("1", "ok"), ("2", "repaired"), ("3", "repaired"), ("4", "fallback"))]
+    rows = [
+        {c: 0 for c in L.COLUMNS}
+        | {"qid": q, "pass": "main", "variant": "hybrid_rerank", "status": st, "error": "", "cache_hit": False}
+        for q, st in (("1", "ok"), ("2", "repaired"), ("3", "repaired"), ("4", "fallback"))
+    ]
     led = L.to_frame(rows)
     stage = L.summarize(led, "main")
     table = L.ledger_summary(led).iloc[0]

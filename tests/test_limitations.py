@@ -16,16 +16,21 @@ QRELS = {"q1": {"A": 1}, "q2": {"G": 2}, "q3": {"H": 1}}
 def dataset(tmp_path) -> DatasetPaths:
     src = tmp_path / "ds"
     src.mkdir()
-    rows = [{"_id": "q1", "text": QUERIES["q1"]},
-            {"_id": "q2", "text": QUERIES["q2"], "metadata": {"known_limitation": "vocabulary mismatch"}},
-            {"_id": "q3", "text": QUERIES["q3"], "metadata": {"slice": "x", "known_limitation": "answer split"}}]
+    rows = [
+        {"_id": "q1", "text": QUERIES["q1"]},
+        {"_id": "q2", "text": QUERIES["q2"], "metadata": {"known_limitation": "vocabulary mismatch"}},
+        {"_id": "q3", "text": QUERIES["q3"], "metadata": {"slice": "x", "known_limitation": "answer split"}},
+    ]
     (src / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return DatasetPaths("ds", src, tmp_path / "results" / "ds")
 
 
 def per_query(success3: dict[tuple[str, str], float]) -> pd.DataFrame:
-    rows = [{"variant": v, "qid": q, "metric": m, "value": x if m == "success@3" else 0.5}
-            for (v, q), x in success3.items() for m in ("success@3", "ndcg@10")]
+    rows = [
+        {"variant": v, "qid": q, "metric": m, "value": x if m == "success@3" else 0.5}
+        for (v, q), x in success3.items()
+        for m in ("success@3", "ndcg@10")
+    ]
     return pd.DataFrame(rows)
 
 
@@ -42,21 +47,33 @@ def test_the_tagged_queries_are_read_from_the_dataset(tmp_path):
 def test_a_known_limitation_that_starts_succeeding_is_reported(tmp_path):
     dp = dataset(tmp_path)
     dp.root.mkdir(parents=True)
-    before = {("hybrid", "q2"): 0.0, ("hybrid_rerank", "q2"): 0.0, ("hybrid", "q3"): 1.0,
-              ("hybrid_rerank", "q3"): 0.0, ("hybrid", "q1"): 1.0, ("hybrid_rerank", "q1"): 1.0}
+    before = {
+        ("hybrid", "q2"): 0.0,
+        ("hybrid_rerank", "q2"): 0.0,
+        ("hybrid", "q3"): 1.0,
+        ("hybrid_rerank", "q3"): 0.0,
+        ("hybrid", "q1"): 1.0,
+        ("hybrid_rerank", "q1"): 1.0,
+    }
     per_query(before).to_csv(dp.per_query_csv, index=False)  # the previous run's file
     runs = {"hybrid": dict(RUNS["hybrid"]), "hybrid_rerank": RUNS["hybrid_rerank"]}
     runs["hybrid"]["q3"] = {"1": 4, "2": 3, "3": 2, "H": 1}  # hybrid lost q3's gold from its top 3
     t = limitations.analyse(dp, runs, QRELS, QUERIES).set_index("qid")
     assert list(t.index) == ["q2", "q3"]  # only the tagged ones; q1 is no limitation
-    assert t.loc["q2"].to_dict() == {"query": "the hard one", "reason": "vocabulary mismatch", "hybrid": 4,
-                                     "hybrid_rerank": 2, "status": "now succeeds",
-                                     "detail": "now in the top 3: hybrid_rerank"}
+    assert t.loc["q2"].to_dict() == {
+        "query": "the hard one",
+        "reason": "vocabulary mismatch",
+        "hybrid": 4,
+        "hybrid_rerank": 2,
+        "status": "now succeeds",
+        "detail": "now in the top 3: hybrid_rerank",
+    }
     assert (t.loc["q3", "status"], t.loc["q3", "detail"]) == ("now fails", "no longer in the top 3: hybrid")
     assert (dp.stage_dir("analyse") / limitations.PREVIOUS).read_bytes() == dp.per_query_csv.read_bytes()
     lines = limitations.summary_lines(t.reset_index())
-    assert lines[0].startswith("2 queries are tagged as known limitations (counted in every average); 1 now "
-                               "succeed and 1 now fail")
+    assert lines[0].startswith(
+        "2 queries are tagged as known limitations (counted in every average); 1 now succeed and 1 now fail"
+    )
     assert "q2 now succeeds: now in the top 3: hybrid_rerank" in lines
 
 
@@ -67,13 +84,19 @@ def test_without_a_previous_run_the_ranks_are_still_listed(tmp_path):
     assert (t.loc["q3", "hybrid"], t.loc["q3", "hybrid_rerank"]) == (1, 5)
     assert limitations.summary_lines(t.reset_index()) == [  # not "0 now succeed and 0 now fail"
         "2 queries are tagged as known limitations (counted in every average); there is no previous run to compare "
-        "them with yet."]
+        "them with yet."
+    ]
 
 
 def test_status_closed_form():
     s = limitations.status
     assert [s({"a"}, set()), s(set(), {"a"}), s(set(), set()), s({"a"}, {"b"}), s(set(), None)] == [
-        "now succeeds", "now fails", "still fails", "succeeds (as before)", "no previous run"]
+        "now succeeds",
+        "now fails",
+        "still fails",
+        "succeeds (as before)",
+        "no previous run",
+    ]
 
 
 def test_write_and_read_back(tmp_path):

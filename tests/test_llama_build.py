@@ -27,13 +27,17 @@ def compile_commands(tmp_path_factory) -> dict[str, str]:
         pytest.skip("cmake is not installed (scripts/llama_setup.sh needs it too)")
     work = tmp_path_factory.mktemp("llama-src")
     env = {**os.environ, "PYTHON": sys.executable}
-    r = subprocess.run(["bash", str(SETUP), "source", str(work)], env=env, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(["bash", str(SETUP), "source", str(work)], env=env, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         pytest.skip(f"could not download the llama-cpp-python sdist from the package registry: {r.stderr[-300:]}")
     src, build = Path(r.stdout.strip()), work / "build"
-    r = subprocess.run(["bash", str(SETUP), "configure", str(src), str(build), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        ["bash", str(SETUP), "configure", str(src), str(build), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "llama_build.cmake" not in r.stderr, r.stderr[-3000:]  # its warning: a target it names is missing
 

@@ -34,14 +34,27 @@ def _dataset(tmp_path):
     """Chunks (one per page), six judged queries and a hybrid run whose order differs per query."""
     (tmp_path / "src" / "down").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / "down"))
-    atomic_write_jsonl(dp.chunks, [
-        {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "",
-         "text": f"page {i + 1} text"} for i, u in enumerate(UNITS)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": f"{u}#c0",
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"page {i + 1} text",
+            }
+            for i, u in enumerate(UNITS)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
     runs.write_qrels({q: {UNITS[i % len(UNITS)]: 1} for i, q in enumerate(QIDS)}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page"})
-    chunk_run = {q: {f"{UNITS[(i + j) % len(UNITS)]}#c0": 1.0 / (j + 1) for j in range(len(UNITS))}
-                 for i, q in enumerate(QIDS)}
+    chunk_run = {
+        q: {f"{UNITS[(i + j) % len(UNITS)]}#c0": 1.0 / (j + 1) for j in range(len(UNITS))} for i, q in enumerate(QIDS)
+    }
     unit_of = {f"{u}#c0": u for u in UNITS}
     runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
     runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file("hybrid"), "hybrid")
@@ -56,8 +69,11 @@ def _dead_url() -> str:
 
 def _analyse(dp) -> None:
     """Notebook 05's analysis and writer (small n_boot), so that metrics.csv and the summary exist."""
-    a = analyse.run(dp, {"ks": [1, 3, 10], "final_k": POOL_K, "pool_k": POOL_K, "n_boot": 200, "n_perm": 200,
-                                  "stats_seed": 0}, load_settings())
+    a = analyse.run(
+        dp,
+        {"ks": [1, 3, 10], "final_k": POOL_K, "pool_k": POOL_K, "n_boot": 200, "n_perm": 200, "stats_seed": 0},
+        load_settings(),
+    )
     analyse.write(dp, a)
 
 
@@ -68,8 +84,9 @@ def down_run(tmp_path):
     res = run_cached(dp, Params(mode="listwise", alpha=1.0, pool_k=POOL_K), settings, LLMCache(tmp_path / "llm"))
     rerank.write(dp, res)
     _analyse(dp)
-    page = report.write_index(dp, [{"name": "04-rerank", "href": "04-rerank.html", "status": "ok",
-                                    "seconds": 1.0, "error": None}]).read_text(encoding="utf-8")
+    page = report.write_index(
+        dp, [{"name": "04-rerank", "href": "04-rerank.html", "status": "ok", "seconds": 1.0, "error": None}]
+    ).read_text(encoding="utf-8")
     return dp, res.inputs.fused, res, page, tmp_path / "llm"
 
 
@@ -159,8 +176,13 @@ def test_a_cached_only_call_and_the_endpoint_probe_never_import_openai(tmp_path)
     from rerankeval.core import paths
 
     code = CACHED_ONLY.format(url=_dead_url(), cache=str(tmp_path / "llm"))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(paths.ROOT / "lib"), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(paths.ROOT / "lib"), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[:2] == ["False cached 1 True", "True APIConnectionError 1"]
 

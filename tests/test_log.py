@@ -34,8 +34,12 @@ def test_a_stage_line_is_logged_where_a_test_or_a_user_can_catch_it(capsys, capl
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
     dp = stage03(tmp_path / "ds", *make_inputs(n_queries=1, n_docs=2))
     with FakeLLM() as f:
-        rerank.run(dp, rerank.Params(pool_k=2, expand_n=0), Settings(base_url=f.base_url, api_key="k", model="m"),
-                   progress=False)  # the arm is off
+        rerank.run(
+            dp,
+            rerank.Params(pool_k=2, expand_n=0),
+            Settings(base_url=f.base_url, api_key="k", model="m"),
+            progress=False,
+        )  # the arm is off
     assert capsys.readouterr().out.splitlines().count(NO_ARM) == 1
     assert [r.getMessage() for r in caplog.records].count(NO_ARM) == 1
 
@@ -55,5 +59,7 @@ def test_in_a_kernel_the_line_shows_once_in_the_cell_output(tmp_path):
     nb.cells = [nbformat.v4.new_code_cell(CELL)]
     NotebookClient(nb, kernel_name="python3", timeout=120).execute()
     streams = {o["name"]: o["text"] for o in nb.cells[0].outputs if o["output_type"] == "stream"}
-    assert streams == {"stdout": "No expansion arm (expand_compare is false or expand_n is 0).\n",
-                       "stderr": "a warning of stage 02\n"}, nb.cells[0].outputs
+    assert streams == {
+        "stdout": "No expansion arm (expand_compare is false or expand_n is 0).\n",
+        "stderr": "a warning of stage 02\n",
+    }, nb.cells[0].outputs

@@ -68,9 +68,7 @@ def test_redact_nested_values_and_urls():
     for secret in ("hunter2", "abc123", "sk-live", "t0k3n", "abcdefghijklmnop", "sk-abcdefghijklmnopqrstu"):
         assert secret not in text, secret
     assert out["llm"]["model"] == "m" and out["prompt_tokens"] == 12 and out["empty_key"] == ""
-    assert (
-        out["llm"]["base_url"].startswith("https://api.example.com/v1?") and "x=1" in out["llm"]["base_url"]
-    )
+    assert out["llm"]["base_url"].startswith("https://api.example.com/v1?") and "x=1" in out["llm"]["base_url"]
 
 
 def test_build_and_write_manifest(tmp_path, monkeypatch):

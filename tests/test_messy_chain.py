@@ -35,8 +35,10 @@ def stand_in_notebooks(folder: Path, name: str = "05-analyse", cells: list[str] 
     params = new_code_cell('dataset: str = ""  # the chain passes the folder\nrrf_k: int = 60  # a typed parameter')
     params.metadata["tags"] = ["parameters"]
     body = cells or [f"print('cell {i}: ' + 'x' * 400)" for i in range(6)]
-    nb = new_notebook(cells=[params, *map(new_code_cell, body)],
-                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = new_notebook(
+        cells=[params, *map(new_code_cell, body)],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
     nbformat.write(nb, folder / f"{name}.ipynb")
     return folder
 
@@ -120,7 +122,8 @@ def chain_errors(err: str) -> list[str]:
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="the fake disk finds file names in /proc/self/fd")
 @pytest.mark.parametrize("saves", [0.5, 1.5], ids=["first-save", "a-later-save"])
 def test_a_full_disk_while_saving_a_notebook_is_one_error_line_and_leaves_nothing_truncated(
-        stand_in, monkeypatch, capsys, tmp_path, saves):
+    stand_in, monkeypatch, capsys, tmp_path, saves
+):
     """``saves``: how many of the executed notebook's saves fit on the disk (measured on a run with room)."""
     dataset, results = stand_in
     with monkeypatch.context() as m:
@@ -176,8 +179,12 @@ def test_values_yaml_reads_otherwise_become_the_declared_type():
     got = chain_params.typed_parameters(nbs, loaded, chain_params.override_texts(overrides))
     want = {"query": "42", "embedding_model": "", "reformulate_threshold": 0.001, "rrf_k": 30}
     assert {k: got[k] for k in want} == want
-    for bad, words in (("force_rebuild=1", "expected bool"), ("ks=5", "expected list"),
-                       ("rrf_k=60.5", "expected int"), ("alpha=fast", "expected float")):
+    for bad, words in (
+        ("force_rebuild=1", "expected bool"),
+        ("ks=5", "expected list"),
+        ("rrf_k=60.5", "expected int"),
+        ("alpha=fast", "expected float"),
+    ):
         with pytest.raises(chain_params.PreflightError, match=words):
             chain_params.typed_parameters(nbs, chain_params.load_params("x", [bad]), chain_params.override_texts([bad]))
 
@@ -185,7 +192,10 @@ def test_values_yaml_reads_otherwise_become_the_declared_type():
 def test_p_keeps_list_values_with_spaces_whole():
     """README: make report P="variants=[vector, bm25, hybrid, hybrid_dbsf]" (make split P on every space)."""
     assert chain_params.split_params(" pool_k=30  variants=[vector, bm25, hybrid] mode=yesno ") == [
-        "pool_k=30", "variants=[vector, bm25, hybrid]", "mode=yesno"]
+        "pool_k=30",
+        "variants=[vector, bm25, hybrid]",
+        "mode=yesno",
+    ]
     items = chain_params.split_params("variants=[vector, bm25]")
     assert chain_params.load_params("x", items)["variants"] == ["vector", "bm25"]
 
@@ -195,9 +205,14 @@ def test_make_passes_p_to_the_chain_whole(tmp_path):
     for name in ("Makefile", "requirements.txt", "pyproject.toml", "lib"):
         (tmp_path / name).symlink_to(paths.ROOT / name)
     p = "pool_k=30 variants=[vector, bm25] query='it''s' note=\"a b\""
-    r = subprocess.run(["make", "-s", "--no-print-directory", "--eval", "_show: ; @printf '%s|' $(P_ARG)", "_show",
-                        f"P={p}"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                       env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")})
+    r = subprocess.run(
+        ["make", "-s", "--no-print-directory", "--eval", "_show: ; @printf '%s|' $(P_ARG)", "_show", f"P={p}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"--params|{p}|"
 
@@ -250,10 +265,12 @@ def test_a_read_only_results_folder_is_refused_before_the_run(stand_in, monkeypa
 
 
 # --------------------------------------------------------------------------- one .env reader (bug 10)
-MESSY_ENV = (b"RERANKEVAL_CACHE=/x   # note\r\n"
-             b"export OPENAI_BASE_URL=\"http://llm.test:8080/v1\"  # the gateway\r\n"
-             b"RERANK_MODEL='gpt # not a comment'\r\n"
-             b"RERANKEVAL_RESULTS=${RERANKEVAL_CACHE}/results\r\n")
+MESSY_ENV = (
+    b"RERANKEVAL_CACHE=/x   # note\r\n"
+    b'export OPENAI_BASE_URL="http://llm.test:8080/v1"  # the gateway\r\n'
+    b"RERANK_MODEL='gpt # not a comment'\r\n"
+    b"RERANKEVAL_RESULTS=${RERANKEVAL_CACHE}/results\r\n"
+)
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
@@ -261,15 +278,28 @@ def test_make_and_python_read_the_same_env_file(tmp_path):
     for name in ("Makefile", "requirements.txt", "pyproject.toml", "lib"):
         (tmp_path / name).symlink_to(paths.ROOT / name)
     (tmp_path / ".env").write_bytes(MESSY_ENV)
-    env = {k: v for k, v in os.environ.items()
-           if k not in (*ENV_KEYS, "CACHE", "VENV", "PYTHON", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (*ENV_KEYS, "CACHE", "VENV", "PYTHON", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    }
     show = '_show: ; @printf "%s\\n%s\\n" "$(CACHE)" "$(call setting,OPENAI_BASE_URL)"'
-    r = subprocess.run(["make", "-s", "--no-print-directory", "--eval", show, "_show"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["make", "-s", "--no-print-directory", "--eval", show, "_show"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     s = load_settings(environ={}, env_file=tmp_path / ".env")
     assert (str(s.cache), s.base_url, s.model, str(s.results)) == (
-        "/x", "http://llm.test:8080/v1", "gpt # not a comment", "/x/results")
+        "/x",
+        "http://llm.test:8080/v1",
+        "gpt # not a comment",
+        "/x/results",
+    )
     assert r.stdout.splitlines() == [str(s.cache), s.base_url]
 
 
@@ -278,12 +308,20 @@ def test_the_env_reader_runs_on_a_bare_python(tmp_path):
     (tmp_path / ".env").write_bytes(MESSY_ENV)
     script = paths.ROOT / "lib" / "rerankeval" / "core" / "envfile.py"
     for var, want in (("RERANKEVAL_CACHE", "/x"), ("RERANK_MODEL", "gpt # not a comment"), ("QDRANT_URL", "")):
-        r = subprocess.run([sys.executable, "-I", "-S", str(script), str(tmp_path / ".env"), var],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [sys.executable, "-I", "-S", str(script), str(tmp_path / ".env"), var],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert (r.returncode, r.stdout, r.stderr) == (0, want, "")
     (tmp_path / "bad.env").write_text("A=1\nthis is not an assignment\nB=2\n", encoding="utf-8")
-    r = subprocess.run([sys.executable, "-I", "-S", str(script), str(tmp_path / "bad.env"), "B"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-I", "-S", str(script), str(tmp_path / "bad.env"), "B"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.stdout == "2" and "bad.env, line 2" in r.stderr
 
 

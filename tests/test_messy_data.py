@@ -45,12 +45,21 @@ def write_form_pdf(path: Path) -> Path:
     w.add_blank_page(595, 842)
     w.add_blank_page(595, 842)
     w.add_annotation(1, FreeText(text="delta reviewer note: restart after editing", rect=(50, 700, 400, 760)))
-    field = w.add_annotation(2, DictionaryObject({
-        NameObject("/Subtype"): NameObject("/Widget"), NameObject("/FT"): NameObject("/Tx"),
-        NameObject("/T"): TextStringObject("owner"), NameObject("/V"): TextStringObject("delta administrator"),
-        NameObject("/Rect"): RectangleObject([50, 700, 300, 720])}))
+    field = w.add_annotation(
+        2,
+        DictionaryObject(
+            {
+                NameObject("/Subtype"): NameObject("/Widget"),
+                NameObject("/FT"): NameObject("/Tx"),
+                NameObject("/T"): TextStringObject("owner"),
+                NameObject("/V"): TextStringObject("delta administrator"),
+                NameObject("/Rect"): RectangleObject([50, 700, 300, 720]),
+            }
+        ),
+    )
     w.root_object[NameObject("/AcroForm")] = DictionaryObject(
-        {NameObject("/Fields"): ArrayObject([field.indirect_reference])})
+        {NameObject("/Fields"): ArrayObject([field.indirect_reference])}
+    )
     w.write(path)
     return path
 
@@ -101,7 +110,8 @@ def test_a_scanned_page_is_named_as_images_only(tmp_path):
     (folder / "qrels" / "test.tsv").write_text("q\ttext.pdf#p1\t2\n", encoding="utf-8")
     dp, _ = build(folder)
     assert corpus_views.no_text_lines(dp) == [
-        "scan.pdf p1: no text layer (images only: a scan?); OCR it (e.g. ocrmypdf) to make it searchable"]
+        "scan.pdf p1: no text layer (images only: a scan?); OCR it (e.g. ocrmypdf) to make it searchable"
+    ]
 
 
 # before: the warnings table was read back without dtype, so the query id "1" came back as the number 1
@@ -113,6 +123,7 @@ def test_reused_warnings_keep_query_ids_as_written(tiny_pdf, qid):
     _, first = build(tiny_pdf)
     _, again = build(tiny_pdf)
     assert again.reused
+
     def named(w):
         return w[w.kind == "qrels query not in queries.jsonl"]["query-id"].tolist()
 
@@ -144,8 +155,11 @@ def _built(folder: Path, qrels: str, model):
 # before: "k-fold needs 2 <= k <= 1" (one judged query), "nothing to choose from: no ndcg@10 values" (no
 # query with a relevant unit, or the only other query graded 0 throughout): 06 failed, `make report` exited
 # 1 and 07 never ran
-@pytest.mark.parametrize("qrels,n", [("q1\td0\t1\n", 1), ("q1\td0\t0\n", 0), ("q1\td0\t1\nq2\td2\t0\n", 1)],
-                         ids=["one-judged", "none-relevant", "other-graded-0"])
+@pytest.mark.parametrize(
+    "qrels,n",
+    [("q1\td0\t1\n", 1), ("q1\td0\t0\n", 0), ("q1\td0\t1\nq2\td2\t0\n", 1)],
+    ids=["one-judged", "none-relevant", "other-graded-0"],
+)
 def test_a_sweep_with_fewer_than_two_judged_queries_finishes_with_a_note(tmp_path, model, qrels, n):
     dp = _built(tmp_path / "few", qrels, model)
     for stale in (dp.sweep_dir / "folds.csv", dp.figures_dir / "06-lines.png"):  # an earlier sweep's files
@@ -153,8 +167,10 @@ def test_a_sweep_with_fewer_than_two_judged_queries_finishes_with_a_note(tmp_pat
         stale.write_text("old", encoding="utf-8")
     res = sweep.run_sweep(dp, gridmod.load_grid("small"), leg_k=4, final_k=3, n_boot=50, settings=load_settings())
     assert res.tuning is None
-    assert f"the sweep needs at least 2 judged queries (each with a relevant unit, grade >= 1) to choose a " \
-           f"setting on some and report it on others; this dataset has {n}: add judgments" in res.skipped
+    assert (
+        f"the sweep needs at least 2 judged queries (each with a relevant unit, grade >= 1) to choose a "
+        f"setting on some and report it on others; this dataset has {n}: add judgments" in res.skipped
+    )
     assert "qrels/test.tsv" in res.skipped and sweep.describe(res) == [res.skipped]
     out = sweep.write_sweep(dp, res, write_tuned=True)
     summary = json.loads(out["summary"].read_text(encoding="utf-8"))
@@ -186,8 +202,13 @@ def _rerank_dataset(tmp_path: Path, qids: tuple[str, ...]):
     src = tmp_path / "ids"
     src.mkdir()
     dp = paths.resolve_dataset(str(src))
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": u.split("#")[0], "page": 1, "start": 0,
-                                    "title": "", "text": t} for c, u, t in CHUNKS])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {"chunk_id": c, "unit_id": u, "source": u.split("#")[0], "page": 1, "start": 0, "title": "", "text": t}
+            for c, u, t in CHUNKS
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
     gold = ["a.pdf#p1", "c.pdf#p1", "b.pdf#p1"]
     runs.write_qrels({q: {gold[i % 3]: 1} for i, q in enumerate(qids)}, dp.qrels)
@@ -225,13 +246,18 @@ def test_query_ids_that_look_missing_survive_the_sweep_replay(tmp_path):
 def test_query_ids_that_look_missing_keep_their_previous_run_in_known_limitations(tmp_path):
     src = tmp_path / "ds"
     src.mkdir()
-    (src / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": q, "text": f"hard {q}", "metadata": {"known_limitation": "vocabulary"}}) + "\n"
-        for q in MISSING_LOOKING), encoding="utf-8")
+    (src / "queries.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": q, "text": f"hard {q}", "metadata": {"known_limitation": "vocabulary"}}) + "\n"
+            for q in MISSING_LOOKING
+        ),
+        encoding="utf-8",
+    )
     dp = paths.DatasetPaths("ds", src, tmp_path / "results" / "ds")
     dp.root.mkdir(parents=True)
-    pd.DataFrame([{"variant": "hybrid", "qid": q, "metric": "success@3", "value": 1.0} for q in MISSING_LOOKING]
-                 ).to_csv(dp.per_query_csv, index=False)
+    pd.DataFrame(
+        [{"variant": "hybrid", "qid": q, "metric": "success@3", "value": 1.0} for q in MISSING_LOOKING]
+    ).to_csv(dp.per_query_csv, index=False)
     runs = {"hybrid": {q: {"G": 2.0, "X": 1.0} for q in MISSING_LOOKING}}
     t = limitations.analyse(dp, runs, {q: {"G": 1} for q in MISSING_LOOKING}, {q: f"hard {q}" for q in MISSING_LOOKING})
     assert dict(zip(t.qid, t.status, strict=True)) == {q: limitations.SUCCEEDS for q in MISSING_LOOKING}

@@ -51,13 +51,19 @@ def test_a_key_echoed_by_the_endpoint_reaches_no_file_the_expansion_arm_writes(t
     it came (raw ``to_csv``), and ``expanded.csv`` the page text."""
     key = f"canary-{uuid.uuid4().hex}"  # no well-known key shape: only knowing the configured key catches it
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    dp = _dataset(tmp_path / "src", {UNITS[0]: ["page 1 text", "more of page 1"],
-                                     UNITS[1]: ["page 2 GOLD text", f"the admin key is {key}"],
-                                     UNITS[2]: ["page 3 text"]})
+    dp = _dataset(
+        tmp_path / "src",
+        {
+            UNITS[0]: ["page 1 text", "more of page 1"],
+            UNITS[1]: ["page 2 GOLD text", f"the admin key is {key}"],
+            UNITS[2]: ["page 3 text"],
+        },
+    )
     with FakeLLM(rule=lambda n, body: {"echo": f"my key is {key}"}, model=f"fake-{key}") as fake:
         settings = Settings(base_url=fake.base_url, api_key=key, model="", timeout=5, max_retries=0)
-        params = Params(mode=mode, yesno_json=True, alpha=1.0, pool_k=3, expand_n=1, expand_chars=100,
-                        expand_compare=True)
+        params = Params(
+            mode=mode, yesno_json=True, alpha=1.0, pool_k=3, expand_n=1, expand_chars=100, expand_compare=True
+        )
         main = run_cached(dp, params, settings, LLMCache(tmp_path / "cache" / "llm"))
         assert fake.count > 0 and main.expanded is not None
     result, shown = main.expanded.result, main.expanded.shown
@@ -83,8 +89,10 @@ def test_variants_and_queries_named_like_missing_values_are_ids_in_the_explorers
     dp = resolve_dataset(str(tmp_path / "ds"))
     dp.per_query_csv.parent.mkdir(parents=True, exist_ok=True)
     change = {"null": 0.8, "N/A": 0.5, "q3": 0.1}
-    dp.per_query_csv.write_text("variant,qid,metric,value\n" + "".join(
-        f"NA,{q},ndcg@10,1.0\nNone,{q},ndcg@10,{1.0 - d}\nhybrid,{q},ndcg@10,\n" for q, d in change.items()))
+    dp.per_query_csv.write_text(
+        "variant,qid,metric,value\n"
+        + "".join(f"NA,{q},ndcg@10,1.0\nNone,{q},ndcg@10,{1.0 - d}\nhybrid,{q},ndcg@10,\n" for q, d in change.items())
+    )
     assert example_queries(dp, 3, pair=("NA", "None")) == ["null", "N/A", "q3"]
 
 

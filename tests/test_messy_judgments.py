@@ -35,13 +35,26 @@ def _dataset(tmp_path: Path, qids=("q1", "q2", "q3"), name: str = "mj"):
     chunk), queries ``qids``, qrels on the first two, and hybrid/bm25 runs over the pages."""
     (tmp_path / "src" / name / "qrels").mkdir(parents=True)
     dp = resolve_dataset(str(tmp_path / "src" / name))
-    atomic_write_jsonl(dp.chunks, [
-        {"chunk_id": f"{u}#c0", "unit_id": u, "source": FILE, "page": i + 1, "start": 0, "title": "",
-         "text": f"page {i + 1} about topic {i}"} for i, u in enumerate(UNITS)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": f"{u}#c0",
+                "unit_id": u,
+                "source": FILE,
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"page {i + 1} about topic {i}",
+            }
+            for i, u in enumerate(UNITS)
+        ],
+    )
     pages = [(FILE, p, u, 20, "") for p, u in enumerate(UNITS, start=1)]
     pages.append((FILE, NO_TEXT, f"user_guide.pdf#p{NO_TEXT}", 0, "no text layer (only form fields: 1 Widget)"))
-    atomic_write_text(dp.pages_csv, "file,page,unit_id,chars,note\n" + "".join(
-        f"{f},{p},{u},{c},{n}\n" for f, p, u, c, n in pages))
+    atomic_write_text(
+        dp.pages_csv, "file,page,unit_id,chars,note\n" + "".join(f"{f},{p},{u},{c},{n}\n" for f, p, u, c, n in pages)
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
     runs.write_qrels({qids[0]: {UNITS[0]: 2}, qids[1]: {UNITS[1]: 1}}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
@@ -80,8 +93,9 @@ def test_two_processes_judging_at_once_lose_no_grade(tmp_path):
     assert [[a.split(" ")[0] for a in got] for got in answers] == [["recorded"] * 30] * 2  # notes may follow
     got = judgments.read_judgments(dp.judgments("test"))
     assert len(got) == 60  # the old read-add-rewrite without a lock kept 44 of 60
-    assert {(q, u, g) for q, u, g, _ in got} == {(q, u, 1 + i % 2) for q in ("q1", "q2")
-                                                 for i, u in enumerate(UNITS[2:32])}
+    assert {(q, u, g) for q, u, g, _ in got} == {
+        (q, u, 1 + i % 2) for q in ("q1", "q2") for i, u in enumerate(UNITS[2:32])
+    }
     assert (dp.source / ioutil.DATASET_LOCK).is_file()  # the dataset folder's one lock, no lock beside the file
     assert not ioutil.lock_file(dp.judgments("test")).exists()
 
@@ -91,8 +105,10 @@ def test_a_pair_graded_twice_differently_is_refused_naming_both_lines(tmp_path):
     dp = _dataset(tmp_path)
     path = _hand_edit(dp, f"q1\t{UNITS[2]}\t1", f"q2\t{UNITS[3]}\t2", f"q1\t{UNITS[2]}\t2")
     before = path.read_text()
-    pattern = (rf"judgments-test.tsv:2 and .*judgments-test.tsv:4 grade q1 / {UNITS[2]} differently \(1 and 2\)"
-               r".*keep one of the two lines")
+    pattern = (
+        rf"judgments-test.tsv:2 and .*judgments-test.tsv:4 grade q1 / {UNITS[2]} differently \(1 and 2\)"
+        r".*keep one of the two lines"
+    )
     with pytest.raises(judgments.JudgmentConflict, match=pattern):
         judgments.merged_qrels(dp, runs.read_qrels(dp.qrels))
     for grade in (1, 2):  # the old code answered "unchanged" for the last line's grade
@@ -116,12 +132,18 @@ def test_the_same_pair_twice_with_the_same_grade_is_accepted_once(tmp_path):
 def test_a_unit_not_in_the_corpus_is_refused_with_the_line_and_the_closest_id(tmp_path):
     dp = _dataset(tmp_path)
     _hand_edit(dp, f"q1\t{UNITS[2]}\t1", "q1\td99\t2")
-    with pytest.raises(InputError, match=r"judgments-test.tsv:3: unit 'd99' is not in the corpus of mj.*"
-                                         r"correct or delete line 3"):
+    with pytest.raises(
+        InputError,
+        match=r"judgments-test.tsv:3: unit 'd99' is not in the corpus of mj.*"
+        r"correct or delete line 3",
+    ):
         judgments.merged_qrels(dp, runs.read_qrels(dp.qrels))
     _hand_edit(dp, "q1\tuser guide.pdf#p3\t2")  # the space of the file name typed as is
-    with pytest.raises(InputError, match=r"judgments-test.tsv:2: unit 'user guide.pdf#p3' is not in the corpus.*"
-                                         r"did you mean 'user_guide.pdf#p3'"):
+    with pytest.raises(
+        InputError,
+        match=r"judgments-test.tsv:2: unit 'user guide.pdf#p3' is not in the corpus.*"
+        r"did you mean 'user_guide.pdf#p3'",
+    ):
         judgments.merged_qrels(dp, runs.read_qrels(dp.qrels))
     _hand_edit(dp, "q1\tuser_guide.pdf#p03x\t2")  # a typo: difflib's closest id
     with pytest.raises(InputError, match=r"did you mean 'user_guide.pdf#p3'"):
@@ -140,16 +162,21 @@ def test_an_unknown_unit_stops_the_analysis_instead_of_lowering_recall(tmp_path)
     dp = _dataset(tmp_path)
     _hand_edit(dp, "q1\td99\t2")
     with pytest.raises(InputError, match=r"judgments-test.tsv:2: unit 'd99'"):
-        analyse.run(dp, {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 20, "n_perm": 20,
-                                  "verify_with": []}, load_settings())
+        analyse.run(
+            dp,
+            {"ks": [1, 3], "final_k": 3, "pool_k": 3, "n_boot": 20, "n_perm": 20, "verify_with": []},
+            load_settings(),
+        )
 
 
 # --------------------------------------------------------------------------- a page with no text
 def test_a_judgment_of_a_page_with_no_text_says_the_page_has_no_text(tmp_path):
     dp = _dataset(tmp_path)
     no_text = f"user_guide.pdf#p{NO_TEXT}"
-    message = (rf"page {NO_TEXT} of user guide.pdf has no text in the corpus \(it was skipped at extraction: "
-               r"no text layer \(only form fields")
+    message = (
+        rf"page {NO_TEXT} of user guide.pdf has no text in the corpus \(it was skipped at extraction: "
+        r"no text layer \(only form fields"
+    )
     with pytest.raises(ValueError, match=message):
         explore.judge(dp, "q1", no_text, 2)
     _hand_edit(dp, f"q1\t{no_text}\t2")
@@ -207,8 +234,10 @@ def test_query_ids_pandas_reads_as_missing_are_ids_in_the_explorer(tmp_path):
     dp = _dataset(tmp_path, qids=tuple(NA_IDS))
     change = {"NA": 0.9, "nan": 0.7, "null": 0.5, "N/A": 0.3, "None": 0.1}
     dp.per_query_csv.parent.mkdir(parents=True, exist_ok=True)
-    dp.per_query_csv.write_text("variant,qid,metric,value\n" + "".join(
-        f"hybrid,{q},ndcg@10,1.0\nhybrid_rerank,{q},ndcg@10,{1.0 - d}\n" for q, d in change.items()))
+    dp.per_query_csv.write_text(
+        "variant,qid,metric,value\n"
+        + "".join(f"hybrid,{q},ndcg@10,1.0\nhybrid_rerank,{q},ndcg@10,{1.0 - d}\n" for q, d in change.items())
+    )
     assert example_queries(dp, 5) == NA_IDS  # the old read made NaN of them: "duplicate entries"
     ex = Explorer(dp, load_settings())
     assert ex.examples(2) == ["NA", "nan"]
@@ -249,8 +278,7 @@ def test_explore_show_from_a_plain_script_exits_cleanly(tmp_path, tiny_pdf, monk
     retrieve.write(dp, retrieve.run(dp, retrieve.Params(leg_k=10, pool_k=3, variants=BASE_VARIANTS), load_settings()))
     script = tmp_path / "show.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    done = subprocess.run([sys.executable, str(script), str(tiny_pdf)], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, str(script), str(tiny_pdf)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Exploration of free text" in done.stdout and "shown" in done.stdout
     # the old explorer left its embedded Qdrant store to QdrantClient.__del__ at shutdown: ImportError traceback

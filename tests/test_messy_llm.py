@@ -45,16 +45,25 @@ POOL_K = 3
 
 def _dataset(root: Path):
     """Stage 01-03 outputs by hand: one chunk per page, three judged queries, a hybrid run."""
-    return hand_made_stages(root / "ds", {u: [f"page {i + 1} text" + (" GOLD" if i == 1 else "")]
-                                          for i, u in enumerate(UNITS)}, QIDS)
+    return hand_made_stages(
+        root / "ds", {u: [f"page {i + 1} text" + (" GOLD" if i == 1 else "")] for i, u in enumerate(UNITS)}, QIDS
+    )
 
 
 def _settings(url: str, **kw) -> Settings:
     return Settings(base_url=url, **{"api_key": "k", "model": "fake", "timeout": 2, "max_retries": 0, **kw})
 
 
-def _rerank(url: str, cache: LLMCache, mode: str = "listwise", n_queries: int = 2, progress_: bool = False,
-            endpoint_id: str | None = None, pool_k: int = 5, window: int = 5):
+def _rerank(
+    url: str,
+    cache: LLMCache,
+    mode: str = "listwise",
+    n_queries: int = 2,
+    progress_: bool = False,
+    endpoint_id: str | None = None,
+    pool_k: int = 5,
+    window: int = 5,
+):
     """Stage 04 (``rerank.run``) on a hand-made hybrid run, with ``cache``'s folder and ``use_cache``."""
     fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=max(6, pool_k + 2), gold=(2,))
     assert cache.root.name == "llm", "the stage's cache is <RERANKEVAL_CACHE>/llm"
@@ -90,8 +99,11 @@ def test_no_canary_on_disk_after_rerank_ask_and_reformulate(tmp_path, monkeypatc
 
     def rule(n, body):
         if body.get("response_format", {}).get("json_schema", {}).get("name") == "cited_answer":
-            answer = {"answer": f"page 2 says so; {echo}", "citations": [{"label": "m.pdf p.2", "quote": "page 2"}],
-                      "not_in_documents": False}
+            answer = {
+                "answer": f"page 2 says so; {echo}",
+                "citations": [{"label": "m.pdf p.2", "quote": "page 2"}],
+                "not_in_documents": False,
+            }
             return {"content": json.dumps(answer)}
         if "rewrite search queries" in json.dumps(body):
             return {"content": json.dumps({"query": f"page two {echo}"})}
@@ -105,8 +117,7 @@ def test_no_canary_on_disk_after_rerank_ask_and_reformulate(tmp_path, monkeypatc
         settings = load_settings()
         # stage 04 (listwise and yes/no, so both reply kinds and the rates file are written)
         for mode in ("listwise", "yesno"):
-            res = rerank.run(dp, Params(mode=mode, alpha=1.0, pool_k=POOL_K, yesno_json=True), settings,
-                             progress=False)
+            res = rerank.run(dp, Params(mode=mode, alpha=1.0, pool_k=POOL_K, yesno_json=True), settings, progress=False)
             rerank.write(dp, res)
             assert set(res.ledger.status) == {"ok"}, res.ledger.to_dict("records")
         # stage 07
@@ -133,8 +144,11 @@ def test_no_canary_on_disk_after_rerank_ask_and_reformulate(tmp_path, monkeypatc
 # --------------------------------------------------------------------------- bug 6: an echoed key
 def test_an_echoed_key_is_redacted_in_answers_jsonl_and_the_cache(tmp_path):
     key = f"canary-{uuid.uuid4().hex}"  # no well-known key shape: only knowing the configured key catches it
-    body = {"answer": f"the key is {key}", "citations": [{"label": "a p.1", "quote": f"key {key}"}],
-            "not_in_documents": False}
+    body = {
+        "answer": f"the key is {key}",
+        "citations": [{"label": "a p.1", "quote": f"key {key}"}],
+        "not_in_documents": False,
+    }
     passages = [Passage("a p.1", "a#p1", f"the key {key} is here")]
     with FakeLLM(rule=lambda n, b: {"content": json.dumps(body)}) as fake:
         with Asker(_settings(fake.base_url, api_key=key), ask.Params(), LLMCache(tmp_path / "llm")) as asker:
@@ -153,8 +167,11 @@ def test_redact_tree_and_frame_keep_shape_and_types():
     Settings(api_key=key)  # a Settings built in code: its key is known to redact()
     tree = {"a": [f"x {key}", 1, None, (key, 2.5)], "b": {"c": "clean\ntext", "d": True}, key: "keys are kept"}
     out = redact_tree(tree)
-    assert out == {"a": ["x [REDACTED]", 1, None, ("[REDACTED]", 2.5)], "b": {"c": "clean\ntext", "d": True},
-                   key: "keys are kept"}
+    assert out == {
+        "a": ["x [REDACTED]", 1, None, ("[REDACTED]", 2.5)],
+        "b": {"c": "clean\ntext", "d": True},
+        key: "keys are kept",
+    }
     df = pd.DataFrame({"qid": ["1", "2"], "error": [f"bad {key}", ""], "n": [1, 2]})
     clean = redact_frame(df)
     assert list(clean.error) == ["bad [REDACTED]", ""] and list(clean.n) == [1, 2] and df.error[0].endswith(key)
@@ -188,8 +205,9 @@ def test_the_identity_of_a_url_without_credentials_is_unchanged():
 
 def test_an_old_rates_key_with_a_password_is_dropped(tmp_path):
     cache = LLMCache(tmp_path / "llm")
-    cache.rates_path.write_text(json.dumps({"http://alice:pw-OLD-secret@h/v1|m": {"s_per_token": 0.1},
-                                            "http://h/v1|m": {"s_per_token": 0.2}}))
+    cache.rates_path.write_text(
+        json.dumps({"http://alice:pw-OLD-secret@h/v1|m": {"s_per_token": 0.1}, "http://h/v1|m": {"s_per_token": 0.2}})
+    )
     cache.record_rate("http://h2/v1", "m", 0.3)
     rates = json.loads(cache.rates_path.read_text())
     assert rates == {"http://h/v1|m": {"s_per_token": 0.2}, "http://h2/v1|m": {"s_per_token": 0.3}}
@@ -220,10 +238,22 @@ def _poison(cache: LLMCache, url: str, mode: str = "listwise") -> int:
                 for attempt in range(config.content_retries + 1):
                     base = rr.calls.material(spec, queries[q])
                     key = cache.key(base if attempt == 0 else {**base, "attempt": attempt})
-                    atomic_write_json(cache.path(key), {"key": key, "material": base, "reply": {
-                        "content": "I cannot rank these.", "logprobs": None, "prompt_tokens": 5,
-                        "completion_tokens": 3, "finish_reason": "stop", "response_format": "json_schema",
-                        "latency_s": 0.1}})
+                    atomic_write_json(
+                        cache.path(key),
+                        {
+                            "key": key,
+                            "material": base,
+                            "reply": {
+                                "content": "I cannot rank these.",
+                                "logprobs": None,
+                                "prompt_tokens": 5,
+                                "completion_tokens": 3,
+                                "finish_reason": "stop",
+                                "response_format": "json_schema",
+                                "latency_s": 0.1,
+                            },
+                        },
+                    )
                     n += 1
     return n
 
@@ -297,8 +327,10 @@ def test_the_end_of_run_message_names_the_cause_not_the_endpoint(tmp_path, capsy
 # --------------------------------------------------------------------------- weak: a 200 that is no completion
 NOT_CHAT = [
     {"body": "<html><head><title>Welcome to nginx!</title></head></html>"},
-    {"body": 'data: {"choices": [{"delta": {"content": "yes"}}]}\n\ndata: [DONE]\n\n',
-     "content_type": "text/event-stream"},
+    {
+        "body": 'data: {"choices": [{"delta": {"content": "yes"}}]}\n\ndata: [DONE]\n\n',
+        "content_type": "text/event-stream",
+    },
     {"json": {"status": "ok", "result": "yes"}},
     {"json": {"choices": [{"text": "yes"}]}},
 ]
@@ -372,9 +404,11 @@ def test_the_heartbeat_says_what_it_waits_for_at_a_bounded_interval(monkeypatch)
                 clock.t = 1000.0 + t
                 assert (hb.beat() is not None) == due, t
     lines = out.getvalue().splitlines()
-    assert lines == ["waiting for the endpoint: 61 s on call 2 of 10 (query q2, 1 more in flight)",
-                     "waiting for the endpoint: 125 s on call 2 of 10 (query q2, 1 more in flight)",
-                     "waiting for the endpoint: 185 s on call 2 of 10 (query q2, 1 more in flight)"]
+    assert lines == [
+        "waiting for the endpoint: 61 s on call 2 of 10 (query q2, 1 more in flight)",
+        "waiting for the endpoint: 125 s on call 2 of 10 (query q2, 1 more in flight)",
+        "waiting for the endpoint: 185 s on call 2 of 10 (query q2, 1 more in flight)",
+    ]
     clock.t += 1000
     assert hb.beat() is None  # the calls are done: silence is fine
     assert progress.Heartbeat(mode="off", clock=clock).beat() is None
@@ -395,8 +429,9 @@ def test_the_reranker_marks_each_call_for_the_heartbeat(tmp_path, monkeypatch):
     fused, queries, texts = make_inputs(n_queries=1, n_docs=6, gold=(2,))
     pool = core.build_pools(fused, texts, ["q0000"], 5)["q0000"]
     with FakeLLM(rule=rule) as f:
-        with Reranker(Params(mode="yesno", yesno_json=True).config(), _settings(f.base_url),
-                      cache=LLMCache(tmp_path / "llm")) as rr:
+        with Reranker(
+            Params(mode="yesno", yesno_json=True).config(), _settings(f.base_url), cache=LLMCache(tmp_path / "llm")
+        ) as rr:
             rr.heartbeat = hb
             res = rr.rerank_query("q0000", queries["q0000"], pool)
     assert res.row["status"] == "ok" and len(seen) == 5

@@ -82,10 +82,7 @@ def test_ties_keep_the_order_the_variant_produced():
     assert _one(run, qrels, "ndcg@1")["q"] == 0.0
     # evaluated raw, pytrec_eval breaks the tie by document id (z first) while ir_measures' RR@k provider
     # keeps another order: the two disagree, which is why runs are put in strict order first
-    raw = {
-        str(m.measure): m.value
-        for m in ir_measures.iter_calc([ir_measures.P @ 1, ir_measures.RR @ 10], qrels, run)
-    }
+    raw = {str(m.measure): m.value for m in ir_measures.iter_calc([ir_measures.P @ 1, ir_measures.RR @ 10], qrels, run)}
     assert raw["P@1"] == pytest.approx(1.0) and raw["RR@10"] == pytest.approx(0.5)
 
 
@@ -183,9 +180,7 @@ def test_conformance_check_agrees_and_catches_differences(tmp_path):
     out = C.conformance_check(files, qrels, per_query, qs, checkers=("pytrec_eval",))
     assert len(out) == len(cols) * 2 and out.max_abs_diff.max() <= 1e-12
     broken = per_query.copy()
-    broken.loc[
-        (broken.variant == "hybrid") & (broken.metric == "ndcg@10") & (broken.qid == "q3"), "value"
-    ] += 1e-6
+    broken.loc[(broken.variant == "hybrid") & (broken.metric == "ndcg@10") & (broken.qid == "q3"), "value"] += 1e-6
     with pytest.raises(C.ConformanceError, match="hybrid ndcg@10"):
         C.conformance_check(files, qrels, broken, qs, checkers=("pytrec_eval",))
 
@@ -274,8 +269,14 @@ def test_stage_04s_quick_check_lives_in_evaluate(tmp_path, monkeypatch):
     R.write_qrels({"q1": {"b": 1}, "q2": {"x": 1}}, dp.qrels)
     fused = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}
     reranked = {"q1": {"b": 3.0, "a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}
-    cands = pd.DataFrame({"qid": ["q1"] * 4, "pass": ["main"] * 3 + ["reversed"], "docid": ["a", "b", "c", "b"],
-                          "llm_score": [0.2, 0.9, 0.1, 0.5]})
+    cands = pd.DataFrame(
+        {
+            "qid": ["q1"] * 4,
+            "pass": ["main"] * 3 + ["reversed"],
+            "docid": ["a", "b", "c", "b"],
+            "llm_score": [0.2, 0.9, 0.1, 0.5],
+        }
+    )
     inputs = Inputs(fused, {}, {}, sorted(reranked), {})
     res = RerankResult(reranked, pd.DataFrame(), cands, None, "m", Params().config(), 0.0, {}, 10, None, inputs)
     table, by_relevance = quick_check(dp, fused, res, ["q1", "q3"])

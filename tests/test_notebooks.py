@@ -19,10 +19,17 @@ from rerankeval.rerank.config import Params as RerankParams
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 MAX_CODE_LINES = 70  # issue 20: a notebook is a parameters cell, calls into the package, tables and plots
 # notebook -> the dataclass whose defaults are the only defaults
-STAGE_PARAMS = {"01-extract-corpus": corpus.Params, "02-build-indexes": index.Params,
-                "03-retrieve": retrieve.Params, "04-rerank": RerankParams,
-                "05-analyse": AnalysisParams, "06-sweep": SweepParams, "07-ask": ask.Params,
-                "08-questions": QuestionsParams, "09-assess": AssessParams}
+STAGE_PARAMS = {
+    "01-extract-corpus": corpus.Params,
+    "02-build-indexes": index.Params,
+    "03-retrieve": retrieve.Params,
+    "04-rerank": RerankParams,
+    "05-analyse": AnalysisParams,
+    "06-sweep": SweepParams,
+    "07-ask": ask.Params,
+    "08-questions": QuestionsParams,
+    "09-assess": AssessParams,
+}
 
 
 def test_the_chain_has_its_numbered_notebooks():
@@ -35,8 +42,7 @@ def test_the_chain_has_its_numbered_notebooks():
 def test_stored_without_outputs(nb):
     cells = json.loads(nb.read_text())["cells"]
     dirty = [
-        i for i, c in enumerate(cells)
-        if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))
+        i for i, c in enumerate(cells) if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))
     ]
     assert not dirty, f"{nb.name}: cells {dirty} carry outputs; clear them before committing"
 

@@ -23,8 +23,18 @@ import pytest
 
 from rerankeval.core import paths
 
-ENFORCED = ["retrieve", "apps.ask", "index", "corpus", "apps.explore", "evaluate", "questions", "rerank", "experiments",
-            "report"]  # not yet: apps (the chain and the lab read the environment: they are the programs), llm, core
+ENFORCED = [
+    "retrieve",
+    "apps.ask",
+    "index",
+    "corpus",
+    "apps.explore",
+    "evaluate",
+    "questions",
+    "rerank",
+    "experiments",
+    "report",
+]  # not yet: apps (the chain and the lab read the environment: they are the programs), llm, core
 # an app may read the settings at its one door (the explorer opens per dataset from a notebook, as the README shows)
 DOORS = {"rerankeval/apps/explore/session.py"}
 LIB = paths.ROOT / "lib" / "rerankeval"
@@ -79,9 +89,12 @@ def reexports(path: Path) -> list[str]:
 
 def hidden_settings(path: Path) -> list[str]:
     """``module:line`` of each call of ``load_settings()`` in ``path``."""
-    return [f"{path.relative_to(LIB.parent)}:{n.lineno}" for n in ast.walk(_tree(path))
-            if isinstance(n, ast.Call) and (getattr(n.func, "id", None) == "load_settings"
-                                            or getattr(n.func, "attr", None) == "load_settings")]
+    return [
+        f"{path.relative_to(LIB.parent)}:{n.lineno}"
+        for n in ast.walk(_tree(path))
+        if isinstance(n, ast.Call)
+        and (getattr(n.func, "id", None) == "load_settings" or getattr(n.func, "attr", None) == "load_settings")
+    ]
 
 
 def homes(package: str) -> dict[str, set[str]]:
@@ -127,27 +140,34 @@ def _count_others(check, what: str) -> None:
 
 @pytest.mark.parametrize("package", ENFORCED)
 def test_no_module_behind_a_face_re_exports_a_name(package):
-    assert (folder(package) / "__init__.py").is_file(), (f"{package} is not a package under {LIB}: create its "
-                                                         "folder with an __init__.py face, or fix ENFORCED")
+    assert (folder(package) / "__init__.py").is_file(), (
+        f"{package} is not a package under {LIB}: create its folder with an __init__.py face, or fix ENFORCED"
+    )
     found = [r for m in modules(package) if m.name != "__init__.py" for r in reexports(m)]
-    assert not found, (f"{package}: names re-exported by a module that is not the face: {found}. Import each name "
-                       "from its home module instead (or put it in the package's __init__ face, __all__).")
+    assert not found, (
+        f"{package}: names re-exported by a module that is not the face: {found}. Import each name "
+        "from its home module instead (or put it in the package's __init__ face, __all__)."
+    )
     _count_others(lambda m: reexports(m) if m.name != "__init__.py" else [], "re-exports")
 
 
 @pytest.mark.parametrize("package", ENFORCED)
 def test_no_hidden_load_settings(package):
     found = [r for m in modules(package) for r in hidden_settings(m) if r.rsplit(":", 1)[0] not in DOORS]
-    assert not found, (f"{package}: load_settings() called at {found}. Take the settings as an argument and let "
-                       "the stage's run(dp, params, settings) pass them down.")
+    assert not found, (
+        f"{package}: load_settings() called at {found}. Take the settings as an argument and let "
+        "the stage's run(dp, params, settings) pass them down."
+    )
     _count_others(hidden_settings, "load_settings() calls")
 
 
 @pytest.mark.parametrize("package", ENFORCED)
 def test_names_are_imported_from_their_home(package):
     found = second_doors(package)
-    assert not found, (f"{package}: names imported from a module that only passes them on: {found}. Import them "
-                       "from the module that defines them.")
+    assert not found, (
+        f"{package}: names imported from a module that only passes them on: {found}. Import them "
+        "from the module that defines them."
+    )
 
 
 def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
@@ -156,12 +176,15 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     mod = tmp_path / "rerankeval" / "pkg" / "mod.py"
     mod.parent.mkdir(parents=True)
     (mod.parent / "__init__.py").write_text("", encoding="utf-8")
-    mod.write_text("from rerankeval.core.names import HYBRID as HYBRID\n"
-                   "from rerankeval.core.paths import ROOT  # noqa: F401\n"
-                   "from rerankeval.core.runs import Run\n"
-                   "from rerankeval.core.settings import load_settings\n"
-                   "x: Run = {}\n"
-                   "s = load_settings()\n", encoding="utf-8")
+    mod.write_text(
+        "from rerankeval.core.names import HYBRID as HYBRID\n"
+        "from rerankeval.core.paths import ROOT  # noqa: F401\n"
+        "from rerankeval.core.runs import Run\n"
+        "from rerankeval.core.settings import load_settings\n"
+        "x: Run = {}\n"
+        "s = load_settings()\n",
+        encoding="utf-8",
+    )
     assert [r.split()[1] for r in reexports(mod)] == ["HYBRID", "ROOT"]
     assert hidden_settings(mod) == ["rerankeval/pkg/mod.py:6"]
     assert homes("pkg") == {"rerankeval.pkg": set(), "rerankeval.pkg.mod": {"x", "s"}}

@@ -47,8 +47,9 @@ def reexports(folder: Path) -> list[str]:
                 found += [f"{name}: {a.asname or a.name}" for a in node.names if (a.asname or a.name) not in used]
             elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in defs:
                 found += [f"{name}: {t.id} = {node.value.id}" for t in node.targets if isinstance(t, ast.Name)]
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                                                      for t in node.targets):
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
                 found.append(f"{name}: __all__ (only the face has one)")
     return found
 
@@ -60,8 +61,12 @@ def _face_strays(tree: ast.Module) -> list[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
             if not node.module.startswith("rerankeval.rerank") and node.module not in ("importlib", "typing"):
                 out += [f"{FACE}: {a.name} from {node.module}" for a in node.names]
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("rerankeval.") \
-                and not node.value.startswith("rerankeval.rerank"):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith("rerankeval.")
+            and not node.value.startswith("rerankeval.rerank")
+        ):
             out.append(f"{FACE}: a name mapped to {node.value}")
     return out
 
@@ -88,7 +93,7 @@ def pool_k_defaults(folder: Path) -> list[str]:
                 out.append(f"{name}:{node.lineno}")
             if isinstance(node, ast.arguments):
                 pos = node.posonlyargs + node.args
-                pairs = list(zip(pos[len(pos) - len(node.defaults):], node.defaults, strict=True))
+                pairs = list(zip(pos[len(pos) - len(node.defaults) :], node.defaults, strict=True))
                 pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None]
                 out += [f"{name}:{a.lineno}" for a, _ in pairs if a.arg == "pool_k"]
     return out
@@ -125,13 +130,16 @@ def test_the_reranker_config_takes_its_shared_defaults_from_params():
     assert Params().config().yesno_json is Params.yesno_json is False  # the chain's value (notebook 04, the yaml)
 
 
-@pytest.mark.parametrize(("module", "line", "check"), [
-    ("stage.py", "from rerankeval.llm.cache import LLMCache as Cache  # noqa: F401", reexports),
-    ("stage.py", "load_inputs = load", reexports),
-    ("reranker.py", "__all__ = ['Reranker']", reexports),
-    ("stage.py", "from rerankeval.core.settings import load_settings", hidden_settings),
-    ("expand.py", "def f(pool_k: int = 20) -> int:\n    return pool_k", pool_k_defaults),
-])
+@pytest.mark.parametrize(
+    ("module", "line", "check"),
+    [
+        ("stage.py", "from rerankeval.llm.cache import LLMCache as Cache  # noqa: F401", reexports),
+        ("stage.py", "load_inputs = load", reexports),
+        ("reranker.py", "__all__ = ['Reranker']", reexports),
+        ("stage.py", "from rerankeval.core.settings import load_settings", hidden_settings),
+        ("expand.py", "def f(pool_k: int = 20) -> int:\n    return pool_k", pool_k_defaults),
+    ],
+)
 def test_the_checks_catch_a_planted_fault(tmp_path, module, line, check):
     copy = tmp_path / "rerank"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
@@ -144,6 +152,8 @@ def test_the_face_check_catches_a_foreign_name(tmp_path):
     copy = tmp_path / "rerank"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     face = copy / FACE
-    face.write_text(face.read_text(encoding="utf-8").replace(
-        '"rerankeval.rerank.ledger"', '"rerankeval.llm.cache"', 1), encoding="utf-8")
+    face.write_text(
+        face.read_text(encoding="utf-8").replace('"rerankeval.rerank.ledger"', '"rerankeval.llm.cache"', 1),
+        encoding="utf-8",
+    )
     assert any("rerankeval.llm.cache" in r for r in reexports(copy))

@@ -126,21 +126,28 @@ def defects(html_text: str, name: str = "index.html") -> list[str]:
     out += [f"repr {m!r}" for m in REPR.findall(text)]
     out += [f"long float {m}" for m in LONG_FLOAT.findall(text)]
     out += ["capitalised 'DOES NOT'"] * text.count("DOES NOT")
-    out += [f"header {h!r} cannot wrap" for h in page.headers
-            if any(len(w) > 14 and "_" in w for w in re.sub(r"<[^>]+>", " ", h).split()) and "<wbr>" not in h]
+    out += [
+        f"header {h!r} cannot wrap"
+        for h in page.headers
+        if any(len(w) > 14 and "_" in w for w in re.sub(r"<[^>]+>", " ", h).split()) and "<wbr>" not in h
+    ]
     out += [f"{page.unwrapped} table(s) without a scroll box"] if page.unwrapped else []
     return out
 
 
 def test_the_checker_finds_each_defect():
-    bad = ("<table><tr><th>hybrid_reformulate</th><td>NaN</td><td>False</td></tr></table>"
-           "<p>{'k1': 1.2} 0.51647037981859410 unit run DOES NOT match</p>")
+    bad = (
+        "<table><tr><th>hybrid_reformulate</th><td>NaN</td><td>False</td></tr></table>"
+        "<p>{'k1': 1.2} 0.51647037981859410 unit run DOES NOT match</p>"
+    )
     found = defects(bad)
     assert any("NaN" in d for d in found) and any("False" in d for d in found) and any("repr" in d for d in found)
     assert any("long float" in d for d in found) and any("DOES NOT" in d for d in found)
     assert any("cannot wrap" in d for d in found) and any("scroll box" in d for d in found)
-    good = ('<div class="scroll"><table><tr><th>hybrid_<wbr>reformulate</th><td>\u2013</td><td>no</td></tr>'
-            '</table></div><div class="highlight"><pre>{\'code\': 1}</pre></div>')
+    good = (
+        '<div class="scroll"><table><tr><th>hybrid_<wbr>reformulate</th><td>\u2013</td><td>no</td></tr>'
+        "</table></div><div class=\"highlight\"><pre>{'code': 1}</pre></div>"
+    )
     assert defects(good) == []
 
 
@@ -185,13 +192,15 @@ def _small_index(tmp_path: Path) -> Path:
     from test_report_screenshot import make_fake_dataset
 
     dp = make_fake_dataset(tmp_path / "src")
-    a = analyse.run(dp, analyse.AnalysisParams(dataset=str(dp.source), n_boot=200, n_perm=200,
-                                               verify_with=[]), load_settings())
+    a = analyse.run(
+        dp, analyse.AnalysisParams(dataset=str(dp.source), n_boot=200, n_perm=200, verify_with=[]), load_settings()
+    )
     analyse.write(dp, a)
     dp.figures_dir.mkdir(parents=True, exist_ok=True)
     (dp.figures_dir / "05-forest.png").write_bytes(base64.b64decode(PNG))  # a figure: its alt text is its caption
-    return render.write_index(dp, [{"name": "05-analyse", "href": "05-analyse.html", "status": "ok",
-                                    "seconds": 1.0, "error": None}])
+    return render.write_index(
+        dp, [{"name": "05-analyse", "href": "05-analyse.html", "status": "ok", "seconds": 1.0, "error": None}]
+    )
 
 
 def test_the_index_of_a_small_dataset_is_clean(tmp_path):
@@ -203,8 +212,10 @@ def test_the_index_of_a_small_dataset_is_clean(tmp_path):
     assert alts and not any(re.fullmatch(r"\d\d-[\w-]+", a) for a in alts), alts  # captions, not file stems
 
 
-WIDTH = '<script>document.title = "W " + document.documentElement.scrollWidth + " " + ' \
-        'document.documentElement.clientWidth;</script>'
+WIDTH = (
+    '<script>document.title = "W " + document.documentElement.scrollWidth + " " + '
+    "document.documentElement.clientWidth;</script>"
+)
 
 
 @pytest.mark.slow
@@ -222,10 +233,11 @@ def test_the_index_does_not_scroll_sideways_on_a_phone(tmp_path):
     index = _small_index(tmp_path)
     probe = index.with_name("width-probe.html")
     probe.write_text(index.read_text(encoding="utf-8").replace(CSP_META, "").replace("</body>", WIDTH + "</body>"))
-    args = [a if not a.startswith("--window-size") else "--window-size=390,844" for a in
-            _chrome_args(exe, tmp_path / "profile")]
-    out = subprocess.run([*args, "--dump-dom", probe.resolve().as_uri()], capture_output=True, text=True,
-                         timeout=120)
+    args = [
+        a if not a.startswith("--window-size") else "--window-size=390,844"
+        for a in _chrome_args(exe, tmp_path / "profile")
+    ]
+    out = subprocess.run([*args, "--dump-dom", probe.resolve().as_uri()], capture_output=True, text=True, timeout=120)
     m = re.search(r"<title>W (\d+) (\d+)</title>", out.stdout)
     assert m, f"the measuring script did not run: {out.stderr[-1000:]}"
     assert int(m.group(1)) <= int(m.group(2)), f"the index is {m.group(1)} px wide in a {m.group(2)} px window"
@@ -238,29 +250,42 @@ def test_tidy_shows_dashes_yes_no_and_small_tables():
 
     from rerankeval.evaluate import views
 
-    t = views.tidy(pd.DataFrame({"x": [1.0, math.nan], "ok": [True, False], "d": [{"a": 1}, None],
-                                 "w": [0.5, 0.25]}))
+    t = views.tidy(pd.DataFrame({"x": [1.0, math.nan], "ok": [True, False], "d": [{"a": 1}, None], "w": [0.5, 0.25]}))
     assert t.x.tolist() == ["1", "\u2013"] and t.ok.tolist() == ["yes", "no"] and t.d.tolist() == ["a: 1", "\u2013"]
     assert t.w.dtype.kind == "f"  # a column of numbers without gaps stays numbers
     kv = views.kv_table({"bm25_params": {"k1": 1.2, "b": 0.75}, "recall": None, "exact": True})
-    assert kv.to_dict()["value"] == {"bm25 params: k1": "1.200", "bm25 params: b": "0.750", "recall": "\u2013",
-                                     "exact": "yes"}
-    assert views.rounded({"auc": 0.5164703798185941, "n": [1.1102230246251565e-16]}) == {"auc": 0.5165,
-                                                                                          "n": [1.11e-16]}
-    assert "DOES NOT" not in views.unit_mapping_note("bm25", 3) and "re-run 03-retrieve" in \
-        views.unit_mapping_note("bm25", 3)
+    assert kv.to_dict()["value"] == {
+        "bm25 params: k1": "1.200",
+        "bm25 params: b": "0.750",
+        "recall": "\u2013",
+        "exact": "yes",
+    }
+    assert views.rounded({"auc": 0.5164703798185941, "n": [1.1102230246251565e-16]}) == {"auc": 0.5165, "n": [1.11e-16]}
+    assert "DOES NOT" not in views.unit_mapping_note("bm25", 3) and "re-run 03-retrieve" in views.unit_mapping_note(
+        "bm25", 3
+    )
     assert "by design" in views.unit_mapping_note("hybrid", 60) and "as expected" in views.unit_mapping_note("bm25", 0)
 
 
 def test_the_manifest_is_a_table_of_rounded_values():
     from rerankeval.report import manifest_view
 
-    rows = manifest_view.rows({"created_utc": "2026", "analysis": {"auc": 0.5164703798185941, "exact": False},
-                               "runs": [{"name": "bm25"}], "cutoffs": [1, 10], "missing": None, "reason": ""})
+    rows = manifest_view.rows(
+        {
+            "created_utc": "2026",
+            "analysis": {"auc": 0.5164703798185941, "exact": False},
+            "runs": [{"name": "bm25"}],
+            "cutoffs": [1, 10],
+            "missing": None,
+            "reason": "",
+        }
+    )
     assert [r["key"] for r in rows] == ["created_utc", "analysis", "runs", "cutoffs", "missing", "reason"]
     assert rows[5]["value"] == "\u2013"
-    assert rows[1]["children"] == [{"key": "auc", "value": "0.5165", "children": []},
-                                   {"key": "exact", "value": "no", "children": []}]
+    assert rows[1]["children"] == [
+        {"key": "auc", "value": "0.5165", "children": []},
+        {"key": "exact", "value": "no", "children": []},
+    ]
     assert rows[2]["children"][0]["children"] == [{"key": "name", "value": "bm25", "children": []}]
     assert rows[3]["value"] == "1, 10" and rows[4]["value"] == "\u2013"
 
@@ -279,8 +304,10 @@ def test_this_run_against_the_previous_one(tmp_path, monkeypatch):
     assert history.since_previous(dp, {"created_utc": "2026-12-01T10:00:00+00:00"}, "ndcg@10") == history.FIRST_RUN
     pd.DataFrame({"variant": ["hybrid_rerank", "vector"], "ndcg@10": [0.651, 0.6]}).to_csv(dp.metrics_csv, index=False)
     line = history.since_previous(dp, {"created_utc": "2026-12-02T12:49:01+00:00"}, "ndcg@10")
-    assert line == ("nDCG@10 since the run of 2026-12-01 10:00 UTC: hybrid_rerank 0.642 \u2192 0.651 (+0.009); "
-                    "new: vector; no longer run: bm25.")
+    assert line == (
+        "nDCG@10 since the run of 2026-12-01 10:00 UTC: hybrid_rerank 0.642 \u2192 0.651 (+0.009); "
+        "new: vector; no longer run: bm25."
+    )
     again = history.since_previous(dp, {"created_utc": "2026-12-02T12:49:01+00:00"}, "ndcg@10")
     assert again == line  # rendering the same analysis twice keeps the comparison
 
@@ -302,11 +329,15 @@ def test_the_pool_ceiling_column_is_labelled_once():
 def test_notebook_tables_are_cleaned_and_wrapped():
     from rerankeval.report.pages import clean_tables
 
-    out = clean_tables('<table><thead><tr><th>rank_hybrid_rerank</th><th class="x">NaN</th></tr></thead><tbody>'
-                       "<tr><th>True</th><td>None</td><td>nan </td><td>False</td><td>NaNa</td></tr></tbody></table>")
-    assert out == ('<div class="scroll"><table><thead><tr><th>rank hybrid_<wbr>rerank</th><th class="x">\u2013'
-                   "</th></tr></thead><tbody><tr><th>yes</th><td>\u2013</td><td>\u2013</td><td>no</td><td>NaNa</td>"
-                   "</tr></tbody></table></div>")
+    out = clean_tables(
+        '<table><thead><tr><th>rank_hybrid_rerank</th><th class="x">NaN</th></tr></thead><tbody>'
+        "<tr><th>True</th><td>None</td><td>nan </td><td>False</td><td>NaNa</td></tr></tbody></table>"
+    )
+    assert out == (
+        '<div class="scroll"><table><thead><tr><th>rank hybrid_<wbr>rerank</th><th class="x">\u2013'
+        "</th></tr></thead><tbody><tr><th>yes</th><td>\u2013</td><td>\u2013</td><td>no</td><td>NaNa</td>"
+        "</tr></tbody></table></div>"
+    )
     assert defects(out) == []
 
 
@@ -324,22 +355,34 @@ def test_the_forest_and_the_delta_charts_come_first_with_their_captions(tmp_path
 
 
 def test_the_checker_finds_the_report_defects():
-    bad = ('<html><head><style>.jp-OutputArea-output pre{word-break: break-all}pre{overflow-wrap:anywhere}</style>'
-           '</head><body>'
-           '<img src="x.png"><img alt="No description has been provided for this image" src="y.png">'
-           '<div class="scroll"><table><thead><tr><th>n_pages</th></tr></thead><tr><th>pages</th><td>38.0000</td>'
-           "<td>NoNewQuery</td></tr></table></div>"
-           "<pre>'No file was skipped.'</pre></body></html>")
+    bad = (
+        "<html><head><style>.jp-OutputArea-output pre{word-break: break-all}pre{overflow-wrap:anywhere}</style>"
+        "</head><body>"
+        '<img src="x.png"><img alt="No description has been provided for this image" src="y.png">'
+        '<div class="scroll"><table><thead><tr><th>n_pages</th></tr></thead><tr><th>pages</th><td>38.0000</td>'
+        "<td>NoNewQuery</td></tr></table></div>"
+        "<pre>'No file was skipped.'</pre></body></html>"
+    )
     found = " | ".join(defects(bad, "01-extract-corpus.html"))
-    for what in ("x.png", "y.png", "38.0000", "NoNewQuery", "'No file was skipped.'", "back to the index",
-                 "break-all", "anywhere", "n_pages"):
+    for what in (
+        "x.png",
+        "y.png",
+        "38.0000",
+        "NoNewQuery",
+        "'No file was skipped.'",
+        "back to the index",
+        "break-all",
+        "anywhere",
+        "n_pages",
+    ):
         assert what in found, (what, found)
-    good = ('<html><body><nav><a href="index.html">index</a></nav><img alt="Recall by variant" src="x.png">'
-            '<div class="scroll"><table><thead><tr><th>rank hybrid_rerank</th></tr></thead>'
-            "<tr><th>pages</th><td>38</td><td>0.5000</td><td>1.0000</td>"
-            "<td>no new query</td></tr></table></div><pre>No file was skipped. It's 'quoted' here.</pre></body></html>")
+    good = (
+        '<html><body><nav><a href="index.html">index</a></nav><img alt="Recall by variant" src="x.png">'
+        '<div class="scroll"><table><thead><tr><th>rank hybrid_rerank</th></tr></thead>'
+        "<tr><th>pages</th><td>38</td><td>0.5000</td><td>1.0000</td>"
+        "<td>no new query</td></tr></table></div><pre>No file was skipped. It's 'quoted' here.</pre></body></html>"
+    )
     assert defects(good, "01-extract-corpus.html") == []
-
 
 
 def _notebook(path: Path) -> Path:
@@ -348,23 +391,40 @@ def _notebook(path: Path) -> Path:
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-    table = ("<table><thead><tr><th></th><th>n_pages</th><th>recall</th><th>status</th></tr></thead><tbody>"
-             "<tr><th>0</th><td>38.0000</td><td>1.0000</td><td>NoNewQuery</td></tr>"
-             "<tr><th>1</th><td>7.0000</td><td>0.5000</td><td>kept</td></tr></tbody></table>")
-    nb = new_notebook(cells=[
-        new_markdown_cell("## Skipped files"),
-        new_code_cell("skipped_note()", outputs=[new_output("execute_result", {"text/plain": "'No file was skipped.'"},
-                                                            execution_count=1)]),
-        new_markdown_cell("## Recall by variant"),
-        new_code_cell("show()", outputs=[
-            new_output("display_data", {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"}),
-            new_output("display_data", {"text/markdown": "*Recall@10 by variant, with 95\\% CIs.*",
-                                        "text/plain": "<IPython.core.display.Markdown object>"}),
-            new_output("display_data", {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"})]),
-        new_code_cell("ledger", outputs=[new_output("execute_result", {"text/html": table, "text/plain": "t"},
-                                                    execution_count=3)]),
-        new_code_cell("print(log)", outputs=[new_output("stream", name="stdout", text="word " * 400)]),
-    ])
+    table = (
+        "<table><thead><tr><th></th><th>n_pages</th><th>recall</th><th>status</th></tr></thead><tbody>"
+        "<tr><th>0</th><td>38.0000</td><td>1.0000</td><td>NoNewQuery</td></tr>"
+        "<tr><th>1</th><td>7.0000</td><td>0.5000</td><td>kept</td></tr></tbody></table>"
+    )
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("## Skipped files"),
+            new_code_cell(
+                "skipped_note()",
+                outputs=[new_output("execute_result", {"text/plain": "'No file was skipped.'"}, execution_count=1)],
+            ),
+            new_markdown_cell("## Recall by variant"),
+            new_code_cell(
+                "show()",
+                outputs=[
+                    new_output("display_data", {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"}),
+                    new_output(
+                        "display_data",
+                        {
+                            "text/markdown": "*Recall@10 by variant, with 95\\% CIs.*",
+                            "text/plain": "<IPython.core.display.Markdown object>",
+                        },
+                    ),
+                    new_output("display_data", {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"}),
+                ],
+            ),
+            new_code_cell(
+                "ledger",
+                outputs=[new_output("execute_result", {"text/html": table, "text/plain": "t"}, execution_count=3)],
+            ),
+            new_code_cell("print(log)", outputs=[new_output("stream", name="stdout", text="word " * 400)]),
+        ]
+    )
     nb.metadata["papermill"] = {"duration": 126.4, "end_time": "2026-12-06T10:01:07+00:00"}
     nbformat.write(nb, str(path))
     return path
@@ -389,14 +449,35 @@ def test_the_notebooks_table_says_when_a_skipped_notebook_ran_and_for_how_long(t
     dp = paths.resolve_dataset(str(tmp_path / "ds"))
     dp.executed_dir.mkdir(parents=True)
     _notebook(dp.executed_dir / "01-extract-corpus.ipynb")
-    rows = render._pages([
-        {"name": "01-extract-corpus", "href": "01-extract-corpus.html", "status": "ok", "seconds": None,
-         "error": None, "skipped": True, "finished": None},
-        {"name": "05-analyse", "href": "05-analyse.html", "status": "ok", "seconds": 12.3, "error": None,
-         "rerun": True, "finished": "2026-12-06T10:05:00+00:00"},
-        {"name": "07-ask", "href": "07-ask.html", "status": "failed", "seconds": None, "error": "404"}], dp)
-    assert [(r["status"], r["seconds"]) for r in rows] == [("up to date", "ran 10:01 UTC, 126 s"),
-                                                           ("ok", "12 s"), ("failed", "time not recorded")]
+    rows = render._pages(
+        [
+            {
+                "name": "01-extract-corpus",
+                "href": "01-extract-corpus.html",
+                "status": "ok",
+                "seconds": None,
+                "error": None,
+                "skipped": True,
+                "finished": None,
+            },
+            {
+                "name": "05-analyse",
+                "href": "05-analyse.html",
+                "status": "ok",
+                "seconds": 12.3,
+                "error": None,
+                "rerun": True,
+                "finished": "2026-12-06T10:05:00+00:00",
+            },
+            {"name": "07-ask", "href": "07-ask.html", "status": "failed", "seconds": None, "error": "404"},
+        ],
+        dp,
+    )
+    assert [(r["status"], r["seconds"]) for r in rows] == [
+        ("up to date", "ran 10:01 UTC, 126 s"),
+        ("ok", "12 s"),
+        ("failed", "time not recorded"),
+    ]
 
 
 def test_snippets_lose_pdf_glyph_codes_and_are_cut_between_words():
@@ -415,8 +496,18 @@ def test_an_answer_not_in_the_documents_says_it_once():
     from rerankeval.report import fragments
 
     result = SimpleNamespace(model="m", endpoint="e", k=3, variant="hybrid")
-    row = {"flagged": False, "question": "q?", "qid": "q1", "answer": "not in the documents",
-           "not_in_documents": True, "precision": "", "gold": "", "given": None, "status": "ok", "citations": []}
+    row = {
+        "flagged": False,
+        "question": "q?",
+        "qid": "q1",
+        "answer": "not in the documents",
+        "not_in_documents": True,
+        "precision": "",
+        "gold": "",
+        "given": None,
+        "status": "ok",
+        "citations": [],
+    }
     html_text = fragments.render("answers.html.j2", result=result, figure="f", rows=[row])
     assert html_text.lower().count("not in the documents") == 1
     other = fragments.render("answers.html.j2", result=result, figure="f", rows=[row | {"answer": "Use apt."}])

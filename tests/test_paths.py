@@ -26,8 +26,11 @@ def test_a_public_collection_that_is_absent_says_where_to_get_it(tmp_path, monke
     with pytest.raises(paths.DatasetNotFound, match=r"not shipped.*scifact\.zip.*make report DATASET=scifact"):
         paths.resolve_dataset(tmp_path / "shared" / "scifact")
     # issue 35 item 14: "export Cranfield in BEIR format" said not how; now the two commands
-    with pytest.raises(paths.DatasetNotFound, match=r"pip install ir_datasets.*python -m rerankeval\.corpus\.cranfield"
-                       r".*corpus\.jsonl, queries\.jsonl and qrels/test\.tsv"):
+    with pytest.raises(
+        paths.DatasetNotFound,
+        match=r"pip install ir_datasets.*python -m rerankeval\.corpus\.cranfield"
+        r".*corpus\.jsonl, queries\.jsonl and qrels/test\.tsv",
+    ):
         paths.resolve_dataset("cranfield-missing/cranfield")
 
 
@@ -38,10 +41,20 @@ def test_results_root_moves_with_environment(tmp_path, monkeypatch):
 
 def test_every_stage_file_is_a_property_under_the_results_folder(tmp_path):
     dp = paths.resolve_dataset("debian-manuals")
-    outputs = [getattr(dp, n) for n, v in vars(paths.DatasetPaths).items()
-               if isinstance(v, property) and not n.startswith("source") and n != "qdrant_path"]
-    outputs += [dp.run_file("bm25"), dp.chunk_run_file("bm25"), dp.variant_record("bm25"), dp.figure("01-x"),
-                dp.executed_notebook("01-a.ipynb"), dp.notebook_html("01-a"), dp.stage_dir("other")]
+    outputs = [
+        getattr(dp, n)
+        for n, v in vars(paths.DatasetPaths).items()
+        if isinstance(v, property) and not n.startswith("source") and n != "qdrant_path"
+    ]
+    outputs += [
+        dp.run_file("bm25"),
+        dp.chunk_run_file("bm25"),
+        dp.variant_record("bm25"),
+        dp.figure("01-x"),
+        dp.executed_notebook("01-a.ipynb"),
+        dp.notebook_html("01-a"),
+        dp.stage_dir("other"),
+    ]
     assert len(outputs) > 30 and all(p.is_relative_to(dp.root) for p in outputs)
     assert len(set(outputs)) == len(outputs)  # no two files share a path
     assert dp.source_record == dp.root / "source.json" and dp.source_qrels("dev") == dp.source / "qrels" / "dev.tsv"

@@ -58,8 +58,14 @@ def _stage(fake: FakeLLM, cache: LLMCache, n: int, **settings) -> tuple[budget.P
         hits = [llm.cache.get(llm.cache.key(c.material)) is not None for c in calls]
         estimates = [budget.call_estimate(hit, c.prompt, "", c.max_tokens) for hit, c in zip(hits, calls, strict=True)]
         known, source = llm.measured_rate()
-        plan = budget.plan([(f"q{i}", "main", [e]) for i, e in enumerate(estimates)], price=(0.0, 0.0),
-                           max_calls=0, max_cost=0.0, s_per_token=known, rate_source=source)
+        plan = budget.plan(
+            [(f"q{i}", "main", [e]) for i, e in enumerate(estimates)],
+            price=(0.0, 0.0),
+            max_calls=0,
+            max_cost=0.0,
+            s_per_token=known,
+            rate_source=source,
+        )
         budget.announce(plan, (0.0, 0.0), fake.base_url, stage="test")
         t0 = time.perf_counter()
         stats = CallStats()
@@ -76,8 +82,13 @@ def _number(text: str) -> float:
 
 # -- the first plan ----------------------------------------------------------------------------------------
 def test_the_time_counts_completion_tokens_at_the_generation_rate():
-    tasks = [("q1", "main", [budget.CallEstimate(hit=False, prompt_tokens=400, processed_tokens=300,
-                                                 completion_tokens=20)] * 3)]
+    tasks = [
+        (
+            "q1",
+            "main",
+            [budget.CallEstimate(hit=False, prompt_tokens=400, processed_tokens=300, completion_tokens=20)] * 3,
+        )
+    ]
     known = rates.Rates(prompt_s=1 / 100, gen_s=1 / 10, call_s=0.05, calls=7, origin="the last run")
     p = budget.plan(tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=known, rate_source="")
     assert p.expected_s == pytest.approx(900 / 100 + 60 / 10 + 3 * 0.05)  # generation is not left out
@@ -87,8 +98,13 @@ def test_the_time_counts_completion_tokens_at_the_generation_rate():
 
 @pytest.mark.parametrize("local", [True, False])
 def test_no_known_rate_gives_a_range_never_one_assumed_figure(local):
-    tasks = [("q1", "main", [budget.CallEstimate(hit=False, prompt_tokens=400, processed_tokens=300,
-                                                 completion_tokens=20)] * 3)]
+    tasks = [
+        (
+            "q1",
+            "main",
+            [budget.CallEstimate(hit=False, prompt_tokens=400, processed_tokens=300, completion_tokens=20)] * 3,
+        )
+    ]
     p = budget.plan(tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=rates.Rates(local=local))
     (plo, phi), (glo, ghi) = rates.UNKNOWN_LOCAL if local else rates.UNKNOWN_REMOTE
     assert p.expected_low_s == pytest.approx(900 / phi + 60 / ghi)
@@ -184,7 +200,12 @@ def test_a_kept_failure_is_not_asked_again_and_retry_failed_asks_it(tmp_path):
         retry = _llm(fake, cache, retry_failed=True).call(_call(), _read, retry_stats, retries=1, reask=_reask)
         assert fake.count == 4
     assert (warm.ok, warm.kept, warm.cached, warm.errors, warm.reply.content) == (
-        False, True, True, ["InvalidJSON"] * 2, cold.reply.content)
+        False,
+        True,
+        True,
+        ["InvalidJSON"] * 2,
+        cold.reply.content,
+    )
     assert (warm_stats.requests, warm_stats.cache_hits, warm_stats.kept_failures, warm_stats.failed) == (0, 1, 1, 1)
     assert "retry_failed=true" in kept_note(warm_stats) and kept_note(cold_stats) is None
     assert not retry.kept and retry_stats.requests == 2
@@ -221,8 +242,9 @@ def test_a_repaired_answer_is_served_from_the_cache_on_the_second_run(tmp_path):
         for _ in range(2):
             with Asker(_settings(fake), AskParams(), LLMCache(tmp_path / "llm")) as asker:
                 asker.llm.keep_failures = True
-                got.append((asker.ask(Question("how is the pump started", "q1"), passages, {}), fake.count,
-                            asker.stats))
+                got.append(
+                    (asker.ask(Question("how is the pump started", "q1"), passages, {}), fake.count, asker.stats)
+                )
     (first, n1, _), (second, n2, stats) = got
     assert first.status == second.status == "repaired" and n1 == 2 and n2 == n1  # 0 requests the second time
     assert second.answer == first.answer and second.citations == first.citations and second.cached
@@ -242,11 +264,17 @@ def test_a_recorded_reply_that_a_newer_reader_reads_is_served_and_cached_as_good
 
 def _completion(timings: dict[str, float]) -> dict:
     """A llama-server chat completion: an OpenAI one plus the server's ``timings``."""
-    return {"json": {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                                  "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 120, "completion_tokens": 11, "total_tokens": 131},
-                     "timings": timings}}
+    return {
+        "json": {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 11, "total_tokens": 131},
+            "timings": timings,
+        }
+    }
 
 
 def test_llama_server_timings_split_prompt_and_generation_and_a_one_token_run_keeps_the_generation_rate(tmp_path):

@@ -93,8 +93,11 @@ def test_discrimination(tmp_path):
     from rerankeval.evaluate import discrimination as D
 
     rng = np.random.default_rng(0)
-    rows = [{"qid": f"q{q}", "docid": f"d{i}", "llm_score": float(rng.uniform() + (i < 3) * 0.3)}
-            for q in range(12) for i in range(8)]
+    rows = [
+        {"qid": f"q{q}", "docid": f"d{i}", "llm_score": float(rng.uniform() + (i < 3) * 0.3)}
+        for q in range(12)
+        for i in range(8)
+    ]
     qrels = {f"q{q}": {f"d{i}": int(i < 3) for i in range(8)} for q in range(12)}
     d = D.measure(pd.DataFrame(rows), qrels, model="m", n_boot=200)
     assert d.status in (D.INFORMATIVE, D.UNINFORMATIVE) and math.isfinite(d.ci_low)
@@ -127,8 +130,11 @@ def test_metric_bars_colour_is_the_variant_and_the_legend_covers_no_bar():
     by_colour = {}
     for b in bars:
         by_colour.setdefault(matplotlib.colors.to_hex(b.get_facecolor()), []).append(round(b.get_height(), 3))
-    assert by_colour == {P.variant_colour("bm25"): [0.8] * 3, P.variant_colour("hybrid"): [0.9] * 3,
-                         P.variant_colour("hybrid_rerank"): [1.0] * 3}  # colour = variant, not metric
+    assert by_colour == {
+        P.variant_colour("bm25"): [0.8] * 3,
+        P.variant_colour("hybrid"): [0.9] * 3,
+        P.variant_colour("hybrid_rerank"): [1.0] * 3,
+    }  # colour = variant, not metric
     plt.close(fig)
 
 
@@ -145,8 +151,10 @@ def test_variant_bars_of_a_table_of_means():
     fig = P.variant_bars(means, title="t")
     bars = _bars(fig.axes[0])
     assert sorted(round(b.get_height(), 2) for b in bars) == [0.4, 0.6, 0.8, 0.9]
-    assert {matplotlib.colors.to_hex(b.get_facecolor()) for b in bars} == {P.variant_colour("bm25"),
-                                                                          P.variant_colour("hybrid")}
+    assert {matplotlib.colors.to_hex(b.get_facecolor()) for b in bars} == {
+        P.variant_colour("bm25"),
+        P.variant_colour("hybrid"),
+    }
     plt.close(fig)
 
 
@@ -167,22 +175,32 @@ def test_rank_heatmap_rank_one_is_green_and_unretrieved_has_its_own_class():
 
 def test_quality_cost_labels_do_not_overlap():
     n = 6  # five cheap variants within 0.004 of each other, one expensive one far away (the real layout)
-    summary = pd.DataFrame({"variant": [f"variant_{i}" for i in range(n)],
-                            "ndcg@10": [0.60 + 0.001 * i for i in range(n - 1)] + [0.9],
-                            "seconds_per_query": [0.0, 0.0, 0.0, 0.001, 0.001, 10.0],
-                            "tokens_per_query": [math.nan] * (n - 1) + [1500.0]})
+    summary = pd.DataFrame(
+        {
+            "variant": [f"variant_{i}" for i in range(n)],
+            "ndcg@10": [0.60 + 0.001 * i for i in range(n - 1)] + [0.9],
+            "seconds_per_query": [0.0, 0.0, 0.0, 0.001, 0.001, 10.0],
+            "tokens_per_query": [math.nan] * (n - 1) + [1500.0],
+        }
+    )
     fig = P.quality_cost(summary, "ndcg@10")
     fig.canvas.draw()
     for ax in fig.axes:
         boxes = [Text.get_window_extent(t) for t in ax.texts]  # the text alone, not its leader line
         assert len(boxes) == n
-        assert not any(_boxes_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        assert not any(_boxes_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
     plt.close(fig)
 
 
 def test_quality_cost_leaves_an_llm_variant_without_tokens_out():
-    summary = pd.DataFrame({"variant": ["bm25", "hybrid_reformulate"], "ndcg@10": [0.5, 0.6],
-                            "seconds_per_query": [0.01, 0.5], "tokens_per_query": [math.nan, math.nan]})
+    summary = pd.DataFrame(
+        {
+            "variant": ["bm25", "hybrid_reformulate"],
+            "ndcg@10": [0.5, 0.6],
+            "seconds_per_query": [0.01, 0.5],
+            "tokens_per_query": [math.nan, math.nan],
+        }
+    )
     fig = P.quality_cost(summary, "ndcg@10")
     tokens = fig.axes[1]
     assert [t.get_text() for t in tokens.texts] == ["bm25"] and "hybrid_reformulate" in tokens.get_title()
@@ -190,8 +208,14 @@ def test_quality_cost_leaves_an_llm_variant_without_tokens_out():
 
 
 def _sweep_view(seconds):
-    return pd.DataFrame({"point": ["p1", "p2", "p3"], "ndcg@10": [0.61, 0.65, 0.63],
-                         "seconds_per_query": seconds, "llm_tokens_per_query": [0.0, 0.0, 0.0]})
+    return pd.DataFrame(
+        {
+            "point": ["p1", "p2", "p3"],
+            "ndcg@10": [0.61, 0.65, 0.63],
+            "seconds_per_query": seconds,
+            "llm_tokens_per_query": [0.0, 0.0, 0.0],
+        }
+    )
 
 
 def test_pareto_says_when_the_cost_spread_is_noise():
@@ -218,8 +242,13 @@ def test_pool_ceiling_has_a_y_label_and_metrics_are_not_coloured_as_variants():
 
 
 def test_heatmap_values_are_short_and_fit_their_cells():
-    view = pd.DataFrame({"rrf_k": [10, 60, 10, 60], "weights": ["1/1", "1/1", "1/0.5", "1/0.5"],
-                         "ndcg@10": [0.6543, 0.6512, 0.6621, 0.6499]})
+    view = pd.DataFrame(
+        {
+            "rrf_k": [10, 60, 10, 60],
+            "weights": ["1/1", "1/1", "1/0.5", "1/0.5"],
+            "ndcg@10": [0.6543, 0.6512, 0.6621, 0.6499],
+        }
+    )
     fig = SP.sweep_heatmap(view, "ndcg@10", "rrf_k", "weights")
     ax = fig.axes[0]
     fig.canvas.draw()
@@ -247,8 +276,9 @@ def test_better_worse_and_funnel_colours_are_no_variant_colours():
 
 
 def test_funnel_bars_draw_hits_in_the_better_colour_and_counts_readable():
-    funnel = pd.DataFrame({"hit": [3, 6], "lost in fusion": [2, 1], "not lifted by rerank": [3, 1]},
-                          index=pd.Index([1, 10], name="k"))
+    funnel = pd.DataFrame(
+        {"hit": [3, 6], "lost in fusion": [2, 1], "not lifted by rerank": [3, 1]}, index=pd.Index([1, 10], name="k")
+    )
     fig = P.funnel_bars(funnel)
     ax = fig.axes[0]
     colours = {matplotlib.colors.to_hex(b.get_facecolor()) for b in ax.patches}
@@ -256,16 +286,26 @@ def test_funnel_bars_draw_hits_in_the_better_colour_and_counts_readable():
     inks = []
     for t in ax.texts:  # each count in the ink that reads on its bar: black on a light one
         x, y = t.get_position()
-        bar = next(b for b in ax.patches if b.get_x() <= x <= b.get_x() + b.get_width()
-                   and b.get_y() <= y <= b.get_y() + b.get_height())
+        bar = next(
+            b
+            for b in ax.patches
+            if b.get_x() <= x <= b.get_x() + b.get_width() and b.get_y() <= y <= b.get_y() + b.get_height()
+        )
         inks.append((matplotlib.colors.to_hex(bar.get_facecolor()), t.get_color()))
     assert (P.CLASS_COLOURS["not lifted by rerank"], "black") in inks and (P.BETTER, "white") in inks
     plt.close(fig)
 
 
 def _shift(src, dst):
-    return pd.DataFrame({"qid": [f"q{i}" for i in range(len(src))], "unit": [f"u{i}" for i in range(len(src))],
-                         "grade": [1] * len(src), "src_rank": src, "dst_rank": dst})
+    return pd.DataFrame(
+        {
+            "qid": [f"q{i}" for i in range(len(src))],
+            "unit": [f"u{i}" for i in range(len(src))],
+            "grade": [1] * len(src),
+            "src_rank": src,
+            "dst_rank": dst,
+        }
+    )
 
 
 def test_rank_shift_axes_are_linear_for_top_ranks_and_log_only_for_deep_ones():
@@ -283,15 +323,23 @@ def test_rank_shift_axes_are_linear_for_top_ranks_and_log_only_for_deep_ones():
 
 def test_quality_cost_no_label_sits_on_another_point():
     """A cheap variant's label used to run over its cheap neighbour's point at the same height."""
-    summary = pd.DataFrame({"variant": ["bm25", "hybrid_reformulate", "hybrid", "hybrid_rerank"],
-                            "ndcg@10": [0.60, 0.60, 0.62, 0.70], "seconds_per_query": [0.010, 0.2, 0.4, 12.0],
-                            "tokens_per_query": [math.nan, 30.0, math.nan, 1800.0]})  # 30 tokens: beside bm25's 0
+    summary = pd.DataFrame(
+        {
+            "variant": ["bm25", "hybrid_reformulate", "hybrid", "hybrid_rerank"],
+            "ndcg@10": [0.60, 0.60, 0.62, 0.70],
+            "seconds_per_query": [0.010, 0.2, 0.4, 12.0],
+            "tokens_per_query": [math.nan, 30.0, math.nan, 1800.0],
+        }
+    )  # 30 tokens: beside bm25's 0
     fig = P.quality_cost(summary, "ndcg@10")
     fig.canvas.draw()
     for ax in fig.axes:
         anns = {a.get_text(): a for a in ax.texts}
-        pts = {r.variant: (P._cost(r, c), r["ndcg@10"]) for _, r in summary.iterrows()
-               for c in ["tokens_per_query" if "tokens" in ax.get_xlabel() else "seconds_per_query"]}
+        pts = {
+            r.variant: (P._cost(r, c), r["ndcg@10"])
+            for _, r in summary.iterrows()
+            for c in ["tokens_per_query" if "tokens" in ax.get_xlabel() else "seconds_per_query"]
+        }
         for name, ann in anns.items():
             assert tuple(ann.xy) == pytest.approx(pts[name])  # the label is its own point's
             box = Text.get_window_extent(ann)
@@ -341,8 +389,11 @@ def test_discrimination_classes_are_drawn_in_better_and_worse_not_variant_colour
     from rerankeval.evaluate import discrimination as D
 
     rng = np.random.default_rng(0)
-    rows = [{"qid": f"q{q}", "docid": f"d{i}", "llm_score": float(rng.uniform() + (i < 3) * 0.3)}
-            for q in range(12) for i in range(8)]
+    rows = [
+        {"qid": f"q{q}", "docid": f"d{i}", "llm_score": float(rng.uniform() + (i < 3) * 0.3)}
+        for q in range(12)
+        for i in range(8)
+    ]
     qrels = {f"q{q}": {f"d{i}": int(i < 3) for i in range(8)} for q in range(12)}
     fig = AP.discrimination(D.measure(pd.DataFrame(rows), qrels, model="m", n_boot=50))
     edges = {matplotlib.colors.to_hex(p.get_edgecolor()) for p in fig.axes[0].patches}

@@ -66,10 +66,12 @@ def test_an_argument_it_cannot_key_is_drawn_every_time(tmp_path):
 
 def test_showing_a_saved_figure_imports_no_matplotlib(tmp_path):
     _show(tmp_path, _table())
-    code = ("import json, sys\nimport pandas as pd\nfrom rerankeval.report import figcache, plots\n"
-            "t = pd.DataFrame({'ndcg@10': [0.5, 0.25], 'recall@10': [0.75, 0.5]}, index=['bm25', 'vector'])\n"
-            f"drawn = figcache.show({str(tmp_path)!r}, 'variants', plots.variant_bars, t, title='t', notebook='03')\n"
-            "print(json.dumps([drawn, 'matplotlib' in sys.modules]))")
+    code = (
+        "import json, sys\nimport pandas as pd\nfrom rerankeval.report import figcache, plots\n"
+        "t = pd.DataFrame({'ndcg@10': [0.5, 0.25], 'recall@10': [0.75, 0.5]}, index=['bm25', 'vector'])\n"
+        f"drawn = figcache.show({str(tmp_path)!r}, 'variants', plots.variant_bars, t, title='t', notebook='03')\n"
+        "print(json.dumps([drawn, 'matplotlib' in sys.modules]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, False]  # shown again, matplotlib not loaded

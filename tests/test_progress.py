@@ -40,11 +40,15 @@ def test_plain_mode_small_total_and_unknown_total(monkeypatch):
     out = io.StringIO()
     assert list(track(["a", "b", "c"], desc="embedding", unit="text", file=out, quiet_s=0)) == ["a", "b", "c"]
     assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == [
-        "embedding: 1/3 text (33%)", "embedding: 2/3 text (67%)", "embedding: 3/3 text (100%)"]
+        "embedding: 1/3 text (33%)",
+        "embedding: 2/3 text (67%)",
+        "embedding: 3/3 text (100%)",
+    ]
     out = io.StringIO()
     list(track(iter(range(20)), desc="pages", unit="page", file=out, quiet_s=0))  # no len(): 1, 2, 4, 8, 16, end
     assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == [
-        f"pages: {n} page" for n in (1, 2, 4, 8, 16, 20)]
+        f"pages: {n} page" for n in (1, 2, 4, 8, 16, 20)
+    ]
 
 
 def test_a_stage_done_in_a_moment_prints_nothing_and_a_slow_one_starts_after_the_quiet_seconds(monkeypatch):
@@ -132,15 +136,22 @@ for _ in track(range(30), desc="encoding", unit="text", quiet_s=0):
 def test_a_kernel_run_by_the_chain_shows_progress_on_the_chain_stderr(tmp_path):
     """The real path: chain -> papermill -> kernel; the kernel also gets the chain's settings as its env."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("dataset: str = ''  # dataset", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(CELL)]
+    nb.cells = [
+        nbformat.v4.new_code_cell("dataset: str = ''  # dataset", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(CELL),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "09-probe.ipynb")
     (tmp_path / "ds").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", progress.MODE_ENV)}
     env["RERANKEVAL_RESULTS"] = str(tmp_path / "results")
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(tmp_path / "09-probe.ipynb"),
-                        str(tmp_path / "ds")], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CHILD), str(tmp_path / "09-probe.ipynb"), str(tmp_path / "ds")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout.splitlines()[-1])
     assert result["page"]["status"] == "ok" and not result["mark_in_parent"], result["page"]["error"]

@@ -28,25 +28,49 @@ def _dataset(tmp_path, human: bool):
     src = tmp_path / "src" / "ex"
     (src / "qrels").mkdir(parents=True)
     dp = resolve_dataset(str(src))
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1,
-                                    "start": 0, "title": "", "text": f"text of page {i + 1}"}
-                                   for i, u in enumerate(UNITS)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": f"{u}#c0",
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": i + 1,
+                "start": 0,
+                "title": "",
+                "text": f"text of page {i + 1}",
+            }
+            for i, u in enumerate(UNITS)
+        ],
+    )
     atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
-    drafts = [("g-a", "what is on page one", "accepted", UNITS[0]), ("g-b", "what page two says", "accepted", UNITS[1]),
-              ("g-c", "a rejected one", "rejected", UNITS[2]), ("g-d", "not reviewed yet", "draft", UNITS[3])]
+    drafts = [
+        ("g-a", "what is on page one", "accepted", UNITS[0]),
+        ("g-b", "what page two says", "accepted", UNITS[1]),
+        ("g-c", "a rejected one", "rejected", UNITS[2]),
+        ("g-d", "not reviewed yet", "draft", UNITS[3]),
+    ]
     meta = {"g-b": {"original_text": "page two?"}}
-    queryset.write_drafts(dp.source_draft_queries, [
-        queryset.Draft(q, t, {"source_unit": u, "model": "fake", "status": s, **meta.get(q, {})})
-        for q, t, s, u in drafts])
-    (src / "qrels" / "draft.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{u}\t2\n" for q, _, _, u in drafts), encoding="utf-8")
-    dp.judgments("test").write_text("query-id\tcorpus-id\tscore\ng-b\tm.pdf#p2\t1\ng-b\tm.pdf#p5\t2\n",
-                                    encoding="utf-8")
+    queryset.write_drafts(
+        dp.source_draft_queries,
+        [
+            queryset.Draft(q, t, {"source_unit": u, "model": "fake", "status": s, **meta.get(q, {})})
+            for q, t, s, u in drafts
+        ],
+    )
+    (src / "qrels" / "draft.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t2\n" for q, _, _, u in drafts), encoding="utf-8"
+    )
+    dp.judgments("test").write_text(
+        "query-id\tcorpus-id\tscore\ng-b\tm.pdf#p2\t1\ng-b\tm.pdf#p5\t2\n", encoding="utf-8"
+    )
     if human:
-        (src / "queries.jsonl").write_text('{"_id": "dm-001", "text": "first human"}\n'
-                                           '{"_id": "dm-002", "text": "second human"}', encoding="utf-8")  # no \n
-        (src / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\ndm-001\tm.pdf#p1\t2\n"
-                                                "dm-002\tm.pdf#p3\t1\n", encoding="utf-8")
+        (src / "queries.jsonl").write_text(
+            '{"_id": "dm-001", "text": "first human"}\n{"_id": "dm-002", "text": "second human"}', encoding="utf-8"
+        )  # no \n
+        (src / "qrels" / "test.tsv").write_text(
+            "query-id\tcorpus-id\tscore\ndm-001\tm.pdf#p1\t2\ndm-002\tm.pdf#p3\t1\n", encoding="utf-8"
+        )
     qrels = {"dm-001": {UNITS[0]: 2}} if human else {"g-a": {UNITS[0]: 2}}
     runs.write_qrels(qrels, dp.qrels)
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": "t", "slices": {}} for q in qrels])
@@ -64,11 +88,14 @@ def test_promote_moves_accepted_and_edited_drafts_with_their_grades_and_is_idemp
     assert "1 draft(s) not reviewed yet are no longer evaluated" in said
     lines = [json.loads(x) for x in dp.source_queries.read_text(encoding="utf-8").splitlines()]
     assert [(x["_id"], x["text"], x["metadata"]["source"]) for x in lines] == [
-        ("g-a", "what is on page one", "drafted, reviewed"), ("g-b", "what page two says", "drafted, reviewed")]
+        ("g-a", "what is on page one", "drafted, reviewed"),
+        ("g-b", "what page two says", "drafted, reviewed"),
+    ]
     assert lines[1]["metadata"]["original_text"] == "page two?" and "status" not in lines[1]["metadata"]
     # the draft grade of g-b's source unit is replaced by the grade recorded while exploring (1), p5 added
     assert dp.source_qrels("test").read_text(encoding="utf-8") == (
-        "query-id\tcorpus-id\tscore\ng-a\tm.pdf#p1\t2\ng-b\tm.pdf#p2\t1\ng-b\tm.pdf#p5\t2\n")
+        "query-id\tcorpus-id\tscore\ng-a\tm.pdf#p1\t2\ng-b\tm.pdf#p2\t1\ng-b\tm.pdf#p5\t2\n"
+    )
     marks = {d.qid: d.metadata.get("promoted") for d in queryset.read_drafts(dp.source_draft_queries)}
     assert marks == {"g-a": True, "g-b": True, "g-c": None, "g-d": None}
     assert queryset.query_source(dp).kind == queryset.HUMAN  # human questions win from now on
@@ -84,7 +111,7 @@ def test_a_human_file_that_existed_keeps_its_old_lines_byte_identical(tmp_path):
     new_q, new_r = dp.source_queries.read_bytes(), dp.source_qrels("test").read_bytes()
     assert _sha(new_q[: len(old_q)]) == _sha(old_q) and _sha(new_r[: len(old_r)]) == _sha(old_r)
     assert [json.loads(x)["_id"] for x in new_q.decode().splitlines()] == ["dm-001", "dm-002", "g-a", "g-b"]
-    assert new_r[len(old_r):].decode() == "g-a\tm.pdf#p1\t2\ng-b\tm.pdf#p2\t1\ng-b\tm.pdf#p5\t2\n"
+    assert new_r[len(old_r) :].decode() == "g-a\tm.pdf#p1\t2\ng-b\tm.pdf#p2\t1\ng-b\tm.pdf#p5\t2\n"
 
 
 def test_an_id_clash_is_refused_and_nothing_is_written(tmp_path):
@@ -106,17 +133,22 @@ def test_add_question_appends_the_next_id_and_its_grades_without_touching_old_li
     assert said.startswith("dm-004 added to")
     new_q, new_r = dp.source_queries.read_bytes(), dp.source_qrels("test").read_bytes()
     assert _sha(new_q[: len(old_q)]) == _sha(old_q) and _sha(new_r[: len(old_r)]) == _sha(old_r)
-    added = [json.loads(x) for x in new_q[len(old_q):].decode().splitlines() if x.strip()]
+    added = [json.loads(x) for x in new_q[len(old_q) :].decode().splitlines() if x.strip()]
     assert [(x["_id"], x["text"], x["metadata"]["source"]) for x in added] == [
-        ("dm-003", "where is page four", "explorer"), ("dm-004", "and page five", "explorer")]
-    assert new_r[len(old_r):].decode() == "dm-003\tm.pdf#p4\t2\ndm-004\tm.pdf#p5\t1\ndm-004\tm.pdf#p1\t0\n"
+        ("dm-003", "where is page four", "explorer"),
+        ("dm-004", "and page five", "explorer"),
+    ]
+    assert new_r[len(old_r) :].decode() == "dm-003\tm.pdf#p4\t2\ndm-004\tm.pdf#p5\t1\ndm-004\tm.pdf#p1\t0\n"
 
 
-@pytest.mark.parametrize(("relevant", "message"), [
-    ([UNITS[0].replace("p1", "p9")], "not in the corpus"),
-    ({UNITS[0]: 3}, "grade 3 is outside the scale: grades are 0-2"),
-    ({UNITS[0]: 0}, "at least one relevant unit"),
-])
+@pytest.mark.parametrize(
+    ("relevant", "message"),
+    [
+        ([UNITS[0].replace("p1", "p9")], "not in the corpus"),
+        ({UNITS[0]: 3}, "grade 3 is outside the scale: grades are 0-2"),
+        ({UNITS[0]: 0}, "at least one relevant unit"),
+    ],
+)
 def test_add_question_refuses_bad_grades_and_units_and_writes_nothing(tmp_path, relevant, message):
     dp = _dataset(tmp_path, human=True)
     before = dp.source_queries.read_bytes()

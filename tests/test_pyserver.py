@@ -29,9 +29,19 @@ from rerankeval.rerank.config import Params
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
-SCHEMA = {"type": "json_schema", "json_schema": {"name": "relevance_answer", "strict": True, "schema": {
-    "type": "object", "properties": {"relevant": {"type": "string", "enum": ["yes", "no"]}},
-    "required": ["relevant"], "additionalProperties": False}}}
+SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "relevance_answer",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"relevant": {"type": "string", "enum": ["yes", "no"]}},
+            "required": ["relevant"],
+            "additionalProperties": False,
+        },
+    },
+}
 MESSAGES = [{"role": "user", "content": 'Is "Paris" the capital of France? Answer as JSON {"relevant": "yes"|"no"}.'}]
 
 
@@ -68,15 +78,33 @@ def _wait(base: str, proc: subprocess.Popen, log, wait: float = 300.0) -> None:
 def pyserver(tmp_path_factory):
     model = _model()
     port = local_server.free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--model_alias", "qwen-pyserver",
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--verbose", "False"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        model,
+        "--model_alias",
+        "qwen-pyserver",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "2048",
+        "--n_threads",
+        "2",
+        "--verbose",
+        "False",
+    ]
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "")}  # its settings read the env
     log = open(tmp_path_factory.mktemp("pyserver") / "server.log", "w+")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         _wait(f"http://127.0.0.1:{port}", proc, log)
-        yield Settings(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-none", model="qwen-pyserver",
-                       timeout=300, max_retries=2)
+        yield Settings(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-none", model="qwen-pyserver", timeout=300, max_retries=2
+        )
     finally:
         proc.terminate()
         try:
@@ -89,8 +117,9 @@ def pyserver(tmp_path_factory):
 def test_server_rejects_json_schema_with_500(pyserver):
     """The premise: this server says 500 "Input should be 'text' or 'json_object'" to a json_schema request."""
     body = json.dumps({"model": pyserver.model, "messages": MESSAGES, "max_tokens": 4, "response_format": SCHEMA})
-    req = urllib.request.Request(f"{pyserver.base_url}/chat/completions", data=body.encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{pyserver.base_url}/chat/completions", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=120)
     assert err.value.code == 500 and "json_object" in err.value.read().decode()
@@ -108,9 +137,15 @@ def test_client_downgrades_once_without_retries(pyserver):
 
 def test_rerank_run_on_pyserver(pyserver, tmp_path):
     passages = {"p1": "Paris is the capital and largest city of France.", "p2": "Bananas are rich in potassium."}
-    res = rerank_made(tmp_path / "ds", {"q1": {"p2": 0.5, "p1": 0.4}}, {"q1": "What is the capital of France?"},
-                      {"q1": passages}, Params(mode="yesno", yesno_json=True, alpha=1.0, pool_k=2), pyserver,
-                      LLMCache(tmp_path / "llm"))
+    res = rerank_made(
+        tmp_path / "ds",
+        {"q1": {"p2": 0.5, "p1": 0.4}},
+        {"q1": "What is the capital of France?"},
+        {"q1": passages},
+        Params(mode="yesno", yesno_json=True, alpha=1.0, pool_k=2),
+        pyserver,
+        LLMCache(tmp_path / "llm"),
+    )
     row = res.ledger.iloc[0]
     assert row.status in ("ok", "repaired"), row.to_dict()
     assert row.response_format == "json_object" and "InternalServerError" not in str(row.error)

@@ -99,8 +99,10 @@ def test_query_api_rrf_is_the_papers_rrf(store):
     sparse = [idx.sparse_query_vector("blue apples")]
     vec = dense[[0]]
     fused = qs.search_hybrid(client, name, ["q"], vec, sparse, leg_k=3, limit=10, id_to_chunk=id_to_chunk)
-    legs = [qs.search_dense(client, name, ["q"], vec, 3, id_to_chunk),
-            qs.search_sparse(client, name, ["q"], sparse, 3, id_to_chunk)]
+    legs = [
+        qs.search_dense(client, name, ["q"], vec, 3, id_to_chunk),
+        qs.search_sparse(client, name, ["q"], sparse, 3, id_to_chunk),
+    ]
     ours = rrf(legs, k=60)["q"]
     assert fused["q"] == pytest.approx(ours, abs=1e-9)
     assert list(fused["q"])[0] == list(ours)[0]
@@ -151,8 +153,13 @@ def test_local_upserts_commit_once_and_store_the_same_points(tmp_path):
             j = ids.index(i)
             qs.upsert_chunks(client, "plain", [i], [i], dense[j : j + 1], sparse[j : j + 1], progress=False)
     with qs.open_client(path=tmp_path / "q", url="") as client:  # reopened from disk
-        got = {n: sorted((p.id, p.payload["chunk_id"], tuple(p.vector["dense"]))
-                         for p in client.scroll(n, limit=100, with_vectors=True)[0]) for n in ("held", "plain")}
+        got = {
+            n: sorted(
+                (p.id, p.payload["chunk_id"], tuple(p.vector["dense"]))
+                for p in client.scroll(n, limit=100, with_vectors=True)[0]
+            )
+            for n in ("held", "plain")
+        }
         id_to_chunk = {qs.point_id(c): c for c in ids}
         runs = [qs.search_dense(client, n, ["q"], dense[:1], 6, id_to_chunk) for n in ("held", "plain")]
     assert got["held"] == got["plain"] and len(got["held"]) == 6

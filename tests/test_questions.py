@@ -36,8 +36,11 @@ def good_reply(n: int, body: dict) -> dict:
     """A question made of the passage's words, and a quote copied from it (kept by every check)."""
     text = _passage(body)
     words = text.split()
-    return {"content": json.dumps({"question": f"what does the text say about {' '.join(words[1:4])}",
-                                   "quote": " ".join(words[:6])})}
+    return {
+        "content": json.dumps(
+            {"question": f"what does the text say about {' '.join(words[1:4])}", "quote": " ".join(words[:6])}
+        )
+    }
 
 
 def _bare(tmp_path, pages=None):
@@ -69,16 +72,16 @@ def test_a_unit_text_is_rebuilt_from_its_overlapping_chunks():
 
 
 def test_units_are_sampled_in_turn_over_files_with_a_seed_and_short_ones_left_out():
-    rows = [(f"{f}#p{i}#c0", f"{f}#p{i}", f, i, 0, "", f"text of {f} page {i} " * 5) for f in ("a", "b")
-            for i in (1, 2, 3)]
+    rows = [
+        (f"{f}#p{i}#c0", f"{f}#p{i}", f, i, 0, "", f"text of {f} page {i} " * 5) for f in ("a", "b") for i in (1, 2, 3)
+    ]
     rows.append(("b#p9#c0", "b#p9", "b", 9, 0, "", "short"))
     chunks = _chunks(rows)
     order = [u.uid for u in units.sample_units(chunks, seed=1, min_chars=20, max_chars=1000)]
     assert len(order) == 6 and "b#p9" not in order
     assert [u.split("#")[0] for u in order] == ["a", "b"] * 3  # stratified: the files take turns
     assert order == [u.uid for u in units.sample_units(chunks, seed=1, min_chars=20, max_chars=1000)]
-    others = {tuple(u.uid for u in units.sample_units(chunks, seed=s, min_chars=20, max_chars=1000))
-              for s in range(8)}
+    others = {tuple(u.uid for u in units.sample_units(chunks, seed=s, min_chars=20, max_chars=1000)) for s in range(8)}
     assert len(others) > 1  # the seed changes the order within each file
 
 
@@ -88,17 +91,20 @@ def test_overlap_is_the_share_of_question_words_in_the_passage():
     assert checks.overlap("", "anything") == 0.0
 
 
-@pytest.mark.parametrize(("question", "quote", "reason"), [
-    ("", "the alpha widget", "empty"),
-    ("why " * 41, "the alpha widget", "too_long"),
-    ("where is the alpha configuration", "a sentence that is not there", "quote_not_in_passage"),
-    ("où est le fichier de configuration", "the alpha widget", "other_language"),
-    ("Where is the alpha configuration file?", "the alpha widget", "repeats_human_query"),
-    ("where is the configuration file of alpha", "the alpha widget", "repeats_human_query"),  # same words
-    ("which command restarts the widget", "The Alpha  widget", "duplicate"),
-    ("which command restarts the widget service", "the alpha widget", "near_duplicate"),
-    ("how are alpha changes applied", "\u201cthe alpha widget\u2026\u201d", ""),  # typographic quotes, ellipsis
-])
+@pytest.mark.parametrize(
+    ("question", "quote", "reason"),
+    [
+        ("", "the alpha widget", "empty"),
+        ("why " * 41, "the alpha widget", "too_long"),
+        ("where is the alpha configuration", "a sentence that is not there", "quote_not_in_passage"),
+        ("où est le fichier de configuration", "the alpha widget", "other_language"),
+        ("Where is the alpha configuration file?", "the alpha widget", "repeats_human_query"),
+        ("where is the configuration file of alpha", "the alpha widget", "repeats_human_query"),  # same words
+        ("which command restarts the widget", "The Alpha  widget", "duplicate"),
+        ("which command restarts the widget service", "the alpha widget", "near_duplicate"),
+        ("how are alpha changes applied", "\u201cthe alpha widget\u2026\u201d", ""),  # typographic quotes, ellipsis
+    ],
+)
 def test_each_drop_reason(question, quote, reason):
     passage = "The alpha widget stores its configuration in a file. Restart the service to apply changes."
     vocab = checks.words(passage + " where which command restarts how are is what file of")
@@ -180,8 +186,11 @@ def test_nothing_generated_ever_changes_a_human_file(tmp_path):
 
 
 def test_replies_that_break_the_rules_are_dropped_and_counted(tmp_path):
-    replies = [{"question": "", "quote": "x"}, {"question": "what is it", "quote": "a quote that is not there"},
-               {"question": "comment ça marche ici", "quote": "?"}]
+    replies = [
+        {"question": "", "quote": "x"},
+        {"question": "what is it", "quote": "a quote that is not there"},
+        {"question": "comment ça marche ici", "quote": "?"},
+    ]
 
     def rule(n, body):
         if n < len(replies):
@@ -291,13 +300,25 @@ def test_make_report_on_a_bare_folder_drafts_then_evaluates_and_labels_every_pag
     for name, texts in TINY_PAGES.items():
         write_pdf(folder / name, texts)
     results = tmp_path / "res"
-    env = {**os.environ, "RERANKEVAL_RESULTS": str(results), "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
-           "PYTHONHASHSEED": "0", "RERANKEVAL_CACHE": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "RERANKEVAL_RESULTS": str(results),
+        "RERANKEVAL_QDRANT_PATH": str(results / "qdrant"),
+        "PYTHONHASHSEED": "0",
+        "RERANKEVAL_CACHE": str(tmp_path / "cache"),
+    }
     with FakeLLM() as fake:
         env.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key-not-a-secret-0001")
         cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(folder), "--kernel", "python3"]
-        for s in ("leg_k=10", "pool_k=3", "final_k=3", "ks=[1,3]", "n_questions=4", "draft_min_chars=50",
-                  "variants=[vector, bm25, hybrid]"):
+        for s in (
+            "leg_k=10",
+            "pool_k=3",
+            "final_k=3",
+            "ks=[1,3]",
+            "n_questions=4",
+            "draft_min_chars=50",
+            "variants=[vector, bm25, hybrid]",
+        ):
             cmd += ["--set", s]
         for only in ("01", "02", "08", "03", "04", "05"):
             cmd += ["--only", only]
@@ -457,8 +478,11 @@ def test_a_full_dataset_disk_names_the_file_and_the_disk_and_keeps_the_drafts(tm
         return real(path, text)
 
     monkeypatch.setattr(draft, "atomic_write_text", full)
-    with pytest.raises(OSError, match=r"the disk is full: cannot write the drafted questions to .*queries.draft.jsonl "
-                                      r"\(the disk mounted at .* MB free\).*3 new drafts are kept in .*unsaved"):
+    with pytest.raises(
+        OSError,
+        match=r"the disk is full: cannot write the drafted questions to .*queries.draft.jsonl "
+        r"\(the disk mounted at .* MB free\).*3 new drafts are kept in .*unsaved",
+    ):
         draft.write(dp, res)
     kept = [json.loads(x)["_id"] for x in (dp.questions_dir / "unsaved.draft.jsonl").read_text().splitlines()]
     assert kept == [d.qid for d in res.new]

@@ -53,8 +53,21 @@ def _dataset(root: Path, backend: str, env: dict[str, str], monkeypatch) -> Path
         monkeypatch.setenv(k, v)
     (root / "src" / "tiny").mkdir(parents=True)
     dp = paths.resolve_dataset(root / "src" / "tiny")
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u.split("#p")[1]),
-                                    "start": 0, "title": "", "text": t} for c, u, t in sorted(CHUNKS)])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": c,
+                "unit_id": u,
+                "source": "m.pdf",
+                "page": int(u.split("#p")[1]),
+                "start": 0,
+                "title": "",
+                "text": t,
+            }
+            for c, u, t in sorted(CHUNKS)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, dp.qrels)
     build_index(dp, embedder=HashEmbedder())  # the backend: RERANKEVAL_QDRANT_BACKEND set above
@@ -66,14 +79,27 @@ def test_a_script_that_leaves_the_store_open_exits_without_a_traceback(tmp_path,
     if backend == "edge":
         pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed")
     monkeypatch.delenv("QDRANT_URL", raising=False)
-    env = {"RERANKEVAL_RESULTS": str(tmp_path / "res"), "RERANKEVAL_QDRANT_PATH": str(tmp_path / "qdrant"),
-           "RERANKEVAL_QDRANT_BACKEND": backend}
+    env = {
+        "RERANKEVAL_RESULTS": str(tmp_path / "res"),
+        "RERANKEVAL_QDRANT_PATH": str(tmp_path / "qdrant"),
+        "RERANKEVAL_QDRANT_BACKEND": backend,
+    }
     dataset = _dataset(tmp_path, backend, env, monkeypatch)
     script = tmp_path / "leak.py"
-    script.write_text(textwrap.dedent(SCRIPT.format(tests=str(TESTS), dataset=str(dataset),
-                                                    client=backend == "client", other=str(tmp_path / "other"))))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)})
+    script.write_text(
+        textwrap.dedent(
+            SCRIPT.format(
+                tests=str(TESTS), dataset=str(dataset), client=backend == "client", other=str(tmp_path / "other")
+            )
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "40"
     assert done.stderr == ""

@@ -33,8 +33,10 @@ def test_the_marked_blocks_are_found_and_only_those():
 
 def test_the_readme_has_marked_explorer_snippets():
     found = snippets(README.read_text(encoding="utf-8"))
-    assert found, (f"no ```python block of {README} has the line {MARKER!r} just above it: mark the explorer "
-                   "examples (they are run by test_readme_snippets_run_as_written)")
+    assert found, (
+        f"no ```python block of {README} has the line {MARKER!r} just above it: mark the explorer "
+        "examples (they are run by test_readme_snippets_run_as_written)"
+    )
     assert all("explore." in s for s in found), "a marked snippet does not call explore."
 
 
@@ -55,8 +57,9 @@ def default_copy(tmp_path, monkeypatch):
         pytest.skip(f"{results} has no saved runs: the snippets read them (run make report first)")
     data = tmp_path / "data"
     shutil.copytree(src, data / name)
-    shutil.copytree(results, tmp_path / "results" / name, ignore=shutil.ignore_patterns("executed", "report",
-                                                                                          "figures", "sweep"))
+    shutil.copytree(
+        results, tmp_path / "results" / name, ignore=shutil.ignore_patterns("executed", "report", "figures", "sweep")
+    )
     (tmp_path / "results" / name / "source.json").write_text(json.dumps({"source": str(data / name)}))
     if shard.is_dir():
         shutil.copytree(shard, tmp_path / "qdrant" / name)

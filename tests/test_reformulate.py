@@ -81,7 +81,7 @@ def test_the_guard_keeps_a_rewrite_that_retrieves_better(tmp_path):
     four = [{"q": {d: 1.0 / (r + 1) for r, d in enumerate(leg["q"])}} for leg in legs]
     assert run["q2"] == rrf(four, k=60)["q"]  # the original and the rewrite, both legs each, fused
     assert list(run["q2"])[0] == "C"
-    assert run["q1"] == rrf([{"q": {"A": 1, "B": .5, "C": .3}}] * 2, k=60)["q"]  # q1: exactly hybrid
+    assert run["q1"] == rrf([{"q": {"A": 1, "B": 0.5, "C": 0.3}}] * 2, k=60)["q"]  # q1: exactly hybrid
 
 
 def test_the_guard_reverts_a_rewrite_that_retrieves_worse(tmp_path):
@@ -115,8 +115,10 @@ def test_the_rewrites_tokens_are_counted_in_the_record(tmp_path):
     assert cold["prompt_tokens"] > 0 and cold["completion_tokens"] > 0
     assert (cold["saved_prompt_tokens"], cold["saved_completion_tokens"]) == (0, 0)
     assert (warm["prompt_tokens"], warm["completion_tokens"]) == (0, 0)
-    assert (warm["saved_prompt_tokens"], warm["saved_completion_tokens"]) == (cold["prompt_tokens"],
-                                                                             cold["completion_tokens"])
+    assert (warm["saved_prompt_tokens"], warm["saved_completion_tokens"]) == (
+        cold["prompt_tokens"],
+        cold["completion_tokens"],
+    )
     assert (cold["rewritten"], cold["kept"]) == (warm["rewritten"], warm["kept"]) == (1, 1)
 
 
@@ -144,9 +146,16 @@ def test_without_an_endpoint_every_weak_query_keeps_its_result_and_says_why():
     step.no_endpoint("no LLM endpoint configured")
     ledger = step.ledger.set_index("qid")
     assert ledger.loc["q2", "error"] == "NoEndpoint: no LLM endpoint configured" and ledger.loc["q1", "error"] == ""
-    assert step.record() == {"threshold": THRESHOLD, "guard_k": 2, "rewritten": 0, "kept": 0,
-                             **dict.fromkeys(reformulate.TOKEN_FIELDS, 0), "llm_calls": 0, "llm_cache_hits": 0,
-                             "llm_seconds": 0.0}
+    assert step.record() == {
+        "threshold": THRESHOLD,
+        "guard_k": 2,
+        "rewritten": 0,
+        "kept": 0,
+        **dict.fromkeys(reformulate.TOKEN_FIELDS, 0),
+        "llm_calls": 0,
+        "llm_cache_hits": 0,
+        "llm_seconds": 0.0,
+    }
 
 
 def test_reformulate_uses_the_llm_only_through_rerankeval_llm():
@@ -157,8 +166,12 @@ def test_reformulate_uses_the_llm_only_through_rerankeval_llm():
     tree = ast.parse(inspect.getsource(reformulate))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not {m for m in imported if m.startswith("rerankeval.rerank")}
-    assert {"rerankeval.llm.call", "rerankeval.llm.breaker", "rerankeval.llm.client",
-            "rerankeval.llm.cache"} <= imported
+    assert {
+        "rerankeval.llm.call",
+        "rerankeval.llm.breaker",
+        "rerankeval.llm.client",
+        "rerankeval.llm.cache",
+    } <= imported
 
 
 def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():

@@ -172,8 +172,13 @@ def test_index_with_metrics_figures_and_manifest(dp):
     _metrics().to_csv(dp.metrics_csv, index=False)
     analyse.write_summary(
         dp,
-        analyse.Summary(headline_metric="ndcg@10", pool_k=20, query_set="30 queries " + EVIL,
-                        verified_against="ranx 0.3.21", relevance_unit="page"),
+        analyse.Summary(
+            headline_metric="ndcg@10",
+            pool_k=20,
+            query_set="30 queries " + EVIL,
+            verified_against="ranx 0.3.21",
+            relevance_unit="page",
+        ),
         _comparisons(),
     )
     atomic_write_json(dp.manifest, {"llm": {"api_key": "sk-secretsecretsecret123", "model": EVIL}})
@@ -318,8 +323,15 @@ def _index_with_figures(dp, metrics):
     metrics.to_csv(dp.metrics_csv, index=False)
     dp.figures_dir.mkdir(parents=True)
     png = base64.b64decode(_png_b64())
-    for name in ("01-chunk-lengths", "02-bm25-lengths", "03-variants", "05-quality-cost", "05-funnel",
-                 "05-rank-heatmap", "05-metric-bars"):
+    for name in (
+        "01-chunk-lengths",
+        "02-bm25-lengths",
+        "03-variants",
+        "05-quality-cost",
+        "05-funnel",
+        "05-rank-heatmap",
+        "05-metric-bars",
+    ):
         (dp.figures_dir / f"{name}.png").write_bytes(png)
     return report.write_index(dp, []).read_text()
 
@@ -327,8 +339,18 @@ def _index_with_figures(dp, metrics):
 def test_index_leads_with_answers_and_labels_its_columns(dp):
     m = _metrics().assign(fresh_tokens_per_query=[None, None, 300.0])
     text = _index_with_figures(dp, m)
-    order = [text.index(f'id="fig-{n}"') for n in ("05-metric-bars", "05-rank-heatmap", "05-funnel", "05-quality-cost",
-                                                  "03-variants", "01-chunk-lengths", "02-bm25-lengths")]
+    order = [
+        text.index(f'id="fig-{n}"')
+        for n in (
+            "05-metric-bars",
+            "05-rank-heatmap",
+            "05-funnel",
+            "05-quality-cost",
+            "03-variants",
+            "01-chunk-lengths",
+            "02-bm25-lengths",
+        )
+    ]
     assert order == sorted(order), "the figures that answer the question must come first, the corpus ones last"
     assert text.index("Appendix") < text.index('id="fig-01-chunk-lengths"')
     assert text.index("Appendix") > text.index('id="fig-03-variants"')
@@ -341,8 +363,15 @@ def test_index_leads_with_answers_and_labels_its_columns(dp):
 
 
 def test_index_shows_no_absolute_path(dp, tmp_path):
-    atomic_write_json(dp.manifest, {"results": str(dp.root), "dataset": str(dp.source),
-                                    "cache": str(Path.home() / ".cache" / "x"), "root": str(PROJECT / "data" / "y")})
+    atomic_write_json(
+        dp.manifest,
+        {
+            "results": str(dp.root),
+            "dataset": str(dp.source),
+            "cache": str(Path.home() / ".cache" / "x"),
+            "root": str(PROJECT / "data" / "y"),
+        },
+    )
     text = _index_with_figures(dp, _metrics())
     no_data = re.sub(r"data:[^\"']+", "", text)
     assert str(tmp_path) not in no_data and str(PROJECT) not in no_data and f"{Path.home()}/" not in no_data
@@ -354,8 +383,10 @@ def test_index_shows_no_absolute_path(dp, tmp_path):
 def test_relative_paths_closed_form(monkeypatch, tmp_path):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "res"))
     home = Path.home()
-    text = (f'a {PROJECT}/data/x "{PROJECT}" {tmp_path}/res/ds/m.csv {home}/.cache/r {PROJECT}2/z '
-            f'{tmp_path}/src/ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp')
+    text = (
+        f'a {PROJECT}/data/x "{PROJECT}" {tmp_path}/res/ds/m.csv {home}/.cache/r {PROJECT}2/z '
+        f"{tmp_path}/src/ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp"
+    )
     assert report_pages.relative_paths(text, [(tmp_path / "src" / "ds", "ds")]) == (
         f'a data/x "." results/ds/m.csv ~/.cache/r {PROJECT}2/z ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp'
     )
@@ -407,23 +438,58 @@ def test_index_says_when_the_headline_comes_from_an_earlier_run_on_other_inputs(
 
 
 def _discrimination(auc: float, lo: float, hi: float, status: str) -> dict:
-    return {"pool": "reranker", "model": "qwen2.5-coder-0.5b-instruct", "status": status, "auc": auc, "ci_low": lo,
-            "ci_high": hi, "n_candidates": 300, "n_unjudged": 200, "n_relevant": 40, "n_non_relevant": 60,
-            "n_queries": 30, "n_defined": 28, "n_one_class": 2, "negatives": "judged",
-            "shift": {"relevant": {"n": 40, "mean_abs_change": 1.2, "up": 0.4, "down": 0.3, "same": 0.3}}}
+    return {
+        "pool": "reranker",
+        "model": "qwen2.5-coder-0.5b-instruct",
+        "status": status,
+        "auc": auc,
+        "ci_low": lo,
+        "ci_high": hi,
+        "n_candidates": 300,
+        "n_unjudged": 200,
+        "n_relevant": 40,
+        "n_non_relevant": 60,
+        "n_queries": 30,
+        "n_defined": 28,
+        "n_one_class": 2,
+        "negatives": "judged",
+        "shift": {"relevant": {"n": 40, "mean_abs_change": 1.2, "up": 0.4, "down": 0.3, "same": 0.3}},
+    }
 
 
-@pytest.mark.parametrize("auc, lo, hi, status, words, not_words", [
-    (0.93, 0.88, 0.97, "informative", "separates relevant from non-relevant candidates better than chance",
-     "no reranking gain"),
-    (0.51, 0.45, 0.57, "uninformative", "its judgments are uninformative and no reranking gain can be expected",
-     "better than chance"),
-    (0.08, 0.03, 0.14, "inverted", "its judgments are inverted and reranking with them can only hurt",
-     "better than chance"),
-])
+@pytest.mark.parametrize(
+    "auc, lo, hi, status, words, not_words",
+    [
+        (
+            0.93,
+            0.88,
+            0.97,
+            "informative",
+            "separates relevant from non-relevant candidates better than chance",
+            "no reranking gain",
+        ),
+        (
+            0.51,
+            0.45,
+            0.57,
+            "uninformative",
+            "its judgments are uninformative and no reranking gain can be expected",
+            "better than chance",
+        ),
+        (
+            0.08,
+            0.03,
+            0.14,
+            "inverted",
+            "its judgments are inverted and reranking with them can only hurt",
+            "better than chance",
+        ),
+    ],
+)
 def test_the_verdict_names_the_model_and_its_discrimination(auc, lo, hi, status, words, not_words):
-    _base, *lines = verdict.verdict_lines(_metrics(), _comparisons(), "ndcg@10", pool_k=20,
-                                         discrimination=_discrimination(auc, lo, hi, status))
+    _base, *lines = verdict.verdict_lines(
+        _metrics(), _comparisons(), "ndcg@10", pool_k=20, discrimination=_discrimination(auc, lo, hi, status)
+    )
     assert len(lines) == 4 and "raised nDCG@10" in lines[1] and lines[3].startswith("Pool ceiling")
     assert lines[2].startswith("The reranker's model (qwen2.5-coder-0.5b-instruct)")
     assert f"ROC AUC {auc:.3f} (95% CI {lo:.3f}\u2013{hi:.3f}" in lines[2] and "over 28 queries" in lines[2]
@@ -435,8 +501,7 @@ def test_index_shows_the_auc_line_in_the_verdict_above_the_fold(dp):
     dp.root.mkdir(parents=True, exist_ok=True)
     _metrics().to_csv(dp.metrics_csv, index=False)
     d = _discrimination(0.51, 0.45, 0.57, "uninformative")
-    analyse.write_summary(dp, analyse.Summary(headline_metric="ndcg@10", pool_k=20, discrimination=d),
-                          _comparisons())
+    analyse.write_summary(dp, analyse.Summary(headline_metric="ndcg@10", pool_k=20, discrimination=d), _comparisons())
     dp.figures_dir.mkdir(parents=True)
     for stem in ("05-funnel", "05-metric-bars", "05-discrimination"):  # written in this order
         (dp.figures_dir / f"{stem}.png").write_bytes(base64.b64decode(_png_b64()))
@@ -459,8 +524,10 @@ def test_the_llm_judge_s_warning_from_09_is_shown_on_the_index(dp):
     text = report.write_index(dp, []).read_text()
     assert "<b>LLM judge.</b> 100 % of grades are 1: the judge &lt;script&gt;" in text
     assert "<script>document" not in text
-    atomic_write_json(dp.stage_dir("assess") / "summary.json",
-                      {"warning": ["100 % of grades are 1", "the LLM judge graded its own drafts"]})
+    atomic_write_json(
+        dp.stage_dir("assess") / "summary.json",
+        {"warning": ["100 % of grades are 1", "the LLM judge graded its own drafts"]},
+    )
     assert report.assess_warnings(dp) == ["100 % of grades are 1", "the LLM judge graded its own drafts"]
     assert "the LLM judge graded its own drafts" in report.write_index(dp, []).read_text()
     atomic_write_json(dp.stage_dir("assess") / "summary.json", {"warning": None, "grades": 3})

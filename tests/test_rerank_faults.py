@@ -30,8 +30,9 @@ def run_one(tmp_path, fake_or_url, mode="listwise", n_queries=1, pool_k=POOL, **
     skw = {k: cfg.pop(k) for k in ("timeout", "max_retries") if k in cfg}
     fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=8, gold=(3,))
     params = Params(mode=mode, alpha=1.0, window=POOL, step=POOL, pool_k=pool_k, **{"yesno_json": True, **cfg})
-    res = rerank_made(tmp_path / "ds", fused, queries, texts, params, settings_for(url, **skw),
-                      LLMCache(tmp_path / "llm"))
+    res = rerank_made(
+        tmp_path / "ds", fused, queries, texts, params, settings_for(url, **skw), LLMCache(tmp_path / "llm")
+    )
     for q in fused:  # always a permutation of the fused list, pool first
         assert sorted(res.run[q]) == sorted(fused[q])
         assert set(list(res.run[q])[:pool_k]) == set(list(fused[q])[:pool_k])

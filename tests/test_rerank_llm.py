@@ -41,8 +41,9 @@ def test_real_model_reranks_with_json_schema(endpoint, tmp_path, mode, extra):
     params = Params(mode=mode, alpha=1.0, pool_k=4, **{"yesno_json": True, **extra})
 
     def run():
-        return rerank_made(tmp_path / "ds", fused, {"q1": QUERY}, {"q1": PASSAGES}, params, endpoint,
-                           LLMCache(tmp_path / "llm"))
+        return rerank_made(
+            tmp_path / "ds", fused, {"q1": QUERY}, {"q1": PASSAGES}, params, endpoint, LLMCache(tmp_path / "llm")
+        )
 
     res = run()
     row = res.ledger.iloc[0]

@@ -61,8 +61,9 @@ def make_dataset(tmp_path):
 def test_stage_end_to_end(tmp_path, monkeypatch):
     src, dp = make_dataset(tmp_path)
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
-    params = Params(dataset=str(src), pool_k=3, mode="yesno", yesno_json=True, alpha=1.0, max_queries=2,
-                    stability="reversed")
+    params = Params(
+        dataset=str(src), pool_k=3, mode="yesno", yesno_json=True, alpha=1.0, max_queries=2, stability="reversed"
+    )
     inputs = stage.load(dp, params)
     fused = inputs.fused
     assert inputs.texts["q1"]["a.pdf#p1"] == "alpha GOLD answer"  # best chunk, not the first chunk of the page
@@ -103,12 +104,23 @@ def test_stage_end_to_end(tmp_path, monkeypatch):
 def test_the_stage_shape_and_what_notebook_04_shows(tmp_path, monkeypatch):
     src, dp = make_dataset(tmp_path)
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
-    params = Params.of({"dataset": str(src), "pool_k": 3, "alpha": 1.0, "max_queries": 2, "stability": "reversed",
-                        "dp": dp, "other": 1})  # a notebook's globals: the parameters are taken, the rest ignored
+    params = Params.of(
+        {
+            "dataset": str(src),
+            "pool_k": 3,
+            "alpha": 1.0,
+            "max_queries": 2,
+            "stability": "reversed",
+            "dp": dp,
+            "other": 1,
+        }
+    )  # a notebook's globals: the parameters are taken, the rest ignored
     inputs = stage.load(dp, params)
     assert inputs.qids == ["q1", "q2"] and inputs.texts["q1"]["a.pdf#p1"] == "alpha GOLD answer"
-    assert inputs.describe(dp, params) == ("Dataset tinyds: reranking the top 3 of the hybrid run for 2 of 3 queries "
-                                           "(first 2 by query id); mode yesno, alpha 1.0.")
+    assert inputs.describe(dp, params) == (
+        "Dataset tinyds: reranking the top 3 of the hybrid run for 2 of 3 queries "
+        "(first 2 by query id); mode yesno, alpha 1.0."
+    )
     assert params.config().yesno_json is False  # the notebook's default
     with FakeLLM(script=[{"status": 500}]) as f:  # the first call fails (no retries): q1 keeps one fused place
         s = Settings(base_url=f.base_url, api_key="k", model="fake-reranker", timeout=2, max_retries=0)

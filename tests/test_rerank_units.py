@@ -161,9 +161,10 @@ def test_setwise_heapsort_with_a_perfect_judge_sorts_the_pool(n, children):
 def _llm_rankers_heapsort(arr, num_child, k, compare):
     """A literal port of ielab/llm-rankers' SetwiseLlmRanker.heapify / heapSort (Zhuang et al.'s code), the
     reference: recursive, ``compare(docs)`` returns the index of the best."""
+
     def heapify(arr, n, i):
         if num_child * i + 1 < n:
-            docs = [arr[i]] + arr[num_child * i + 1: min((num_child * (i + 1) + 1), n)]
+            docs = [arr[i]] + arr[num_child * i + 1 : min((num_child * (i + 1) + 1), n)]
             inds = [i] + list(range(num_child * i + 1, min((num_child * (i + 1) + 1), n)))
             largest = inds[compare(docs)]
             if largest != i:
@@ -183,8 +184,9 @@ def _llm_rankers_heapsort(arr, num_child, k, compare):
     return list(reversed(arr))
 
 
-@pytest.mark.parametrize("n, children, k, seed", [(10, 3, 10, 0), (10, 3, 10, 1), (17, 2, 5, 2), (8, 4, 3, 3),
-                                                  (20, 3, 20, 4), (6, 1, 6, 5)])
+@pytest.mark.parametrize(
+    "n, children, k, seed", [(10, 3, 10, 0), (10, 3, 10, 1), (17, 2, 5, 2), (8, 4, 3, 3), (20, 3, 20, 4), (6, 1, 6, 5)]
+)
 def test_setwise_heapsort_asks_the_same_sets_as_the_authors_code(n, children, k, seed):
     import random
 
@@ -199,8 +201,9 @@ def test_setwise_heapsort_asks_the_same_sets_as_the_authors_code(n, children, k,
 
     items = list(range(n))
     rng.shuffle(items)
-    assert setwise_heapsort(items, children, k, judge(ours)) == _llm_rankers_heapsort(list(items), children, k,
-                                                                                      judge(ref))
+    assert setwise_heapsort(items, children, k, judge(ours)) == _llm_rankers_heapsort(
+        list(items), children, k, judge(ref)
+    )
     assert ours == ref
 
 
@@ -218,14 +221,17 @@ def test_setwise_heapsort_call_count_closed_form():
     assert sorted(never) == list(range(10))
 
 
-@pytest.mark.parametrize("content, m, idx, repaired", [
-    ('{"most_relevant": "B"}', 4, 1, 0),
-    ('{"most_relevant": "Passage C"}', 4, 2, 1),
-    ('{"most_relevant": "c"}', 4, 2, 1),
-    ('{"most_relevant": 2}', 4, 1, 1),
-    ("D", 4, 3, 1),
-    ("Passage [A].", 3, 0, 1),
-])
+@pytest.mark.parametrize(
+    "content, m, idx, repaired",
+    [
+        ('{"most_relevant": "B"}', 4, 1, 0),
+        ('{"most_relevant": "Passage C"}', 4, 2, 1),
+        ('{"most_relevant": "c"}', 4, 2, 1),
+        ('{"most_relevant": 2}', 4, 1, 1),
+        ("D", 4, 3, 1),
+        ("Passage [A].", 3, 0, 1),
+    ],
+)
 def test_setwise_reply_is_read_and_wrapped_labels_repaired(content, m, idx, repaired):
     from rerankeval.rerank.modes import read_choice
 
@@ -233,8 +239,16 @@ def test_setwise_reply_is_read_and_wrapped_labels_repaired(content, m, idx, repa
     assert (got, counts.n_invalid) == (idx, repaired)
 
 
-@pytest.mark.parametrize("content, m", [('{"most_relevant": "E"}', 4), ("I think B is best", 4), ("", 3),
-                                        ('{"most_relevant": "5"}', 4), ('{"best": "A"}', 2)])
+@pytest.mark.parametrize(
+    "content, m",
+    [
+        ('{"most_relevant": "E"}', 4),
+        ("I think B is best", 4),
+        ("", 3),
+        ('{"most_relevant": "5"}', 4),
+        ('{"best": "A"}', 2),
+    ],
+)
 def test_setwise_reply_without_a_valid_label_is_unusable(content, m):
     from rerankeval.llm.repair import Unusable
     from rerankeval.rerank.modes import read_choice

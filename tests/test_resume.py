@@ -39,8 +39,10 @@ TESTS_DIR = Path(__file__).resolve().parent
 SHARD = 8
 N_TEXTS = 48  # six shards of eight
 ENTRY = re.compile(r"^[0-9a-f]{32}\.npz$")  # an embedding shard, as EmbeddingCache.store names it
-WORDS = ("apt dpkg kernel grub network mail cache log upgrade config service daemon socket "
-         "package mirror release security backport firmware driver").split()
+WORDS = (
+    "apt dpkg kernel grub network mail cache log upgrade config service daemon socket "
+    "package mirror release security backport firmware driver"
+).split()
 
 
 class Crash(BaseException):
@@ -55,14 +57,20 @@ def minilm():
 
 def _texts() -> list[str]:
     # distinct lengths: the encode order (longest first) and so the shards are fully determined
-    return [f"passage {i}: " + " ".join(WORDS[(i + j) % len(WORDS)] for j in range(3 + i))
-            for i in range(N_TEXTS)]
+    return [f"passage {i}: " + " ".join(WORDS[(i + j) % len(WORDS)] for j in range(3 + i)) for i in range(N_TEXTS)]
 
 
 def _child_env(cache: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"RERANKEVAL_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
+    env.update(
+        {
+            "RERANKEVAL_CACHE": str(cache),
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+            "OMP_NUM_THREADS": "1",
+        }
+    )
     return env
 
 
@@ -108,8 +116,13 @@ def test_embedding_cache_survives_sigkill_and_resumes(tmp_path, monkeypatch, min
     texts = _texts()
     (tmp_path / "texts.txt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     root = embed.Embedder(progress=False).cache.root  # cache_dir()/embeddings/<model key>; nothing loaded
-    proc = subprocess.Popen([sys.executable, "-c", EMBED_CHILD, str(tmp_path / "texts.txt"), str(SHARD)],
-                            env=_child_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", EMBED_CHILD, str(tmp_path / "texts.txt"), str(SHARD)],
+        env=_child_env(cache),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _kill_when(proc, lambda: list(root.glob("*.npz")), "the first embedding shard was written")
     out, _ = proc.communicate()
     assert proc.returncode == -signal.SIGKILL and "DONE" not in out
@@ -211,8 +224,13 @@ def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, mo
     delay = {"s": 0.15}  # per request, so the run is slow enough to be killed mid-way
     with FakeLLM(rule=lambda n, body: {"delay": delay["s"]}) as fake:
         args = [str(TESTS_DIR), fake.base_url, str(N_QUERIES), str(killed_out)]
-        proc = subprocess.Popen([sys.executable, "-c", RERANK_CHILD, *args], env=_child_env(cache),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RERANK_CHILD, *args],
+            env=_child_env(cache),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _kill_when(proc, lambda: len(_entries(llm_root)) >= 5, "five LLM replies were cached")
         out, _ = proc.communicate()
         assert proc.returncode == -signal.SIGKILL and "DONE" not in out

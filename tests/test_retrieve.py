@@ -29,8 +29,7 @@ CHUNKS = [
     ("man.pdf#p4:0", "man.pdf#p4", "Debian policy requires a copyright file in every binary package."),
     ("man.pdf#p5:0", "man.pdf#p5", "Mail transfer agents such as exim deliver local mail."),
 ]
-QUERIES = {"q1": "how do I install packages with apt", "q2": "network configuration file",
-           "q3": "grub bootloader"}
+QUERIES = {"q1": "how do I install packages with apt", "q2": "network configuration file", "q3": "grub bootloader"}
 QRELS = {"q1": {"man.pdf#p1": 1}, "q2": {"man.pdf#p2": 1}, "q3": {"man.pdf#p3": 1}}
 
 
@@ -45,10 +44,21 @@ def opened(dp, emb) -> Retriever:
 
 
 def _write_corpus(dp, chunks):
-    atomic_write_jsonl(dp.chunks, [
-        {"chunk_id": c, "unit_id": u, "source": "man.pdf", "page": int(u.split("#p")[1]), "start": 0,
-         "title": "", "text": t} for c, u, t in sorted(chunks)
-    ])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": c,
+                "unit_id": u,
+                "source": "man.pdf",
+                "page": int(u.split("#p")[1]),
+                "start": 0,
+                "title": "",
+                "text": t,
+            }
+            for c, u, t in sorted(chunks)
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels(QRELS, dp.qrels)
 
@@ -59,8 +69,11 @@ def minilm():
 
 
 def _env(tmp):
-    return {"RERANKEVAL_RESULTS": str(tmp / "results"), "RERANKEVAL_QDRANT_PATH": str(tmp / "qdrant"),
-            "RERANKEVAL_CACHE": str(tmp / "cache")}
+    return {
+        "RERANKEVAL_RESULTS": str(tmp / "results"),
+        "RERANKEVAL_QDRANT_PATH": str(tmp / "qdrant"),
+        "RERANKEVAL_CACHE": str(tmp / "cache"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +111,7 @@ def test_build_is_cold_then_warm(built):
     assert cold.cold and cold.info.actions["bm25"] == "built" and cold.info.actions["qdrant"] == "upserted"
     assert cold.info.actions["embeddings"].startswith("encoded 7")
     assert not warm.cold
-    assert warm.info.actions == {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused",
-                                 "qdrant": "reused"}
+    assert warm.info.actions == {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused", "qdrant": "reused"}
     assert warm.info.collection == cold.info.collection and warm.info.collection.startswith("tiny-")
     assert set(cold.timings().columns) == {"step", "action", "seconds"}
     assert index.load_index_info(dp).collection == cold.info.collection
@@ -150,8 +162,7 @@ def test_hybrid_fuses_units_not_chunks(built):
     unit_of = corpus.unit_of(dp)
     assert res.run == rrf([to_units(dense, unit_of), to_units(lex, unit_of)], k=60)
     # closed form: page 1 scores 1/(60 + its best dense rank) + 1/(60 + its best bm25 rank)
-    rank = {leg: list(to_units(run, unit_of)["q1"]).index("man.pdf#p1") + 1 for leg, run in
-            (("d", dense), ("b", lex))}
+    rank = {leg: list(to_units(run, unit_of)["q1"]).index("man.pdf#p1") + 1 for leg, run in (("d", dense), ("b", lex))}
     expect = 1 / (60 + rank["d"]) + 1 / (60 + rank["b"])
     assert res.run["q1"]["man.pdf#p1"] == pytest.approx(expect, abs=1e-15)
 
@@ -271,8 +282,11 @@ def _tiny(tmp):
 def by_backend(module_tmp, minilm):
     """The tiny dataset indexed once per backend (own results and store, one embedding cache): per backend the
     index info, the base variants' results (``leg_k=5`` of 7 chunks, so the leg cut matters) and the Qdrant legs."""
-    pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0): "
-                        "the edge backend's parity is not tested")
+    pytest.importorskip(
+        "qdrant_edge",
+        reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0): "
+        "the edge backend's parity is not tested",
+    )
     out = {}
     for backend in ("client", "edge"):
         with pytest.MonkeyPatch.context() as mp:

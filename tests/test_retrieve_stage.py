@@ -32,16 +32,24 @@ VARIANTS = ["vector", "bm25", "hybrid", "qdrant_hybrid", "cross_encoder", "hybri
 
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
-    for k, sub in (("RERANKEVAL_RESULTS", "results"), ("RERANKEVAL_QDRANT_PATH", "qdrant"),
-                   ("RERANKEVAL_CACHE", "cache")):
+    for k, sub in (
+        ("RERANKEVAL_RESULTS", "results"),
+        ("RERANKEVAL_QDRANT_PATH", "qdrant"),
+        ("RERANKEVAL_CACHE", "cache"),
+    ):
         monkeypatch.setenv(k, str(tmp_path / sub))
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.delenv("RERANKEVAL_QDRANT_BACKEND", raising=False)
     monkeypatch.setenv("RERANKEVAL_CROSS_ENCODER", str(tmp_path / "no-such-model"))  # skipped: no weights
     (tmp_path / "src" / "tiny").mkdir(parents=True)
     dp = paths.resolve_dataset(tmp_path / "src" / "tiny")
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0,
-                                    "title": "", "text": t} for c, u, t in CHUNKS])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0, "title": "", "text": t}
+            for c, u, t in CHUNKS
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
     build_index(dp, embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False))
@@ -55,8 +63,9 @@ def _rewrite(n, body):
 def test_run_then_write_is_the_variants_one_by_one(tiny, tmp_path):
     dp = tiny
     settings = Settings(base_url=None)  # hybrid_reformulate without an endpoint: hybrid's result, llm_failed
-    params = retrieve.Params(leg_k=5, pool_k=3, final_k=2, variants=VARIANTS, explain_queries=2,
-                             reformulate_threshold=1.0)  # every query is weak
+    params = retrieve.Params(
+        leg_k=5, pool_k=3, final_k=2, variants=VARIANTS, explain_queries=2, reformulate_threshold=1.0
+    )  # every query is weak
     result = retrieve.run(dp, params, settings, cache=LLMCache(tmp_path / "llm"))
     assert list(result.retrievals) == [v for v in VARIANTS if v != "cross_encoder"]
     assert "no cross-encoder weights" in result.skipped["cross_encoder"]
@@ -73,7 +82,14 @@ def test_run_then_write_is_the_variants_one_by_one(tiny, tmp_path):
     assert all(e.startswith("NoEndpoint: ") for e in result.ledger.error)
     record = json.loads(dp.variant_record("hybrid_reformulate").read_text())
     assert {k: record[k] for k in ("threshold", "guard_k", "rewritten", "kept", "leg_k", "pool_k", "rrf_k")} == {
-        "threshold": 1.0, "guard_k": 10, "rewritten": 0, "kept": 0, "leg_k": 5, "pool_k": 3, "rrf_k": 60}
+        "threshold": 1.0,
+        "guard_k": 10,
+        "rewritten": 0,
+        "kept": 0,
+        "leg_k": 5,
+        "pool_k": 3,
+        "rrf_k": 60,
+    }
     table = result.table(dp)
     assert list(table.variant) == list(result.retrievals) and table["run file"][0] == "runs/vector.trec"
 
@@ -88,10 +104,13 @@ def test_the_qdrant_comparison_and_its_summary(tiny):
     ndcg = pd.DataFrame({"hybrid": [0.5, 1.0, 0.0], "qdrant_hybrid": [0.5, 0.5, 0.0]}, index=["q1", "q2", "q3"])
     summary = c.summary(ndcg)
     assert list(summary.index) == [
-        "overlap@2: hybrid vs qdrant_hybrid", "overlap@5: hybrid vs qdrant_hybrid",
-        "nDCG@2 qdrant_hybrid - hybrid (mean)", "queries with a different nDCG",
+        "overlap@2: hybrid vs qdrant_hybrid",
+        "overlap@5: hybrid vs qdrant_hybrid",
+        "nDCG@2 qdrant_hybrid - hybrid (mean)",
+        "queries with a different nDCG",
         "overlap@2: our RRF of Qdrant's legs vs qdrant_hybrid (2 queries)",
-        "overlap@2: Qdrant's sparse leg vs our BM25 leg (2 queries)"]
+        "overlap@2: Qdrant's sparse leg vs our BM25 leg (2 queries)",
+    ]
     assert summary.value.iloc[3] == 1 and summary.value.iloc[2] == pytest.approx(-0.5 / 3)
     assert retrieve.run(tiny, retrieve.Params(leg_k=5, variants=["bm25"]), load_settings()).qdrant is None
 
@@ -100,8 +119,17 @@ def test_hybrid_reformulate_is_the_rewrite_step_after_the_hybrid(tiny, tmp_path)
     dp = tiny
     with FakeLLM(rule=_rewrite) as f, Retriever(dp, load_settings()) as r:
         settings = Settings(base_url=f.base_url, api_key="sk-test", model="fake", timeout=2.0, max_retries=0)
-        res, ledger = search.search_reformulated(r, QUERIES, leg_k=5, pool_k=10, rrf_k=60, threshold=1.0, guard_k=2,
-                                                 settings=settings, cache=LLMCache(tmp_path / "llm"))
+        res, ledger = search.search_reformulated(
+            r,
+            QUERIES,
+            leg_k=5,
+            pool_k=10,
+            rrf_k=60,
+            threshold=1.0,
+            guard_k=2,
+            settings=settings,
+            cache=LLMCache(tmp_path / "llm"),
+        )
         hybrid = r.search("hybrid", QUERIES, leg_k=5, pool_k=10, rrf_k=60)
         with reformulate.open_rewriter(settings, LLMCache(tmp_path / "llm")) as (rewriter, _):
             step = reformulate.Reformulate(rewriter, threshold=1.0, guard_k=2)
@@ -175,10 +203,17 @@ def test_a_modules_tree_hash_is_kept_by_its_text_and_a_bad_file_is_rebuilt(tmp_p
 def test_no_hub_cache_means_no_cross_encoder_without_importing_the_hubs_downloader(tmp_path):
     """Every 03 run asks whether cross-encoder weights are on disk; without a Hugging Face cache folder the answer
     is no, without importing huggingface_hub.file_download (~0.1 s, issue 24)."""
-    code = ("import sys; from rerankeval.retrieve import cross_encoder as c; "
-            "print(c.find_cross_encoder(c.DEFAULT_CROSS_ENCODER), 'huggingface_hub.file_download' in sys.modules)")
-    env = {"PYTHONPATH": str(paths.ROOT / "lib"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf"), "RERANKEVAL_CACHE": str(tmp_path / "cache")}
+    code = (
+        "import sys; from rerankeval.retrieve import cross_encoder as c; "
+        "print(c.find_cross_encoder(c.DEFAULT_CROSS_ENCODER), 'huggingface_hub.file_download' in sys.modules)"
+    )
+    env = {
+        "PYTHONPATH": str(paths.ROOT / "lib"),
+        "PATH": "/usr/bin:/bin",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "RERANKEVAL_CACHE": str(tmp_path / "cache"),
+    }
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["None", "False"]

@@ -19,12 +19,18 @@ from test_explore import UNITS, _dataset
 def _with_drafts(tmp_path):
     """test_explore's dataset, its three evaluated queries being drafts (a folder of PDFs with no human questions)."""
     dp = _dataset(tmp_path)
-    rows = [("q1", "alpha configuration", queryset.ACCEPTED, UNITS[0]), ("q2", "how do beta upgrades run",
-            queryset.DRAFT, UNITS[1]), ("q3", "what rotates weekly", queryset.DRAFT, UNITS[2])]
-    queryset.write_drafts(dp.source_draft_queries, [
-        queryset.Draft(q, t, {"source_unit": u, "model": "fake", "status": s}) for q, t, s, u in rows])
-    dp.source_draft_qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{u}\t2\n" for q, _, _, u in rows), encoding="utf-8")
+    rows = [
+        ("q1", "alpha configuration", queryset.ACCEPTED, UNITS[0]),
+        ("q2", "how do beta upgrades run", queryset.DRAFT, UNITS[1]),
+        ("q3", "what rotates weekly", queryset.DRAFT, UNITS[2]),
+    ]
+    queryset.write_drafts(
+        dp.source_draft_queries,
+        [queryset.Draft(q, t, {"source_unit": u, "model": "fake", "status": s}) for q, t, s, u in rows],
+    )
+    dp.source_draft_qrels.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t2\n" for q, _, _, u in rows), encoding="utf-8"
+    )
     return dp
 
 

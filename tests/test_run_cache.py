@@ -40,16 +40,24 @@ def _build(dp, **kw) -> None:
 
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
-    for k, sub in (("RERANKEVAL_RESULTS", "results"), ("RERANKEVAL_QDRANT_PATH", "qdrant"),
-                   ("RERANKEVAL_CACHE", "cache")):
+    for k, sub in (
+        ("RERANKEVAL_RESULTS", "results"),
+        ("RERANKEVAL_QDRANT_PATH", "qdrant"),
+        ("RERANKEVAL_CACHE", "cache"),
+    ):
         monkeypatch.setenv(k, str(tmp_path / sub))
     for k in ("QDRANT_URL", "RERANKEVAL_QDRANT_BACKEND", "OPENAI_BASE_URL", "RERANK_MODEL"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("RERANKEVAL_CROSS_ENCODER", str(tmp_path / "no-such-model"))
     (tmp_path / "src" / "tiny").mkdir(parents=True)
     dp = paths.resolve_dataset(tmp_path / "src" / "tiny")
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0,
-                                    "title": "", "text": t} for c, u, t in MANUAL_CHUNKS])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0, "title": "", "text": t}
+            for c, u, t in MANUAL_CHUNKS
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
     _build(dp)
@@ -95,8 +103,10 @@ def test_nothing_changed_reads_every_run_back_without_opening_the_indexes(tiny, 
     records = {v: json.loads(tiny.variant_record(v).read_text()) for v in BASE}
     second = run_and_write(tiny)
     assert len(opened) == 1  # the indexes were never opened again
-    assert list(second.read_back) == BASE and second.notes()[:2] == ["vector: unchanged, read back",
-                                                                      "bm25: unchanged, read back"]
+    assert list(second.read_back) == BASE and second.notes()[:2] == [
+        "vector: unchanged, read back",
+        "bm25: unchanged, read back",
+    ]
     for v in BASE:
         assert second.retrievals[v].run == read_trec(tiny.run_file(v))
         assert second.retrievals[v].chunk_run == read_trec(tiny.chunk_run_file(v))
@@ -177,8 +187,9 @@ def test_another_code_version_is_searched_again_but_a_comment_is_not_code(tiny, 
     assert not result.read_back and result.reuse["hybrid"] == "searched (changed: the code (my_scoring))"
 
 
-@pytest.mark.parametrize("damage", ["key garbage", "key missing", "key of another code", "run edited",
-                                    "chunk run missing", "run truncated"])
+@pytest.mark.parametrize(
+    "damage", ["key garbage", "key missing", "key of another code", "run edited", "chunk run missing", "run truncated"]
+)
 def test_a_damaged_or_foreign_file_is_ignored_and_the_run_rebuilt(tiny, damage):
     run_and_write(tiny)
     key, run, chunks = runcache.key_file(tiny, "hybrid"), tiny.run_file("hybrid"), tiny.chunk_run_file("hybrid")
@@ -216,8 +227,9 @@ def test_hybrid_reformulate_is_read_back_only_while_its_replies_are_cached(tiny,
     p = replace(PARAMS, variants=["hybrid", "hybrid_reformulate"], reformulate_threshold=1.0)  # every query weak
     cache = LLMCache(tmp_path / "llm")
     with FakeLLM(rule=_rewrite) as f:
-        s = Settings(base_url=f.base_url, api_key="test-key-not-a-secret-0001", model="fake", timeout=2.0,
-                     max_retries=0)
+        s = Settings(
+            base_url=f.base_url, api_key="test-key-not-a-secret-0001", model="fake", timeout=2.0, max_retries=0
+        )
         first = run_and_write(tiny, p, settings=s, cache=cache)
         asked = f.count
         assert asked == 3 and first.reuse["hybrid_reformulate"] == "searched (no saved run)"

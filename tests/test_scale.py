@@ -66,9 +66,16 @@ def test_the_derived_corpus_keeps_copy_zero_and_perturbs_the_others(scale):
 
 def test_the_graph_regime_has_its_own_exponent(scale):
     """Below Qdrant's threshold nothing is built (exact search): the step to the graph regime is not its growth."""
+
     def run(n, secs, mode):
-        return {"n": n, "stages": {"index": {"seconds": secs, "cpu_seconds": secs, "peak_mib": 1.0}},
-                "queries": 1, "process_peak_mib": 1.0, "disk_mib": 1.0, "dense_search": {"mode": mode}}
+        return {
+            "n": n,
+            "stages": {"index": {"seconds": secs, "cpu_seconds": secs, "peak_mib": 1.0}},
+            "queries": 1,
+            "process_peak_mib": 1.0,
+            "disk_mib": 1.0,
+            "dense_search": {"mode": mode},
+        }
 
     ok = [run(5_000, 1.0, "exact"), run(10_000, 10.0, "hnsw"), run(40_000, 40.0, "hnsw")]
     s = scale.summarise(ok)

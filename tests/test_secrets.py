@@ -24,9 +24,15 @@ SENTINELS = (KEY, QD_PASSWORD, QD_KEY, QD_TOKEN, "SENTINEL")
 
 
 def _settings(base_url: str) -> Settings:
-    return Settings(base_url=base_url, api_key=KEY, model="fake-reranker", timeout=2, max_retries=0,
-                    qdrant_url=f"http://admin:{QD_PASSWORD}@qdrant.test:6333/?token={QD_TOKEN}",
-                    qdrant_api_key=QD_KEY)
+    return Settings(
+        base_url=base_url,
+        api_key=KEY,
+        model="fake-reranker",
+        timeout=2,
+        max_retries=0,
+        qdrant_url=f"http://admin:{QD_PASSWORD}@qdrant.test:6333/?token={QD_TOKEN}",
+        qdrant_api_key=QD_KEY,
+    )
 
 
 def _clean(text: str) -> None:
@@ -39,8 +45,15 @@ def test_sentinels_in_code_reach_no_output(tmp_path):
     with FakeLLM(rule=lambda n, b: echo) as fake:
         s = _settings(fake.base_url)
         fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(2,))
-        result = rerank_made(tmp_path / "ds", fused, queries, texts,
-                             Params(mode="listwise", window=5, step=5, pool_k=5), s, LLMCache(tmp_path / "llm"))
+        result = rerank_made(
+            tmp_path / "ds",
+            fused,
+            queries,
+            texts,
+            Params(mode="listwise", window=5, step=5, pool_k=5),
+            s,
+            LLMCache(tmp_path / "llm"),
+        )
     dp = resolve_dataset(str(tmp_path / "ds"))
     written = rerank.write(dp, result)
     man = manifest.build_manifest(dp, settings=s)
@@ -79,8 +92,11 @@ def _forms() -> tuple[str, ...]:
 def test_the_basic_token_and_the_encodings_of_a_url_password_are_redacted():
     """Defect 11: the redactor knew the URL's password, not the base64 Basic token the client sends for it."""
     s = Settings(base_url=f"http://{URL_USER}:{URL_PW_ENC}@127.0.0.1:9/v1", api_key=KEY, model="m")
-    text = redact(f"echo: Authorization: Basic {_basic(URL_USER, URL_PW)} | {URL_PW} | {URL_PW_ENC} | "
-                  f"padless {_basic(URL_USER, URL_PW).rstrip('=')}.", [s.api_key])
+    text = redact(
+        f"echo: Authorization: Basic {_basic(URL_USER, URL_PW)} | {URL_PW} | {URL_PW_ENC} | "
+        f"padless {_basic(URL_USER, URL_PW).rstrip('=')}.",
+        [s.api_key],
+    )
     assert not [f for f in _forms() if f in text], text
     assert "Basic [REDACTED]" in text
 
@@ -139,8 +155,9 @@ def test_an_entry_cached_before_the_fix_is_redacted_when_read(tmp_path):
     call = Call([{"role": "user", "content": "q"}], {"q": 1}, max_tokens=5)
     key = cache.key(call.material)
     cache.path(key).parent.mkdir(parents=True)
-    cache.path(key).write_text(json.dumps({"key": key, "reply": {"content": f"old {KEY} Basic "
-                                                                            f"{_basic(URL_USER, URL_PW)}"}}))
+    cache.path(key).write_text(
+        json.dumps({"key": key, "reply": {"content": f"old {KEY} Basic {_basic(URL_USER, URL_PW)}"}})
+    )
     with LLMClient(s) as client:
         got = CachedLLM(client, cache).call(call, lambda r: r.content, CallStats())
     assert got.cached and not [f for f in (KEY, *_forms()) if f in got.value], got.value

@@ -63,10 +63,15 @@ def test_every_variable_from_env_file_and_environment_wins(tmp_path):
         "RERANKEVAL_QDRANT_PATH=/q\nRERANK_ENDPOINT_ID=\nAPI_KEY=not-ours\nopenai_api_key=lower-case-is-not-ours\n",
         encoding="utf-8",
     )
-    s = st.load_settings(environ={"QDRANT_URL": "http://env.test:6333", "RERANKEVAL_LLAMA_THREADS": " "},
-                         env_file=env_file)
+    s = st.load_settings(
+        environ={"QDRANT_URL": "http://env.test:6333", "RERANKEVAL_LLAMA_THREADS": " "}, env_file=env_file
+    )
     assert (s.qdrant_url, s.qdrant_api_key, s.llama_threads, s.cross_encoder) == (
-        "http://env.test:6333", "qd-key-0001", 1, "/models/ce")
+        "http://env.test:6333",
+        "qd-key-0001",
+        1,
+        "/models/ce",
+    )
     assert s.roots() == {"results": Path("/r"), "cache": Path("/c"), "qdrant": Path("/q")}
     assert s.api_key is None and s.endpoint_id is None  # only our variable names, case-sensitive
     with pytest.raises(ValueError, match="RERANKEVAL_LLAMA_THREADS"):
@@ -78,9 +83,11 @@ def test_local_model_from_env_file_environment_wins_and_unknown_names_are_listed
     env_file.write_text("LOCAL_MODEL=qwen2.5-coder-1.5b   # the bigger one\n", encoding="utf-8")
     assert st.load_settings(environ={}, env_file=env_file).local_model == "qwen2.5-coder-1.5b"
     assert st.load_settings(environ={"LOCAL_MODEL": "qwen2.5-coder-0.5b"}, env_file=env_file).local_model == (
-        "qwen2.5-coder-0.5b")
+        "qwen2.5-coder-0.5b"
+    )
     assert st.load_settings(environ={"LOCAL_MODEL": " "}, env_file=tmp_path / "none").local_model == (
-        st.DEFAULT_LOCAL_MODEL)
+        st.DEFAULT_LOCAL_MODEL
+    )
     with pytest.raises(ValueError) as err:
         st.load_settings(environ={"LOCAL_MODEL": "qwen2.5-coder-7b"}, env_file=env_file)
     msg = str(err.value)
@@ -96,8 +103,12 @@ def test_settings_in_code_read_nothing_else(monkeypatch):
 
 
 def test_repr_hides_every_secret():
-    s = st.Settings(base_url="http://u:pw-0001@h/v1?api_key=qk-0002", api_key="sk-code-0003",
-                    qdrant_url="http://admin:pw-0004@qd:6333", qdrant_api_key="qd-0005")
+    s = st.Settings(
+        base_url="http://u:pw-0001@h/v1?api_key=qk-0002",
+        api_key="sk-code-0003",
+        qdrant_url="http://admin:pw-0004@qd:6333",
+        qdrant_api_key="qd-0005",
+    )
     text = repr(s) + str(s)
     assert not any(x in text for x in ("pw-0001", "qk-0002", "sk-code-0003", "pw-0004", "qd-0005"))
     assert "qd:6333" in text and "h/v1" in text
@@ -119,8 +130,11 @@ def test_redact_urls_and_tokens(text, hidden, kept):
 
 
 def test_redact_knows_the_secrets_of_settings_built_in_code():
-    st.Settings(api_key="sentinel-in-code-0001", qdrant_url="http://u:sentinel-pw-0002@q:6333",
-                qdrant_api_key="sentinel-qd-0003")
+    st.Settings(
+        api_key="sentinel-in-code-0001",
+        qdrant_url="http://u:sentinel-pw-0002@q:6333",
+        qdrant_api_key="sentinel-qd-0003",
+    )
     out = st.redact("echo sentinel-in-code-0001 sentinel-pw-0002 sentinel-qd-0003")
     assert "sentinel" not in out and out.count(st.REDACTED) == 3
     assert st.redact("http://h.test/a?b=1#c") == "http://h.test/a?b=1#c"  # URLs without secrets are untouched
@@ -128,10 +142,25 @@ def test_redact_knows_the_secrets_of_settings_built_in_code():
 
 # issue 19: one .env reader (rerankeval.core.envfile) for Python and the Makefile
 TRICKY_ENV = [
-    "RERANKEVAL_CACHE=/x   # note\n", "A=a#b\n", "A= # note\n", "A=#v\n", "export A=1\r\nB='q # r'\r\n",
-    'A="x\\ny" # c\n', "A='x\\'y'\n", 'A="multi\nline"\nB=2\n', "A=1\nA\n", "  A  =  spaced value   \n",
-    "'A'=1\n", "A=${HOME}/x\nB=${A}/y\nC=${NOPE_UNSET_VAR:-dflt}\n", "bad line here\nA=1\n",
-    "A='unterminated\nB=2\n", "\ufeffA=1\n", "A=1\nA=2\n", 'A="a\\"b"\n', "A=é€\n", "A\t=\tb\t#c\n",
+    "RERANKEVAL_CACHE=/x   # note\n",
+    "A=a#b\n",
+    "A= # note\n",
+    "A=#v\n",
+    "export A=1\r\nB='q # r'\r\n",
+    'A="x\\ny" # c\n',
+    "A='x\\'y'\n",
+    'A="multi\nline"\nB=2\n',
+    "A=1\nA\n",
+    "  A  =  spaced value   \n",
+    "'A'=1\n",
+    "A=${HOME}/x\nB=${A}/y\nC=${NOPE_UNSET_VAR:-dflt}\n",
+    "bad line here\nA=1\n",
+    "A='unterminated\nB=2\n",
+    "\ufeffA=1\n",
+    "A=1\nA=2\n",
+    'A="a\\"b"\n',
+    "A=é€\n",
+    "A\t=\tb\t#c\n",
 ]
 
 
@@ -158,8 +187,10 @@ def test_env_file_reads_as_python_dotenv_did(tmp_path, text):
 
 def test_env_file_with_comments_quotes_export_and_crlf(tmp_path):
     env_file = tmp_path / ".env"
-    env_file.write_bytes(b"RERANKEVAL_CACHE=/x   # note\r\nexport RERANK_MODEL='m # 1'\r\n"
-                         b"OPENAI_BASE_URL=\"http://h.test/v1\" # gateway\r\nRERANK_TIMEOUT=7 # seconds\r\n")
+    env_file.write_bytes(
+        b"RERANKEVAL_CACHE=/x   # note\r\nexport RERANK_MODEL='m # 1'\r\n"
+        b'OPENAI_BASE_URL="http://h.test/v1" # gateway\r\nRERANK_TIMEOUT=7 # seconds\r\n'
+    )
     s = st.load_settings(environ={}, env_file=env_file)
     assert (s.cache, s.model, s.base_url, s.timeout) == (Path("/x"), "m # 1", "http://h.test/v1", 7.0)
 
@@ -195,8 +226,9 @@ def test_a_malformed_setting_says_where_it_is_and_what_it_should_be(tmp_path):
 
 def test_progress_mode_and_stage_are_settings(tmp_path):
     """RERANKEVAL_PROGRESS and RERANKEVAL_STAGE are read by Settings like every other variable (issue 20)."""
-    s = st.load_settings(environ={"RERANKEVAL_PROGRESS": " Plain ", "RERANKEVAL_STAGE": "04-rerank"},
-                         env_file=tmp_path / "absent")
+    s = st.load_settings(
+        environ={"RERANKEVAL_PROGRESS": " Plain ", "RERANKEVAL_STAGE": "04-rerank"}, env_file=tmp_path / "absent"
+    )
     assert (s.progress, s.stage) == ("plain", "04-rerank")
     unset = st.load_settings(environ={"RERANKEVAL_PROGRESS": "", "RERANKEVAL_STAGE": " "}, env_file=tmp_path / "x")
     assert (unset.progress, unset.stage) == (None, None)
@@ -216,8 +248,13 @@ def _constants(trees: dict[Path, ast.Module]) -> dict[str, str]:
     out: dict[str, str] = {}
     for tree in trees.values():
         for node in tree.body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
                 out[node.targets[0].id] = node.value.value
     return out
 
@@ -260,15 +297,23 @@ def env_reads(tree: ast.Module, constants: dict[str, str]) -> list[tuple[int, st
 
 def test_the_scan_finds_a_read_of_our_variables():
     """The scan below can fail: every way of reading a variable is found, through a constant too."""
-    src = ('import os\nfrom rerankeval.core import progress\nMODE = "RERANKEVAL_PROGRESS"\n'
-           'a = os.environ.get(MODE)\nb = os.environ["OPENAI_API_KEY"]\nc = os.getenv("QDRANT_URL", "")\n'
-           'd = "LOCAL_MODEL" in os.environ\ne = os.environ.get(progress.STAGE_ENV)\n'
-           'f = os.environ.get(FIELDS_ENV["cache"])\nos.environ["RERANKEVAL_CACHE"] = "/x"\n'
-           'g = {**os.environ, "RERANKEVAL_STAGE": "01"}\nh = os.environ.get("DISPLAY")\n')
+    src = (
+        'import os\nfrom rerankeval.core import progress\nMODE = "RERANKEVAL_PROGRESS"\n'
+        'a = os.environ.get(MODE)\nb = os.environ["OPENAI_API_KEY"]\nc = os.getenv("QDRANT_URL", "")\n'
+        'd = "LOCAL_MODEL" in os.environ\ne = os.environ.get(progress.STAGE_ENV)\n'
+        'f = os.environ.get(FIELDS_ENV["cache"])\nos.environ["RERANKEVAL_CACHE"] = "/x"\n'
+        'g = {**os.environ, "RERANKEVAL_STAGE": "01"}\nh = os.environ.get("DISPLAY")\n'
+    )
     constants = {"MODE": "RERANKEVAL_PROGRESS", "STAGE_ENV": "RERANKEVAL_STAGE"}
     assert env_reads(ast.parse(src), constants) == [
-        (4, "RERANKEVAL_PROGRESS"), (5, "OPENAI_API_KEY"), (6, "QDRANT_URL"), (7, "LOCAL_MODEL"),
-        (8, "RERANKEVAL_STAGE"), (9, "RERANKEVAL_CACHE"), (12, "DISPLAY")]
+        (4, "RERANKEVAL_PROGRESS"),
+        (5, "OPENAI_API_KEY"),
+        (6, "QDRANT_URL"),
+        (7, "LOCAL_MODEL"),
+        (8, "RERANKEVAL_STAGE"),
+        (9, "RERANKEVAL_CACHE"),
+        (12, "DISPLAY"),
+    ]
 
 
 def test_only_settings_reads_our_variables_from_the_environment():
@@ -277,8 +322,13 @@ def test_only_settings_reads_our_variables_from_the_environment():
     fine)."""
     trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(LIB.rglob("*.py"))}
     constants = _constants(trees)
-    bad = [f"{p.relative_to(LIB)}:{line} reads {name}" for p, tree in trees.items() if p not in READERS
-           for line, name in env_reads(tree, constants) if OURS.match(name) or name in st.ENV_KEYS]
+    bad = [
+        f"{p.relative_to(LIB)}:{line} reads {name}"
+        for p, tree in trees.items()
+        if p not in READERS
+        for line, name in env_reads(tree, constants)
+        if OURS.match(name) or name in st.ENV_KEYS
+    ]
     assert not bad, "read it through rerankeval.core.settings (a Settings field) instead: " + "; ".join(bad)
 
 
@@ -293,25 +343,34 @@ def test_cache_endpoint_holds_no_password_of_the_url(tmp_path):
 
 def test_embeddings_server_settings(tmp_path):
     env_file = tmp_path / ".env"
-    env_file.write_text("EMBED_BASE_URL=http://emb:pw-emb-0001@127.0.0.1:7997/v1/\nEMBED_MODEL=minilm\n"
-                        "EMBED_BATCH=16\n", encoding="utf-8")
+    env_file.write_text(
+        "EMBED_BASE_URL=http://emb:pw-emb-0001@127.0.0.1:7997/v1/\nEMBED_MODEL=minilm\nEMBED_BATCH=16\n",
+        encoding="utf-8",
+    )
     s = st.load_settings(environ={"EMBED_CONCURRENCY": "2", "EMBED_API_KEY": "ek-0002-secret"}, env_file=env_file)
     assert s.embed_configured and (s.embed_model, s.embed_batch, s.embed_concurrency, s.embed_dim) == (
-        "minilm", 16, 2, None)
+        "minilm",
+        16,
+        2,
+        None,
+    )
     assert (s.embed_timeout, s.embed_max_retries) == (60.0, 3)
     assert s.embed_endpoint == "http://127.0.0.1:7997/v1" and "pw-emb-0001" not in repr(s) + str(s)
     assert "ek-0002-secret" not in repr(s)
     assert not st.load_settings(environ={}, env_file=tmp_path / "none").embed_configured
-    for var, bad in (("EMBED_CONCURRENCY", "0"), ("EMBED_BATCH", "many"), ("EMBED_DIM", "-1"),
-                     ("EMBED_TIMEOUT", "0")):
+    for var, bad in (("EMBED_CONCURRENCY", "0"), ("EMBED_BATCH", "many"), ("EMBED_DIM", "-1"), ("EMBED_TIMEOUT", "0")):
         with pytest.raises(ValueError, match=rf"{var}='{bad}' \(in the environment\).*expected"):
             st.load_settings(environ={var: bad}, env_file=tmp_path / "none")
     assert "EMBED_BASE_URL" not in st.LLM_ENV_KEYS  # the LLM endpoint's variables are the first six, unchanged
 
 
 def test_redact_knows_the_judge_and_embeddings_secrets():
-    st.Settings(judge_api_key="jk-judge-0001", judge_base_url="http://j:jpw-0002@judge.test/v1",
-                embed_api_key="ek-embed-0003", embed_base_url="http://e:epw-0004@emb.test/v1")
+    st.Settings(
+        judge_api_key="jk-judge-0001",
+        judge_base_url="http://j:jpw-0002@judge.test/v1",
+        embed_api_key="ek-embed-0003",
+        embed_base_url="http://e:epw-0004@emb.test/v1",
+    )
     out = st.redact("keys jk-judge-0001 ek-embed-0003; passwords jpw-0002 epw-0004")
     assert not any(x in out for x in ("jk-judge", "ek-embed", "jpw-0002", "epw-0004")), out
     s = st.Settings(judge_base_url="http://j:jpw-0005@judge.test/v1", judge_api_key="jk-0006")

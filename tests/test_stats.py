@@ -70,9 +70,7 @@ def _long(data: dict[str, list[float]], metric="ndcg@10"):
 def test_bootstrap_table_shares_draws():
     df = _long({"a": [0.1, 0.5, 0.9, 0.3], "b": [0.1, 0.5, 0.9, 0.3]})
     t = S.bootstrap_table(df, n_boot=500, seed=0)
-    assert (
-        t.loc[0, ["mean", "ci_low", "ci_high"]].tolist() == t.loc[1, ["mean", "ci_low", "ci_high"]].tolist()
-    )
+    assert t.loc[0, ["mean", "ci_low", "ci_high"]].tolist() == t.loc[1, ["mean", "ci_low", "ci_high"]].tolist()
     assert set(t.n) == {4}
 
 
@@ -115,7 +113,12 @@ def test_compare_on_the_queries_both_variants_answered():
     )
     everything = S.compare(per_query, "ndcg@10", n_boot=100, n_resamples=100).iloc[0]
     assert everything.n == 5 and everything["diff"] == pytest.approx(0.1) and everything.n_left_out == 0
-    common = S.compare(per_query, "ndcg@10", n_boot=100, n_resamples=100,
-                       answered={"a": {f"q{i}" for i in range(1, 6)}, "b": {"q1", "q2"}}).iloc[0]
+    common = S.compare(
+        per_query,
+        "ndcg@10",
+        n_boot=100,
+        n_resamples=100,
+        answered={"a": {f"q{i}" for i in range(1, 6)}, "b": {"q1", "q2"}},
+    ).iloc[0]
     assert common.n == 2 and common["diff"] == pytest.approx(-0.5) and common.n_left_out == 3
     assert (common.wins, common.ties, common.losses) == (0, 0, 2)

@@ -17,12 +17,16 @@ from rerankeval.index import bm25 as bm25mod
 from rerankeval.retrieve.fusion import fuse, rrf
 
 # chunk-level legs over 3 queries; chunks c<unit>.<n> belong to unit d<unit>
-DENSE = {"q1": {"c1.0": .9, "c2.0": .8, "c3.0": .7, "c1.1": .6, "c4.0": .5},
-         "q2": {"c2.0": .9, "c4.0": .8, "c1.0": .7, "c3.0": .6, "c2.1": .5},
-         "q3": {"c3.0": .9, "c3.1": .8, "c4.0": .7, "c1.0": .6, "c2.0": .5}}
-LEX = {"q1": {"c2.0": 9., "c1.1": 8., "c4.0": 7., "c3.0": 6., "c1.0": 5.},
-       "q2": {"c4.0": 9., "c2.1": 8., "c3.0": 7., "c1.0": 6., "c2.0": 5.},
-       "q3": {"c1.0": 9., "c3.0": 8., "c2.0": 7., "c4.0": 6., "c3.1": 5.}}
+DENSE = {
+    "q1": {"c1.0": 0.9, "c2.0": 0.8, "c3.0": 0.7, "c1.1": 0.6, "c4.0": 0.5},
+    "q2": {"c2.0": 0.9, "c4.0": 0.8, "c1.0": 0.7, "c3.0": 0.6, "c2.1": 0.5},
+    "q3": {"c3.0": 0.9, "c3.1": 0.8, "c4.0": 0.7, "c1.0": 0.6, "c2.0": 0.5},
+}
+LEX = {
+    "q1": {"c2.0": 9.0, "c1.1": 8.0, "c4.0": 7.0, "c3.0": 6.0, "c1.0": 5.0},
+    "q2": {"c4.0": 9.0, "c2.1": 8.0, "c3.0": 7.0, "c1.0": 6.0, "c2.0": 5.0},
+    "q3": {"c1.0": 9.0, "c3.0": 8.0, "c2.0": 7.0, "c4.0": 6.0, "c3.1": 5.0},
+}
 UNIT_OF = {c: "d" + c[1] for q in DENSE for c in [*DENSE[q], *LEX[q]]}
 QUERIES = {"q1": "one", "q2": "two", "q3": "three"}
 QRELS = {"q1": {"d2": 1}, "q2": {"d4": 1}, "q3": {"d1": 1, "d3": 1}}
@@ -48,8 +52,13 @@ class FakeSource:
 def test_legs_are_searched_once_and_cut_for_every_fusion_point():
     src = FakeSource()
     eng = gridmod.Engine(src, QUERIES, max_leg_k=5)
-    grid = gridmod.Grid(method=["rrf", "combsum_minmax", "dbsf"], rrf_k=[1, 10, 60], weights=[[1, 1], [1, .5]],
-                      leg_k=[2, 3, 5], pool_k=[2, 3])
+    grid = gridmod.Grid(
+        method=["rrf", "combsum_minmax", "dbsf"],
+        rrf_k=[1, 10, 60],
+        weights=[[1, 1], [1, 0.5]],
+        leg_k=[2, 3, 5],
+        pool_k=[2, 3],
+    )
     points = grid.points(gridmod.Point(leg_k=5))
     # rrf_k is crossed for rrf only; the default is in the product
     assert points[0] == gridmod.Point(leg_k=5) and len(points) == 1 + (3 + 1 + 1) * 2 * 3 - 1
@@ -57,8 +66,12 @@ def test_legs_are_searched_once_and_cut_for_every_fusion_point():
     assert src.calls == [("dense", 5), ("bm25", 5)]
     assert set(pq.point) == {p.name for p in points} and set(secs) == set(pq.point)
     for p in points:  # a cut of the deepest leg is the leg searched at that depth (closed form: stage 03's hybrid)
-        want = fuse([to_units(truncate(DENSE, p.leg_k), UNIT_OF), to_units(truncate(LEX, p.leg_k), UNIT_OF)],
-                    p.method, k=p.rrf_k, weights=p.weights)
+        want = fuse(
+            [to_units(truncate(DENSE, p.leg_k), UNIT_OF), to_units(truncate(LEX, p.leg_k), UNIT_OF)],
+            p.method,
+            k=p.rrf_k,
+            weights=p.weights,
+        )
         got, _ = eng.run(p, list(QUERIES))
         assert {q: list(d) for q, d in got.items()} == {q: list(d) for q, d in want.items()}, p.name
         # the sweep fuses only as deep as its deepest cutoff (3): the metrics are those of the full run
@@ -116,7 +129,7 @@ class GuardedQrels(dict):
 
 
 def _points():
-    grid = gridmod.Grid(rrf_k=[1, 60], weights=[[1, 1], [.5, 1], [1, .5]], leg_k=[1, 3, 5])
+    grid = gridmod.Grid(rrf_k=[1, 60], weights=[[1, 1], [0.5, 1], [1, 0.5]], leg_k=[1, 3, 5])
     return grid.points(gridmod.Point(leg_k=5))
 
 
@@ -124,8 +137,9 @@ def test_the_chooser_never_sees_test_qrels(monkeypatch):
     seen: list[set[str]] = []
     real = splits.choose
     monkeypatch.setattr(splits, "choose", lambda pq, *a: seen.append(set(pq.qid)) or real(pq, *a))
-    train = splits.Split("train", {"q1": "one", "q2": "two"},
-                         GuardedQrels({q: QRELS[q] for q in ("q1", "q2")}, forbidden={"q3"}))
+    train = splits.Split(
+        "train", {"q1": "one", "q2": "two"}, GuardedQrels({q: QRELS[q] for q in ("q1", "q2")}, forbidden={"q3"})
+    )
     test = splits.Split("test", {"q3": "three"}, {"q3": QRELS["q3"]})
     eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
     t = splits.train_test(eng, _points(), train, test, ["ndcg@3", "mrr@3"], "ndcg@3", n_boot=200)
@@ -166,7 +180,7 @@ def test_kfold_is_deterministic_and_seeded():
 
 
 def test_ties_go_to_the_default_then_grid_order():
-    pq = pd.DataFrame({"point": ["b", "a", "c"], "qid": "q", "metric": "m", "value": [.5, .5, .4]})
+    pq = pd.DataFrame({"point": ["b", "a", "c"], "qid": "q", "metric": "m", "value": [0.5, 0.5, 0.4]})
     assert splits.choose(pq, "m", ["a", "b", "c"]) == "a"
     assert splits.choose(pq, "m", ["b", "a", "c"]) == "b"
 
@@ -219,20 +233,22 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
     dp, model = tiny_built
     encoded: list[int] = []
     real = embed.Embedder.encode
-    monkeypatch.setattr(embed.Embedder, "encode", lambda self, texts, **kw: encoded.append(len(texts)) or real(
-        self, texts, **kw))
-    grid = gridmod.Grid(rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[2, 4], pool_k=[2, 3], bm25=[[2.0, .3]])
+    monkeypatch.setattr(
+        embed.Embedder, "encode", lambda self, texts, **kw: encoded.append(len(texts)) or real(self, texts, **kw)
+    )
+    grid = gridmod.Grid(rrf_k=[1, 60], weights=[[1, 1], [1, 0.5]], leg_k=[2, 4], pool_k=[2, 3], bm25=[[2.0, 0.3]])
     with FakeLLM() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         split = splits.eval_split(dp)
         train = splits.train_split(dp)
         assert train is not None and set(train.queries) == {"q3"} and set(split.queries) == {"q1", "q2"}
-        with Retriever(dp, load_settings(), embedder=embed.Embedder(model_obj=model, progress=False),
-                       progress=False) as r:
+        with Retriever(
+            dp, load_settings(), embedder=embed.Embedder(model_obj=model, progress=False), progress=False
+        ) as r:
             eng = gridmod.Engine(r, {**train.queries, **split.queries}, max_leg_k=4)
             res = sweep.run_sweep(dp, grid, leg_k=4, final_k=2, n_boot=200, engine=eng)
             after_legs = list(encoded)
-            more = gridmod.Grid(rrf_k=[5, 20, 80], weights=[[.25, 1]], leg_k=[1, 3]).points(gridmod.Point(leg_k=4))
+            more = gridmod.Grid(rrf_k=[5, 20, 80], weights=[[0.25, 1]], leg_k=[1, 3]).points(gridmod.Point(leg_k=4))
             gridmod.score_points(eng, more, split.qids, split.qrels, gridmod.columns(2, [2]))
         assert llm.count == 0, "a sweep must never call the LLM"
     assert after_legs == [3] and encoded == after_legs  # the 3 queries, once; fusion points encode nothing
@@ -280,8 +296,8 @@ def test_the_stage_shape_and_what_notebook_06_shows(tiny_built):
 
 
 def test_pareto_front_is_closed_form():
-    assert sweep.pareto_front([.5, .6, .55, .6], [1, 2, 3, 2.5]) == [True, True, False, False]
-    assert sweep.pareto_front([.5, .5], [1, 1]) == [True, True]  # equal points do not dominate each other
+    assert sweep.pareto_front([0.5, 0.6, 0.55, 0.6], [1, 2, 3, 2.5]) == [True, True, False, False]
+    assert sweep.pareto_front([0.5, 0.5], [1, 1]) == [True, True]  # equal points do not dominate each other
 
 
 def test_views_and_plots_of_a_kfold_table():
@@ -292,19 +308,32 @@ def test_views_and_plots_of_a_kfold_table():
 
     eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
     points = _points()
-    t = splits.kfold(eng, points, splits.Split("test", dict(QUERIES), QRELS), gridmod.columns(3, [2, 3]), "ndcg@3",
-                     k=3, seed=0, n_boot=100)
+    t = splits.kfold(
+        eng,
+        points,
+        splits.Split("test", dict(QUERIES), QRELS),
+        gridmod.columns(3, [2, 3]),
+        "ndcg@3",
+        k=3,
+        seed=0,
+        n_boot=100,
+    )
     table = pd.concat([gridmod.summarise(pq, points, secs, n, 3, [2, 3]) for n, pq, secs in t.scored])
     view = sweep.overview(table, 3)
     assert set(view.n_queries) == {3} and len(view) == 2 * len(points)  # folds pooled: every query once
     one = sweep.one_at_a_time(view, points[0], "rrf_k", 2)
     assert list(one.rrf_k) == [1, 60] and set(one.weights) == {"1/1"} and set(one.leg_k) == {5}
-    fig = sweep_plots.sweep_lines({"rrf_k": one, "leg_k": sweep.one_at_a_time(view, points[0], "leg_k", 2)},
-                            ["ndcg@3", "pool_ceiling"])
+    fig = sweep_plots.sweep_lines(
+        {"rrf_k": one, "leg_k": sweep.one_at_a_time(view, points[0], "leg_k", 2)}, ["ndcg@3", "pool_ceiling"]
+    )
     assert len(fig.axes) >= 2
     at = view[view.pool_k == 2]
-    sweep_plots.sweep_pareto(at, "ndcg@3", sweep.pareto_front(at["ndcg@3"].tolist(), at.seconds_per_query.tolist()),
-                       {points[0].name: "default"})
+    sweep_plots.sweep_pareto(
+        at,
+        "ndcg@3",
+        sweep.pareto_front(at["ndcg@3"].tolist(), at.seconds_per_query.tolist()),
+        {points[0].name: "default"},
+    )
     sweep_plots.sweep_heatmap(at[at.method == "rrf"], "ndcg@3", "rrf_k", "weights")
     assert "frontier" in sweep.frontier_sentence(at, "ndcg@3")
 
@@ -349,8 +378,9 @@ def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pd
     extract_corpus(dp, chunk_size=120, chunk_overlap=30)
     build_index(dp)
     main_chunks = dp.chunks.read_bytes()
-    res = sweep.run_sweep(dp, gridmod.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50,
-                          settings=load_settings())
+    res = sweep.run_sweep(
+        dp, gridmod.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50, settings=load_settings()
+    )
     point = res.table[res.table.chunk_size == 60]
     assert len(point) and point["ndcg@3"].between(0, 1).all()  # scored on the main dataset's qrels
     assert dp.chunks.read_bytes() == main_chunks  # the main results are untouched

@@ -34,7 +34,7 @@ def _engine(dp, src, queries=QUERIES):
 
 
 def _score(eng):
-    points = gridmod.Grid(method=["rrf", "dbsf"], leg_k=[2, 5], bm25=[[2.0, .3]]).points(gridmod.Point(leg_k=5))
+    points = gridmod.Grid(method=["rrf", "dbsf"], leg_k=[2, 5], bm25=[[2.0, 0.3]]).points(gridmod.Point(leg_k=5))
     return gridmod.score_points(eng, points, list(QUERIES), QRELS, gridmod.columns(3, [3]))[0]
 
 
@@ -71,8 +71,8 @@ def test_a_changed_input_searches_again(dp, change, monkeypatch):
 def test_bm25_parameters_are_part_of_the_key(dp):
     _engine(dp, FakeSource()).leg("bm25", gridmod.Point())
     c = legcache.LegCache(dp, QUERIES, load_settings())
-    assert c.get("bm25", 5, (1.2, .75)) is not None and c.get("bm25", 5, (2.0, .3)) is None
-    assert c.get("bm25", 4, (1.2, .75)) is None  # another depth
+    assert c.get("bm25", 5, (1.2, 0.75)) is not None and c.get("bm25", 5, (2.0, 0.3)) is None
+    assert c.get("bm25", 4, (1.2, 0.75)) is None  # another depth
 
 
 def test_a_damaged_or_foreign_entry_is_ignored_and_rebuilt(dp):

@@ -42,8 +42,13 @@ def _same_runs(eng, points, qids, depth=None):
 
 def test_every_method_fuses_and_scores_as_the_per_point_path():
     eng = gridmod.Engine(FakeSource(), QUERIES, max_leg_k=5)
-    grid = gridmod.Grid(method=list(FUSION_METHODS), rrf_k=[0, 1, 60], weights=[[1, 1], [1, .5], [.25, 1]],
-                      leg_k=[1, 2, 3, 5], pool_k=[2, 3])
+    grid = gridmod.Grid(
+        method=list(FUSION_METHODS),
+        rrf_k=[0, 1, 60],
+        weights=[[1, 1], [1, 0.5], [0.25, 1]],
+        leg_k=[1, 2, 3, 5],
+        pool_k=[2, 3],
+    )
     points = grid.points(gridmod.Point(leg_k=5))
     assert {p.method for p in points} == set(FUSION_METHODS)
     _same_runs(eng, points, list(QUERIES))
@@ -67,7 +72,7 @@ def _random_case(rng: random.Random):
             run[q] = dict(sorted(((c, rng.choice(levels)) for c in picked), key=lambda kv: -kv[1]))
         return run
 
-    dense, lex = leg([.9, .5, .5, .1]), leg([7., 3., 3., 3., 1.])
+    dense, lex = leg([0.9, 0.5, 0.5, 0.1]), leg([7.0, 3.0, 3.0, 3.0, 1.0])
     qrels = {q: {u: rng.choice([0, 1, 1, 2]) for u in rng.sample(units, rng.randint(0, len(units)))} for q in queries}
     return queries, unit_of, dense, lex, qrels
 
@@ -89,14 +94,20 @@ def test_random_runs_with_ties_give_identical_results(seed):
     rng = random.Random(seed)
     queries, unit_of, dense, lex, qrels = _random_case(rng)
     eng = gridmod.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=14)
-    grid = gridmod.Grid(method=list(FUSION_METHODS), rrf_k=[0, 2, 60], weights=[[1, 1], [1, .3], [.7, 1]],
-                      leg_k=[1, 3, 14], pool_k=[1, 4])
+    grid = gridmod.Grid(
+        method=list(FUSION_METHODS),
+        rrf_k=[0, 2, 60],
+        weights=[[1, 1], [1, 0.3], [0.7, 1]],
+        leg_k=[1, 3, 14],
+        pool_k=[1, 4],
+    )
     points = grid.points(gridmod.Point(leg_k=14))
     _same_runs(eng, points, list(queries))
     _same_runs(eng, points, list(queries), depth=3)
-    scores = {q: {u: rng.choice([0.0, .2, .2, 1.0]) for u in set(unit_of.values()) if rng.random() < .8}
-              for q in queries}
-    eng.llm = RecordedLLM(scores, rng.choice([0.0, .3, .5, 1.0]), 1.0, 0.1)
+    scores = {
+        q: {u: rng.choice([0.0, 0.2, 0.2, 1.0]) for u in set(unit_of.values()) if rng.random() < 0.8} for q in queries
+    }
+    eng.llm = RecordedLLM(scores, rng.choice([0.0, 0.3, 0.5, 1.0]), 1.0, 0.1)
     cols = list(dict.fromkeys(gridmod.columns(3, grid.pool_k) + COLS))
     (slow, _), (fast, _) = _both(eng, points, list(queries), qrels, cols)
     # the same rows and values (the per-point path's string columns are object or str depending on its frames)
@@ -118,9 +129,10 @@ def test_vectorised_replay_equals_replay_for_every_alpha(seed):
     scores = fs.fused_scores(block, [p])
     order = fs.top(scores, 6)
     run = fs.to_run(block, scores[0], order[0])
-    llm = {q: {u: rng.choice([0.0, .25, .25, 1.0]) for u in set(unit_of.values()) if rng.random() < .9}
-           for q in queries}
-    alphas = [0.0, .1, .5, .7, 1.0]
+    llm = {
+        q: {u: rng.choice([0.0, 0.25, 0.25, 1.0]) for u in set(unit_of.values()) if rng.random() < 0.9} for q in queries
+    }
+    alphas = [0.0, 0.1, 0.5, 0.7, 1.0]
     for pool_k in (1, 3, 8):
         gains, covered = fastscore.replay_gains(block, scores, order, fastscore.llm_matrix(block, llm), alphas, pool_k)
         for ai, alpha in enumerate(alphas):
@@ -129,7 +141,7 @@ def test_vectorised_replay_equals_replay_for_every_alpha(seed):
             for qi, q in enumerate(qids):
                 if q in want:
                     grades = [qrels[q].get(u, 0) for u in want[q]]
-                    assert list(gains[ai, 0, qi, :len(grades)]) == grades, (alpha, pool_k, q)
+                    assert list(gains[ai, 0, qi, : len(grades)]) == grades, (alpha, pool_k, q)
 
 
 def _random_run(rng: np.random.Generator, n_q: int = 8, n_docs: int = 30):
@@ -147,7 +159,7 @@ def _gains(run: Run, qrels, qids, width: int) -> np.ndarray:
     out = np.zeros((len(qids), width), dtype=np.int64)
     for i, q in enumerate(qids):
         g = [qrels[q].get(d, 0) for d in run[q]][:width]
-        out[i, :len(g)] = g
+        out[i, : len(g)] = g
     return out
 
 
@@ -197,7 +209,7 @@ def test_row_normalisations_are_fusion_s_own_bit_for_bit():
 
     rng = np.random.default_rng(3)
     rows = [rng.random(n) * scale for n in (*range(1, 20), 127, 128, 129, 300, 300) for scale in (1.0, 37.5)]
-    rows += [np.full(5, .25), np.array([2.0]), np.array([1.0, 1.0])]  # degenerate lists
+    rows += [np.full(5, 0.25), np.array([2.0]), np.array([1.0, 1.0])]  # degenerate lists
     for fn in (fusion.minmax_norm, fusion.zscore_norm, fusion.dbsf_norm):
         got = fs.norm_rows(fn.__name__, rows)
         for r, g in zip(rows, got, strict=True):
@@ -214,7 +226,7 @@ def test_compiled_top_selection_is_the_stable_sort_s_prefix():
     for depth in (1, 10, 25, 60):
         got = fs.top(scores, depth)
         assert np.array_equal(got[:, 10:], full[:, 10:, :depth])
-        assert np.array_equal(got[:, :10, :min(depth, 25)], full[:, :10, :min(depth, 25)])
+        assert np.array_equal(got[:, :10, : min(depth, 25)], full[:, :10, : min(depth, 25)])
     assert fs.columns([["b", "a", "c"], ["a", "d", "b"]]) == ["a", "b", "d", "c"]  # best rank, then id
 
 
@@ -225,14 +237,17 @@ def test_long_legs_give_identical_results():
     chunks = list(unit_of)
 
     def leg() -> Run:
-        return {q: dict(sorted(((c, rng.random()) for c in rng.sample(chunks, 300)), key=lambda kv: -kv[1]))
-                for q in queries}
+        return {
+            q: dict(sorted(((c, rng.random()) for c in rng.sample(chunks, 300)), key=lambda kv: -kv[1]))
+            for q in queries
+        }
 
     dense, lex = leg(), leg()
     qrels = {q: {f"u{j}": rng.choice([1, 2]) for j in rng.sample(range(200), 30)} for q in queries}
     eng = gridmod.Engine(RandomSource(unit_of, dense, lex), queries, max_leg_k=300)
-    points = gridmod.Grid(method=list(FUSION_METHODS), rrf_k=[1, 60], weights=[[1, 1], [1, .5]], leg_k=[50, 300],
-                        pool_k=[10, 50]).points(gridmod.Point(leg_k=300))
+    points = gridmod.Grid(
+        method=list(FUSION_METHODS), rrf_k=[1, 60], weights=[[1, 1], [1, 0.5]], leg_k=[50, 300], pool_k=[10, 50]
+    ).points(gridmod.Point(leg_k=300))
     _same_runs(eng, points, list(queries), depth=50)
     (slow, _), (fast, _) = _both(eng, points, list(queries), qrels, gridmod.columns(10, [10, 50]))
     pd.testing.assert_frame_equal(fast, slow, check_exact=True, check_dtype=False)

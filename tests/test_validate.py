@@ -46,22 +46,30 @@ def test_a_drafted_validation_set_stays_in_the_results_and_is_compared(built):
     settings = Settings(base_url="", api_key="test-key-not-a-secret-0001", model="fake", timeout=2, max_retries=0)
     with FakeLLM() as f:
         params = draft.QuestionsParams(n_questions=3, draft_min_chars=50, validate_drafts=True)
-        res = draft.run(dp, params, Settings(**{**settings.__dict__, "base_url": f.base_url}),
-                        LLMCache(root / "llm"), files=draft.validation_files(dp))
+        res = draft.run(
+            dp,
+            params,
+            Settings(**{**settings.__dict__, "base_url": f.base_url}),
+            LLMCache(root / "llm"),
+            files=draft.validation_files(dp),
+        )
         draft.write(dp, res)
     files = res.files
     assert len(res.new) == 3 and files.queries.is_relative_to(dp.root) and not dp.source_draft_queries.exists()
     assert {p: p.read_bytes() for p in before} == before  # no human file touched
     assert json.loads(dp.corpus_stats.read_text())["queries_source"] == "human"
-    check = validate.validate(dp, validate.human_set(dp), validate.draft_set(files.queries, files.qrels),
-                              settings=load_settings())
+    check = validate.validate(
+        dp, validate.human_set(dp), validate.draft_set(files.queries, files.qrels), settings=load_settings()
+    )
     assert check.n_queries == {"human": 4, "generated": 3}
     assert isinstance(check.table, pd.DataFrame) and set(check.table.columns) == {"point", "human", "generated"}
 
 
 def test_tau_of_two_rankings_that_swap_one_pair_is_two_thirds(monkeypatch, tmp_path):
-    scores = {"human": pd.Series([0.1, 0.2, 0.3, 0.4], index=list("abcd"), name="ndcg@10"),
-              "generated": pd.Series([0.1, 0.2, 0.4, 0.3], index=list("abcd"), name="ndcg@10")}
+    scores = {
+        "human": pd.Series([0.1, 0.2, 0.3, 0.4], index=list("abcd"), name="ndcg@10"),
+        "generated": pd.Series([0.1, 0.2, 0.4, 0.3], index=list("abcd"), name="ndcg@10"),
+    }
     monkeypatch.setattr(validate, "system_scores", lambda dp, queries, qrels, **kw: scores[queries["which"]])
     human = ({"which": "human"}, {"which": {"u": 1}})
     gen = ({"which": "generated"}, {"which": {"u": 1}})
@@ -72,9 +80,11 @@ def test_tau_of_two_rankings_that_swap_one_pair_is_two_thirds(monkeypatch, tmp_p
 
 
 # -- human vs human+LLM qrels (notebook 09) ---------------------------------------------------------------------
-SYSTEMS = {"A": {"q1": {"u1": 3.0, "u3": 2.0, "u4": 1.0}},  # the human-relevant u1 first
-           "B": {"q1": {"u2": 3.0, "u1": 2.0, "u4": 1.0}},  # u2 (only the LLM judges it) first, u1 second
-           "C": {"q1": {"u3": 3.0, "u4": 2.0, "u1": 1.0}}}  # u1 third
+SYSTEMS = {
+    "A": {"q1": {"u1": 3.0, "u3": 2.0, "u4": 1.0}},  # the human-relevant u1 first
+    "B": {"q1": {"u2": 3.0, "u1": 2.0, "u4": 1.0}},  # u2 (only the LLM judges it) first, u1 second
+    "C": {"q1": {"u3": 3.0, "u4": 2.0, "u1": 1.0}},
+}  # u1 third
 
 
 def _qrels_dataset(tmp_path, llm_lines: str | None):
@@ -101,14 +111,23 @@ def _hand_scores(seen: list):
 
     def scores(dp, queries, qrels_sets, **kw):
         seen.append(qrels_sets)
-        out = {name: pd.Series({s: float(evaluate_run(run, qrels, sorted(queries), ["ndcg@10"])["ndcg@10"].mean())
-                                for s, run in SYSTEMS.items()}) for name, qrels in qrels_sets.items()}
+        out = {
+            name: pd.Series(
+                {
+                    s: float(evaluate_run(run, qrels, sorted(queries), ["ndcg@10"])["ndcg@10"].mean())
+                    for s, run in SYSTEMS.items()
+                }
+            )
+            for name, qrels in qrels_sets.items()
+        }
         return validate._frame(out, "ndcg@10")
+
     return scores
 
 
 def test_llm_grades_that_reverse_two_systems_give_a_tau_of_one_third_and_never_replace_a_human_grade(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     # the LLM grades u2 3 (capped at the human top, 2) and u1 0, where a human said 1: that 0 must not count
     dp = _qrels_dataset(tmp_path, "q1\tu2\t3\nq1\tu1\t0\n")
     seen: list = []
@@ -140,7 +159,8 @@ def test_without_an_llm_file_the_qrels_comparison_is_skipped_and_says_why(tmp_pa
     check = validate.qrels_validation(dp)
     assert check.skipped and check.table.empty
     assert check.sentence().startswith(
-        "Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>-<hash>.tsv)")
+        "Human vs human+LLM qrels: skipped, no LLM grades (qrels/llm-<model>-<hash>.tsv)"
+    )
     assert "assess=true" in check.sentence()
     validate.write_qrels_validation(dp, check)
     assert not stale.exists()

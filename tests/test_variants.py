@@ -20,9 +20,21 @@ from rerankeval.retrieve.fusion import fuse
 
 
 def test_one_catalogue_of_names_and_a_registry_of_the_variants_that_search():
-    assert names.names() == ("vector", "bm25", "hybrid", "qdrant_hybrid", "hybrid_combsum", "hybrid_combmnz",
-                             "hybrid_dbsf", "qdrant_dbsf", "cross_encoder", "hybrid_rerank", "hybrid_tuned",
-                             "hybrid_rerank_expand", "hybrid_reformulate")
+    assert names.names() == (
+        "vector",
+        "bm25",
+        "hybrid",
+        "qdrant_hybrid",
+        "hybrid_combsum",
+        "hybrid_combmnz",
+        "hybrid_dbsf",
+        "qdrant_dbsf",
+        "cross_encoder",
+        "hybrid_rerank",
+        "hybrid_tuned",
+        "hybrid_rerank_expand",
+        "hybrid_reformulate",
+    )
     assert variants.names() == names.names()[:9]  # only variants that search are registered
     assert names.names(names.RETRIEVE) == retriever.VARIANTS == (*variants.names(), "hybrid_reformulate")
     assert retriever.REWRITES == {"hybrid_reformulate": "hybrid"}  # a rewrite step in front of the hybrid
@@ -46,8 +58,9 @@ def test_the_registry_does_not_import_the_rewrite_step_or_the_stage():
     import subprocess
     import sys
 
-    code = ("import sys, rerankeval.retrieve.variants; "
-            "print(sorted(m for m in sys.modules if m.startswith('rerankeval.')))")
+    code = (
+        "import sys, rerankeval.retrieve.variants; print(sorted(m for m in sys.modules if m.startswith('rerankeval.')))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "reformulate" not in loaded and "retrieve.stage" not in loaded and "rerankeval.llm" not in loaded
 
@@ -92,10 +105,16 @@ def test_params_record_and_the_rrf_facts_written_with_them():
     assert variants.get("qdrant_hybrid").record(p.record())["qdrant_rrf_k"] == 61
     assert variants.get("hybrid").record(p.record())["qdrant_rrf_k"] is None
     assert "fusion" not in variants.get("hybrid").record(p.record())  # today's hybrid.json is unchanged
-    assert variants.get("hybrid_combsum").record(p.record()) == {"rrf_formula": None, "qdrant_rrf_k": None,
-                                                                 "fusion": "combsum_minmax"}
+    assert variants.get("hybrid_combsum").record(p.record()) == {
+        "rrf_formula": None,
+        "qdrant_rrf_k": None,
+        "fusion": "combsum_minmax",
+    }
     assert {variants.get(v).fusion for v in ("hybrid", "hybrid_combmnz", "hybrid_dbsf")} == {
-        "rrf", "combmnz_minmax", "dbsf"}
+        "rrf",
+        "combmnz_minmax",
+        "dbsf",
+    }
     assert variants.get("qdrant_dbsf").record(p.record())["fusion"] == "dbsf"
 
 
@@ -111,15 +130,23 @@ QUERIES = {"q1": "install a package with apt", "q2": "network configuration file
 
 
 def _tiny_index(tmp, monkeypatch, backend):
-    for k, sub in (("RERANKEVAL_RESULTS", "results"), ("RERANKEVAL_QDRANT_PATH", "qdrant"),
-                   ("RERANKEVAL_CACHE", "cache")):
+    for k, sub in (
+        ("RERANKEVAL_RESULTS", "results"),
+        ("RERANKEVAL_QDRANT_PATH", "qdrant"),
+        ("RERANKEVAL_CACHE", "cache"),
+    ):
         monkeypatch.setenv(k, str(tmp / sub))
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", backend)
     (tmp / "src" / "tiny").mkdir(parents=True)
     dp = paths.resolve_dataset(tmp / "src" / "tiny")
-    atomic_write_jsonl(dp.chunks, [{"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0,
-                                    "title": "", "text": t} for c, u, t in CHUNKS])
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0, "title": "", "text": t}
+            for c, u, t in CHUNKS
+        ],
+    )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
     emb = embed.Embedder(str(embed.bundled_model_path()), progress=False)

@@ -18,10 +18,13 @@ from rerankeval.core import paths, yamlsafe
 from rerankeval.experiments import grid
 
 # Nine levels of nine aliases: 9**9 (387 million) list items once expanded; a few hundred bytes on disk.
-ALIAS_BOMB = "\n".join(
-    ["pool_k: 30", 'l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
-) + "\n"
+ALIAS_BOMB = (
+    "\n".join(
+        ["pool_k: 30", 'l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+        + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    )
+    + "\n"
+)
 
 
 @pytest.fixture
@@ -49,9 +52,14 @@ def test_an_alias_in_a_set_value_is_refused():
         chain_params.load_params("none", ["ks=[&a 1, *a]"])
 
 
-@pytest.mark.parametrize("item, read_as, meant", [("final_k=010", "octal number 8", "did you mean 10?"),
-                                                  ("draft_seed=1:30", "base-60 number 90", "did you mean 130?"),
-                                                  ("alpha=1:30.5", "base-60 number 90.5", "quote it ('1:30.5')")])
+@pytest.mark.parametrize(
+    "item, read_as, meant",
+    [
+        ("final_k=010", "octal number 8", "did you mean 10?"),
+        ("draft_seed=1:30", "base-60 number 90", "did you mean 130?"),
+        ("alpha=1:30.5", "base-60 number 90.5", "quote it ('1:30.5')"),
+    ],
+)
 def test_yaml_1_1_number_forms_in_p_are_refused_with_the_number_meant(item, read_as, meant):
     with pytest.raises(chain_params.PreflightError) as err:
         chain_params.load_params("none", chain_params.split_params(item))
@@ -66,11 +74,23 @@ def test_an_octal_number_in_a_params_file_names_its_line(params_dir):
 
 
 def test_ordinary_values_read_as_before(params_dir):
-    (params_dir / "fine.yaml").write_text("ks: [1, 3, 5]\nalpha: 0.3\nmode: yesno\nids: ['010', '1:30']\n",
-                                          encoding="utf-8")
+    (params_dir / "fine.yaml").write_text(
+        "ks: [1, 3, 5]\nalpha: 0.3\nmode: yesno\nids: ['010', '1:30']\n", encoding="utf-8"
+    )
     got = chain_params.load_params("fine", ["pool_k=30", "seed=0x1A", "rrf_k=07", "label='010'", "empty=", "t=1e-3"])
-    assert got == {"final_k": 10, "ks": [1, 3, 5], "alpha": 0.3, "mode": "yesno", "ids": ["010", "1:30"],
-                   "pool_k": 30, "seed": 26, "rrf_k": 7, "label": "010", "empty": None, "t": "1e-3"}
+    assert got == {
+        "final_k": 10,
+        "ks": [1, 3, 5],
+        "alpha": 0.3,
+        "mode": "yesno",
+        "ids": ["010", "1:30"],
+        "pool_k": 30,
+        "seed": 26,
+        "rrf_k": 7,
+        "label": "010",
+        "empty": None,
+        "t": "1e-3",
+    }
 
 
 def test_a_params_file_too_big_is_refused_before_it_is_read(params_dir):

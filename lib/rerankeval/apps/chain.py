@@ -115,8 +115,15 @@ def notebook_params(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any])
     return {**{k: v for k, v in params.items() if k in declared_parameters(nb)}, "dataset": str(dp.source)}
 
 
-def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], kernel: str,
-                 env: Mapping[str, str], interrupt: Interrupt, exec_lines: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_notebook(
+    nb: Path,
+    dp: paths.DatasetPaths,
+    params: Mapping[str, Any],
+    kernel: str,
+    env: Mapping[str, str],
+    interrupt: Interrupt,
+    exec_lines: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Execute one notebook, keep and render its executed copy; the index entry for it (``exec_lines``: run in
     the kernel before the notebook, the read trace of :class:`Freshness`)."""
     interrupt.in_notebook = True  # from here a signal stops the kernel, never raises (not inside these imports)
@@ -135,15 +142,25 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     try:
         atomic_saves(dp.executed_dir)
         papermill.execute_notebook(
-            str(nb), str(out), parameters=nb_params, kernel_name=kernel, progress_bar=False, cwd=str(paths.ROOT),
+            str(nb),
+            str(out),
+            parameters=nb_params,
+            kernel_name=kernel,
+            progress_bar=False,
+            cwd=str(paths.ROOT),
             engine_name=chain_engine(),
             kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt, exec_lines, exit_log),
         )
     except KeyboardInterrupt:
         interrupt.hit = True
     except PapermillExecutionError as exc:
-        status, error = "failed", (f"{nb.name} failed in cell {exc.cell_index} (execution count "
-                                   f"{exc.exec_count}): {exc.ename}: {exc.evalue}{kernel_os_hint(exc.evalue)}")
+        status, error = (
+            "failed",
+            (
+                f"{nb.name} failed in cell {exc.cell_index} (execution count "
+                f"{exc.exec_count}): {exc.ename}: {exc.evalue}{kernel_os_hint(exc.evalue)}"
+            ),
+        )
     except OSError as exc:  # saving the executed copy: a full disk, a folder that became read-only
         status, error = "failed", f"{nb.name} stopped: {os_error(exc, dp.executed_dir)}"
     except Exception as exc:  # kernel died, missing kernel, bad parameters...
@@ -160,8 +177,15 @@ def run_notebook(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any], ke
     if out.exists() and (status == "ok" or out.stat().st_mtime_ns != earlier):
         status, error = _render_page(dp, nb, status, error)
     print(f"[chain] {nb.name} {status.upper() if status != 'ok' else 'ok'} in {seconds:.1f} s", flush=True)
-    return {"name": nb.stem, "href": html.name, "status": status, "seconds": round(seconds, 1), "error": error,
-            "rerun": True, "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    return {
+        "name": nb.stem,
+        "href": html.name,
+        "status": status,
+        "seconds": round(seconds, 1),
+        "error": error,
+        "rerun": True,
+        "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
 
 
 def _render_page(dp: paths.DatasetPaths, nb: Path, status: str, error: str | None) -> tuple[str, str | None]:
@@ -182,8 +206,9 @@ class Freshness:
     """Which notebooks are up to date (skipped) and the fingerprints of those that ran (see
     :mod:`~rerankeval.apps.chain_files`); ``force``: none is up to date, every notebook runs."""
 
-    def __init__(self, dp: paths.DatasetPaths, params: Mapping[str, Any], allow_fallback: bool, force: bool,
-                 trace_dir: Path) -> None:
+    def __init__(
+        self, dp: paths.DatasetPaths, params: Mapping[str, Any], allow_fallback: bool, force: bool, trace_dir: Path
+    ) -> None:
         self.dp, self.params, self.force, self.trace_dir = dp, params, force, trace_dir
         self.extra = {"allow_fallback": allow_fallback}
         self.code = code_version()
@@ -206,8 +231,11 @@ class Freshness:
         :func:`~rerankeval.apps.chain_preflight.llm_fallbacks`): then it runs again next time."""
         fell_back = llm_fallbacks(self.dp, nb, self.started[nb.stem]) if used_llm else None
         if fell_back:
-            print(f"[chain] {nb.name}: {fell_back}; not recorded as up to date: the next run runs it again and asks "
-                  "only those calls (the usable replies are cached)", flush=True)
+            print(
+                f"[chain] {nb.name}: {fell_back}; not recorded as up to date: the next run runs it again and asks "
+                "only those calls (the usable replies are cached)",
+                flush=True,
+            )
             return
         record_fingerprint(self.dp, nb, self.key(nb), self.trace_dir / f"{nb.stem}.reads", self.started[nb.stem])
 
@@ -215,16 +243,32 @@ class Freshness:
 def _skipped_page(dp: paths.DatasetPaths, nb: Path) -> dict[str, Any]:
     print(f"[chain] {nb.name} up to date (skipped)", flush=True)
     earlier = read_records(dp).get(nb.stem) or {}
-    return {"name": nb.stem, "href": dp.notebook_html(nb.stem).name, "status": "ok", "seconds": None, "error": None,
-            "rerun": True, "skipped": True, "finished": earlier.get("finished")}  # when it last ran
+    return {
+        "name": nb.stem,
+        "href": dp.notebook_html(nb.stem).name,
+        "status": "ok",
+        "seconds": None,
+        "error": None,
+        "rerun": True,
+        "skipped": True,
+        "finished": earlier.get("finished"),
+    }  # when it last ran
 
 
 def _uses_llm(nb: Path, params: Mapping[str, Any]) -> bool:
     return needs_llm(nb) or wants_llm(nb, params)
 
 
-def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any], kernel: str,
-                 allow_fallback: bool, interrupt: Interrupt, pages: list[dict[str, Any]], force: bool = False) -> None:
+def _execute_all(
+    dp: paths.DatasetPaths,
+    nbs: list[Path],
+    params: Mapping[str, Any],
+    kernel: str,
+    allow_fallback: bool,
+    interrupt: Interrupt,
+    pages: list[dict[str, Any]],
+    force: bool = False,
+) -> None:
     """Run ``nbs`` in order until one fails or is interrupted, appending their index entries to ``pages``; a
     notebook whose inputs are unchanged since its last success is skipped (unless ``force``).
 
@@ -235,8 +279,13 @@ def _execute_all(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, A
     import tempfile
 
     with contextlib.ExitStack() as stack:
-        fresh = Freshness(dp, params, allow_fallback, force, Path(stack.enter_context(tempfile.TemporaryDirectory(
-            prefix="rerankeval-reads-"))))
+        fresh = Freshness(
+            dp,
+            params,
+            allow_fallback,
+            force,
+            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rerankeval-reads-"))),
+        )
         env: dict[str, str] | None = None
         stale = [nb for nb in nbs if not fresh.skips(nb)]
         kinds = request_kinds(stale, params)  # one tiny real chat completion of each is sent before they run
@@ -282,43 +331,63 @@ def _write_index(dp: paths.DatasetPaths, pages: list[dict[str, Any]]) -> tuple[s
         return None, exc
 
 
-def _finish(dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bool, t0: float,
-            signum: int = signal.SIGINT) -> int:
+def _finish(
+    dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bool, t0: float, signum: int = signal.SIGINT
+) -> int:
     """Write the index and print the last lines; the exit status (``signum``: what interrupted the run)."""
     index, index_error = _write_index(dp, pages)
     report_at = index or f"the index was not updated ({os_error(index_error, dp.report_dir, with_fix=False)})"
     done = [p["name"] for p in pages if p["status"] == "ok"]
     if interrupted:
         verb, what, status = SIGNALS.get(signum, SIGNALS[signal.SIGINT])
-        print(f"\n[chain] {verb} ({what}); finished: {', '.join(done) or 'none'}; report (partial): {report_at}; "
-              "re-run the same command to resume (finished stages are cached)", file=sys.stderr, flush=True)
+        print(
+            f"\n[chain] {verb} ({what}); finished: {', '.join(done) or 'none'}; report (partial): {report_at}; "
+            "re-run the same command to resume (finished stages are cached)",
+            file=sys.stderr,
+            flush=True,
+        )
         return status
     failed = next((p for p in pages if p["status"] != "ok"), None)
     if failed:
         kept = dp.executed_notebook(f"{failed['name']}.ipynb").exists()
-        print(f"\n[chain] ERROR: {failed['error']}\n[chain] "
-              f"{'executed copy kept at ' + shown_path(dp.executed_dir) if kept else 'no executed copy was saved'}; "
-              f"report (partial): {report_at}", file=sys.stderr, flush=True)
+        print(
+            f"\n[chain] ERROR: {failed['error']}\n[chain] "
+            f"{'executed copy kept at ' + shown_path(dp.executed_dir) if kept else 'no executed copy was saved'}; "
+            f"report (partial): {report_at}",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_FAILED
     if index_error:
-        print(f"\n[chain] ERROR: the report index was not updated: {os_error(index_error, dp.report_dir)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"\n[chain] ERROR: the report index was not updated: {os_error(index_error, dp.report_dir)}",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_FAILED
     fell_back = next((p["llm_problem"] for p in pages if p.get("llm_problem")), None)
     if fell_back:
-
         fix = f"\n{endpoint_fix(load_settings().configured)}" if fell_back["endpoint"] else ""
         print(f"\n[chain] ERROR: {fell_back['text']}.{fix}\n[chain] report: {index}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    times = ", ".join(f"{p['name'][:2]} {'skipped' if p.get('skipped') else format(p['seconds'], '.0f') + ' s'}"
-                      for p in pages)
-    print(f"[chain] done: {len(pages)} notebook(s) in {time.perf_counter() - t0:.0f} s ({times}); "
-          f"report: {index}", flush=True)
+    times = ", ".join(
+        f"{p['name'][:2]} {'skipped' if p.get('skipped') else format(p['seconds'], '.0f') + ' s'}" for p in pages
+    )
+    print(
+        f"[chain] done: {len(pages)} notebook(s) in {time.perf_counter() - t0:.0f} s ({times}); report: {index}",
+        flush=True,
+    )
     return 0
 
 
-def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] | None = None,
-              kernel: str = KERNEL, allow_fallback: bool = False, force: bool = False) -> int:
+def run_chain(
+    dataset: str,
+    overrides: list[str] | None = None,
+    only: list[str] | None = None,
+    kernel: str = KERNEL,
+    allow_fallback: bool = False,
+    force: bool = False,
+) -> int:
     """Check, run and report; the exit status (see the module docstring). Raises :class:`PreflightError`.
     ``force``: run every notebook, also those whose inputs are unchanged since their last success."""
     t0 = time.perf_counter()
@@ -328,8 +397,10 @@ def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] 
     allow_fallback = bool(params.pop(ALLOW_FALLBACK, False)) or allow_fallback
     nbs = notebooks(only)
     if not nbs:
-        raise PreflightError(f"no notebooks match {only!r} in {paths.NOTEBOOKS_DIR} (give a number such as "
-                             "--only 05, or a notebook name)")
+        raise PreflightError(
+            f"no notebooks match {only!r} in {paths.NOTEBOOKS_DIR} (give a number such as "
+            "--only 05, or a notebook name)"
+        )
     unknown_parameters(params, override_texts(overrides or []))
     params = typed_parameters(nbs, params, override_texts(overrides or []))
     check_parameters(nbs, params)
@@ -355,21 +426,44 @@ def run_chain(dataset: str, overrides: list[str] | None = None, only: list[str] 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rerankeval.chain", description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default=os.environ.get("DATASET", paths.DEFAULT_DATASET),
-                    help="dataset name under data/ or ../shared/data, or a folder path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a notebook parameter (repeatable)")
-    ap.add_argument("--params", default="", metavar="'K=V K2=V2'",
-                    help="several --set at once, split before each name= (what make report P=... passes)")
-    ap.add_argument("--only", action="append", default=None, metavar="NN",
-                    help="run only notebooks whose name starts with this (repeatable)")
+    ap.add_argument(
+        "--dataset",
+        default=os.environ.get("DATASET", paths.DEFAULT_DATASET),
+        help="dataset name under data/ or ../shared/data, or a folder path",
+    )
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a notebook parameter (repeatable)",
+    )
+    ap.add_argument(
+        "--params",
+        default="",
+        metavar="'K=V K2=V2'",
+        help="several --set at once, split before each name= (what make report P=... passes)",
+    )
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="NN",
+        help="run only notebooks whose name starts with this (repeatable)",
+    )
     ap.add_argument("--kernel", default=KERNEL, help="Jupyter kernel name (default: %(default)s)")
-    ap.add_argument("--allow-fallback", action="store_true",
-                    help="run even when the LLM endpoint does not answer (every rerank call falls back to the "
-                         "fused order); same as --set allow_fallback=true")
-    ap.add_argument("--force", action="store_true",
-                    help="run every notebook, also those whose inputs are unchanged since their last success "
-                         "(make report FORCE=1)")
+    ap.add_argument(
+        "--allow-fallback",
+        action="store_true",
+        help="run even when the LLM endpoint does not answer (every rerank call falls back to the "
+        "fused order); same as --set allow_fallback=true",
+    )
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="run every notebook, also those whose inputs are unchanged since their last success (make report FORCE=1)",
+    )
     args = ap.parse_args(argv)
     try:
         overrides = [*split_params(args.params), *args.overrides]

@@ -89,12 +89,24 @@ def chain_engine() -> str:
 
     class Engine(NBClientEngine):
         @classmethod
-        def execute_notebook(cls, nb: Any, kernel_name: str, output_path: str | None = None,
-                             progress_bar: bool = True, log_output: bool = False, autosave_cell_every: int = 30,
-                             **kwargs: Any) -> Any:
+        def execute_notebook(
+            cls,
+            nb: Any,
+            kernel_name: str,
+            output_path: str | None = None,
+            progress_bar: bool = True,
+            log_output: bool = False,
+            autosave_cell_every: int = 30,
+            **kwargs: Any,
+        ) -> Any:
             """papermill's ``Engine.execute_notebook`` with :class:`Manager`."""
-            nb_man = Manager(nb, output_path=output_path, progress_bar=progress_bar, log_output=log_output,
-                             autosave_cell_every=autosave_cell_every)
+            nb_man = Manager(
+                nb,
+                output_path=output_path,
+                progress_bar=progress_bar,
+                log_output=log_output,
+                autosave_cell_every=autosave_cell_every,
+            )
             nb_man.notebook_start()
             try:
                 cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
@@ -116,8 +128,10 @@ def os_error(exc: OSError, folder: Path, with_fix: bool = True) -> str:
     if not with_fix:
         pass
     elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        fix = ("; free space on that disk, or write the results to another one: RERANKEVAL_RESULTS=/other/folder "
-               "(in .env or the environment)")
+        fix = (
+            "; free space on that disk, or write the results to another one: RERANKEVAL_RESULTS=/other/folder "
+            "(in .env or the environment)"
+        )
     elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         fix = "; make it writable, or write the results elsewhere: RERANKEVAL_RESULTS=/a/writable/folder"
     return f"could not write to {where}: [Errno {exc.errno}] {what}{fix}"
@@ -126,8 +140,10 @@ def os_error(exc: OSError, folder: Path, with_fix: bool = True) -> str:
 def kernel_os_hint(evalue: str) -> str:
     """The fix for an OS error a notebook's own cell raised (its message names the file)."""
     if "[Errno 28]" in evalue or "No space left on device" in evalue:
-        return (" (the disk is full: free space, or move the results with RERANKEVAL_RESULTS=... and the caches "
-                "with RERANKEVAL_CACHE=... to a disk with room)")
+        return (
+            " (the disk is full: free space, or move the results with RERANKEVAL_RESULTS=... and the caches "
+            "with RERANKEVAL_CACHE=... to a disk with room)"
+        )
     if "[Errno 30]" in evalue or "Read-only file system" in evalue:
         return " (a read-only folder: make it writable, or move the results with RERANKEVAL_RESULTS=...)"
     return ""
@@ -151,11 +167,21 @@ def _earlier_page(dp: paths.DatasetPaths, nb: Path, record: Mapping[str, Any] | 
     if not page:
         with contextlib.suppress(OSError, ValueError):
             meta = json.loads((dp.executed_dir / nb.name).read_text(encoding="utf-8"))["metadata"]["papermill"]
-            page = {"status": "failed" if meta.get("exception") else "ok", "seconds": meta.get("duration"),
-                    "finished": meta.get("end_time")}
+            page = {
+                "status": "failed" if meta.get("exception") else "ok",
+                "seconds": meta.get("duration"),
+                "finished": meta.get("end_time"),
+            }
     when = str(page.get("finished") or "")[:16].replace("T", " ")
-    return {"status": "ok", "seconds": None, "error": None, **page, "href": f"{nb.stem}.html",
-            "name": f"{nb.stem} (earlier run{', ' + when + ' UTC' if when else ''})", "rerun": False}
+    return {
+        "status": "ok",
+        "seconds": None,
+        "error": None,
+        **page,
+        "href": f"{nb.stem}.html",
+        "name": f"{nb.stem} (earlier run{', ' + when + ' UTC' if when else ''})",
+        "rerun": False,
+    }
 
 
 def index_pages(dp: paths.DatasetPaths, this_run: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -195,9 +221,21 @@ FINGERPRINT_VERSION = 1
 # never a key nor a URL's password (every value redacted); the LLM endpoint counts by its identity
 # (llm.scrub.endpoint_identity: RERANK_ENDPOINT_ID, else the URL without user:password@), so
 # a local server that comes up on another port, with the same model, does not make every notebook run again
-_SETTING_FIELDS = ("model", "qdrant_url", "cross_encoder", "qdrant_path", "qdrant_backend", "dense_exact",
-                   "llama_backend", "local_model", "judge_model", "judge_base_url", "embed_base_url", "embed_model",
-                   "embed_dim")
+_SETTING_FIELDS = (
+    "model",
+    "qdrant_url",
+    "cross_encoder",
+    "qdrant_path",
+    "qdrant_backend",
+    "dense_exact",
+    "llama_backend",
+    "local_model",
+    "judge_model",
+    "judge_base_url",
+    "embed_base_url",
+    "embed_model",
+    "embed_dim",
+)
 
 
 def install_read_trace(log: str, roots: list[str]) -> None:
@@ -233,8 +271,10 @@ def install_read_trace(log: str, roots: list[str]) -> None:
 
 def trace_line(log: Path, roots: list[Path]) -> str:
     """The kernel's start-up line that installs :func:`install_read_trace` (an ``IPKernelApp.exec_lines`` item)."""
-    return (f"__import__('rerankeval.apps.chain_files', fromlist=['_']).install_read_trace("
-            f"{str(log)!r}, {[str(r) for r in roots]!r})")
+    return (
+        f"__import__('rerankeval.apps.chain_files', fromlist=['_']).install_read_trace("
+        f"{str(log)!r}, {[str(r) for r in roots]!r})"
+    )
 
 
 def code_version() -> str:
@@ -261,9 +301,14 @@ def notebook_key(nb: Path, nb_params: Mapping[str, Any], code: str, extra: Mappi
     settings = load_settings()
     chosen = {f: None if getattr(settings, f, None) is None else redact(getattr(settings, f)) for f in _SETTING_FIELDS}
     chosen["endpoint"] = endpoint_identity(settings) or None  # without user:password@ (issue 32, defect 9)
-    return {"version": FINGERPRINT_VERSION, "notebook": hashlib.sha256(nb.read_bytes()).hexdigest(),
-            "parameters": json.loads(json.dumps(dict(nb_params), sort_keys=True, default=str)), "code": code,
-            "settings": chosen, **extra}
+    return {
+        "version": FINGERPRINT_VERSION,
+        "notebook": hashlib.sha256(nb.read_bytes()).hexdigest(),
+        "parameters": json.loads(json.dumps(dict(nb_params), sort_keys=True, default=str)),
+        "code": code,
+        "settings": chosen,
+        **extra,
+    }
 
 
 def fingerprint_path(dp: paths.DatasetPaths, nb: Path) -> Path:

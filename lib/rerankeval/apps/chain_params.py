@@ -67,8 +67,10 @@ def _read_params_file(f: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f", line {mark.line + 1}" if mark is not None else ""
-        raise PreflightError(f"{f}{at}: not valid YAML ({getattr(exc, 'problem', None) or exc}); "
-                             "expected `name: value` lines, e.g. `pool_k: 10`") from None
+        raise PreflightError(
+            f"{f}{at}: not valid YAML ({getattr(exc, 'problem', None) or exc}); "
+            "expected `name: value` lines, e.g. `pool_k: 10`"
+        ) from None
     if not isinstance(loaded, dict):
         raise PreflightError(f"{f}: expected a mapping of parameter names to values (name: value lines)")
     return loaded
@@ -78,15 +80,17 @@ def _read_override(item: str) -> tuple[str, Any]:
     """``--set key=value`` as ``(key, the value read as YAML)`` through :mod:`rerankeval.core.yamlsafe`."""
     key, sep, value = item.partition("=")
     if not sep or not key.strip():
-        raise PreflightError(f"--set {item!r}: expected key=value (e.g. --set pool_k=30, or P=\"pool_k=30\")")
+        raise PreflightError(f'--set {item!r}: expected key=value (e.g. --set pool_k=30, or P="pool_k=30")')
     try:
         return key.strip(), yamlsafe.load(value, f"--set {item!r}", with_line=False)
     except yamlsafe.YamlRefused as exc:
         raise PreflightError(str(exc)) from None
     except yaml.YAMLError as exc:
         problem = str(getattr(exc, "problem", None) or exc).strip()
-        raise PreflightError(f"--set {item!r}: the value is not valid YAML ({problem}); e.g. --set ks=[1,3,5] "
-                             f"or P=\"variants=[vector, bm25]\"; quote text with ' or \"") from None
+        raise PreflightError(
+            f"--set {item!r}: the value is not valid YAML ({problem}); e.g. --set ks=[1,3,5] "
+            f'or P="variants=[vector, bm25]"; quote text with \' or "'
+        ) from None
 
 
 def load_params(dataset_name: str, overrides: list[str]) -> dict[str, Any]:
@@ -108,13 +112,19 @@ def unknown_parameters(params: Mapping[str, Any], typed: Mapping[str, str]) -> N
     close = {k: difflib.get_close_matches(k, sorted(declared), n=3, cutoff=0.75) for k in unknown}
     typos = [k for k in unknown if k in typed and close[k]]
     if typos:
-        lines = [f"{k}: no notebook declares it; did you mean {' or '.join(close[k])}? "
-                 f"e.g. P=\"{close[k][0]}={typed[k].strip()}\"" for k in typos]
+        lines = [
+            f"{k}: no notebook declares it; did you mean {' or '.join(close[k])}? "
+            f'e.g. P="{close[k][0]}={typed[k].strip()}"'
+            for k in typos
+        ]
         raise PreflightError("unknown parameter(s), found before running anything:\n  " + "\n  ".join(lines))
     if unknown:
         said = [k + (f" (did you mean {' or '.join(close[k])}?)" if close[k] else "") for k in unknown]
-        print(f"[chain] WARNING: no notebook declares the parameter(s) {', '.join(said)}; they are ignored "
-              f"(see the parameters cell at the top of each notebook)", file=sys.stderr)
+        print(
+            f"[chain] WARNING: no notebook declares the parameter(s) {', '.join(said)}; they are ignored "
+            f"(see the parameters cell at the top of each notebook)",
+            file=sys.stderr,
+        )
 
 
 def _parameters_cell(nb: Path) -> list[ast.stmt]:
@@ -187,8 +197,14 @@ def effective_parameters(nb: Path, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
-_EXPECTED = {"int": "a whole number", "float": "a number", "str": "text", "bool": "true or false",
-             "list": "a list, e.g. [a, b]", "dict": "a mapping, e.g. {a: 1}"}
+_EXPECTED = {
+    "int": "a whole number",
+    "float": "a number",
+    "str": "text",
+    "bool": "true or false",
+    "list": "a list, e.g. [a, b]",
+    "dict": "a mapping, e.g. {a: 1}",
+}
 
 
 def _coerce(annotation: str, value: Any, text: str | None) -> Any:
@@ -214,8 +230,9 @@ def _type_ok(annotation: str, value: Any) -> bool:
     return isinstance(value, want)
 
 
-def typed_parameters(nbs: list[Path], params: Mapping[str, Any],
-                     texts: Mapping[str, str] | None = None) -> dict[str, Any]:
+def typed_parameters(
+    nbs: list[Path], params: Mapping[str, Any], texts: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """``params`` checked against the types the notebooks' ``parameters`` cells declare (``rrf_k: int = 60``),
     with the clear cases converted (:func:`_coerce`); raise :class:`PreflightError` naming each parameter, the
     type expected and the value given. ``texts``: the ``--set`` values as typed (:func:`override_texts`)."""
@@ -235,8 +252,11 @@ def typed_parameters(nbs: list[Path], params: Mapping[str, Any],
                 continue
             shown = repr(texts[name].strip()) if name in texts else repr(value)
             declared = line if len(line) <= 60 else line[:57] + "..."
-            problems[name] = [f"{name} = {shown}: expected {annotation} ({_EXPECTED[annotation]}), as declared by "
-                              f"`{declared}`; e.g. P=\"{name}={default}\" (in ", nb.stem]
+            problems[name] = [
+                f"{name} = {shown}: expected {annotation} ({_EXPECTED[annotation]}), as declared by "
+                f'`{declared}`; e.g. P="{name}={default}" (in ',
+                nb.stem,
+            ]
     if problems:
         lines = [f"{msg}{', '.join(where)})" for msg, *where in problems.values()]
         raise PreflightError("parameters of the wrong type, found before running anything:\n  " + "\n  ".join(lines))

@@ -68,7 +68,8 @@ def check_writable(dp: paths.DatasetPaths) -> None:
             raise PreflightError(
                 f"the results folder {where} is not writable ({exc.strerror or exc}). Make it writable, or write "
                 f"the results elsewhere: RERANKEVAL_RESULTS=/a/writable/folder in .env or the environment "
-                f"(e.g. RERANKEVAL_RESULTS=~/rerankeval-results make report).") from None
+                f"(e.g. RERANKEVAL_RESULTS=~/rerankeval-results make report)."
+            ) from None
 
 
 def _positive_int(value: Any) -> bool:
@@ -88,13 +89,14 @@ def check_parameters(nbs: list[Path], params: Mapping[str, Any]) -> None:
         eff = effective_parameters(nb, params)
         bad = {key for key in POSITIVE_INTS if key in eff and not _positive_int(eff[key])}
         for key in sorted(bad, key=POSITIVE_INTS.index):
-            fix = f"; e.g. P=\"{key}={_default_of(nb, key)}\" (the notebook's default)" if _default_of(nb, key) else ""
+            fix = f'; e.g. P="{key}={_default_of(nb, key)}" (the notebook\'s default)' if _default_of(nb, key) else ""
             problems.setdefault(f"{key} = {eff[key]!r} must be a whole number >= 1{fix}", []).append(nb.stem)
         pool, final = eff.get("pool_k"), eff.get("final_k")
         if not bad & {"pool_k", "final_k"} and isinstance(pool, int) and isinstance(final, int) and pool < final:
             problems.setdefault(
                 f"pool_k ({pool}) must be >= final_k ({final}): the reranker reorders the top pool_k and the "
-                f"headline metric is cut at final_k; e.g. P=\"pool_k={final}\" or P=\"final_k={pool}\"", []
+                f'headline metric is cut at final_k; e.g. P="pool_k={final}" or P="final_k={pool}"',
+                [],
             ).append(nb.stem)
     if problems:
         lines = [f"{msg} (in {', '.join(where)})" for msg, where in problems.items()]
@@ -113,10 +115,12 @@ def check_baseline(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str,
     known = [*names.names(), *sorted(p.stem for p in dp.runs_dir.glob("*.trec"))]
     for baseline in sorted(wanted - set(known)):
         close = difflib.get_close_matches(baseline, known, n=2, cutoff=0.6)
-        meant = f"did you mean {' or '.join(close)}? e.g. P=\"baseline={close[0]}\"; " if close else ""
-        raise PreflightError(f"baseline={baseline!r} names no variant: {meant}the variants are {', '.join(known)} "
-                             "(an external run counts once it is in runs/); leave baseline empty for the better "
-                             "single retriever (vector or bm25)")
+        meant = f'did you mean {" or ".join(close)}? e.g. P="baseline={close[0]}"; ' if close else ""
+        raise PreflightError(
+            f"baseline={baseline!r} names no variant: {meant}the variants are {', '.join(known)} "
+            "(an external run counts once it is in runs/); leave baseline empty for the better "
+            "single retriever (vector or bm25)"
+        )
 
 
 def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, Any]) -> None:
@@ -134,11 +138,16 @@ def check_dataset(dp: paths.DatasetPaths, nbs: list[Path], params: Mapping[str, 
 
 
 def endpoint_fix(configured: bool) -> str:
-    where = ("start the server, or fix OPENAI_BASE_URL / OPENAI_API_KEY in .env or the environment "
-             "(unset OPENAI_BASE_URL to use the local llama-server)" if configured else
-             "see the llama-server log above; `make llama` rebuilds it")
-    return (f"Fix: {where}. To run anyway with every rerank call falling back to the fused order: "
-            f"make report P=\"{ALLOW_FALLBACK}=true\" (or python -m rerankeval.chain --allow-fallback).")
+    where = (
+        "start the server, or fix OPENAI_BASE_URL / OPENAI_API_KEY in .env or the environment "
+        "(unset OPENAI_BASE_URL to use the local llama-server)"
+        if configured
+        else "see the llama-server log above; `make llama` rebuilds it"
+    )
+    return (
+        f"Fix: {where}. To run anyway with every rerank call falling back to the fused order: "
+        f'make report P="{ALLOW_FALLBACK}=true" (or python -m rerankeval.chain --allow-fallback).'
+    )
 
 
 @dataclass(frozen=True, order=True)
@@ -169,20 +178,27 @@ def _rerank_kind(params: Mapping[str, Any]) -> RequestKind:
 def request_kinds(nbs: Sequence[Path], params: Mapping[str, Any]) -> list[RequestKind]:
     """The kinds of chat completion ``nbs`` will send with ``params``: 04's per its mode; 03's rewrite, 08's drafts
     and 09's grades each a JSON schema (09's judge on its own ``JUDGE_BASE_URL`` is checked by 09 itself)."""
-    kinds = {_rerank_kind(effective_parameters(nb, params)) if needs_llm(nb) else RequestKind(schema=True)
-             for nb in nbs if needs_llm(nb) or wants_llm(nb, params)}
+    kinds = {
+        _rerank_kind(effective_parameters(nb, params)) if needs_llm(nb) else RequestKind(schema=True)
+        for nb in nbs
+        if needs_llm(nb) or wants_llm(nb, params)
+    }
     return sorted(kinds)
 
 
 def _probe_fix(status: int | None) -> str:
     if status == 404:
-        return ("is OPENAI_BASE_URL the API's /v1 root (not .../chat/completions), and RERANK_MODEL a model this "
-                "endpoint serves?")
+        return (
+            "is OPENAI_BASE_URL the API's /v1 root (not .../chat/completions), and RERANK_MODEL a model this "
+            "endpoint serves?"
+        )
     if status in (401, 403):
         return "fix OPENAI_API_KEY (and the model's access rights) in .env or the environment."
     if status in (400, 422):
-        return ("is RERANK_MODEL a model this endpoint serves? A request with logprobs needs an endpoint that "
-                "returns them; else rerank without: P=\"mode=pointwise\" (or mode=listwise).")
+        return (
+            "is RERANK_MODEL a model this endpoint serves? A request with logprobs needs an endpoint that "
+            'returns them; else rerank without: P="mode=pointwise" (or mode=listwise).'
+        )
     return "see the endpoint's log; the run would get the same answer for every call."
 
 
@@ -202,18 +218,25 @@ def probe_chat(settings: Settings, kinds: Sequence[RequestKind]) -> str | None:
     try:
         with LLMClient(settings, max_retries=min(settings.max_retries, 1)) as client:
             for kind in kinds:
-                client.chat(PROBE_PROMPT, response_format=fmt if kind.schema else None, max_tokens=1,
-                            top_logprobs=kind.top_logprobs)
+                client.chat(
+                    PROBE_PROMPT,
+                    response_format=fmt if kind.schema else None,
+                    max_tokens=1,
+                    top_logprobs=kind.top_logprobs,
+                )
     except LLMCallError as exc:
         found = re.search(r"HTTP (\d{3})", str(exc))
         status = int(found.group(1)) if found else None
-        return (f"The LLM endpoint {scrub_url(settings.base_url or '')} answers, but a tiny chat completion of a kind "
-                f"the run sends ({kind.label()}) failed: {exc}. Check: {_probe_fix(status)}")
+        return (
+            f"The LLM endpoint {scrub_url(settings.base_url or '')} answers, but a tiny chat completion of a kind "
+            f"the run sends ({kind.label()}) failed: {exc}. Check: {_probe_fix(status)}"
+        )
     return None
 
 
-def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool,
-                   kinds: Sequence[RequestKind] = ()) -> dict[str, str]:
+def start_endpoint(
+    stack: contextlib.ExitStack, allow_fallback: bool, kinds: Sequence[RequestKind] = ()
+) -> dict[str, str]:
     """The LLM settings for the kernels (starting the local server when none is configured), checked: the endpoint
     answers, and one tiny chat completion of each of ``kinds`` (:func:`request_kinds`) succeeds."""
     from rerankeval.core.settings import load_settings, redact
@@ -232,8 +255,12 @@ def start_endpoint(stack: contextlib.ExitStack, allow_fallback: bool,
         return env
     if not allow_fallback:
         raise PreflightError(f"{problem.rstrip('.')}.\n{endpoint_fix(configured)}")
-    print(f"[chain] WARNING: {problem}; continuing because {ALLOW_FALLBACK} is set: every rerank call will "
-          "fall back to the fused order, and the report will say so.", file=sys.stderr, flush=True)
+    print(
+        f"[chain] WARNING: {problem}; continuing because {ALLOW_FALLBACK} is set: every rerank call will "
+        "fall back to the fused order, and the report will say so.",
+        file=sys.stderr,
+        flush=True,
+    )
     return env
 
 
@@ -250,8 +277,13 @@ def llm_fell_back(dp: paths.DatasetPaths) -> dict[str, Any] | None:
     if not len(main) or not main["status"].astype(str).str.strip().str.lower().eq("fallback").all():
         return None
     cause = fallback_cause(ledger)
-    text = cause.text.rstrip(".") if cause else (f"every one of the {len(main)} reranked queries fell back to the "
-                                                  "fused order (see the ledger in 04-rerank)")
+    text = (
+        cause.text.rstrip(".")
+        if cause
+        else (
+            f"every one of the {len(main)} reranked queries fell back to the fused order (see the ledger in 04-rerank)"
+        )
+    )
     return {"text": text, "endpoint": bool(cause is None or cause.endpoint)}
 
 

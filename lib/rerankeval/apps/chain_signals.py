@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-SIGNALS = {signal.SIGINT: ("interrupted", "Ctrl-C", EXIT_INTERRUPTED),
-           signal.SIGTERM: ("terminated", "SIGTERM", EXIT_TERMINATED)}  # what stops the run cleanly
+SIGNALS = {
+    signal.SIGINT: ("interrupted", "Ctrl-C", EXIT_INTERRUPTED),
+    signal.SIGTERM: ("terminated", "SIGTERM", EXIT_TERMINATED),
+}  # what stops the run cleanly
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -89,8 +91,11 @@ class Interrupt:
             _signal_group(self.kernel_pid, signal.SIGTERM if first else signal.SIGKILL)
         if self.count >= QUIT_AFTER and not self.finishing:
             verb, what, status = self.how
-            _say_and_quit(f"[chain] {verb} ({what}, {self.count} times): stopped at once; the report index was "
-                          "not updated; re-run the same command to resume (finished stages are cached)", status)
+            _say_and_quit(
+                f"[chain] {verb} ({what}, {self.count} times): stopped at once; the report index was "
+                "not updated; re-run the same command to resume (finished stages are cached)",
+                status,
+            )
         if first and not self.in_notebook and not self.deferring:
             self.raised = True
             raise Stopped(signum)
@@ -175,8 +180,12 @@ def quiet_exit_line(log: Path) -> str:
     return f"__import__('rerankeval.apps.chain_signals', fromlist=['_']).quiet_exit({str(log)!r})"
 
 
-def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = None,
-                         exec_lines: Sequence[str] = (), exit_log: Path | None = None) -> type:
+def kernel_manager_class(
+    env: Mapping[str, str],
+    interrupt: Interrupt | None = None,
+    exec_lines: Sequence[str] = (),
+    exit_log: Path | None = None,
+) -> type:
     """A kernel manager whose kernels start with ``env`` added to this process's environment (and, for an
     ipykernel kernel, run ``exec_lines`` before the notebook: the chain's read trace; with ``exit_log``, what the
     kernel prints once asked to shut down goes there, not to the terminal: :func:`quiet_exit`).
@@ -211,8 +220,10 @@ def kernel_manager_class(env: Mapping[str, str], interrupt: Interrupt | None = N
             kw["env"] = {**(kw.get("env") or os.environ), **extra}
             lines = [*exec_lines, *([quiet_exit_line(exit_log)] if exit_log else [])]
             if lines and any("ipykernel" in str(a) for a in (self.kernel_spec.argv if self.kernel_spec else [])):
-                kw["extra_arguments"] = [*(kw.get("extra_arguments") or []),
-                                         *(f"--IPKernelApp.exec_lines={line}" for line in lines)]
+                kw["extra_arguments"] = [
+                    *(kw.get("extra_arguments") or []),
+                    *(f"--IPKernelApp.exec_lines={line}" for line in lines),
+                ]
             await super().start_kernel(**kw)
             pid = getattr(self.provisioner, "pid", None)
             if interrupt is not None and pid:

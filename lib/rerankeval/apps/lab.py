@@ -48,8 +48,10 @@ DEFAULT_PORT = 8888
 FIRST_NOTEBOOK = "00-explore.ipynb"  # opened first when it exists
 LOG_LEVEL = "WARN"  # the server's console: warnings and errors only
 _QUIET_LOGGERS = ("ServerApp", "LabApp", "tornado.application", "tornado.general", "tornado.access")
-WS_REATTACH = ("a browser tab re-attached to a kernel that had closed (a known jupyter_server quirk, issue 1265): "
-               "reload the tab if its kernel shows as disconnected")
+WS_REATTACH = (
+    "a browser tab re-attached to a kernel that had closed (a known jupyter_server quirk, issue 1265): "
+    "reload the tab if its kernel shows as disconnected"
+)
 
 
 class QuietFilter(logging.Filter):
@@ -119,9 +121,11 @@ def dataset_of_lab(dataset: str) -> str:
     return os.environ.get(DATASET_ENV, "").strip() or dataset
 
 
-CONFIG_TEXT = ("from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n"
-               "c = get_config()  # noqa: F821 - Jupyter's config loader defines it\n"
-               "c.ContentsManager.pre_save_hook = 'rerankeval.apps.lab.strip_outputs'\n")
+CONFIG_TEXT = (
+    "from rerankeval.apps.lab import quiet_logs\n\nquiet_logs()\n"
+    "c = get_config()  # noqa: F821 - Jupyter's config loader defines it\n"
+    "c.ContentsManager.pre_save_hook = 'rerankeval.apps.lab.strip_outputs'\n"
+)
 
 
 @contextlib.contextmanager
@@ -163,8 +167,9 @@ def kernel_name() -> str:
 
     if KERNEL in KernelSpecManager().find_kernel_specs():
         return KERNEL
-    print(f"[lab] the Jupyter kernel {KERNEL!r} is not installed (make setup installs it); using python3",
-          file=sys.stderr)
+    print(
+        f"[lab] the Jupyter kernel {KERNEL!r} is not installed (make setup installs it); using python3", file=sys.stderr
+    )
     return "python3"
 
 
@@ -176,9 +181,11 @@ def runs_as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-ROOT_NOTE = ("[lab] running as root: JupyterLab gets --allow-root, so whoever has the URL with its token gets a "
-             "root terminal and root kernels on this machine; keep the token private, or run make lab as an ordinary "
-             "user")
+ROOT_NOTE = (
+    "[lab] running as root: JupyterLab gets --allow-root, so whoever has the URL with its token gets a "
+    "root terminal and root kernels on this machine; keep the token private, or run make lab as an ordinary "
+    "user"
+)
 
 
 def lab_command(port: int, token: str, notebook_dir: Path, ip: str, browser: bool) -> list[str]:
@@ -230,8 +237,10 @@ def _announce(base: str, token: str, notebook_dir: Path, llm_env: dict[str, str]
     endpoint = redact(llm_env.get("OPENAI_BASE_URL", "none"))
     print(f"[lab] JupyterLab: {base}{first}?token={token}", flush=True)
     opened = f"dataset: {dataset} (make lab DATASET=... opens another); " if dataset else ""
-    print(f"[lab] {opened}notebooks: {notebook_dir}; LLM endpoint for the kernels: {endpoint}; Ctrl-C stops both",
-          flush=True)
+    print(
+        f"[lab] {opened}notebooks: {notebook_dir}; LLM endpoint for the kernels: {endpoint}; Ctrl-C stops both",
+        flush=True,
+    )
 
 
 def serve(port: int, notebook_dir: Path, ip: str, browser: bool, dataset: paths.DatasetPaths | None = None) -> int:
@@ -243,9 +252,12 @@ def serve(port: int, notebook_dir: Path, ip: str, browser: bool, dataset: paths.
     with ensure_endpoint() as llm_env, config_env() as quiet_env:
         opened = {DATASET_ENV: str(dataset.source)} if dataset else {}
         # its own session: the terminal's Ctrl-C reaches only us, and we stop it without its y/n prompt
-        proc = subprocess.Popen(lab_command(port, token, notebook_dir, ip, browser),
-                                env={**os.environ, **llm_env, **quiet_env, **opened}, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            lab_command(port, token, notebook_dir, ip, browser),
+            env={**os.environ, **llm_env, **quiet_env, **opened},
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             base = f"http://{'127.0.0.1' if ip in ('0.0.0.0', '') else ip}:{port}"
             if wait_ready(base, token, proc):
@@ -264,8 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ip", default="127.0.0.1", help="address to listen on (0.0.0.0: reachable from outside)")
     ap.add_argument("--notebook-dir", type=Path, default=paths.NOTEBOOKS_DIR, help="folder JupyterLab shows")
     ap.add_argument("--no-browser", action="store_true", help="never open a browser (none opens without a display)")
-    ap.add_argument("--dataset", default=os.environ.get(DATASET_ENV, paths.DEFAULT_DATASET),
-                    help="dataset name under data/ or ../shared/data, or a folder path: what 00-explore opens")
+    ap.add_argument(
+        "--dataset",
+        default=os.environ.get(DATASET_ENV, paths.DEFAULT_DATASET),
+        help="dataset name under data/ or ../shared/data, or a folder path: what 00-explore opens",
+    )
     args = ap.parse_args(argv)
     try:
         dataset = paths.resolve_dataset(args.dataset)

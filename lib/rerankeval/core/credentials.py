@@ -57,5 +57,6 @@ def _is_credential_token(token: str) -> bool:
 def scrub_basic(text: str, replacement: str) -> str:
     """``text`` with the token of every ``Basic <base64 of user:password>`` replaced by ``replacement`` (the word
     "basic" followed by an ordinary word is left alone: its base64 decoding is not printable ``user:password``)."""
-    return _BASIC.sub(lambda m: f"Basic{m.group(1)}{replacement}" if _is_credential_token(m.group(2))
-                      else m.group(0), text)
+    return _BASIC.sub(
+        lambda m: f"Basic{m.group(1)}{replacement}" if _is_credential_token(m.group(2)) else m.group(0), text
+    )

@@ -65,7 +65,7 @@ def _unescape(rx: re.Pattern[str], s: str) -> str:
 
 
 def _value(text: str, pos: int) -> tuple[str, int]:
-    ch = text[pos:pos + 1]
+    ch = text[pos : pos + 1]
     if ch == "'":
         (v,), pos = _take(_SINGLE, text, pos)
         return _unescape(_SINGLE_ESCAPES, v), pos
@@ -92,15 +92,15 @@ def parse(text: str, source: str = ".env") -> list[tuple[str, str | None]]:
                 break
             _, pos = _take(_EXPORT, text, pos)
             key: str | None = None
-            if text[pos:pos + 1] == "'":
+            if text[pos : pos + 1] == "'":
                 (key,), pos = _take(_QUOTED_KEY, text, pos)
-            elif text[pos:pos + 1] != "#":
+            elif text[pos : pos + 1] != "#":
                 (key,), pos = _take(_KEY, text, pos)
             _, pos = _take(_SPACE, text, pos)
             value: str | None = None
-            if text[pos:pos + 1] == "=":
+            if text[pos : pos + 1] == "=":
                 (eq,), pos = _take(_EQUALS, text, pos)
-                if len(eq) > 1 and text[pos:pos + 1] == "#":  # `NAME= # note`: empty, the rest a comment
+                if len(eq) > 1 and text[pos : pos + 1] == "#":  # `NAME= # note`: empty, the rest a comment
                     value = ""
                 else:
                     value, pos = _value(text, pos)
@@ -110,8 +110,12 @@ def parse(text: str, source: str = ".env") -> list[tuple[str, str | None]]:
                 out.append((key, value))
         except _NoMatch:
             _, pos = _take(_REST, text, pos)
-            warnings.warn(f"{source}, line {stmt_line}: cannot read {text[start:pos].strip()[:80]!r} (expected "
-                          "NAME=value, see .env.example); the line is ignored", EnvFileWarning, stacklevel=2)
+            warnings.warn(
+                f"{source}, line {stmt_line}: cannot read {text[start:pos].strip()[:80]!r} (expected "
+                "NAME=value, see .env.example); the line is ignored",
+                EnvFileWarning,
+                stacklevel=2,
+            )
         line += len(_NEWLINE.findall(text[start:pos]))
     return out
 
@@ -136,8 +140,9 @@ def read_env_file(path: str | os.PathLike[str], environ: Mapping[str, str] | Non
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 "
-                         "(see .env.example)") from None
+        raise ValueError(
+            f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 (see .env.example)"
+        ) from None
     env = dict(os.environ if environ is None else environ)
     values: dict[str, str | None] = {}
     for key, value in parse(text, str(p)):

@@ -86,8 +86,10 @@ def lock_file(path: str | os.PathLike[str]) -> Path:
 
 DATASET_LOCK = ".rerankeval.lock"  # the one lock file of a dataset folder (see :func:`dataset_lock`)
 _NO_LOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # the filesystem cannot lock
-_PROBE = ("import fcntl, sys\nwith open(sys.argv[1], 'a') as fh:\n    try:\n"
-          "        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    except OSError:\n        sys.exit(1)\n")
+_PROBE = (
+    "import fcntl, sys\nwith open(sys.argv[1], 'a') as fh:\n    try:\n"
+    "        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    except OSError:\n        sys.exit(1)\n"
+)
 _guard = threading.Lock()
 _thread_locks: dict[str, threading.Lock] = {}
 _held = threading.local()  # lock file -> depth, per thread (a holder may take the same lock again)
@@ -147,9 +149,11 @@ def _open_lock(lock: Path, folder: Path) -> Any:
         lock.parent.mkdir(parents=True, exist_ok=True)
         return open(lock, "a", encoding="utf-8")  # noqa: SIM115 (closed by hold_lock)
     except OSError as exc:
-        raise LockError(f"cannot write to the dataset folder {folder} ({exc.strerror or exc}): it is read-only or "
-                        f"not yours. Fix: copy the folder to a writable local disk (cp -r {folder} ~/data/) and give "
-                        "that path as DATASET") from None
+        raise LockError(
+            f"cannot write to the dataset folder {folder} ({exc.strerror or exc}): it is read-only or "
+            f"not yours. Fix: copy the folder to a writable local disk (cp -r {folder} ~/data/) and give "
+            "that path as DATASET"
+        ) from None
 
 
 def _flock(fh: Any, op: int, folder: Path) -> None:
@@ -157,9 +161,11 @@ def _flock(fh: Any, op: int, folder: Path) -> None:
         fcntl.flock(fh, op)
     except OSError as exc:
         why = "does not support file locks (flock)" if exc.errno in _NO_LOCK else f"refused a file lock ({exc})"
-        raise LockError(f"the filesystem of the dataset folder {folder} {why}, so two writers (a reviewer and the "
-                        "chain) could lose each other's lines. Fix: copy the folder to a writable local disk "
-                        f"(cp -r {folder} ~/data/) and give that path as DATASET") from None
+        raise LockError(
+            f"the filesystem of the dataset folder {folder} {why}, so two writers (a reviewer and the "
+            "chain) could lose each other's lines. Fix: copy the folder to a writable local disk "
+            f"(cp -r {folder} ~/data/) and give that path as DATASET"
+        ) from None
 
 
 def _probe(lock: Path, folder: Path) -> None:
@@ -173,10 +179,12 @@ def _probe(lock: Path, folder: Path) -> None:
         fcntl.flock(other, fcntl.LOCK_UN)
     child = subprocess.run([sys.executable, "-c", _PROBE, str(lock)], capture_output=True, timeout=60)
     if child.returncode == 0:
-        raise LockError(f"file locks do not exclude on the filesystem of the dataset folder {folder} (a second "
-                        f"process took the lock {lock.name} while it was held), so concurrent writers would lose "
-                        f"lines. Fix: copy the folder to a writable local disk (cp -r {folder} ~/data/) and give "
-                        "that path as DATASET")
+        raise LockError(
+            f"file locks do not exclude on the filesystem of the dataset folder {folder} (a second "
+            f"process took the lock {lock.name} while it was held), so concurrent writers would lose "
+            f"lines. Fix: copy the folder to a writable local disk (cp -r {folder} ~/data/) and give "
+            "that path as DATASET"
+        )
 
 
 def disk_of(path: str | os.PathLike[str]) -> str:

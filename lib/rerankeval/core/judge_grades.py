@@ -61,9 +61,11 @@ def one_grade(grades: Iterable[int], share: float = ONE_GRADE_SHARE) -> str:
     if top / n < share:
         return ""
     what = "relevant" if is_relevant(grade) else "not relevant"
-    return (f"WARNING: {top} of the {n} LLM grades ({top / n:.0%}) are {grade} ({what} on the judge's 0-3 scale): "
-            "this judge hardly tells relevant from non-relevant units; do not use its grades (qrels_source=human), "
-            "or try a larger JUDGE_MODEL.")
+    return (
+        f"WARNING: {top} of the {n} LLM grades ({top / n:.0%}) are {grade} ({what} on the judge's 0-3 scale): "
+        "this judge hardly tells relevant from non-relevant units; do not use its grades (qrels_source=human), "
+        "or try a larger JUDGE_MODEL."
+    )
 
 
 def file_safe(model: str, limit: int = PREFIX_CHARS) -> str:
@@ -94,8 +96,10 @@ def record_path(grades: Path) -> Path:
 
 def write_record(grades: Path, model: str, endpoint: str = "") -> Path:
     """Write the record of ``grades``: the exact model id, its key, the scale (``endpoint``: already redacted)."""
-    return atomic_write_json(record_path(grades), {"model": model, "key": file_key(model), "scale": SCALE,
-                                                   "relevant_from": RELEVANT_FROM, "endpoint": endpoint})
+    return atomic_write_json(
+        record_path(grades),
+        {"model": model, "key": file_key(model), "scale": SCALE, "relevant_from": RELEVANT_FROM, "endpoint": endpoint},
+    )
 
 
 def read_record(grades: Path) -> dict[str, Any] | None:
@@ -118,16 +122,20 @@ def check_record(grades: Path, model: str) -> None:
     renamed by hand): two judges' grades are never written into one file."""
     owner = judge_of(grades)
     if owner is not None and owner != model:
-        raise ValueError(f"{grades} holds the grades of the judge {owner!r}, not of {model!r}: two judges' grades "
-                         f"are never mixed. Rename or delete {grades.name} (and {record_path(grades).name}) and "
-                         "re-run 09-assess (its replies are cached)")
+        raise ValueError(
+            f"{grades} holds the grades of the judge {owner!r}, not of {model!r}: two judges' grades "
+            f"are never mixed. Rename or delete {grades.name} (and {record_path(grades).name}) and "
+            "re-run 09-assess (its replies are cached)"
+        )
 
 
 def legacy_note(grades: Path) -> str:
     """What to say about a grades file without a record ("" when it has one)."""
     if read_record(grades) is not None:
         return ""
-    return (f"{grades.name} has no record of the model that wrote it (the earlier naming, in which judges whose "
-            "names differ only in punctuation, or past 80 characters, shared one file): 05 reads it, as one judge's "
-            "grades, only when no grades file with a record exists. Delete it and re-run 09-assess (its replies "
-            "are cached) to get llm-<model>-<hash>.tsv and its record")
+    return (
+        f"{grades.name} has no record of the model that wrote it (the earlier naming, in which judges whose "
+        "names differ only in punctuation, or past 80 characters, shared one file): 05 reads it, as one judge's "
+        "grades, only when no grades file with a record exists. Delete it and re-run 09-assess (its replies "
+        "are cached) to get llm-<model>-<hash>.tsv and its record"
+    )

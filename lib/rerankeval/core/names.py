@@ -26,8 +26,18 @@ HYBRID_REFORMULATE = "hybrid_reformulate"  # hybrid with an LLM rewrite of weak 
 HYBRID_RERANK_EXPAND = "hybrid_rerank_expand"  # hybrid_rerank with neighbouring chunks attached to each candidate
 HYBRID_TUNED = "hybrid_tuned"  # the fusion setting a sweep chose on other queries (06-sweep, make sweep)
 LEGS = (VECTOR, BM25)  # the single legs every hybrid fuses
-REPORT_ORDER = (BM25, VECTOR, HYBRID, QDRANT_HYBRID, *FUSION_VARIANTS, HYBRID_REFORMULATE, CROSS_ENCODER, HYBRID_RERANK,
-                HYBRID_RERANK_EXPAND, HYBRID_TUNED)  # tables and plots
+REPORT_ORDER = (
+    BM25,
+    VECTOR,
+    HYBRID,
+    QDRANT_HYBRID,
+    *FUSION_VARIANTS,
+    HYBRID_REFORMULATE,
+    CROSS_ENCODER,
+    HYBRID_RERANK,
+    HYBRID_RERANK_EXPAND,
+    HYBRID_TUNED,
+)  # tables and plots
 
 RETRIEVE = "retrieve"  # stage 03 (notebook 03-retrieve)
 RERANK = "rerank"  # stage 04 (notebook 04-rerank)
@@ -45,28 +55,44 @@ CATALOGUE: dict[str, Entry] = {
     VECTOR: Entry(RETRIEVE, "dense cosine top-leg_k chunks from Qdrant (all-MiniLM-L6-v2)"),
     BM25: Entry(RETRIEVE, "BM25 (rank-bm25 statistics, sparse fast path) top-leg_k chunks"),
     HYBRID: Entry(RETRIEVE, "client-side RRF of the vector and bm25 legs, each leg mapped to units before fusing"),
-    QDRANT_HYBRID: Entry(RETRIEVE, "Qdrant's Query API: dense + native sparse BM25 prefetch fused by RrfQuery "
-                                   "(k = rrf_k + 1)"),
-    HYBRID_COMBSUM: Entry(RETRIEVE, "CombSUM of the vector and bm25 legs' min-max normalised scores (units, as "
-                                    "hybrid)"),
-    HYBRID_COMBMNZ: Entry(RETRIEVE, "CombMNZ (CombSUM x legs that found it) of the legs' min-max normalised scores "
-                                    "(as hybrid)"),
-    HYBRID_DBSF: Entry(RETRIEVE, "client-side distribution-based score fusion (Qdrant's DBSF) of the vector and bm25 "
-                                 "legs"),
-    QDRANT_DBSF: Entry(RETRIEVE, "Qdrant's Query API: dense + native sparse BM25 prefetch fused by "
-                                 "FusionQuery(Fusion.DBSF)"),
-    CROSS_ENCODER: Entry(RETRIEVE, "the top pool_k hybrid units reordered by a local sentence-transformers "
-                                   "CrossEncoder"),
-    HYBRID_RERANK: Entry(RERANK, "the top pool_k hybrid units reordered by the LLM reranker (stage 04, "
-                                 "rerankeval.rerank)"),
-    HYBRID_TUNED: Entry(SWEEP, "hybrid fused with the setting a sweep chose on other queries (train split or other "
-                               "folds); its run covers only the queries that did not choose it (stage 06, "
-                               "rerankeval.experiments.sweep)"),
-    HYBRID_RERANK_EXPAND: Entry(RERANK, "hybrid_rerank with each candidate chunk expanded by its neighbours on the "
-                                        "same page (stage 04, expand_n / expand_chars; rerankeval.rerank.expand)"),
-    HYBRID_REFORMULATE: Entry(RETRIEVE, "hybrid; a query whose top fused score is below a threshold is rewritten by "
-                                        "the LLM and fused with its rewrite, unless the rewrite's legs agree less "
-                                        "(judgment-free revert guard)"),
+    QDRANT_HYBRID: Entry(
+        RETRIEVE, "Qdrant's Query API: dense + native sparse BM25 prefetch fused by RrfQuery (k = rrf_k + 1)"
+    ),
+    HYBRID_COMBSUM: Entry(
+        RETRIEVE, "CombSUM of the vector and bm25 legs' min-max normalised scores (units, as hybrid)"
+    ),
+    HYBRID_COMBMNZ: Entry(
+        RETRIEVE, "CombMNZ (CombSUM x legs that found it) of the legs' min-max normalised scores (as hybrid)"
+    ),
+    HYBRID_DBSF: Entry(
+        RETRIEVE, "client-side distribution-based score fusion (Qdrant's DBSF) of the vector and bm25 legs"
+    ),
+    QDRANT_DBSF: Entry(
+        RETRIEVE, "Qdrant's Query API: dense + native sparse BM25 prefetch fused by FusionQuery(Fusion.DBSF)"
+    ),
+    CROSS_ENCODER: Entry(
+        RETRIEVE, "the top pool_k hybrid units reordered by a local sentence-transformers CrossEncoder"
+    ),
+    HYBRID_RERANK: Entry(
+        RERANK, "the top pool_k hybrid units reordered by the LLM reranker (stage 04, rerankeval.rerank)"
+    ),
+    HYBRID_TUNED: Entry(
+        SWEEP,
+        "hybrid fused with the setting a sweep chose on other queries (train split or other "
+        "folds); its run covers only the queries that did not choose it (stage 06, "
+        "rerankeval.experiments.sweep)",
+    ),
+    HYBRID_RERANK_EXPAND: Entry(
+        RERANK,
+        "hybrid_rerank with each candidate chunk expanded by its neighbours on the "
+        "same page (stage 04, expand_n / expand_chars; rerankeval.rerank.expand)",
+    ),
+    HYBRID_REFORMULATE: Entry(
+        RETRIEVE,
+        "hybrid; a query whose top fused score is below a threshold is rewritten by "
+        "the LLM and fused with its rewrite, unless the rewrite's legs agree less "
+        "(judgment-free revert guard)",
+    ),
 }
 
 

@@ -66,18 +66,18 @@ class DatasetNameClash(DatasetNotFound):
 # public test collections the README and benchmarks name, which the project does not ship (their terms stay with them)
 PUBLIC_DATASETS = {
     "scifact": "BEIR's SciFact (https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip, or "
-               "ir_datasets' beir/scifact): unzip it so that data/scifact/ holds corpus.jsonl, queries.jsonl and "
-               "qrels/test.tsv",
+    "ir_datasets' beir/scifact): unzip it so that data/scifact/ holds corpus.jsonl, queries.jsonl and "
+    "qrels/test.tsv",
     "cranfield": "Cranfield 1400 in BEIR format with two commands: pip install ir_datasets (in the venv: "
-                 "~/.cache/rerankeval/venv/bin/pip install ir_datasets), then python -m rerankeval.corpus.cranfield "
-                 "(ir_datasets downloads the collection; it writes data/cranfield/ with corpus.jsonl, queries.jsonl "
-                 "and qrels/test.tsv, the query ids and grades fixed as its docstring says)",
+    "~/.cache/rerankeval/venv/bin/pip install ir_datasets), then python -m rerankeval.corpus.cranfield "
+    "(ir_datasets downloads the collection; it writes data/cranfield/ with corpus.jsonl, queries.jsonl "
+    "and qrels/test.tsv, the query ids and grades fixed as its docstring says)",
 }
 SOURCE_RECORD = "source.json"
 DATASET_LAYOUT = (
     "my-docs/\n"
     "  *.pdf              (or a BEIR corpus.jsonl / corpus.jsonl.gz)\n"
-    "  queries.jsonl      one {\"_id\": ..., \"text\": ...} per line\n"
+    '  queries.jsonl      one {"_id": ..., "text": ...} per line\n'
     "  qrels/test.tsv     query-id<TAB>corpus-id<TAB>score"
 )
 

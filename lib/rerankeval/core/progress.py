@@ -107,8 +107,17 @@ def say(text: str, *, file: TextIO | None = None, mode: str | None = None) -> No
 class Progress:
     """A progress display for ``total`` items (None: unknown); ``update(n, **counters)`` as items finish."""
 
-    def __init__(self, total: int | None = None, *, desc: str, unit: str = "it", file: TextIO | None = None,
-                 mode: str | None = None, quiet_s: float = QUIET_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        total: int | None = None,
+        *,
+        desc: str,
+        unit: str = "it",
+        file: TextIO | None = None,
+        mode: str | None = None,
+        quiet_s: float = QUIET_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.file = file if file is not None else terminal()
         self.quiet_s, self.clock = float(quiet_s), clock
         self.mode = mode or default_mode(self.file)
@@ -120,8 +129,20 @@ class Progress:
         self._t0 = clock()
         self._printed_at: int | None = None
         self._printed_t = self._t0
-        self._bar = (tqdm(total=total, desc=self.desc, unit=unit, file=self.file, dynamic_ncols=True,
-                          mininterval=0.5, leave=True, delay=self.quiet_s) if self.mode == "bar" else None)
+        self._bar = (
+            tqdm(
+                total=total,
+                desc=self.desc,
+                unit=unit,
+                file=self.file,
+                dynamic_ncols=True,
+                mininterval=0.5,
+                leave=True,
+                delay=self.quiet_s,
+            )
+            if self.mode == "bar"
+            else None
+        )
 
     def update(self, n: int = 1, **postfix: Any) -> None:
         """``n`` more items done; keyword counters (e.g. ``calls=12, cache_hits=5``) are shown beside."""
@@ -149,8 +170,9 @@ class Progress:
     def _line(self) -> None:
         fmt = PLAIN_FORMAT if self.total else PLAIN_FORMAT_NO_TOTAL
         post = ", ".join(f"{k}={v}" for k, v in self.postfix.items())
-        line = tqdm.format_meter(self.n, self.total, self.clock() - self._t0, prefix=self.desc,
-                                 unit=self.unit, postfix=post, bar_format=fmt)
+        line = tqdm.format_meter(
+            self.n, self.total, self.clock() - self._t0, prefix=self.desc, unit=self.unit, postfix=post, bar_format=fmt
+        )
         print(line, file=self.file, flush=True)
         self._printed_at, self._printed_t = self.n, self.clock()
 
@@ -159,8 +181,11 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        elif self.mode == "plain" and self._printed_at != self.n and (
-                self._printed_at is not None or self.clock() - self._t0 >= self.quiet_s):
+        elif (
+            self.mode == "plain"
+            and self._printed_at != self.n
+            and (self._printed_at is not None or self.clock() - self._t0 >= self.quiet_s)
+        ):
             self._line()
         self.mode = "off"
 
@@ -171,8 +196,16 @@ class Progress:
         self.close()
 
 
-def track(iterable: Iterable[T], *, total: int | None = None, desc: str, unit: str = "it",
-          file: TextIO | None = None, mode: str | None = None, quiet_s: float = QUIET_S) -> Iterator[T]:
+def track(
+    iterable: Iterable[T],
+    *,
+    total: int | None = None,
+    desc: str,
+    unit: str = "it",
+    file: TextIO | None = None,
+    mode: str | None = None,
+    quiet_s: float = QUIET_S,
+) -> Iterator[T]:
     """Yield from ``iterable`` while showing its progress (``total`` defaults to ``len(iterable)``)."""
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)  # type: ignore[arg-type]
@@ -190,9 +223,17 @@ class Heartbeat:
     a daemon thread calls it every few seconds. ``clock`` and a direct :meth:`beat` are for tests.
     """
 
-    def __init__(self, *, total: int | None = None, what: str = "the endpoint", unit: str = "call",
-                 interval: float = HEARTBEAT_S, file: TextIO | None = None, mode: str | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        total: int | None = None,
+        what: str = "the endpoint",
+        unit: str = "call",
+        interval: float = HEARTBEAT_S,
+        file: TextIO | None = None,
+        mode: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.mode = mode or default_mode(file if file is not None else terminal())
         self.file = file if file is not None or self.mode == "off" else terminal()
         self.total, self.what, self.unit, self.interval, self.clock = total, what, unit, float(interval), clock

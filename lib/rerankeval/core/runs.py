@@ -129,14 +129,17 @@ def iter_trec(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, str, int
                 continue
             where = f"{path}:{lineno}"
             if len(parts) != 6:
-                raise ValueError(f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(parts)}; "
-                                 "fix or remove the line")
+                raise ValueError(
+                    f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(parts)}; "
+                    "fix or remove the line"
+                )
             q, _, doc, rank, score, _ = parts
             try:
                 s, r = float(score), int(rank)
             except ValueError:
-                raise ValueError(f"{where}: rank {rank!r} must be an integer and score {score!r} a number; "
-                                 "fix or remove the line") from None
+                raise ValueError(
+                    f"{where}: rank {rank!r} must be an integer and score {score!r} a number; fix or remove the line"
+                ) from None
             if not math.isfinite(s):
                 raise ValueError(f"{where}: score {score!r} is not finite; fix or remove the line")
             yield lineno, q, doc, r, s
@@ -253,7 +256,8 @@ def assert_run_contract(checks: Iterable[RunCheck]) -> None:
         lines = [f"{c.variant} ({c.path}): {', '.join(c.problems())}; e.g. {'; '.join(c.examples[:2])}" for c in bad]
         raise RunContractError(
             "run file(s) break the run contract (unit-level, deduplicated, strictly decreasing scores; "
-            "see rerankeval.core.runs.write_trec): " + " | ".join(lines)
+            "see rerankeval.core.runs.write_trec): "
+            + " | ".join(lines)
             + ". Re-run the stage that wrote them, or rename a file from another system to a name that is "
             "not a chain variant so that it is read the way trec_eval reads it."
         )
@@ -333,8 +337,10 @@ class ExternalRun:
     unknown_queries: list[str] = field(default_factory=list)  # not in the dataset's queries: ignored
 
     def describe(self) -> str:
-        parts = [f"{self.variant} is a run file from another system ({self.path}), read the way trec_eval "
-                 "reads it: by score descending, ties by document id descending"]
+        parts = [
+            f"{self.variant} is a run file from another system ({self.path}), read the way trec_eval "
+            "reads it: by score descending, ties by document id descending"
+        ]
         if self.resorted:
             parts.append(f"{self.resorted} of {self.n_queries} queries were re-sorted")
         parts.append(f"{self.n_ties} lines had tied scores" if self.n_ties else "no tied scores")

@@ -141,8 +141,15 @@ class Settings(BaseSettings):
     """Every setting the project reads. Built in code (by field name) it reads nothing else;
     :func:`load_settings` reads the environment and ``.env``."""
 
-    model_config = SettingsConfigDict(frozen=True, extra="ignore", str_strip_whitespace=True, case_sensitive=True,
-                                      env_ignore_empty=True, env_file=None, populate_by_name=True)
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="ignore",
+        str_strip_whitespace=True,
+        case_sensitive=True,
+        env_ignore_empty=True,
+        env_file=None,
+        populate_by_name=True,
+    )
 
     base_url: str | None = _var("base_url")
     api_key: str | None = _var("api_key", repr=False)
@@ -176,11 +183,14 @@ class Settings(BaseSettings):
     embed_dim: int | None = _var("embed_dim", ge=1)
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Only what is passed (load_settings passes the environment's variables and ``.env``'s, read by
         :mod:`rerankeval.core.envfile`); never os.environ or a file behind the caller's back."""
         return (init_settings,)
@@ -277,8 +287,22 @@ def load_settings(environ: Mapping[str, str] | None = None, env_file: str | os.P
 # -- redaction --
 _KNOWN: set[str] = set()  # secrets of every Settings built in this process
 _KNOWN_LOCK = threading.Lock()
-_SECRET_WORDS = {"secret", "secrets", "password", "passwd", "pwd", "passphrase", "auth", "authorization",
-                 "credential", "credentials", "bearer", "cookie", "apikey", "signature"}
+_SECRET_WORDS = {
+    "secret",
+    "secrets",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "bearer",
+    "cookie",
+    "apikey",
+    "signature",
+}
 _KEY_QUALIFIERS = {"api", "access", "secret", "private", "auth", "signing", "encryption", "client", "session"}
 _SECRET_VALUE = re.compile(
     r"(?:\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abpr]-[A-Za-z0-9\-]{10,}"

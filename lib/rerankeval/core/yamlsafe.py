@@ -66,12 +66,18 @@ class _CheckedLoader(yaml.SafeLoader):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             kind = f"an alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"an anchor &{event.anchor}"
-            raise self._refuse(event.start_mark, f"{kind}: anchors and aliases are not accepted in "
-                               "parameters (they can expand to more than memory holds); write the value out")
+            raise self._refuse(
+                event.start_mark,
+                f"{kind}: anchors and aliases are not accepted in "
+                "parameters (they can expand to more than memory holds); write the value out",
+            )
         self._nodes += 1
         if self._nodes > self.max_nodes:
-            raise self._refuse(event.start_mark, f"more than {self.max_nodes} values; parameters are a few names "
-                               "and short lists: remove what is not a parameter")
+            raise self._refuse(
+                event.start_mark,
+                f"more than {self.max_nodes} values; parameters are a few names "
+                "and short lists: remove what is not a parameter",
+            )
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -86,8 +92,11 @@ class _CheckedLoader(yaml.SafeLoader):
             raise self._base60(node, raw)
         value = super().construct_yaml_int(node)
         if _OCTAL.fullmatch(raw) and str(value) != (meant := _meant(raw)):
-            raise self._refuse(node.start_mark, f"{raw} reads as the octal number {value} (YAML 1.1); did you mean "
-                               f"{meant}? Write {meant}, or quote it ('{raw}') for text")
+            raise self._refuse(
+                node.start_mark,
+                f"{raw} reads as the octal number {value} (YAML 1.1); did you mean "
+                f"{meant}? Write {meant}, or quote it ('{raw}') for text",
+            )
         return value
 
     def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
@@ -97,24 +106,30 @@ class _CheckedLoader(yaml.SafeLoader):
         return super().construct_yaml_float(node)
 
     def _base60(self, node: yaml.ScalarNode, raw: str) -> YamlRefused:
-        value = (super().construct_yaml_float(node) if "." in raw else super().construct_yaml_int(node))
+        value = super().construct_yaml_float(node) if "." in raw else super().construct_yaml_int(node)
         plain = raw.replace(":", "").replace("_", "")
-        return self._refuse(node.start_mark, f"{raw} reads as the base-60 number {value} (YAML 1.1); did you mean "
-                            f"{plain}? Write the number you mean, or quote it ('{raw}') for text")
+        return self._refuse(
+            node.start_mark,
+            f"{raw} reads as the base-60 number {value} (YAML 1.1); did you mean "
+            f"{plain}? Write the number you mean, or quote it ('{raw}') for text",
+        )
 
 
 _CheckedLoader.add_constructor("tag:yaml.org,2002:int", _CheckedLoader.construct_yaml_int)
 _CheckedLoader.add_constructor("tag:yaml.org,2002:float", _CheckedLoader.construct_yaml_float)
 
 
-def load(text: str, source: str, *, with_line: bool = True, max_bytes: int = MAX_BYTES,
-         max_nodes: int = MAX_NODES) -> Any:
+def load(
+    text: str, source: str, *, with_line: bool = True, max_bytes: int = MAX_BYTES, max_nodes: int = MAX_NODES
+) -> Any:
     """``text`` parsed as YAML (``source``: what the messages call it, e.g. the file; ``with_line``: add the line).
     Raises :class:`YamlRefused` (see the module docstring) or ``yaml.YAMLError`` for a syntax error."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise YamlRefused(f"{source}: {size} bytes, more than the {max_bytes} a parameters text may hold; "
-                          "keep parameters short (name: value lines)")
+        raise YamlRefused(
+            f"{source}: {size} bytes, more than the {max_bytes} a parameters text may hold; "
+            "keep parameters short (name: value lines)"
+        )
     loader = type("Loader", (_CheckedLoader,), {"source": source, "with_line": with_line, "max_nodes": max_nodes})
     instance = loader(text)
     try:
@@ -127,6 +142,8 @@ def load_file(path: Path, *, max_bytes: int = MAX_BYTES, max_nodes: int = MAX_NO
     """The YAML file ``path`` through :func:`load`; its size is checked before it is read."""
     size = path.stat().st_size
     if size > max_bytes:
-        raise YamlRefused(f"{path}: {size} bytes, more than the {max_bytes} a parameters file may hold; "
-                          "is it the right file? Parameters are a few `name: value` lines")
+        raise YamlRefused(
+            f"{path}: {size} bytes, more than the {max_bytes} a parameters file may hold; "
+            "is it the right file? Parameters are a few `name: value` lines"
+        )
     return load(path.read_text(encoding="utf-8"), str(path), max_bytes=max_bytes, max_nodes=max_nodes)

@@ -25,16 +25,22 @@ if TYPE_CHECKING:
 
 __all__ = ["Params", "Result", "contract", "run", "write"]
 
-_HOME = {"Params": "rerankeval.corpus.stage", "Result": "rerankeval.corpus.stage", "run": "rerankeval.corpus.stage",
-         "write": "rerankeval.corpus.stage"}
+_HOME = {
+    "Params": "rerankeval.corpus.stage",
+    "Result": "rerankeval.corpus.stage",
+    "run": "rerankeval.corpus.stage",
+    "write": "rerankeval.corpus.stage",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name == "contract":
         return importlib.import_module("rerankeval.corpus.contract")
     if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-                             "(other names: import them from their module under rerankeval.corpus)")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
+            "(other names: import them from their module under rerankeval.corpus)"
+        )
     return getattr(importlib.import_module(_HOME[name]), name)
 
 

@@ -115,7 +115,7 @@ def read_corpus(path: Path) -> dict[str, dict[str, str]]:
 def read_queries(path: Path) -> dict[str, dict[str, Any]]:
     """query id -> {"text", "slice"}; the slice tag comes from ``slice`` or ``metadata.slice`` if present."""
     if not path.is_file():
-        raise InputError(f"{path} is missing: add a queries.jsonl with one {{\"_id\", \"text\"}} object per line")
+        raise InputError(f'{path} is missing: add a queries.jsonl with one {{"_id", "text"}} object per line')
     out: dict[str, dict[str, Any]] = {}
     for lineno, obj in read_jsonl_checked(path, ("_id", "text")):
         qid = str(obj["_id"])
@@ -135,9 +135,7 @@ def read_judgments(path: Path) -> list[Judgment]:
     Empty trailing columns (a trailing tab) are ignored; see :func:`merge_judgments` for repeated pairs.
     """
     if not path.is_file():
-        raise InputError(
-            f"{path} is missing: add qrels/<split>.tsv with lines 'query-id<TAB>corpus-id<TAB>score'"
-        )
+        raise InputError(f"{path} is missing: add qrels/<split>.tsv with lines 'query-id<TAB>corpus-id<TAB>score'")
     out: list[Judgment] = []
     for lineno, line in _lines(path):
         if not line.strip():
@@ -186,9 +184,15 @@ def merge_judgments(
         qrels.setdefault(j.qid, {})[uid] = grade
     if negative:
         lines = ", ".join(str(j.line) for j in negative[:10]) + (" ..." if len(negative) > 10 else "")
-        warnings.append({"kind": "negative grades read as 0", "query-id": "", "corpus-id": "",
-                         "detail": f"{len(negative)} judgment(s) graded below 0 (lines {lines} of {path.name}) "
-                                   f"are judged non-relevant (grade 0), as trec_eval treats every grade <= 0"})
+        warnings.append(
+            {
+                "kind": "negative grades read as 0",
+                "query-id": "",
+                "corpus-id": "",
+                "detail": f"{len(negative)} judgment(s) graded below 0 (lines {lines} of {path.name}) "
+                f"are judged non-relevant (grade 0), as trec_eval treats every grade <= 0",
+            }
+        )
     return qrels, warnings
 
 
@@ -198,8 +202,14 @@ def _repeated(first: Judgment, again: Judgment, uid: str, path: Path, warnings: 
             f"{path}:{first.line} and {path}:{again.line} judge query {first.qid!r} / {uid!r} differently "
             f"(grades {first.grade} and {again.grade}); keep one of the two lines"
         )
-    warnings.append({"kind": "judgment repeated", "query-id": first.qid, "corpus-id": uid,
-                     "detail": f"lines {first.line} and {again.line} of {path.name} give the same grade; kept once"})
+    warnings.append(
+        {
+            "kind": "judgment repeated",
+            "query-id": first.qid,
+            "corpus-id": uid,
+            "detail": f"lines {first.line} and {again.line} of {path.name} give the same grade; kept once",
+        }
+    )
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:

@@ -89,8 +89,12 @@ def read_table(path: str | Path, ids: Sequence[str] = ("qid",)) -> pd.DataFrame:
     ``N/A`` or ``None`` an id like any other (pandas reads them as missing by default). In the other
     columns only an empty field is missing (how ``DataFrame.to_csv`` writes NaN)."""
     head = pd.read_csv(path, nrows=0).columns
-    return pd.read_csv(path, dtype={c: str for c in ids if c in head}, keep_default_na=False,
-                       na_values={c: [""] for c in head if c not in ids})
+    return pd.read_csv(
+        path,
+        dtype={c: str for c in ids if c in head},
+        keep_default_na=False,
+        na_values={c: [""] for c in head if c not in ids},
+    )
 
 
 def load_stats(dp: DatasetPaths) -> dict:

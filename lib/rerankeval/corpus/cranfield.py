@@ -40,21 +40,31 @@ def write_beir(docs: Iterable[Any], queries: Iterable[Any], qrels: Iterable[Any]
     numbered = list(enumerate(queries, start=1))  # the qrels' query ids: positions in the file
     atomic_write_jsonl(folder / "corpus.jsonl", corpus)
     atomic_write_jsonl(folder / "queries.jsonl", [{"_id": str(i), "text": q.text} for i, q in numbered])
-    atomic_write_text(folder / "qid_map.tsv", "qrels_qid\tcran_qry_I\n"
-                      + "".join(f"{i}\t{q.query_id}\n" for i, q in numbered))
+    atomic_write_text(
+        folder / "qid_map.tsv", "qrels_qid\tcran_qry_I\n" + "".join(f"{i}\t{q.query_id}\n" for i, q in numbered)
+    )
     known = {str(i) for i, _ in numbered}
-    rows = [(str(r.query_id), str(r.doc_id), g) for r in qrels
-            if (g := grade(int(r.relevance))) is not None and str(r.query_id) in known]
+    rows = [
+        (str(r.query_id), str(r.doc_id), g)
+        for r in qrels
+        if (g := grade(int(r.relevance))) is not None and str(r.query_id) in known
+    ]
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / "qrels" / "test.tsv",
-                      "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows))
+    atomic_write_text(
+        folder / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows)
+    )
     return {"docs": len(corpus), "queries": len(numbered), "qrels": len(rows)}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rerankeval.corpus.cranfield", description=__doc__.splitlines()[0])
-    ap.add_argument("folder", nargs="?", type=Path, default=paths.DATA_DIR / "cranfield",
-                    help="where to write it (default: data/cranfield)")
+    ap.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        default=paths.DATA_DIR / "cranfield",
+        help="where to write it (default: data/cranfield)",
+    )
     args = ap.parse_args(argv)
     try:
         import ir_datasets
@@ -63,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ds = ir_datasets.load(IR_DATASETS_NAME)
     counts = write_beir(ds.docs_iter(), ds.queries_iter(), ds.qrels_iter(), args.folder)
-    print(f"[cranfield] wrote {args.folder}: {counts['docs']} documents, {counts['queries']} queries, "
-          f"{counts['qrels']} judgments; run it with make report DATASET={args.folder}")
+    print(
+        f"[cranfield] wrote {args.folder}: {counts['docs']} documents, {counts['queries']} queries, "
+        f"{counts['qrels']} judgments; run it with make report DATASET={args.folder}"
+    )
     return 0
 
 

@@ -51,15 +51,20 @@ def check_inputs(dp: DatasetPaths, split: str) -> str:
         raise InputError(f"dataset folder {dp.source} does not exist; give a folder of PDFs or a BEIR dataset")
     kind = "beir" if beir.find_corpus(dp.source) else "pdf" if _pdf_files(dp.source) else None
     outside = [p.relative_to(dp.source).as_posix() for p in outside_links(dp.source)]
-    links = f"; {len(outside)} PDF link(s) point outside the folder and are skipped: {', '.join(outside)}" if (
-        outside) else ""
+    links = (
+        f"; {len(outside)} PDF link(s) point outside the folder and are skipped: {', '.join(outside)}"
+        if (outside)
+        else ""
+    )
     missing = [] if kind else [f"a corpus (put PDF files in it, or a BEIR corpus.jsonl[.gz]{links})"]
     src = queryset.query_source(dp, split)
     if src.kind == queryset.HUMAN:  # one of the two without the other
         missing += [p.relative_to(dp.source).as_posix() for p in src.files() if not p.is_file()]
     elif src.kind == queryset.GENERATED and src.qrels is not None and not src.qrels.is_file():
-        missing.append(f"{src.qrels.relative_to(dp.source).as_posix()} (the judgments of queries.draft.jsonl; "
-                       "`make questions` writes both)")
+        missing.append(
+            f"{src.qrels.relative_to(dp.source).as_posix()} (the judgments of queries.draft.jsonl; "
+            "`make questions` writes both)"
+        )
     if missing:
         raise InputError(
             f"{dp.source} is not a complete dataset; missing: {'; '.join(missing)}. Nothing was extracted. "
@@ -93,8 +98,10 @@ def _outside_rows(source: Path) -> list[dict[str, str]]:
     rows = []
     for path in outside_links(source):
         rel = source_name(path.relative_to(source).as_posix())
-        reason = (f"a symlink to a file outside the dataset folder ({path.resolve()}): skipped; copy the file "
-                  "into the folder to index it")
+        reason = (
+            f"a symlink to a file outside the dataset folder ({path.resolve()}): skipped; copy the file "
+            "into the folder to index it"
+        )
         log.warning("%s: %s", rel, reason)
         rows.append({"file": rel, "reason": reason})
     return rows
@@ -132,16 +139,25 @@ class Docs:
     saved: bool = False  # read back from the previous run's files (only the questions changed)
 
 
-def extract_docs(dp: DatasetPaths, kind: str, sources: dict[str, Path], *, chunk_size: int, chunk_overlap: int,
-                 x_tolerance: float, settings: Settings | None) -> Docs:
+def extract_docs(
+    dp: DatasetPaths,
+    kind: str,
+    sources: dict[str, Path],
+    *,
+    chunk_size: int,
+    chunk_overlap: int,
+    x_tolerance: float,
+    settings: Settings | None,
+) -> Docs:
     """The document side of ``dp.source`` (``kind`` and ``sources`` from :func:`check_inputs` and
     :func:`pdf_sources`): every PDF page chunked, or one chunk per BEIR document; ``settings`` give the progress
     mode."""
     skipped: list[dict[str, str]] = _outside_rows(dp.source) if kind == "pdf" else []
     page_rows: list[dict[str, Any]] = []
     if kind == "pdf":
-        chunks, units = _pdf_chunks(sources, chunk_size, chunk_overlap, x_tolerance, skipped, page_rows,
-                                    mode=default_mode(terminal(), settings))
+        chunks, units = _pdf_chunks(
+            sources, chunk_size, chunk_overlap, x_tolerance, skipped, page_rows, mode=default_mode(terminal(), settings)
+        )
     else:
         chunks, units = _beir_chunks(beir.find_corpus(dp.source))
     if not chunks:
@@ -157,14 +173,21 @@ def _empty_corpus(source: Path, skipped: list[dict[str, str]], page_rows: list[d
         files = sorted({p["file"] for p in page_rows})
         scans = sum(1 for p in page_rows if "images only" in p["note"] or "scan" in p["note"])
         images = f" ({scans} hold only images: scanned pages)" if scans else ""
-        why.insert(0, f"none of the {len(page_rows)} page(s) of {len(files)} PDF(s) ({', '.join(files[:5])}"
-                      f"{' ...' if len(files) > 5 else ''}) has a text layer{images}")
-        return (f"the corpus of {source} is empty: {'; '.join(why)}. PDFs without a text layer (scans) need OCR "
-                "before they can be searched: run e.g. `ocrmypdf --skip-text scan.pdf scan-ocr.pdf` "
-                "(https://ocrmypdf.readthedocs.io) on each, keep the OCR'd copies in the folder instead of the "
-                "scans, then run again.")
-    return (f"the corpus of {source} is empty ({'; '.join(why) or 'no text could be extracted'}). Provide "
-            "readable PDFs or a non-empty corpus.")
+        why.insert(
+            0,
+            f"none of the {len(page_rows)} page(s) of {len(files)} PDF(s) ({', '.join(files[:5])}"
+            f"{' ...' if len(files) > 5 else ''}) has a text layer{images}",
+        )
+        return (
+            f"the corpus of {source} is empty: {'; '.join(why)}. PDFs without a text layer (scans) need OCR "
+            "before they can be searched: run e.g. `ocrmypdf --skip-text scan.pdf scan-ocr.pdf` "
+            "(https://ocrmypdf.readthedocs.io) on each, keep the OCR'd copies in the folder instead of the "
+            "scans, then run again."
+        )
+    return (
+        f"the corpus of {source} is empty ({'; '.join(why) or 'no text could be extracted'}). Provide "
+        "readable PDFs or a non-empty corpus."
+    )
 
 
 def extract_workers(sources: dict[str, Path]) -> int:
@@ -189,16 +212,24 @@ def _extract_file(rel: str, path: Path, size: int, overlap: int, x_tolerance: fl
             pages.append({"file": rel, "page": pg.page, "unit_id": uid, "chars": len(pg.text), "note": pg.note})
             for span in chunk_text(pg.text, size, overlap):
                 chunks.append(
-                    {"chunk_id": f"{uid}#c{span.start}", "unit_id": uid, "source": rel, "page": pg.page,
-                     "start": span.start, "title": "", "text": span.text}
+                    {
+                        "chunk_id": f"{uid}#c{span.start}",
+                        "unit_id": uid,
+                        "source": rel,
+                        "page": pg.page,
+                        "start": span.start,
+                        "title": "",
+                        "text": span.text,
+                    }
                 )
     except PdfSkipped as exc:
         return FileExtract([], [], exc.reason)  # a file that breaks mid-way is skipped whole
     return FileExtract(pages, chunks, None)
 
 
-def _extract_all(sources: dict[str, Path], size, overlap, x_tolerance, workers: int,
-                 mode: str | None) -> dict[str, FileExtract]:
+def _extract_all(
+    sources: dict[str, Path], size, overlap, x_tolerance, workers: int, mode: str | None
+) -> dict[str, FileExtract]:
     """Every PDF extracted, in ``workers`` processes when more than one (largest files first, so the
     slowest file starts at once); the result does not depend on ``workers``."""
     from concurrent.futures import as_completed
@@ -227,8 +258,9 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _pdf_chunks(sources: dict[str, Path], size, overlap, x_tolerance, skipped, page_rows, workers: int = 0,
-                mode: str | None = None):
+def _pdf_chunks(
+    sources: dict[str, Path], size, overlap, x_tolerance, skipped, page_rows, workers: int = 0, mode: str | None = None
+):
     chunks: list[dict[str, Any]] = []
     units: set[str] = set()
     found = _extract_all(sources, size, overlap, x_tolerance, workers or extract_workers(sources), mode)
@@ -247,8 +279,15 @@ def _pdf_chunks(sources: dict[str, Path], size, overlap, x_tolerance, skipped, p
 def _beir_chunks(path: Path):
     docs = beir.read_corpus(path)
     chunks = [
-        {"chunk_id": did, "unit_id": did, "source": path.name, "page": None, "start": 0,
-         "title": d["title"], "text": d["text"]}
+        {
+            "chunk_id": did,
+            "unit_id": did,
+            "source": path.name,
+            "page": None,
+            "start": 0,
+            "title": d["title"],
+            "text": d["text"],
+        }
         for did, d in sorted(docs.items())
     ]
     return chunks, set(docs)

@@ -46,25 +46,46 @@ def _p(name: str, what: str, expr: str) -> Instruction:
 
 
 PATTERNS: tuple[Instruction, ...] = (
-    _p("rank_first", "asks to be ranked first",
-       rf"\b(?:rank|put|place|list|order|move|score)\s+(?:it|me|this(?:\s+{_DOC})?|the\s+{_DOC})\s+(?:as\s+)?"
-       rf"(?:the\s+)?{_TOP}"),
-    _p("most_relevant", "claims to be the most relevant",
-       rf"\b(?:this|the\s+following|it)\s+(?:{_DOC}\s+)?is\s+the\s+(?:most|only|best)\s+relevant\b"
-       rf"|\bthe\s+most\s+relevant\s+{_DOC}\s+for\s+(?:every|any|all|each)\b"),
-    _p("ignore_instructions", "tells the model to drop its instructions",
-       r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|"
-       r"earlier|preceding|other|system)\s+(?:instructions?|prompts?|rules|directions)"),
-    _p("grade_this", "dictates its own grade",
-       rf"\b(?:grade|rate|score|mark|judge|label)\s+(?:it|this(?:\s+{_DOC})?)\s+(?:as\s+|with\s+(?:a\s+)?)?"
-       r"(?:a\s+)?(?:\d+\b|highly\s+relevant|relevant|perfectly\s+relevant|yes\b)"),
-    _p("you_are", "addresses the model as an assistant",
-       r"\byou\s+are\s+(?:an?|the)\s+(?:helpful\s+)?(?:ai\b|assistant|language\s+model|chatbot|llm\b|reranker|judge)"
-       r"|\bas\s+an\s+ai\s+(?:language\s+)?model\b"),
-    _p("respond_with", "dictates the model's reply",
-       r"(?:^|[.:;!?]\s*)(?:please\s+)?(?:respond|reply|answer|output)\s+(?:only\s+)?(?:with|by\s+saying)\b"),
-    _p("system_prompt", "speaks as the system prompt",
-       r"\bsystem\s+prompt\b|\bnew\s+instructions?\s*:|<\|im_start\|>|\[/?INST\]"),
+    _p(
+        "rank_first",
+        "asks to be ranked first",
+        rf"\b(?:rank|put|place|list|order|move|score)\s+(?:it|me|this(?:\s+{_DOC})?|the\s+{_DOC})\s+(?:as\s+)?"
+        rf"(?:the\s+)?{_TOP}",
+    ),
+    _p(
+        "most_relevant",
+        "claims to be the most relevant",
+        rf"\b(?:this|the\s+following|it)\s+(?:{_DOC}\s+)?is\s+the\s+(?:most|only|best)\s+relevant\b"
+        rf"|\bthe\s+most\s+relevant\s+{_DOC}\s+for\s+(?:every|any|all|each)\b",
+    ),
+    _p(
+        "ignore_instructions",
+        "tells the model to drop its instructions",
+        r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|"
+        r"earlier|preceding|other|system)\s+(?:instructions?|prompts?|rules|directions)",
+    ),
+    _p(
+        "grade_this",
+        "dictates its own grade",
+        rf"\b(?:grade|rate|score|mark|judge|label)\s+(?:it|this(?:\s+{_DOC})?)\s+(?:as\s+|with\s+(?:a\s+)?)?"
+        r"(?:a\s+)?(?:\d+\b|highly\s+relevant|relevant|perfectly\s+relevant|yes\b)",
+    ),
+    _p(
+        "you_are",
+        "addresses the model as an assistant",
+        r"\byou\s+are\s+(?:an?|the)\s+(?:helpful\s+)?(?:ai\b|assistant|language\s+model|chatbot|llm\b|reranker|judge)"
+        r"|\bas\s+an\s+ai\s+(?:language\s+)?model\b",
+    ),
+    _p(
+        "respond_with",
+        "dictates the model's reply",
+        r"(?:^|[.:;!?]\s*)(?:please\s+)?(?:respond|reply|answer|output)\s+(?:only\s+)?(?:with|by\s+saying)\b",
+    ),
+    _p(
+        "system_prompt",
+        "speaks as the system prompt",
+        r"\bsystem\s+prompt\b|\bnew\s+instructions?\s*:|<\|im_start\|>|\[/?INST\]",
+    ),
 )
 
 

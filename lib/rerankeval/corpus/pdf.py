@@ -81,10 +81,14 @@ def no_text_note(page) -> str:
         kinds = Counter("form field" if _subtype(a) == "Widget" else f"{_subtype(a)} annotation" for a in annots)
         found = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(kinds.items()))
         if images:
-            return (f"no text layer (images and form fields/annotations: {found}; a scanned form?); OCR and "
-                    f"flatten it to make it searchable")
-        return (f"no text layer (only form fields/annotations: {found}); their text is not indexed: flatten the "
-                f"form or print the page to PDF to make it searchable")
+            return (
+                f"no text layer (images and form fields/annotations: {found}; a scanned form?); OCR and "
+                f"flatten it to make it searchable"
+            )
+        return (
+            f"no text layer (only form fields/annotations: {found}); their text is not indexed: flatten the "
+            f"form or print the page to PDF to make it searchable"
+        )
     if images:
         return "no text layer (images only: a scan?); OCR it (e.g. ocrmypdf) to make it searchable"
     return "no text layer (blank page)"
@@ -111,8 +115,9 @@ def iter_pages(path: Path, source: str, *, x_tolerance: float = 1.5) -> Iterator
         except Exception as exc:
             raise _classify(source, path, exc) from exc
         if n == 0:
-            raise PdfSkipped(source, "no pages (a 0-page PDF): nothing to extract; re-export it with its pages "
-                                     "or remove it")
+            raise PdfSkipped(
+                source, "no pages (a 0-page PDF): nothing to extract; re-export it with its pages or remove it"
+            )
         for i in range(n):
             try:
                 page = pdf.pages[i]

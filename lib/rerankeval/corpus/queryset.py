@@ -88,11 +88,15 @@ def read_drafts(path: Path) -> list[Draft]:
     for lineno, obj in beir.read_jsonl_checked(path, ("_id", "text")):
         qid, meta = str(obj["_id"]), obj.get("metadata")
         if meta is not None and not isinstance(meta, dict):
-            raise InputError(f"{path}:{lineno}: 'metadata' must be a JSON object; fix the line or delete it (a "
-                             "re-run of `make questions` drafts a question for its unit again)")
+            raise InputError(
+                f"{path}:{lineno}: 'metadata' must be a JSON object; fix the line or delete it (a "
+                "re-run of `make questions` drafts a question for its unit again)"
+            )
         if qid in seen or any(c.isspace() for c in qid):
-            raise InputError(f"{path}:{lineno}: query id {qid!r} is repeated or contains white space; give the "
-                             "line a unique one-word _id, or delete it")
+            raise InputError(
+                f"{path}:{lineno}: query id {qid!r} is repeated or contains white space; give the "
+                "line a unique one-word _id, or delete it"
+            )
         meta = dict(meta or {})
         if str(meta.get("status") or DRAFT) not in STATUSES:
             raise InputError(f"{path}:{lineno}: status {meta.get('status')!r} is not one of {', '.join(STATUSES)}")
@@ -129,8 +133,12 @@ def describe(drafts: list[Draft]) -> dict[str, Any]:
     return {"drafts": len(drafts), **by, "models": models}
 
 
-def validate_judgments(queries: dict[str, dict[str, Any]], raw_qrels: dict[str, dict[str, int]], units: set[str],
-                       no_text: dict[str, str] | None = None):
+def validate_judgments(
+    queries: dict[str, dict[str, Any]],
+    raw_qrels: dict[str, dict[str, int]],
+    units: set[str],
+    no_text: dict[str, str] | None = None,
+):
     """The judgments of known queries and units, the evaluated query rows, and warning rows. ``no_text``
     (page id -> why it has no text) names the judged pages no variant can retrieve: kept, with a warning."""
     no_text = no_text or {}
@@ -138,27 +146,57 @@ def validate_judgments(queries: dict[str, dict[str, Any]], raw_qrels: dict[str, 
     qrels: dict[str, dict[str, int]] = {}
     for qid, rels in sorted(raw_qrels.items()):
         if qid not in queries:
-            warnings.append({"kind": "qrels query not in queries.jsonl", "query-id": qid, "corpus-id": "",
-                             "detail": f"{len(rels)} judgment(s) dropped"})
+            warnings.append(
+                {
+                    "kind": "qrels query not in queries.jsonl",
+                    "query-id": qid,
+                    "corpus-id": "",
+                    "detail": f"{len(rels)} judgment(s) dropped",
+                }
+            )
             continue
         for uid, grade in sorted(rels.items()):
             if uid not in units:
-                warnings.append({"kind": "qrels names an unknown unit", "query-id": qid, "corpus-id": uid,
-                                 "detail": "dropped: no such page/document in the corpus (skipped file or typo?)"})
+                warnings.append(
+                    {
+                        "kind": "qrels names an unknown unit",
+                        "query-id": qid,
+                        "corpus-id": uid,
+                        "detail": "dropped: no such page/document in the corpus (skipped file or typo?)",
+                    }
+                )
                 continue
             if uid in no_text:
-                warnings.append({"kind": "qrels names a page without text", "query-id": qid, "corpus-id": uid,
-                                 "detail": f"kept (grade {grade}), but no variant can retrieve it: {no_text[uid]}"})
+                warnings.append(
+                    {
+                        "kind": "qrels names a page without text",
+                        "query-id": qid,
+                        "corpus-id": uid,
+                        "detail": f"kept (grade {grade}), but no variant can retrieve it: {no_text[uid]}",
+                    }
+                )
             qrels.setdefault(qid, {})[uid] = grade
     unjudged = sorted(set(queries) - set(qrels))
     if unjudged:
         shown = ", ".join(unjudged[:10]) + (" ..." if len(unjudged) > 10 else "")
-        warnings.append({"kind": "queries without judgments", "query-id": shown, "corpus-id": "",
-                         "detail": f"{len(unjudged)} query(ies) not evaluated (no qrels in this split)"})
+        warnings.append(
+            {
+                "kind": "queries without judgments",
+                "query-id": shown,
+                "corpus-id": "",
+                "detail": f"{len(unjudged)} query(ies) not evaluated (no qrels in this split)",
+            }
+        )
     for qid, rels in sorted(qrels.items()):
         if not any(g > 0 for g in rels.values()):
-            warnings.append({"kind": "query with no relevant unit", "query-id": qid, "corpus-id": "",
-                             "detail": "every judgment has grade 0: metrics are 0 for this query"})
+            warnings.append(
+                {
+                    "kind": "query with no relevant unit",
+                    "query-id": qid,
+                    "corpus-id": "",
+                    "detail": "every judgment has grade 0: metrics are 0 for this query",
+                }
+            )
     query_rows = []
     for qid in sorted(qrels):
         n_rel = sum(1 for g in qrels[qid].values() if g > 0)
@@ -217,8 +255,9 @@ def _append(path: Path, lines: list[str], header: str = "") -> None:
         fh.write(lead + "".join(line + "\n" for line in lines))
 
 
-def append_human(dp: DatasetPaths, questions: list[dict[str, Any]], grades: Mapping[str, Mapping[str, int]],
-                 split: str = "test") -> list[str]:
+def append_human(
+    dp: DatasetPaths, questions: list[dict[str, Any]], grades: Mapping[str, Mapping[str, int]], split: str = "test"
+) -> list[str]:
     """Append ``questions`` (``{"_id", "text", "metadata"}``) to the dataset's ``queries.jsonl`` and their
     ``grades`` (qid -> unit -> grade) to ``qrels/<split>.tsv``, under one lock; the lines already there are never
     rewritten. An ``_id`` of None gets the next free id (:func:`next_id`, never a draft's id either), chosen under
@@ -228,10 +267,12 @@ def append_human(dp: DatasetPaths, questions: list[dict[str, Any]], grades: Mapp
         used = human_ids(dp, split)
         clash = sorted({str(q["_id"]) for q in questions if q["_id"] is not None} & used)
         if clash:
-            raise IdClash(f"question id(s) {', '.join(clash)} already in {dp.source_queries} or "
-                          f"{dp.source_qrels(split)}; nothing was written. Fix: rename the draft(s) in "
-                          f"{dp.source_draft_queries} (the _id and its qrels/draft.tsv lines), or remove the "
-                          "human question that uses the id")
+            raise IdClash(
+                f"question id(s) {', '.join(clash)} already in {dp.source_queries} or "
+                f"{dp.source_qrels(split)}; nothing was written. Fix: rename the draft(s) in "
+                f"{dp.source_draft_queries} (the _id and its qrels/draft.tsv lines), or remove the "
+                "human question that uses the id"
+            )
         lines, rows, ids = [], [], []
         for q in questions:
             qid = str(q["_id"]) if q["_id"] is not None else next_id(used | set(ids), avoid=draft_ids(dp))

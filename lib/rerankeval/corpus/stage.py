@@ -67,8 +67,12 @@ class Params:
 
     def record(self) -> dict[str, Any]:
         """What the chunks and stats.json depend on (the dataset is the folder itself, hashed by its files)."""
-        return {"split": self.split, "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
-                "x_tolerance": self.x_tolerance}
+        return {
+            "split": self.split,
+            "chunk_size": self.chunk_size,
+            "chunk_overlap": self.chunk_overlap,
+            "x_tolerance": self.x_tolerance,
+        }
 
 
 @dataclass
@@ -104,8 +108,15 @@ def run(dp: DatasetPaths, params: Params, settings: Settings | None, *, force: b
     raw_qrels, qrels_warnings = _read_judgments(src.qrels, kind) if src.kind != queryset.NONE else ({}, [])
     docs = None if force else _saved_docs(dp, docs_hash)
     if docs is None:
-        docs = extract_docs(dp, kind, sources, chunk_size=params.chunk_size, chunk_overlap=params.chunk_overlap,
-                            x_tolerance=params.x_tolerance, settings=settings)
+        docs = extract_docs(
+            dp,
+            kind,
+            sources,
+            chunk_size=params.chunk_size,
+            chunk_overlap=params.chunk_overlap,
+            x_tolerance=params.x_tolerance,
+            settings=settings,
+        )
     no_text = {p["unit_id"]: p["note"] for p in docs.pages if p["chars"] == 0}
     qrels, query_rows, warnings = queryset.validate_judgments(queries, raw_qrels, docs.units, no_text)
     if not query_rows and src.kind != queryset.NONE:
@@ -114,13 +125,29 @@ def run(dp: DatasetPaths, params: Params, settings: Settings | None, *, force: b
             f"{UNITS[kind]}; check the ids (PDF pages are '<file>#p<page>')"
         )
     warnings = _name_warnings(dp.source, sources) + qrels_warnings + warnings
-    stats = {"dataset": dp.name, "kind": kind, "unit": UNITS[kind], "split": params.split, "params": params.record(),
-             "input_hash": in_hash, "docs_hash": docs_hash, "queries_source": src.kind,
-             **_counts(kind, sources, docs, query_rows, qrels), "warnings": len(warnings)}
+    stats = {
+        "dataset": dp.name,
+        "kind": kind,
+        "unit": UNITS[kind],
+        "split": params.split,
+        "params": params.record(),
+        "input_hash": in_hash,
+        "docs_hash": docs_hash,
+        "queries_source": src.kind,
+        **_counts(kind, sources, docs, query_rows, qrels),
+        "warnings": len(warnings),
+    }
     if src.kind == queryset.GENERATED and src.queries is not None:
         stats["generated"] = queryset.describe(queryset.read_drafts(src.queries))
-    return Result(stats, pd.DataFrame(docs.skipped, columns=SKIPPED_COLUMNS),
-                  pd.DataFrame(warnings, columns=WARNING_COLUMNS), False, docs, query_rows, qrels)
+    return Result(
+        stats,
+        pd.DataFrame(docs.skipped, columns=SKIPPED_COLUMNS),
+        pd.DataFrame(warnings, columns=WARNING_COLUMNS),
+        False,
+        docs,
+        query_rows,
+        qrels,
+    )
 
 
 def write(dp: DatasetPaths, result: Result) -> list[Path]:
@@ -155,8 +182,15 @@ def _docs_hash(dp: DatasetPaths, kind: str, sources: dict[str, Path], params: di
     files = {corpus.name: corpus} if kind == "beir" and corpus else dict(sources)
     digest = {name: sha256_file(p) for name, p in files.items()}
     outside = [p.relative_to(dp.source).as_posix() for p in outside_links(dp.source)] if kind == "pdf" else []
-    return sha256_json({"files": digest, "params": params, "kind": kind, "version": STAGE_VERSION,
-                        **({"outside_links": outside} if outside else {})})
+    return sha256_json(
+        {
+            "files": digest,
+            "params": params,
+            "kind": kind,
+            "version": STAGE_VERSION,
+            **({"outside_links": outside} if outside else {}),
+        }
+    )
 
 
 def _input_hash(docs_hash: str, src: queryset.QuerySource) -> str:
@@ -189,8 +223,11 @@ def _saved_docs(dp: DatasetPaths, docs_hash: str) -> Docs | None:
     if old.get("docs_hash") != docs_hash or old.get("corpus_hash") != sha256_file(dp.chunks):
         return None
     chunks = read_jsonl(dp.chunks)
-    pages = [{**r, "page": int(r["page"]), "chars": int(r["chars"])}
-             for r in _read_csv(dp.pages_csv).to_dict("records")] if dp.pages_csv.is_file() else []
+    pages = (
+        [{**r, "page": int(r["page"]), "chars": int(r["chars"])} for r in _read_csv(dp.pages_csv).to_dict("records")]
+        if dp.pages_csv.is_file()
+        else []
+    )
     units = {p["unit_id"] for p in pages} if old.get("kind") == "pdf" else {c["unit_id"] for c in chunks}
     return Docs(chunks, units, pages, _read_csv(dp.skipped_csv).to_dict("records"), saved=True)
 
@@ -200,8 +237,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False) if path.exists() else pd.DataFrame()
 
 
-def _counts(kind: str, sources: dict[str, Path], docs: Docs, query_rows: list[dict[str, Any]],
-            qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+def _counts(
+    kind: str, sources: dict[str, Path], docs: Docs, query_rows: list[dict[str, Any]], qrels: dict[str, dict[str, int]]
+) -> dict[str, Any]:
     lengths = [len(c["text"]) for c in docs.chunks]
     grades = Counter(g for rel in qrels.values() for g in rel.values())
     slices: dict[str, Counter] = {}
@@ -231,8 +269,13 @@ def _counts(kind: str, sources: dict[str, Path], docs: Docs, query_rows: list[di
 def _name_warnings(source: Path, sources: dict[str, Path]) -> list[dict[str, str]]:
     """One warning per PDF whose file name is not valid UTF-8 (indexed under its escaped name)."""
     return [
-        {"kind": "file name is not valid UTF-8", "query-id": "", "corpus-id": name,
-         "detail": f"indexed as '{page_id(name, 1)[:-1]}<page>' (each invalid byte written as \\xNN); use that id "
-                   f"in the qrels, or rename the file to UTF-8 (e.g. convmv -f latin1 -t utf-8 --notest)"}
-        for name, path in sources.items() if name != path.relative_to(source).as_posix()
+        {
+            "kind": "file name is not valid UTF-8",
+            "query-id": "",
+            "corpus-id": name,
+            "detail": f"indexed as '{page_id(name, 1)[:-1]}<page>' (each invalid byte written as \\xNN); use that id "
+            f"in the qrels, or rename the file to UTF-8 (e.g. convmv -f latin1 -t utf-8 --notest)",
+        }
+        for name, path in sources.items()
+        if name != path.relative_to(source).as_posix()
     ]

@@ -59,6 +59,8 @@ def read_grade_lines(path: Path) -> list[tuple[str, str, int, int, str]]:
             sha = parts[3].strip() if len(parts) > 3 else ""
             out.append((parts[0].strip(), parts[1].strip(), int(parts[2]), lineno, sha))
         except (IndexError, ValueError):
-            raise InputError(f"{path}:{lineno}: expected 'query-id<TAB>corpus-id<TAB>integer grade[<TAB>unit "
-                             f"sha256]', got {line!r}; fix or delete that line") from None
+            raise InputError(
+                f"{path}:{lineno}: expected 'query-id<TAB>corpus-id<TAB>integer grade[<TAB>unit "
+                f"sha256]', got {line!r}; fix or delete that line"
+            ) from None
     return out

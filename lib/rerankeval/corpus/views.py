@@ -13,15 +13,22 @@ def summary_table(report: Result) -> pd.DataFrame:
     """The corpus figures as a two-column table for the notebook and the report."""
     s = report.stats
     rows = [
-        ("dataset", s["dataset"]), ("kind", s["kind"]), ("relevance unit", s["unit"]),
-        ("files", s["files"]), ("files skipped", s["files_skipped"]), ("pages", s["pages"]),
-        ("pages without text", s["pages_without_text"]), ("units", s["units"]), ("chunks", s["chunks"]),
+        ("dataset", s["dataset"]),
+        ("kind", s["kind"]),
+        ("relevance unit", s["unit"]),
+        ("files", s["files"]),
+        ("files skipped", s["files_skipped"]),
+        ("pages", s["pages"]),
+        ("pages without text", s["pages_without_text"]),
+        ("units", s["units"]),
+        ("chunks", s["chunks"]),
         ("chunk length (chars) median / max", f"{s['chunk_chars']['median']:.0f} / {s['chunk_chars']['max']}"),
         ("queries evaluated", s["queries"]),
         ("queries per slice", _slices(s["queries_per_slice"])),
         ("judgments", s["judgments"]),
         ("judgments per grade", ", ".join(f"grade {g}: {n}" for g, n in s["judgments_per_grade"].items())),
-        ("warnings", s["warnings"]), ("corpus hash", s["corpus_hash"][:16]),
+        ("warnings", s["warnings"]),
+        ("corpus hash", s["corpus_hash"][:16]),
         ("reused from a previous run", "yes" if report.reused else "no"),
     ]
     return pd.DataFrame([(k, "\u2013" if v is None else str(v)) for k, v in rows], columns=["figure", "value"])
@@ -29,6 +36,7 @@ def summary_table(report: Result) -> pd.DataFrame:
 
 def _slices(per_slice: dict) -> str:
     """``{"answers": {"multi": 57, "single": 3}}`` -> ``answers: multi 57, single 3`` (no dict repr on the page)."""
+
     def counts(v: object) -> str:
         return ", ".join(f"{k} {n}" for k, n in v.items()) if isinstance(v, dict) else str(v)
 

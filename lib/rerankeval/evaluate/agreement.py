@@ -62,11 +62,14 @@ def read_llm_qrels(path: Path) -> Qrels:
         try:
             q, u, g = parts[0].strip(), parts[1].strip(), int(parts[2])
         except (IndexError, ValueError):
-            raise ValueError(f"{path}:{lineno}: expected 'query-id<TAB>corpus-id<TAB>grade 0-3', got {line!r}; "
-                             "delete the file and re-run 09-assess (its replies are cached)") from None
+            raise ValueError(
+                f"{path}:{lineno}: expected 'query-id<TAB>corpus-id<TAB>grade 0-3', got {line!r}; "
+                "delete the file and re-run 09-assess (its replies are cached)"
+            ) from None
         if g not in LABELS:
-            raise ValueError(f"{path}:{lineno}: grade {g} is outside 0-3; delete the line or the file and re-run "
-                             "09-assess")
+            raise ValueError(
+                f"{path}:{lineno}: grade {g} is outside 0-3; delete the line or the file and re-run 09-assess"
+            )
         out.setdefault(q, {})[u] = g
     return out
 
@@ -80,8 +83,9 @@ def confusion(a: Sequence[int], b: Sequence[int], labels: Sequence[int]) -> np.n
     return m
 
 
-def cohen_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int],
-                weights: str | None = None) -> tuple[float, np.ndarray]:
+def cohen_kappa(
+    a: Sequence[int], b: Sequence[int], labels: Sequence[int], weights: str | None = None
+) -> tuple[float, np.ndarray]:
     """(kappa, confusion matrix) of two raters' labels; ``weights="linear"`` for weighted kappa (Cohen 1968).
     NaN when chance agreement is total (both raters used one and the same label)."""
     m = confusion(a, b, labels)
@@ -100,8 +104,12 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int],
 
 def overlap_pairs(human: Qrels, llm: Qrels) -> list[tuple[str, str, int, int]]:
     """``(qid, unit, human grade, LLM grade)`` of every pair both graded, sorted."""
-    return [(q, u, int(human[q][u]), int(g)) for q in sorted(set(human) & set(llm))
-            for u, g in sorted(llm[q].items()) if u in human[q]]
+    return [
+        (q, u, int(human[q][u]), int(g))
+        for q in sorted(set(human) & set(llm))
+        for u, g in sorted(llm[q].items())
+        if u in human[q]
+    ]
 
 
 def agreement(human: Qrels, llm: Qrels, source: str = "") -> dict[str, Any]:
@@ -113,12 +121,17 @@ def agreement(human: Qrels, llm: Qrels, source: str = "") -> dict[str, Any]:
     kb, mb = cohen_kappa(hb, gb, (0, 1))
     kg, mg = cohen_kappa(h, g, labels, weights="linear")
     out: dict[str, Any] = {
-        "source": source, "n_pairs": len(pairs), "kappa_binary": _num(kb), "kappa_graded": _num(kg),
+        "source": source,
+        "n_pairs": len(pairs),
+        "kappa_binary": _num(kb),
+        "kappa_graded": _num(kg),
         "confusion_binary": {"labels": [0, 1], "rows": "human", "columns": "llm", "counts": mb.tolist()},
         "confusion_graded": {"labels": labels, "rows": "human", "columns": "llm", "counts": mg.tolist()},
-        "human_relevant": sum(hb), "llm_relevant_of_human_relevant": sum(1 for x, y in zip(hb, gb, strict=True)
-                                                                          if x and y),
-        "warning": "", "note": ""}
+        "human_relevant": sum(hb),
+        "llm_relevant_of_human_relevant": sum(1 for x, y in zip(hb, gb, strict=True) if x and y),
+        "warning": "",
+        "note": "",
+    }
     out["note"], out["warning"] = _words(out, set(hb))
     return out
 
@@ -129,12 +142,18 @@ def _words(a: Mapping[str, Any], human_classes: set[int]) -> tuple[str, str]:
         return "no pair is graded by both the humans and the LLM: agreement cannot be measured", ""
     if len(human_classes) < 2:
         what = "relevant" if 1 in human_classes else "not relevant"
-        share = (f"; the LLM calls {a['llm_relevant_of_human_relevant']} of the {a['human_relevant']} relevant "
-                 f"({a['llm_relevant_of_human_relevant'] / a['human_relevant']:.0%})" if a["human_relevant"] else "")
-        return (f"every one of the {n} human-graded pairs the LLM also graded is {what}, so kappa cannot measure "
-                f"agreement (it is 0 or undefined whatever the judge does){share}; grade some non-relevant units "
-                "in 00-explore to measure it"), ""
-    warn = (f"kappa {kb:.2f} < {LOW_KAPPA}: {LOW_KAPPA_WARNING}" if kb is not None and kb < LOW_KAPPA else "")
+        share = (
+            f"; the LLM calls {a['llm_relevant_of_human_relevant']} of the {a['human_relevant']} relevant "
+            f"({a['llm_relevant_of_human_relevant'] / a['human_relevant']:.0%})"
+            if a["human_relevant"]
+            else ""
+        )
+        return (
+            f"every one of the {n} human-graded pairs the LLM also graded is {what}, so kappa cannot measure "
+            f"agreement (it is 0 or undefined whatever the judge does){share}; grade some non-relevant units "
+            "in 00-explore to measure it"
+        ), ""
+    warn = f"kappa {kb:.2f} < {LOW_KAPPA}: {LOW_KAPPA_WARNING}" if kb is not None and kb < LOW_KAPPA else ""
     kg = a["kappa_graded"]
     return (f"Cohen's kappa on {n} pairs: binary {_fmt(kb)}, graded (0-3, linear weights) {_fmt(kg)}"), warn
 
@@ -204,15 +223,28 @@ def _judge_record(dp: DatasetPaths, files: Sequence[Path], llm: Qrels) -> dict[s
     path, drafters = files[0], drafted_by(dp)
     judge = judge_grades.judge_of(path)
     mine = self_judged(path, judge, drafters)
-    notes = [judge_grades.one_grade(g for rel in llm.values() for g in rel.values()),
-             (f"WARNING: the LLM judge graded questions its own model wrote ({mine} drafted them and graded "
-              f"{path.name}): these grades hold no human judgment. Judge with another model (JUDGE_MODEL), or grade "
-              "some units in 00-explore.") if mine else "",
-             judge_grades.legacy_note(path),
-             (f"other LLM grades files left out (05 reads one judge's grades): {', '.join(p.name for p in files[1:])}"
-              if len(files) > 1 else "")]
-    return {"judge_model": judge or "", "drafted_by": list(drafters), "self_judged": bool(mine),
-            "judge_warning": " ".join(n.rstrip(".") + "." for n in notes if n)}
+    notes = [
+        judge_grades.one_grade(g for rel in llm.values() for g in rel.values()),
+        (
+            f"WARNING: the LLM judge graded questions its own model wrote ({mine} drafted them and graded "
+            f"{path.name}): these grades hold no human judgment. Judge with another model (JUDGE_MODEL), or grade "
+            "some units in 00-explore."
+        )
+        if mine
+        else "",
+        judge_grades.legacy_note(path),
+        (
+            f"other LLM grades files left out (05 reads one judge's grades): {', '.join(p.name for p in files[1:])}"
+            if len(files) > 1
+            else ""
+        ),
+    ]
+    return {
+        "judge_model": judge or "",
+        "drafted_by": list(drafters),
+        "self_judged": bool(mine),
+        "judge_warning": " ".join(n.rstrip(".") + "." for n in notes if n),
+    }
 
 
 def analysis_qrels(dp: DatasetPaths, qrels: Qrels, source: str) -> tuple[Qrels, dict[str, Any]]:
@@ -229,18 +261,27 @@ def analysis_qrels(dp: DatasetPaths, qrels: Qrels, source: str) -> tuple[Qrels, 
     files = llm_qrels_files(dp)
     generated = queryset.query_source(dp).kind == queryset.GENERATED
     label = DRAFTS if generated else {s: s for s in QRELS_SOURCES}
-    rec: dict[str, Any] = {"qrels_source": label[source], "requested": source, "llm_file": "", "llm_added": 0,
-                           "base": "drafts" if generated else "human", "agreement": {}, "warning": ""}
+    rec: dict[str, Any] = {
+        "qrels_source": label[source],
+        "requested": source,
+        "llm_file": "",
+        "llm_added": 0,
+        "base": "drafts" if generated else "human",
+        "agreement": {},
+        "warning": "",
+    }
     if not files:
         if source != "human":
-            rec.update(qrels_source=label["human"], warning="qrels_source='human+llm' but the dataset has no LLM "
-                       "grades (qrels/llm-<model>-<hash>.tsv): no LLM grade is used. Run 09-assess with assess=true "
-                       "first (make report P=\"assess=true qrels_source=human+llm\")")
+            rec.update(
+                qrels_source=label["human"],
+                warning="qrels_source='human+llm' but the dataset has no LLM "
+                "grades (qrels/llm-<model>-<hash>.tsv): no LLM grade is used. Run 09-assess with assess=true "
+                'first (make report P="assess=true qrels_source=human+llm")',
+            )
         return qrels, rec
     llm = read_llm_qrels(files[0])
     human = judgments.merged_qrels(dp, {})[0] if generated else qrels
-    rec.update(llm_file=files[0].name, agreement=agreement(human, llm, files[0].name),
-               **_judge_record(dp, files, llm))
+    rec.update(llm_file=files[0].name, agreement=agreement(human, llm, files[0].name), **_judge_record(dp, files, llm))
     if source == "human":
         return qrels, rec
     merged, rec["llm_added"] = merge_llm(qrels, llm, judgments.grade_scale(qrels))
@@ -250,22 +291,27 @@ def analysis_qrels(dp: DatasetPaths, qrels: Qrels, source: str) -> tuple[Qrels, 
 def warnings(rec: Mapping[str, Any]) -> list[str]:
     """The record's warnings: LLM grades asked for but absent, the judge's (one grade, its own drafts), a low
     kappa."""
-    return [w for w in (rec.get("warning"), rec.get("judge_warning"), (rec.get("agreement") or {}).get("warning"))
-            if w]
+    return [w for w in (rec.get("warning"), rec.get("judge_warning"), (rec.get("agreement") or {}).get("warning")) if w]
 
 
 def caption(rec: Mapping[str, Any]) -> str:
     """The sentence every table of the analysis carries: which grades it rests on (never "human" for an LLM's)."""
     source = str(rec.get("qrels_source") or "human")
     drafts = source.startswith("drafts")
-    base = ("the drafted questions' source units (an LLM wrote the questions: no human grade, except the explorer's "
-            "judgments)" if drafts else "human")
+    base = (
+        "the drafted questions' source units (an LLM wrote the questions: no human grade, except the explorer's "
+        "judgments)"
+        if drafts
+        else "human"
+    )
     judge = f" of the LLM judge {rec['judge_model']}" if rec.get("judge_model") else ""
     mine = " The LLM judge graded questions its own model wrote." if rec.get("self_judged") else ""
     if source.endswith("+llm"):
-        return (f"Grades: {base}, plus {rec.get('llm_added', 0)} LLM grades{judge} ({rec.get('llm_file')}) for "
-                f"pairs nobody judged, 0-1 of its 0-3 scale counted not relevant (qrels_source = "
-                f"{rec.get('requested') or 'human+llm'}).{mine}")
+        return (
+            f"Grades: {base}, plus {rec.get('llm_added', 0)} LLM grades{judge} ({rec.get('llm_file')}) for "
+            f"pairs nobody judged, 0-1 of its 0-3 scale counted not relevant (qrels_source = "
+            f"{rec.get('requested') or 'human+llm'}).{mine}"
+        )
     if drafts:
         return f"Grades: {base} only (qrels_source = {rec.get('requested') or 'human'})."
     return "Grades: human only (qrels and the explorer's judgments; qrels_source = human)."
@@ -276,8 +322,10 @@ def describe(rec: Mapping[str, Any]) -> str:
     (notebook 05, the index)."""
     a = rec.get("agreement") or {}
     if not a:
-        return ("No LLM grades (qrels/llm-<model>-<hash>.tsv): run 09-assess with assess=true to grade the unjudged "
-                "pool and measure the judge's agreement with your grades.")
+        return (
+            "No LLM grades (qrels/llm-<model>-<hash>.tsv): run 09-assess with assess=true to grade the unjudged "
+            "pool and measure the judge's agreement with your grades."
+        )
     judge = f" ({rec['judge_model']})" if rec.get("judge_model") else ""
     text = f"LLM assessor {a.get('source')}{judge}: {a.get('note')}."
     text += f" WARNING: {a['warning']}." if a.get("warning") else ""
@@ -290,8 +338,9 @@ def confusion_frame(a: Mapping[str, Any], graded: bool = True):
 
     m = a["confusion_graded" if graded else "confusion_binary"]
     labels = m["labels"]
-    return pd.DataFrame(m["counts"], index=pd.Index([f"human {x}" for x in labels], name=""),
-                        columns=[f"LLM {x}" for x in labels])
+    return pd.DataFrame(
+        m["counts"], index=pd.Index([f"human {x}" for x in labels], name=""), columns=[f"LLM {x}" for x in labels]
+    )
 
 
 def tables(rec: Mapping[str, Any]) -> list:

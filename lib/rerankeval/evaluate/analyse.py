@@ -138,14 +138,20 @@ def resolve_pool_k(dp: DatasetPaths, override: int | None, variants: list[str]) 
     values = sorted(set(recorded.values()))
     if override:
         other = {f: k for f, k in recorded.items() if k != override}
-        return int(override), [f"pool_k = {override} here, but the stages recorded {other}: pass the same pool_k to "
-                               "every notebook (or pool_k = 0 here to use what they recorded)."] if other else []
+        return int(override), [
+            f"pool_k = {override} here, but the stages recorded {other}: pass the same pool_k to "
+            "every notebook (or pool_k = 0 here to use what they recorded)."
+        ] if other else []
     if not values:
-        raise ValueError(f"no stage recorded pool_k under {dp.stage_dir('retrieve')} or {dp.stage_dir('rerank')}: "
-                         "run 03-retrieve first, or pass pool_k to this notebook")
+        raise ValueError(
+            f"no stage recorded pool_k under {dp.stage_dir('retrieve')} or {dp.stage_dir('rerank')}: "
+            "run 03-retrieve first, or pass pool_k to this notebook"
+        )
     if len(values) > 1:
-        raise ValueError(f"the stages recorded different pool_k values {recorded}: re-run 03-retrieve and "
-                         "04-rerank with one pool_k, or pass pool_k here to choose one")
+        raise ValueError(
+            f"the stages recorded different pool_k values {recorded}: re-run 03-retrieve and "
+            "04-rerank with one pool_k, or pass pool_k here to choose one"
+        )
     return values[0], []
 
 
@@ -156,8 +162,10 @@ def ledger_pool_warnings(ledger: pd.DataFrame | None, pool_k: int) -> list[str]:
     biggest = pd.to_numeric(ledger.n_pool, errors="coerce").max()
     if pd.isna(biggest) or biggest <= pool_k:
         return []
-    return [f"the rerank ledger shows pools of up to {int(biggest)} candidates, but pool_k = {pool_k} here: "
-            "re-run 04-rerank with this pool_k, or pass the pool_k it ran with"]
+    return [
+        f"the rerank ledger shows pools of up to {int(biggest)} candidates, but pool_k = {pool_k} here: "
+        "re-run 04-rerank with this pool_k, or pass the pool_k it ran with"
+    ]
 
 
 def _load_runs(dp: DatasetPaths, p: AnalysisParams, qids: list[str]):
@@ -178,8 +186,9 @@ def _load_runs(dp: DatasetPaths, p: AnalysisParams, qids: list[str]):
     return run_files, loaded, checks, external
 
 
-def _answered(dp: DatasetPaths, loaded: Mapping[str, runs.Run], ledger: pd.DataFrame | None,
-              n_queries: int, qids: list[str]) -> dict[str, set[str]]:
+def _answered(
+    dp: DatasetPaths, loaded: Mapping[str, runs.Run], ledger: pd.DataFrame | None, n_queries: int, qids: list[str]
+) -> dict[str, set[str]]:
     """variant -> the evaluated queries it answered (listed in its run, or recorded as run by its stage)."""
     out: dict[str, set[str]] = {}
     for v, run in loaded.items():
@@ -212,31 +221,42 @@ def _degenerate_warnings(qs: metrics.QuerySet) -> list[str]:
 def _evaluate(dp, p, qrels, queries, loaded, run_files, external, columns):
     qs = metrics.query_set(loaded, qrels, queries, policy=p.missing_queries)
     if not qs.qids:
-        raise ValueError("no query is judged and answered by the runs: nothing to evaluate. Check that the "
-                         "qrels' query ids match queries.jsonl, or use missing_queries = \"zero\".")
+        raise ValueError(
+            "no query is judged and answered by the runs: nothing to evaluate. Check that the "
+            'qrels\' query ids match queries.jsonl, or use missing_queries = "zero".'
+        )
     per_query = metrics.evaluate(loaded, qrels, qs, columns)
     with tempfile.TemporaryDirectory() as tmp:
         files = dict(run_files)
         for note in external:  # the checkers read the run as re-sorted, not the raw file
             files[note.variant] = runs.write_trec(loaded[note.variant], Path(tmp) / f"{note.variant}.trec", "ext")
-        conf = conformance.conformance_check(files, qrels, per_query, qs, checkers=p.verify_with,
-                                             cache=cache_dir() / "conformance")
+        conf = conformance.conformance_check(
+            files, qrels, per_query, qs, checkers=p.verify_with, cache=cache_dir() / "conformance"
+        )
     return qs, per_query, conf
 
 
 def _compare_all(per_query: pd.DataFrame, columns, headline, final_k, pool_k, p, answered) -> pd.DataFrame:
     wanted = [headline, f"mrr@{final_k}", f"success@{final_k}", f"recall@{final_k}", f"recall@{pool_k}", "map"]
-    frames = [stats.compare(per_query, m, test=p.test, n_resamples=p.n_perm, n_boot=p.n_boot, seed=p.stats_seed,
-                            answered=answered)
-              for m in dict.fromkeys(wanted) if m in columns]
+    frames = [
+        stats.compare(
+            per_query, m, test=p.test, n_resamples=p.n_perm, n_boot=p.n_boot, seed=p.stats_seed, answered=answered
+        )
+        for m in dict.fromkeys(wanted)
+        if m in columns
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
 def _funnel(loaded, qrels, qids, p: AnalysisParams, pool_k, cutoffs, fallback_qids, reranked):
-    att = funnel.attribute(loaded, qrels, qids, k=p.final_k, pool_k=pool_k, fallback_qids=fallback_qids,
-                           reranked=reranked)
-    by_k = (funnel.funnel_by_cutoff(loaded, qrels, qids, cutoffs, pool_k, fallback_qids, reranked=reranked)
-            if not att.empty else pd.DataFrame())
+    att = funnel.attribute(
+        loaded, qrels, qids, k=p.final_k, pool_k=pool_k, fallback_qids=fallback_qids, reranked=reranked
+    )
+    by_k = (
+        funnel.funnel_by_cutoff(loaded, qrels, qids, cutoffs, pool_k, fallback_qids, reranked=reranked)
+        if not att.empty
+        else pd.DataFrame()
+    )
     return att, by_k
 
 
@@ -246,8 +266,12 @@ def _tables(dp: DatasetPaths, p: AnalysisParams, loaded, per_query, ledger, qids
 
     ci = stats.bootstrap_table(per_query, n_boot=p.n_boot, seed=p.stats_seed)
     retrieve_dir = dp.stage_dir("retrieve")
-    cost = costs.cost_table(list(loaded), ledger_mod.ledger_summary(ledger, qids), costs.retrieval_seconds(
-        retrieve_dir, loaded), step_llm=costs.step_llm_costs(retrieve_dir, loaded))
+    cost = costs.cost_table(
+        list(loaded),
+        ledger_mod.ledger_summary(ledger, qids),
+        costs.retrieval_seconds(retrieve_dir, loaded),
+        step_llm=costs.step_llm_costs(retrieve_dir, loaded),
+    )
     return ci, cost, metrics.summary_table(ci, cost)
 
 
@@ -265,10 +289,18 @@ def _discrimination(dp: DatasetPaths, qrels: runs.Qrels, qids: list[str], p: Ana
     if not dp.rerank_candidates.is_file():
         return discrim.reranker(dp, qrels, qids, n_boot=p.n_boot, seed=p.stats_seed)
     here = Path(discrim.__file__).parent
-    key = sha256_json({"candidates": sha256_file(dp.rerank_candidates), "model": discrim.reranker_model(dp),
-                       "qrels": qrels, "qids": list(qids), "n_boot": p.n_boot, "seed": p.stats_seed,
-                       "code": [sha256_file(here / f) for f in DISCRIMINATION_CODE],
-                       "libraries": [metadata.version(lib) for lib in DISCRIMINATION_LIBS]})
+    key = sha256_json(
+        {
+            "candidates": sha256_file(dp.rerank_candidates),
+            "model": discrim.reranker_model(dp),
+            "qrels": qrels,
+            "qids": list(qids),
+            "n_boot": p.n_boot,
+            "seed": p.stats_seed,
+            "code": [sha256_file(here / f) for f in DISCRIMINATION_CODE],
+            "libraries": [metadata.version(lib) for lib in DISCRIMINATION_LIBS],
+        }
+    )
     path = cache_dir() / "analysis" / f"discrimination-{key}.pkl"
     try:
         saved = pickle.loads(path.read_bytes())  # our own cache entry, written below
@@ -310,8 +342,24 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any], settings: 
     missing = {v: len(set(qs.qids) - got) for v, got in answered.items()}
     disc = _discrimination(dp, qrels, qs.qids, p)
     other = _other(dp, p, human, grades, (loaded, queries, columns, ledger, answered, headline))
-    summary = _summary(p, stats_, qs, conf, table, comparisons, headline, pool_k, cutoffs, loaded, missing, warn,
-                       disc, external, judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k), grades)
+    summary = _summary(
+        p,
+        stats_,
+        qs,
+        conf,
+        table,
+        comparisons,
+        headline,
+        pool_k,
+        cutoffs,
+        loaded,
+        missing,
+        warn,
+        disc,
+        external,
+        judgments.judging_summary(merge, loaded, qrels, qs.qids, p.final_k),
+        grades,
+    )
     warn += agree.warnings(grades)
     table["qrels"] = comparisons["qrels"] = grades["qrels_source"]  # every table says which grades it rests on
     fallback_qids = ledger_mod.fallback_queries(ledger, variant=reranked)
@@ -319,20 +367,47 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any], settings: 
     for w in warn:
         warnings.warn(w, AnalysisWarning, stacklevel=2)
     return Analysis(
-        dp=dp, params=p, pool_k=pool_k, headline=headline, cutoffs=cutoffs, columns=columns, queries=queries,
-        slices={q.qid: q.slices for q in table_q}, qrels=qrels, run_files=run_files, runs=loaded,
-        chunk_runs=chunk_runs, checks=checks, external=external,
+        dp=dp,
+        params=p,
+        pool_k=pool_k,
+        headline=headline,
+        cutoffs=cutoffs,
+        columns=columns,
+        queries=queries,
+        slices={q.qid: q.slices for q in table_q},
+        qrels=qrels,
+        run_files=run_files,
+        runs=loaded,
+        chunk_runs=chunk_runs,
+        checks=checks,
+        external=external,
         unit_mapping={v: runs.unit_mapping_check(loaded[v], c, unit_of) for v, c in chunk_runs.items()},
-        query_set=qs, answered=answered, per_query=per_query, conformance=conf, ci=ci, ledger=ledger, costs=cost,
-        table=table, comparisons=comparisons, reranked=reranked, fallback_qids=fallback_qids, attribution=att,
-        funnel_by_k=by_k, first_ranks=funnel.first_relevant_ranks(loaded, qrels, qs.qids),
+        query_set=qs,
+        answered=answered,
+        per_query=per_query,
+        conformance=conf,
+        ci=ci,
+        ledger=ledger,
+        costs=cost,
+        table=table,
+        comparisons=comparisons,
+        reranked=reranked,
+        fallback_qids=fallback_qids,
+        attribution=att,
+        funnel_by_k=by_k,
+        first_ranks=funnel.first_relevant_ranks(loaded, qrels, qs.qids),
         rank_shift=funnel.rank_shift(loaded, qrels, qs.qids, FUSED, reranked, depth=pool_k),
         by_slice=_slices(per_query, qs, {q.qid: q.slices for q in table_q}, headline, p.final_k, pool_k, columns),
-        summary=summary, settings=settings, warnings=warn,
+        summary=summary,
+        settings=settings,
+        warnings=warn,
         known_limitations=limitations.analyse(dp, loaded, qrels, queries),
-        discrimination=disc, human_qrels=human, other=other,
+        discrimination=disc,
+        human_qrels=human,
+        other=other,
         injection=injection.analyse(dp, loaded, qrels, human, qs.qids, headline, p.missing_queries),
-        holes=holes.analyse(loaded, qrels, qs.qids, summary.baseline, k=p.final_k))
+        holes=holes.analyse(loaded, qrels, qs.qids, summary.baseline, k=p.final_k),
+    )
 
 
 def _other(dp: DatasetPaths, p: AnalysisParams, human: runs.Qrels, grades: Mapping[str, Any], ctx: tuple):
@@ -346,26 +421,60 @@ def _other(dp: DatasetPaths, p: AnalysisParams, human: runs.Qrels, grades: Mappi
     qs = metrics.query_set(loaded, qrels, queries, policy=p.missing_queries)
     per_query = metrics.evaluate(loaded, qrels, qs, columns)
     table = _tables(dp, p, loaded, per_query, ledger, qs.qids)[2]
-    comparisons = stats.compare(per_query, headline, test=p.test, n_resamples=p.n_perm, n_boot=p.n_boot,
-                                seed=p.stats_seed, answered=answered)
+    comparisons = stats.compare(
+        per_query, headline, test=p.test, n_resamples=p.n_perm, n_boot=p.n_boot, seed=p.stats_seed, answered=answered
+    )
     table["qrels"] = comparisons["qrels"] = rec["qrels_source"]
     return table, comparisons, {k: rec[k] for k in ("qrels_source", "llm_file", "llm_added")}
 
 
-def _summary(p, stats_, qs, conf, table, comparisons, headline, pool_k, cutoffs, loaded, missing, warn, disc,
-             external, judging, grades) -> Summary:
+def _summary(
+    p,
+    stats_,
+    qs,
+    conf,
+    table,
+    comparisons,
+    headline,
+    pool_k,
+    cutoffs,
+    loaded,
+    missing,
+    warn,
+    disc,
+    external,
+    judging,
+    grades,
+) -> Summary:
     """The facts the report reads, from what :func:`run` computed."""
     return Summary(
-        headline_metric=headline, k=p.final_k, pool_k=pool_k, cutoffs=cutoffs, variants=list(loaded),
-        n_queries=qs.n, query_set=qs.describe(), policy=p.missing_queries, missing=missing,
-        relevance_unit=stats_.get("unit", "unknown"), verified_against=conformance.checker_versions(p.verify_with),
-        max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}", test=p.test,
-        n_boot=p.n_boot, n_perm=p.n_perm, stats_seed=p.stats_seed, warnings=warn,
-        verdict=verdict.verdict_lines(table, comparisons, headline, pool_k, missing=missing, discrimination=disc,
-                                      baseline=p.baseline),
+        headline_metric=headline,
+        k=p.final_k,
+        pool_k=pool_k,
+        cutoffs=cutoffs,
+        variants=list(loaded),
+        n_queries=qs.n,
+        query_set=qs.describe(),
+        policy=p.missing_queries,
+        missing=missing,
+        relevance_unit=stats_.get("unit", "unknown"),
+        verified_against=conformance.checker_versions(p.verify_with),
+        max_abs_diff=f"{float(conf.max_abs_diff.max()) if len(conf) else float('nan'):.1e}",
+        test=p.test,
+        n_boot=p.n_boot,
+        n_perm=p.n_perm,
+        stats_seed=p.stats_seed,
+        warnings=warn,
+        verdict=verdict.verdict_lines(
+            table, comparisons, headline, pool_k, missing=missing, discrimination=disc, baseline=p.baseline
+        ),
         baseline=verdict.baseline_of(table, headline, p.baseline) or "",
-        external=[n.describe() for n in external], discrimination=disc.to_dict() if disc else {},
-        judging=judging, qrels_source=grades["qrels_source"], grades=grades)
+        external=[n.describe() for n in external],
+        discrimination=disc.to_dict() if disc else {},
+        judging=judging,
+        qrels_source=grades["qrels_source"],
+        grades=grades,
+    )
 
 
 def _slices(per_query, qs, slices, headline, final_k, pool_k, columns) -> pd.DataFrame:
@@ -380,34 +489,47 @@ def write(dp: DatasetPaths, a: Analysis) -> dict[str, Path]:
         "metrics": atomic_write_text(dp.metrics_csv, a.table.to_csv(index=False)),
         "per_query": atomic_write_text(dp.per_query_csv, a.per_query.to_csv(index=False)),
         **write_summary(dp, a.summary, a.comparisons, a.table),
-        "review": judgments.write_review(dp, a.runs, a.human_qrels or a.qrels, a.query_set.qids, a.params.final_k,
-                                         a.chunk_runs, holes.review_weights(a.runs, a.human_qrels or a.qrels,
-                                                                            a.query_set.qids, a.holes)),
+        "review": judgments.write_review(
+            dp,
+            a.runs,
+            a.human_qrels or a.qrels,
+            a.query_set.qids,
+            a.params.final_k,
+            a.chunk_runs,
+            holes.review_weights(a.runs, a.human_qrels or a.qrels, a.query_set.qids, a.holes),
+        ),
         # what no human graded (LLM grades leave a pair in it), in the judging queue's order
         **holes.write(dp, a.holes),
         **limitations.write(dp, a.known_limitations),
         **discrim.write(dp, a.discrimination),
         **other_grades.write(dp, a.other),
         **injection.write(dp, a.injection),
-        "inputs": write_inputs(dp, inputs_record(dp, a.params, a.queries, a.qrels, a.query_set.qids,
-                                                 a.summary.judging)),
+        "inputs": write_inputs(
+            dp, inputs_record(dp, a.params, a.queries, a.qrels, a.query_set.qids, a.summary.judging)
+        ),
     }
     man = manifest.build_manifest(dp, a.settings, variants=list(a.runs), extra=a.summary.to_dict())
     out["manifest"] = manifest.write_manifest(dp, man, a.settings)
     return out
 
 
-def write_summary(dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None,
-                  table: pd.DataFrame | None = None) -> dict[str, Path]:
+def write_summary(
+    dp: DatasetPaths, summary: Summary, comparisons: pd.DataFrame | None = None, table: pd.DataFrame | None = None
+) -> dict[str, Path]:
     """The part of :func:`write` the report reads: ``analyse/summary.json``, the comparisons and, from the metrics
     ``table``, the winner (``analyse/winner.json``)."""
     out = {"summary": atomic_write_json(dp.analyse_summary, json.loads(json.dumps(summary.to_dict())))}
     if table is not None:
         best = winner(table, summary)
         clear = verdict.clear_winner(table, comparisons, summary.headline_metric, summary.missing)
-        out["winner"] = atomic_write_json(dp.analyse_winner, {  # "variant": the best mean, 07's default passages;
-            "variant": best, "metric": summary.headline_metric,  # "distinguishable": whether the page may call it
-            "distinguishable": best is not None and clear == best})  # a winner (significant, not 0.000)
+        out["winner"] = atomic_write_json(
+            dp.analyse_winner,
+            {  # "variant": the best mean, 07's default passages;
+                "variant": best,
+                "metric": summary.headline_metric,  # "distinguishable": whether the page may call it
+                "distinguishable": best is not None and clear == best,
+            },
+        )  # a winner (significant, not 0.000)
     if comparisons is not None:
         out["comparisons"] = atomic_write_text(dp.analyse_comparisons, comparisons.to_csv(index=False))
     return out

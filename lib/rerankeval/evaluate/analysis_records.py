@@ -172,17 +172,24 @@ def _read_json(path: Any) -> dict[str, Any]:
     return got if isinstance(got, dict) else {}
 
 
-def inputs_record(dp: DatasetPaths, params: AnalysisParams, queries: Mapping[str, str], qrels: Mapping[str, Any],
-                  qids: Sequence[str], judging: Mapping[str, Any]) -> dict[str, Any]:
+def inputs_record(
+    dp: DatasetPaths,
+    params: AnalysisParams,
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Any],
+    qids: Sequence[str],
+    judging: Mapping[str, Any],
+) -> dict[str, Any]:
     """What an analysis rests on, per evaluated question: its text's and its grades' digests; the judgments merged,
     the grades' source, the analysis's and the stages' parameters (:mod:`rerankeval.report.history` compares two)."""
     merged = (judging or {}).get("judgments") or {}
-    return {"questions": {q: _digest(queries.get(q, "")) for q in qids},
-            "grades": {q: _digest(sorted((qrels.get(q) or {}).items())) for q in qids},
-            "judgments_merged": int(merged.get("merged", 0) or 0) if isinstance(merged, Mapping) else 0,
-            "qrels_source": params.qrels_source,
-            "parameters": {**{f"analyse.{k}": getattr(params, k) for k in ANALYSIS_PARAMETERS},
-                           **stage_parameters(dp)}}
+    return {
+        "questions": {q: _digest(queries.get(q, "")) for q in qids},
+        "grades": {q: _digest(sorted((qrels.get(q) or {}).items())) for q in qids},
+        "judgments_merged": int(merged.get("merged", 0) or 0) if isinstance(merged, Mapping) else 0,
+        "qrels_source": params.qrels_source,
+        "parameters": {**{f"analyse.{k}": getattr(params, k) for k in ANALYSIS_PARAMETERS}, **stage_parameters(dp)},
+    }
 
 
 ANALYSIS_PARAMETERS = ("final_k", "pool_k", "missing_queries", "qrels_source", "baseline")
@@ -211,8 +218,11 @@ def read_inputs(dp: DatasetPaths) -> dict[str, Any] | None:
         return None
     if not got:
         return None
-    return {**got, "questions": dict(zip(table.qid, table.question_sha256, strict=True)),
-            "grades": dict(zip(table.qid, table.grades_sha256, strict=True))}
+    return {
+        **got,
+        "questions": dict(zip(table.qid, table.question_sha256, strict=True)),
+        "grades": dict(zip(table.qid, table.grades_sha256, strict=True)),
+    }
 
 
 def read_comparisons(dp: DatasetPaths) -> pd.DataFrame | None:

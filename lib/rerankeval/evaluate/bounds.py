@@ -41,8 +41,10 @@ def family(metric: str) -> tuple[str, int]:
     """``"ndcg@10"`` -> ``("ndcg", 10)`` for the cut-off metrics the bounds cover; anything else is refused."""
     fam, k = metrics.parse_column(metric)
     if k is None or fam not in LINEAR + FIRST_RELEVANT:
-        raise ValueError(f"bounds are defined for the cut-off metrics ({', '.join(LINEAR + FIRST_RELEVANT)}@k), "
-                         f"got {metric!r}; use e.g. ndcg@10")
+        raise ValueError(
+            f"bounds are defined for the cut-off metrics ({', '.join(LINEAR + FIRST_RELEVANT)}@k), "
+            f"got {metric!r}; use e.g. ndcg@10"
+        )
     return fam, k
 
 
@@ -139,7 +141,7 @@ def _linear(p: QueryPool, fam: str, k: int, top: int, a: str, b: str | None) -> 
     g = gains(fam, sets)
     num_hi, num_lo = fixed + g @ ws, fixed + g @ ws[::-1]
     lo, hi = math.inf, -math.inf
-    for z in ({0, levels[-1]} if n_passive else {0}):
+    for z in {0, levels[-1]} if n_passive else {0}:
         den = denominators(fam, p.judged, np.hstack([sets, np.full((len(sets), n_passive), float(z))]), k)
         safe = np.where(den > 0, den, 1.0)
         lo = min(lo, float(np.min(np.where(den > 0, num_lo / safe, 0.0))))
@@ -161,6 +163,7 @@ def _loose(p: QueryPool, fam: str, k: int, top: int, fixed: float, w: np.ndarray
 
 def _first_relevant(p: QueryPool, fam: str, k: int, a: str, b: str | None) -> tuple[float, float]:
     """Exact [min, max] of h(first relevant rank of a) - h(... of b): no new relevant unit, or exactly one."""
+
     def h(rank: int | None) -> float:
         return 0.0 if rank is None or rank > k else (1.0 / rank if fam == "mrr" else 1.0)
 

@@ -80,9 +80,7 @@ def _read_plain_trec(path: Path) -> Run:
     return out
 
 
-def _pytrec_per_query(
-    run_file: Path, qrels: Qrels, qids: list[str], columns: Sequence[str]
-) -> dict[str, dict]:
+def _pytrec_per_query(run_file: Path, qrels: Qrels, qids: list[str], columns: Sequence[str]) -> dict[str, dict]:
     import pytrec_eval
 
     run = _read_plain_trec(run_file)
@@ -132,14 +130,27 @@ def _pytrec_per_query(
 CHECKERS = {"ranx": _ranx_per_query, "pytrec_eval": _pytrec_per_query}
 
 
-def _checker_values(checker: str, run_file: Path, qrels: Qrels, qids: list[str], columns: list[str],
-                    cache: str | os.PathLike[str] | None) -> dict[str, dict]:
+def _checker_values(
+    checker: str,
+    run_file: Path,
+    qrels: Qrels,
+    qids: list[str],
+    columns: list[str],
+    cache: str | os.PathLike[str] | None,
+) -> dict[str, dict]:
     """``CHECKERS[checker]``'s per-query values, from ``cache`` when the same inputs were checked before."""
     fn = CHECKERS[checker]
     if cache is None:
         return fn(run_file, qrels, qids, columns)
-    key = sha256_json({"checker": checker_versions([checker]), "run": sha256_file(run_file), "qids": qids,
-                       "qrels": {q: qrels.get(q, {}) for q in qids}, "columns": columns})
+    key = sha256_json(
+        {
+            "checker": checker_versions([checker]),
+            "run": sha256_file(run_file),
+            "qids": qids,
+            "qrels": {q: qrels.get(q, {}) for q in qids},
+            "columns": columns,
+        }
+    )
     path = Path(cache) / f"{key}.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -163,8 +174,9 @@ def checker_versions(checkers: Sequence[str]) -> str:
     return " and ".join(out)
 
 
-def _diffs(mine: Mapping[tuple[str, str], float], got: Mapping[str, float], metric: str, qs: QuerySet,
-           variant: str) -> list[float]:
+def _diffs(
+    mine: Mapping[tuple[str, str], float], got: Mapping[str, float], metric: str, qs: QuerySet, variant: str
+) -> list[float]:
     """|ours - theirs| per evaluated query; a query the file lacks scores 0 (policy "zero", empty runs), else inf."""
     out = []
     for q in qs.qids:
@@ -220,5 +232,3 @@ def conformance_check(
             + ". Check the run files against the run contract (duplicates, ties) and the metric conventions."
         )
     return out
-
-

@@ -79,12 +79,27 @@ def step_llm_costs(retrieve_dir: str | Path, variants: Iterable[str]) -> pd.Data
         if n <= 0 or not any(k in rec for k in STEP_TOKENS):
             continue
         calls, secs = rec.get("llm_calls"), rec.get("llm_seconds")  # absent from records older than issue 23
-        rows.append({"variant": v, "tokens_per_query": (fresh + saved) / n, "fresh_tokens_per_query": fresh / n,
-                     "llm_seconds_per_query": float(secs) / n if secs is not None else math.nan,
-                     "calls_per_query": int(calls) / n if calls is not None else math.nan,
-                     "cache_hit_rate": int(rec.get("llm_cache_hits") or 0) / int(calls) if calls else math.nan})
-    return pd.DataFrame(rows, columns=["variant", "tokens_per_query", "fresh_tokens_per_query",
-                                       "llm_seconds_per_query", "calls_per_query", "cache_hit_rate"])
+        rows.append(
+            {
+                "variant": v,
+                "tokens_per_query": (fresh + saved) / n,
+                "fresh_tokens_per_query": fresh / n,
+                "llm_seconds_per_query": float(secs) / n if secs is not None else math.nan,
+                "calls_per_query": int(calls) / n if calls is not None else math.nan,
+                "cache_hit_rate": int(rec.get("llm_cache_hits") or 0) / int(calls) if calls else math.nan,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "variant",
+            "tokens_per_query",
+            "fresh_tokens_per_query",
+            "llm_seconds_per_query",
+            "calls_per_query",
+            "cache_hit_rate",
+        ],
+    )
 
 
 PIPELINE_INPUTS = {FUSED: LEGS, RERANKED: (FUSED,), CROSS_ENCODER: (FUSED,)}
@@ -133,11 +148,7 @@ def cost_table(
             if r.variant in retrieval_s and not math.isnan(r.llm_seconds_per_query):
                 retrieval_s[r.variant] = max(0.0, retrieval_s[r.variant] - float(r.llm_seconds_per_query))
     base["retrieval_seconds_per_query"] = [pipeline_seconds(retrieval_s, v, inputs_of) for v in base.variant]
-    llm = (
-        base["llm_seconds_per_query"]
-        if "llm_seconds_per_query" in base
-        else pd.Series(math.nan, index=base.index)
-    )
+    llm = base["llm_seconds_per_query"] if "llm_seconds_per_query" in base else pd.Series(math.nan, index=base.index)
     both = pd.concat([base.retrieval_seconds_per_query, llm], axis=1)
     base["seconds_per_query"] = both.sum(axis=1, min_count=1)
     return base

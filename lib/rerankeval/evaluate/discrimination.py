@@ -39,8 +39,7 @@ from rerankeval.rerank.config import MAIN_PASS
 CHANCE = 0.5
 MIN_QUERIES = 3  # fewer queries with both classes: no confidence interval, no verdict on the model
 INFORMATIVE, UNINFORMATIVE, INVERTED, UNDEFINED = "informative", "uninformative", "inverted", "undefined"
-WAY_OUT = ("a stronger model behind OPENAI_BASE_URL, or the local 1.5B model "
-           "(LOCAL_MODEL=qwen2.5-coder-1.5b)")
+WAY_OUT = "a stronger model behind OPENAI_BASE_URL, or the local 1.5B model (LOCAL_MODEL=qwen2.5-coder-1.5b)"
 PER_QUERY_COLUMNS = ["qid", "n_relevant", "n_non_relevant", "auc", "constant"]
 
 
@@ -81,8 +80,9 @@ class Discrimination:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but the frames, JSON-ready (NaN as None)."""
-        return _clean({f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                       if f.name not in ("per_query", "scores")})
+        return _clean(
+            {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("per_query", "scores")}
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Discrimination | None:
@@ -124,13 +124,17 @@ def _sklearn_check(judged: pd.DataFrame, per_query: pd.DataFrame) -> tuple[str, 
         from sklearn.metrics import roc_auc_score
     except ImportError:
         return "", math.nan
-    diffs = [abs(roc_auc_score(g.relevant, g.score) - a) for (_, g), a in
-             zip(judged.groupby("qid", sort=True), per_query.set_index("qid").auc.sort_index(), strict=True)
-             if not math.isnan(a)]
+    diffs = [
+        abs(roc_auc_score(g.relevant, g.score) - a)
+        for (_, g), a in zip(judged.groupby("qid", sort=True), per_query.set_index("qid").auc.sort_index(), strict=True)
+        if not math.isnan(a)
+    ]
     worst = float(max(diffs, default=0.0))
     if worst > 1e-9:
-        raise RuntimeError(f"the AUC by Mann-Whitney and sklearn's roc_auc_score differ by {worst:.3g}: report "
-                           "this with the candidates file; the AUC is not trustworthy")
+        raise RuntimeError(
+            f"the AUC by Mann-Whitney and sklearn's roc_auc_score differ by {worst:.3g}: report "
+            "this with the candidates file; the AUC is not trustworthy"
+        )
     return f"sklearn {sklearn.__version__}", worst
 
 
@@ -140,22 +144,37 @@ def per_query_auc(judged: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for q, g in judged.groupby("qid", sort=True):
         s, rel = g.score.to_numpy(dtype=float), g.relevant.to_numpy(dtype=bool)
-        rows.append((q, int(rel.sum()), int((~rel).sum()), auc_mann_whitney(s[rel], s[~rel]),
-                     bool(rel.any() and (~rel).any() and np.all(s == s[0]))))
+        rows.append(
+            (
+                q,
+                int(rel.sum()),
+                int((~rel).sum()),
+                auc_mann_whitney(s[rel], s[~rel]),
+                bool(rel.any() and (~rel).any() and np.all(s == s[0])),
+            )
+        )
     return pd.DataFrame(rows, columns=PER_QUERY_COLUMNS)
 
 
 # --------------------------------------------------------------------------- the pool
-def judged_scores(cands: pd.DataFrame, qrels: Qrels, qids: Collection[str] | None = None,
-                  score: str = "llm_score", unjudged_as_non_relevant: bool = False) -> tuple[pd.DataFrame, dict]:
+def judged_scores(
+    cands: pd.DataFrame,
+    qrels: Qrels,
+    qids: Collection[str] | None = None,
+    score: str = "llm_score",
+    unjudged_as_non_relevant: bool = False,
+) -> tuple[pd.DataFrame, dict]:
     """The pool's judged candidates with a finite score (``qid, docid, score, grade, relevant`` and the rank
     columns when present), and the counts of what was left out. ``unjudged_as_non_relevant``: an unjudged
     candidate is kept with grade 0 (the metrics' convention) instead of being left out."""
     c = cands[cands["pass"] == MAIN_PASS] if "pass" in cands else cands
     if qids is not None:
         c = c[c.qid.astype(str).isin(set(qids))]
-    c = c.assign(qid=c.qid.astype(str), docid=c.docid.astype(str),
-                 score=pd.to_numeric(c[score], errors="coerce") if score in c else math.nan)
+    c = c.assign(
+        qid=c.qid.astype(str),
+        docid=c.docid.astype(str),
+        score=pd.to_numeric(c[score], errors="coerce") if score in c else math.nan,
+    )
     finite = np.isfinite(c.score.to_numpy(dtype=float))
     grade = pd.array([qrels.get(q, {}).get(d) for q, d in zip(c.qid, c.docid, strict=True)], dtype="Int64")
     unjudged = pd.isna(grade)
@@ -174,9 +193,13 @@ def rank_shift(judged: pd.DataFrame) -> dict[str, Any]:
     for name, g in (("relevant", judged[judged.relevant]), ("non_relevant", judged[~judged.relevant])):
         d = (pd.to_numeric(g.fused_rank, errors="coerce") - pd.to_numeric(g.final_rank, errors="coerce")).dropna()
         n = len(d)
-        out[name] = {"n": n, "mean_abs_change": float(d.abs().mean()) if n else math.nan,
-                     "up": float((d > 0).mean()) if n else math.nan, "down": float((d < 0).mean()) if n else math.nan,
-                     "same": float((d == 0).mean()) if n else math.nan}
+        out[name] = {
+            "n": n,
+            "mean_abs_change": float(d.abs().mean()) if n else math.nan,
+            "up": float((d > 0).mean()) if n else math.nan,
+            "down": float((d < 0).mean()) if n else math.nan,
+            "same": float((d == 0).mean()) if n else math.nan,
+        }
     return out
 
 
@@ -188,13 +211,16 @@ def _status(d: Discrimination, judged: pd.DataFrame) -> tuple[str, str]:
     if judged.empty:
         return UNDEFINED, f"none of the {d.n_candidates - d.n_unscored} scored candidates is judged"
     if judged.score.nunique() == 1:
-        return UNDEFINED, (f"the model gave all {len(judged)} judged candidates the same score "
-                           f"({float(judged.score.iloc[0]):.3g})")
+        return UNDEFINED, (
+            f"the model gave all {len(judged)} judged candidates the same score ({float(judged.score.iloc[0]):.3g})"
+        )
     if d.n_defined == 0:
         return UNDEFINED, "no query has both a relevant and a non-relevant judged candidate"
     if d.n_defined < MIN_QUERIES:
-        return UNDEFINED, (f"only {d.n_defined} quer{'y has' if d.n_defined == 1 else 'ies have'} both relevant and "
-                           f"non-relevant judged candidates (mean AUC {d.auc:.3f}): too few for a confidence interval")
+        return UNDEFINED, (
+            f"only {d.n_defined} quer{'y has' if d.n_defined == 1 else 'ies have'} both relevant and "
+            f"non-relevant judged candidates (mean AUC {d.auc:.3f}): too few for a confidence interval"
+        )
     if d.ci_low > CHANCE:
         return INFORMATIVE, ""
     if d.ci_high < CHANCE:
@@ -202,9 +228,18 @@ def _status(d: Discrimination, judged: pd.DataFrame) -> tuple[str, str]:
     return UNINFORMATIVE, ""
 
 
-def measure(cands: pd.DataFrame, qrels: Qrels, qids: Collection[str] | None = None, *, model: str = "",
-            pool: str = "reranker", score: str = "llm_score", unjudged: str = "auto", n_boot: int = stats.N_BOOT,
-            seed: int = 0) -> Discrimination:
+def measure(
+    cands: pd.DataFrame,
+    qrels: Qrels,
+    qids: Collection[str] | None = None,
+    *,
+    model: str = "",
+    pool: str = "reranker",
+    score: str = "llm_score",
+    unjudged: str = "auto",
+    n_boot: int = stats.N_BOOT,
+    seed: int = 0,
+) -> Discrimination:
     """The pool's :class:`Discrimination`: per-query AUC, the macro AUC with its bootstrap CI, the counts left
     out, the rank shift. ``cands`` has ``qid, docid, <score>`` (and ``pass``, ``fused_rank``, ``final_rank``).
 
@@ -222,10 +257,21 @@ def measure(cands: pd.DataFrame, qrels: Qrels, qids: Collection[str] | None = No
     pq = per_query_auc(judged) if len(judged) else pd.DataFrame(columns=PER_QUERY_COLUMNS)
     defined = pq[pq.auc.notna()]
     n_rel = int(judged.relevant.sum()) if len(judged) else 0
-    d = Discrimination(pool=pool, model=model, negatives=negatives, **counts, n_relevant=n_rel,
-                       n_non_relevant=len(judged) - n_rel, n_queries=len(pq), n_defined=len(defined),
-                       n_one_class=len(pq) - len(defined), n_constant=int(defined.constant.sum()),
-                       shift=rank_shift(judged), per_query=pq, scores=judged)
+    d = Discrimination(
+        pool=pool,
+        model=model,
+        negatives=negatives,
+        **counts,
+        n_relevant=n_rel,
+        n_non_relevant=len(judged) - n_rel,
+        n_queries=len(pq),
+        n_defined=len(defined),
+        n_one_class=len(pq) - len(defined),
+        n_constant=int(defined.constant.sum()),
+        shift=rank_shift(judged),
+        per_query=pq,
+        scores=judged,
+    )
     if len(defined):
         d.verified_against, d.max_abs_diff = _sklearn_check(judged, pq)
         d.auc, lo, hi = stats.bootstrap_ci(defined.auc.to_numpy(dtype=float), n_boot=n_boot, seed=seed)
@@ -241,8 +287,9 @@ def measure(cands: pd.DataFrame, qrels: Qrels, qids: Collection[str] | None = No
     return d
 
 
-def _against_first_stage(d: Discrimination, judged: pd.DataFrame, defined: pd.DataFrame, n_boot: int,
-                         seed: int) -> None:
+def _against_first_stage(
+    d: Discrimination, judged: pd.DataFrame, defined: pd.DataFrame, n_boot: int, seed: int
+) -> None:
     """Fill ``d``'s first-stage fields: the AUC of minus the fused rank over the same judged candidates and
     queries, and the paired per-query difference (model minus first stage), each with its bootstrap CI."""
     if "fused_rank" not in judged:
@@ -255,7 +302,8 @@ def _against_first_stage(d: Discrimination, judged: pd.DataFrame, defined: pd.Da
     fs = first.reindex(model.index).to_numpy(dtype=float)
     d.first_stage_auc, d.first_stage_ci_low, d.first_stage_ci_high = stats.bootstrap_ci(fs, n_boot=n_boot, seed=seed)
     d.vs_first_stage, d.vs_first_stage_ci_low, d.vs_first_stage_ci_high = stats.bootstrap_ci(
-        model.to_numpy(dtype=float) - fs, n_boot=n_boot, seed=seed)
+        model.to_numpy(dtype=float) - fs, n_boot=n_boot, seed=seed
+    )
 
 
 # --------------------------------------------------------------------------- in words
@@ -274,14 +322,18 @@ def first_stage_words(d: Discrimination) -> str:
     if not math.isfinite(d.first_stage_auc):
         return ""
     lo, hi = d.vs_first_stage_ci_low, d.vs_first_stage_ci_high
-    than = ("below" if hi < 0 else "above" if lo > 0 else "not distinguishable from")
-    tail = {"below": "so its scores order the pool worse than the first stage already does, and blending them in is "
-                     "unlikely to raise the ranking",
-            "above": "so it adds what the first stage's order lacks, and a blend can raise the ranking",
-            "not distinguishable from": "so a blend can gain little"}[than]
-    return (f" The first stage's own order of the same candidates (their fused rank) separates them at ROC AUC "
-            f"{_f(d.first_stage_auc)} (95% CI {_f(d.first_stage_ci_low)}\u2013{_f(d.first_stage_ci_high)}); the model "
-            f"is {than} it ({d.vs_first_stage:+.3f}, 95% CI {lo:+.3f} to {hi:+.3f}), {tail}.")
+    than = "below" if hi < 0 else "above" if lo > 0 else "not distinguishable from"
+    tail = {
+        "below": "so its scores order the pool worse than the first stage already does, and blending them in is "
+        "unlikely to raise the ranking",
+        "above": "so it adds what the first stage's order lacks, and a blend can raise the ranking",
+        "not distinguishable from": "so a blend can gain little",
+    }[than]
+    return (
+        f" The first stage's own order of the same candidates (their fused rank) separates them at ROC AUC "
+        f"{_f(d.first_stage_auc)} (95% CI {_f(d.first_stage_ci_low)}\u2013{_f(d.first_stage_ci_high)}); the model "
+        f"is {than} it ({d.vs_first_stage:+.3f}, 95% CI {lo:+.3f} to {hi:+.3f}), {tail}."
+    )
 
 
 def sentence(d: Discrimination | Mapping[str, Any] | None) -> str | None:
@@ -294,19 +346,32 @@ def sentence(d: Discrimination | Mapping[str, Any] | None) -> str | None:
     who = f"The {d.pool}'s model ({d.model or 'not recorded'})"
     hopeless = f"its judgments are uninformative and no reranking gain can be expected from it; instead use {WAY_OUT}"
     if d.status == INFORMATIVE:
-        return (f"{who} separates relevant from non-relevant candidates better than chance: {_auc_words(d)}."
-                + first_stage_words(d))
+        return (
+            f"{who} separates relevant from non-relevant candidates better than chance: {_auc_words(d)}."
+            + first_stage_words(d)
+        )
     if d.status == UNINFORMATIVE:
-        return (f"{who} cannot tell relevant from non-relevant candidates: {_auc_words(d)}, and the CI includes "
-                f"0.5, so {hopeless}." + first_stage_words(d))
+        return (
+            f"{who} cannot tell relevant from non-relevant candidates: {_auc_words(d)}, and the CI includes "
+            f"0.5, so {hopeless}." + first_stage_words(d)
+        )
     if d.status == INVERTED:
-        return (f"{who} scores non-relevant candidates above relevant ones: {_auc_words(d)}, below chance: its "
-                "judgments are inverted and reranking with them can only hurt; check that its score is read the "
-                f"right way round (the prompt, p(yes) against p(no)), or use {WAY_OUT}.")
+        return (
+            f"{who} scores non-relevant candidates above relevant ones: {_auc_words(d)}, below chance: its "
+            "judgments are inverted and reranking with them can only hurt; check that its score is read the "
+            f"right way round (the prompt, p(yes) against p(no)), or use {WAY_OUT}."
+        )
     if d.reason.startswith("the model gave all"):
-        return f"{who} {d.reason[len('the model '):]}: its ROC AUC is undefined, {hopeless}."
-    tail = ("" if "re-run" in d.reason else "; judge more of its candidates (review/unjudged.tsv) to measure it"
-            if "judged" in d.reason else "; see the ledger in 04-rerank" if "has a score" in d.reason else "")
+        return f"{who} {d.reason[len('the model ') :]}: its ROC AUC is undefined, {hopeless}."
+    tail = (
+        ""
+        if "re-run" in d.reason
+        else "; judge more of its candidates (review/unjudged.tsv) to measure it"
+        if "judged" in d.reason
+        else "; see the ledger in 04-rerank"
+        if "has a score" in d.reason
+        else ""
+    )
     return f"{who} could not be measured (ROC AUC undefined): {d.reason}{tail}."
 
 
@@ -315,15 +380,23 @@ def coverage(d: Discrimination | Mapping[str, Any] | None) -> str | None:
     d = Discrimination.from_dict(d) if isinstance(d, Mapping) else d
     if d is None:
         return None
-    unj = ("counted as non-relevant, as the metrics count them (the qrels judge no candidate of this pool "
-           "non-relevant)" if d.negatives == "unjudged" else "left out")
-    const = (f", {d.n_constant} had one score for every candidate (AUC 0.5 by the tie rule)" if d.n_constant else "")
-    check = (f"; cross-checked against {d.verified_against} (max difference {d.max_abs_diff:.1e})"
-             if d.verified_against else "")
-    return (f"{d.pool.capitalize()} ROC AUC (ties count 1/2) over {d.n_relevant} relevant and {d.n_non_relevant} "
-            f"non-relevant scored candidates of {d.n_candidates}: {d.n_unjudged} unjudged {unj}, {d.n_unscored} "
-            f"without a score left out; {d.n_one_class} of {d.n_queries} queries had one class only (no AUC)"
-            f"{const}{check}.")
+    unj = (
+        "counted as non-relevant, as the metrics count them (the qrels judge no candidate of this pool non-relevant)"
+        if d.negatives == "unjudged"
+        else "left out"
+    )
+    const = f", {d.n_constant} had one score for every candidate (AUC 0.5 by the tie rule)" if d.n_constant else ""
+    check = (
+        f"; cross-checked against {d.verified_against} (max difference {d.max_abs_diff:.1e})"
+        if d.verified_against
+        else ""
+    )
+    return (
+        f"{d.pool.capitalize()} ROC AUC (ties count 1/2) over {d.n_relevant} relevant and {d.n_non_relevant} "
+        f"non-relevant scored candidates of {d.n_candidates}: {d.n_unjudged} unjudged {unj}, {d.n_unscored} "
+        f"without a score left out; {d.n_one_class} of {d.n_queries} queries had one class only (no AUC)"
+        f"{const}{check}."
+    )
 
 
 def shift_sentence(d: Discrimination | Mapping[str, Any] | None) -> str | None:
@@ -336,8 +409,10 @@ def shift_sentence(d: Discrimination | Mapping[str, Any] | None) -> str | None:
         s = d.shift.get(name) or {}
         if not s.get("n"):
             return f"no {name.replace('_', '-')} candidates"
-        return (f"{s['n']} {name.replace('_', '-')}: {100 * s['up']:.0f}% moved up, {100 * s['down']:.0f}% down, "
-                f"mean |rank change| {s['mean_abs_change']:.2f}")
+        return (
+            f"{s['n']} {name.replace('_', '-')}: {100 * s['up']:.0f}% moved up, {100 * s['down']:.0f}% down, "
+            f"mean |rank change| {s['mean_abs_change']:.2f}"
+        )
 
     return f"The rerank's rank shift within the pool: {part('relevant')}; {part('non_relevant')}."
 
@@ -351,8 +426,9 @@ def reranker_model(dp: DatasetPaths) -> str:
         return ""
 
 
-def reranker(dp: DatasetPaths, qrels: Qrels, qids: Collection[str] | None = None, *, n_boot: int = stats.N_BOOT,
-             seed: int = 0) -> Discrimination | None:
+def reranker(
+    dp: DatasetPaths, qrels: Qrels, qids: Collection[str] | None = None, *, n_boot: int = stats.N_BOOT, seed: int = 0
+) -> Discrimination | None:
     """The discrimination of stage 04's LLM scores (``rerank/candidates.csv``), or None when stage 04 wrote none.
     A file that cannot be read gives an undefined one whose reason says so (the rest of the analysis goes on)."""
     from rerankeval.corpus.contract import read_table
@@ -366,8 +442,10 @@ def reranker(dp: DatasetPaths, qrels: Qrels, qids: Collection[str] | None = None
         return Discrimination(model=model, reason=f"{where} cannot be read ({e}); re-run 04-rerank to write it")
     missing = sorted({"qid", "docid", "llm_score"} - set(cands.columns))
     if missing:
-        return Discrimination(model=model, reason=f"{where} lacks the column(s) {missing} (written by another "
-                                                  "version of 04-rerank); re-run 04-rerank")
+        return Discrimination(
+            model=model,
+            reason=f"{where} lacks the column(s) {missing} (written by another version of 04-rerank); re-run 04-rerank",
+        )
     return measure(cands, qrels, qids, model=model, n_boot=n_boot, seed=seed)
 
 

@@ -117,9 +117,7 @@ def attribute(
     rows = []
     for q in qids:
         leg_r = {leg: best[leg][q] for leg in legs_here}
-        cls = classify(
-            k, pool_k, leg_r, best[fused][q], best[reranked][q] if has_rr else None, has_rr, q in fb
-        )
+        cls = classify(k, pool_k, leg_r, best[fused][q], best[reranked][q] if has_rr else None, has_rr, q in fb)
         row = {"qid": q}
         row.update({f"rank_{v}": (best[v][q] if best[v][q] is not None else math.nan) for v in stages})
         row["class"] = cls

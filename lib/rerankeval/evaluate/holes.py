@@ -24,8 +24,15 @@ log = get_logger(__name__)
 EXPECTED_BUDGET_S = 20.0  # seconds 05 spends at most simulating the queue's expected judgments (then "at most N")
 
 
-def analyse(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], baseline: str, k: int = 10,
-            n_sim: int = 3, budget_s: float = EXPECTED_BUDGET_S) -> dict[str, Any] | None:
+def analyse(
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    qids: Sequence[str],
+    baseline: str,
+    k: int = 10,
+    n_sim: int = 3,
+    budget_s: float = EXPECTED_BUDGET_S,
+) -> dict[str, Any] | None:
     """:func:`incomplete.first_screen` of ``runs`` against ``baseline`` (the first run when ``baseline`` is empty),
     with ``baseline`` recorded; None without runs or queries. The expected judgments of the undecided comparisons
     (``n_sim`` simulations of the queue each) are added in order while ``budget_s`` lasts; a comparison past it
@@ -38,15 +45,17 @@ def analyse(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], baseline
     for c in rec["comparisons"]:
         if c["status"] != "undecided" or not n_sim or time.monotonic() - start >= budget_s:
             continue
-        c["expected"] = incomplete.expected_judgments(runs, qrels, list(qids), (c["a"], c["b"]), rec["metric"],
-                                                      rec["top_grade"], n_sim=n_sim)
+        c["expected"] = incomplete.expected_judgments(
+            runs, qrels, list(qids), (c["a"], c["b"]), rec["metric"], rec["top_grade"], n_sim=n_sim
+        )
         c["sentence"] = incomplete.Comparison(**c).describe()
     skipped = sum(1 for c in rec["comparisons"] if c["status"] == "undecided" and c.get("expected") is None)
     return {"baseline": base, **rec, "expected_skipped": skipped}
 
 
-def review_weights(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str],
-                   record: Mapping[str, Any] | None) -> dict[tuple[str, str], tuple[float, str]]:
+def review_weights(
+    runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], record: Mapping[str, Any] | None
+) -> dict[tuple[str, str], tuple[float, str]]:
     """The judging queue's weights for ``review/unjudged.tsv`` (:func:`incomplete.review_weights`, with the
     baseline and ``k`` of ``record``, :func:`analyse`'s); empty without a record."""
     if not record or record.get("baseline") not in runs:
@@ -59,9 +68,11 @@ def sentences(record: Mapping[str, Any] | None) -> list[str]:
     comparison's sentence (decided / undecided with its interval); empty without a record."""
     if not record or not record.get("comparisons"):
         return []
-    head = (f"With holes in the judgments ({record.get('metric')}, top {record.get('k')}): the differences below "
-            "are zero-fill (an unjudged unit counts as not relevant) with their [worst, best] over every grading of "
-            "the unjudged units; decided means the sign holds whatever those units turn out to be.")
+    head = (
+        f"With holes in the judgments ({record.get('metric')}, top {record.get('k')}): the differences below "
+        "are zero-fill (an unjudged unit counts as not relevant) with their [worst, best] over every grading of "
+        "the unjudged units; decided means the sign holds whatever those units turn out to be."
+    )
     return [head] + [str(c.get("sentence", "")) for c in record["comparisons"]]
 
 

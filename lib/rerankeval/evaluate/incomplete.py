@@ -57,8 +57,8 @@ ASSUMPTIONS = {
     "condensed": "unjudged units are dropped from the run before scoring (Sakai, SIGIR 2007)",
     "bpref": "only judged units count (Buckley & Voorhees, SIGIR 2004; trec_eval's bpref)",
     "worst_best": "the exact extremes over every grading (0 to the top grade) of the unjudged units in the top k of "
-                  "the runs shown; units no run ranks in its top k stay not relevant; nDCG's ideal is recomputed "
-                  "for each grading",
+    "the runs shown; units no run ranks in its top k stay not relevant; nDCG's ideal is recomputed "
+    "for each grading",
 }
 
 
@@ -72,17 +72,26 @@ class Pools:
     queries: dict[str, QueryPool]
 
     @classmethod
-    def build(cls, runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], metric: str,
-              top: int | None = None) -> Pools:
+    def build(
+        cls, runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], metric: str, top: int | None = None
+    ) -> Pools:
         _, k = family(metric)
         top = grade_scale(qrels) if top is None else int(top)
-        return cls(metric, top, {q: query_pool({v: top_k(r.get(q, {}), k) for v, r in runs.items()},
-                                               qrels.get(q, {}), q, metric) for q in qids})
+        return cls(
+            metric,
+            top,
+            {
+                q: query_pool({v: top_k(r.get(q, {}), k) for v, r in runs.items()}, qrels.get(q, {}), q, metric)
+                for q in qids
+            },
+        )
 
     def bounds(self, a: str, b: str | None = None) -> pd.DataFrame:
         """Per query: ``qid, zero_fill, worst, best, exact`` of ``a`` (minus ``b``)."""
-        rows = [(q, zero_fill(p, self.metric, a, b), *query_bounds(p, self.metric, self.top, a, b))
-                for q, p in self.queries.items()]
+        rows = [
+            (q, zero_fill(p, self.metric, a, b), *query_bounds(p, self.metric, self.top, a, b))
+            for q, p in self.queries.items()
+        ]
         return pd.DataFrame(rows, columns=["qid", "zero_fill", "worst", "best", "exact"])
 
     def unjudged(self, runs: Iterable[str]) -> list[tuple[str, str]]:
@@ -107,12 +116,13 @@ def _ir_means(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], measur
 
 def condensed(runs: Mapping[str, Run], qrels: Qrels) -> dict[str, Run]:
     """Each run with its unjudged units dropped (the order of the rest kept): Sakai's condensed list."""
-    return {v: {q: {d: s for d, s in docs.items() if d in qrels.get(q, {})} for q, docs in run.items()}
-            for v, run in runs.items()}
+    return {
+        v: {q: {d: s for d, s in docs.items() if d in qrels.get(q, {})} for q, docs in run.items()}
+        for v, run in runs.items()
+    }
 
 
-def robust_means(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str],
-                 metric: str = "ndcg@10") -> pd.DataFrame:
+def robust_means(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], metric: str = "ndcg@10") -> pd.DataFrame:
     """Per variant (index) the mean over ``qids`` of ``zero_fill``, ``condensed`` and ``bpref`` (ir_measures)."""
     from ir_measures import Bpref
 
@@ -122,8 +132,14 @@ def robust_means(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str],
     return pd.DataFrame({"zero_fill": zero, "condensed": cond, "bpref": bpref}).rename_axis("variant")
 
 
-def variant_table(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], metric: str = "ndcg@10",
-                  top: int | None = None, pools: Pools | None = None) -> pd.DataFrame:
+def variant_table(
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    qids: Sequence[str],
+    metric: str = "ndcg@10",
+    top: int | None = None,
+    pools: Pools | None = None,
+) -> pd.DataFrame:
     """Per variant: ``zero_fill``, ``condensed``, ``bpref``, ``worst``, ``best``, ``unjudged_in_top_k`` and
     ``exact`` (the bounds are exact), for ``metric`` over ``qids`` (see :data:`ASSUMPTIONS`)."""
     pools = pools or Pools.build(runs, qrels, qids, metric, top)
@@ -132,8 +148,17 @@ def variant_table(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], me
     for v in runs:
         b = pools.bounds(v)
         n_open = sum(1 for p in pools.queries.values() for u in p.units if u in p.ranks[v])
-        rows.append({"variant": v, "metric": metric, **means.loc[v].to_dict(), "worst": float(b.worst.mean()),
-                     "best": float(b.best.mean()), "unjudged_in_top_k": n_open, "exact": bool(b.exact.all())})
+        rows.append(
+            {
+                "variant": v,
+                "metric": metric,
+                **means.loc[v].to_dict(),
+                "worst": float(b.worst.mean()),
+                "best": float(b.best.mean()),
+                "unjudged_in_top_k": n_open,
+                "exact": bool(b.exact.all()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -165,20 +190,32 @@ class Comparison:
         head, k = f"{self.a} vs {self.b}", metrics.label(self.metric)
         span = f"\u0394 {k} between {self.worst:+.3f} and {self.best:+.3f} (zero-fill {self.zero_fill:+.3f})"
         if self.status == "identical":
-            return (f"{head}: identical \u2014 the two runs return the same top k for every query, so there is "
-                    "nothing to compare (a degenerate comparison); compare two different variants")
+            return (
+                f"{head}: identical \u2014 the two runs return the same top k for every query, so there is "
+                "nothing to compare (a degenerate comparison); compare two different variants"
+            )
         if self.status == "tied":
             return f"{head}: tied \u2014 every unit in their top k is judged and the difference is exactly 0"
         if self.status == "decided":
-            holes = (f"whatever the {self.n_unjudged} unjudged units turn out to be" if self.n_unjudged
-                     else "with no unjudged unit in their top k (the interval is one point)")
-            sig = ("; not tested (one query)" if self.n_queries < 2 else
-                   "; significant under both extremes" if self.significant else "; not significant at every extreme")
+            holes = (
+                f"whatever the {self.n_unjudged} unjudged units turn out to be"
+                if self.n_unjudged
+                else "with no unjudged unit in their top k (the interval is one point)"
+            )
+            sig = (
+                "; not tested (one query)"
+                if self.n_queries < 2
+                else "; significant under both extremes"
+                if self.significant
+                else "; not significant at every extreme"
+            )
             return f"{head}: decided \u2014 {self.better} is better {holes}: {span}{sig}"
         exp = "" if self.expected is None else f"; the queue expects about {math.ceil(self.expected)}"
-        return (f"{head}: undecided \u2014 {_n(self.n_moving, 'unjudged unit')} could reverse it; judge them first "
-                f"(at most {_n(self.n_unjudged, 'judgment')} {'decides' if self.n_unjudged == 1 else 'decide'} "
-                f"it{exp}): {span}")
+        return (
+            f"{head}: undecided \u2014 {_n(self.n_moving, 'unjudged unit')} could reverse it; judge them first "
+            f"(at most {_n(self.n_unjudged, 'judgment')} {'decides' if self.n_unjudged == 1 else 'decide'} "
+            f"it{exp}): {span}"
+        )
 
 
 def _n(count: int, noun: str) -> str:
@@ -209,8 +246,23 @@ def compare(pools: Pools, a: str, b: str, n_boot: int = 2000, seed: int = 0) -> 
     significant = bool((ci_w[0] > 0 and ci_b[0] > 0) or (ci_w[1] < 0 and ci_b[1] < 0))
     pool = pools.unjudged((a, b))
     moving = sum(1 for q, u in pool if _moves(pools.queries[q], u, a, b, pools.metric))
-    c = Comparison(a, b, pools.metric, len(per), float(per.zero_fill.mean()), lo, hi, ci_w, ci_b, status,
-                   {1: a, -1: b}.get(sign), significant, len(pool), moving, bool(per.exact.all()))
+    c = Comparison(
+        a,
+        b,
+        pools.metric,
+        len(per),
+        float(per.zero_fill.mean()),
+        lo,
+        hi,
+        ci_w,
+        ci_b,
+        status,
+        {1: a, -1: b}.get(sign),
+        significant,
+        len(pool),
+        moving,
+        bool(per.exact.all()),
+    )
     c.sentence = c.describe()
     return c
 
@@ -234,8 +286,15 @@ def default_pairs(variants: Sequence[str], baseline: str) -> list[tuple[str, str
 class Judging:
     """Comparisons kept up to date while units are judged: a grade rebuilds only its query's pool and bounds."""
 
-    def __init__(self, runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], metric: str,
-                 pairs: Sequence[tuple[str, str]], top: int | None = None):
+    def __init__(
+        self,
+        runs: Mapping[str, Run],
+        qrels: Qrels,
+        qids: Sequence[str],
+        metric: str,
+        pairs: Sequence[tuple[str, str]],
+        top: int | None = None,
+    ):
         _, self.k = family(metric)
         self.metric, self.pairs = metric, [tuple(p) for p in pairs]
         self.top = grade_scale(qrels) if top is None else int(top)
@@ -303,9 +362,14 @@ class Judging:
         return items, lambda t: (-round(t[2], 12), -width[t[0]], order[(t[0], t[1])])
 
 
-def judgments_to_decide(judging: Judging, pair: tuple[str, str], oracle: Callable[[str, str], int],
-                        order: str | Sequence[tuple[str, str]] = "queue", seed: int = 0,
-                        limit: int | None = None) -> int | None:
+def judgments_to_decide(
+    judging: Judging,
+    pair: tuple[str, str],
+    oracle: Callable[[str, str], int],
+    order: str | Sequence[tuple[str, str]] = "queue",
+    seed: int = 0,
+    limit: int | None = None,
+) -> int | None:
     """Judgments asked (answered by ``oracle(qid, unit)``) until ``pair`` is decided; None when it never is.
 
     ``order``: ``"queue"`` (the adaptive queue for ``pair``: re-weighted after each grade), ``"random"`` (the pair's
@@ -315,8 +379,12 @@ def judgments_to_decide(judging: Judging, pair: tuple[str, str], oracle: Callabl
         steps = _walk_queue(judging, pair, oracle, limit)
     else:
         if order == "random":
-            fixed = [(q, u) for q, p in judging.pools.items() for u in p.units
-                     if u in p.ranks[pair[0]] or u in p.ranks[pair[1]]]
+            fixed = [
+                (q, u)
+                for q, p in judging.pools.items()
+                for u in p.units
+                if u in p.ranks[pair[0]] or u in p.ranks[pair[1]]
+            ]
             random.Random(seed).shuffle(fixed)
         else:
             fixed = list(order)
@@ -331,8 +399,7 @@ def judgments_to_decide(judging: Judging, pair: tuple[str, str], oracle: Callabl
     return steps if (lo > 0 or hi < 0) else None
 
 
-def _walk_queue(judging: Judging, pair: tuple[str, str], oracle: Callable[[str, str], int],
-                limit: int | None) -> int:
+def _walk_queue(judging: Judging, pair: tuple[str, str], oracle: Callable[[str, str], int], limit: int | None) -> int:
     """Grade the queue's first unit for ``pair`` until it is decided: a heap, a query's entries renewed when one of
     its units is graded (only that query's weights and interval change)."""
     order = {(q, u): i for i, (q, u) in enumerate((q, u) for q, p in judging.pools.items() for u in p.units)}
@@ -360,16 +427,29 @@ def _walk_queue(judging: Judging, pair: tuple[str, str], oracle: Callable[[str, 
 
 def grade_prior(judging: Judging) -> dict[int, float]:
     """The share of each grade among the judged units in the top k of the compared runs (the simulation's prior)."""
-    seen = [g for q, tops in judging.tops.items() for t in tops.values() for u in t if (g := judging.qrels[q].get(u))
-            is not None]
+    seen = [
+        g
+        for q, tops in judging.tops.items()
+        for t in tops.values()
+        for u in t
+        if (g := judging.qrels[q].get(u)) is not None
+    ]
     if not seen:
         return {0: 0.5, judging.top: 0.5}
     vals, counts = np.unique(np.clip(seen, 0, judging.top), return_counts=True)
     return {int(v): float(c / counts.sum()) for v, c in zip(vals, counts, strict=True)}
 
 
-def expected_judgments(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], pair: tuple[str, str],
-                       metric: str, top: int | None = None, n_sim: int = 10, seed: int = 0) -> float:
+def expected_judgments(
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    qids: Sequence[str],
+    pair: tuple[str, str],
+    metric: str,
+    top: int | None = None,
+    n_sim: int = 10,
+    seed: int = 0,
+) -> float:
     """Judgments the queue is expected to need to decide ``pair``: the mean over ``n_sim`` simulations whose
     hidden grades are drawn from :func:`grade_prior`; a simulation that never decides counts every unit."""
     rng = np.random.default_rng(seed)
@@ -384,11 +464,21 @@ def expected_judgments(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str
         counts.append(len(pool) if got is None else got)
     return float(np.mean(counts)) if counts else 0.0
 
+
 # --------------------------------------------------------------------------- the first screen
-def first_screen(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], baseline: str, k: int = 10,
-                 pairs: Sequence[tuple[str, str]] | None = None, queue_rows: int = 20, n_sim: int = 3,
-                 top: int | None = None, llm: Qrels | None = None,
-                 human_sample: Mapping[tuple[str, str], int] | None = None) -> dict:
+def first_screen(
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    qids: Sequence[str],
+    baseline: str,
+    k: int = 10,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    queue_rows: int = 20,
+    n_sim: int = 3,
+    top: int | None = None,
+    llm: Qrels | None = None,
+    human_sample: Mapping[tuple[str, str], int] | None = None,
+) -> dict:
     """Everything the first screen shows about the holes, as a JSON-able dict (nDCG@``k``): ``variants`` (per
     variant: zero-fill, condensed, bpref, [worst, best], unjudged units in its top k), ``comparisons`` (each
     variant vs ``baseline`` and each reranker vs its first stage: the :class:`Comparison` fields and ``sentence``),
@@ -412,29 +502,48 @@ def first_screen(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], bas
         comps.append(c)
     open_pairs = [(c.a, c.b) for c in comps if c.status == "undecided"]
     q = Judging(runs, qrels, qids, metric, open_pairs, pools.top).queue() if open_pairs else []
-    rows = [{"qid": qq, "unit_id": u, "weight": float(w), "comparisons": [f"{a} vs {b}" for a, b in by]}
-            for qq, u, w, by in q[:queue_rows]]
-    out = {"metric": metric, "k": k, "top_grade": pools.top, "n_queries": len(qids), "assumptions": ASSUMPTIONS,
-           "variants": table.to_dict(orient="records"), "comparisons": [asdict(c) for c in comps],
-           "queue": rows, "queue_size": len(q)}
+    rows = [
+        {"qid": qq, "unit_id": u, "weight": float(w), "comparisons": [f"{a} vs {b}" for a, b in by]}
+        for qq, u, w, by in q[:queue_rows]
+    ]
+    out = {
+        "metric": metric,
+        "k": k,
+        "top_grade": pools.top,
+        "n_queries": len(qids),
+        "assumptions": ASSUMPTIONS,
+        "variants": table.to_dict(orient="records"),
+        "comparisons": [asdict(c) for c in comps],
+        "queue": rows,
+        "queue_size": len(q),
+    }
     if llm is not None:
         out["ppi"] = _ppi(runs, qrels, llm, human_sample or {}, qids, metric)
     return out
 
 
-def _ppi(runs: Mapping[str, Run], qrels: Qrels, llm: Qrels, sample: Mapping[tuple[str, str], int],
-         qids: Sequence[str], metric: str) -> dict:
+def _ppi(
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    llm: Qrels,
+    sample: Mapping[tuple[str, str], int],
+    qids: Sequence[str],
+    metric: str,
+) -> dict:
     """Per variant the prediction-powered numbers, or the refusal and the fallback (the bounds)."""
     try:
-        return {"variants": {v: ppi_metric(r, qrels, llm, sample, qids, metric) for v, r in runs.items()},
-                "assumption": "LLM grades fill the holes; a uniform random sample of them graded by a person "
-                              "corrects their bias (Angelopoulos et al., Science 2023)"}
+        return {
+            "variants": {v: ppi_metric(r, qrels, llm, sample, qids, metric) for v, r in runs.items()},
+            "assumption": "LLM grades fill the holes; a uniform random sample of them graded by a person "
+            "corrects their bias (Angelopoulos et al., Science 2023)",
+        }
     except TooFewHumanGrades as exc:
         return {"refused": str(exc), "fallback": "the [worst, best] bounds over every completion"}
 
 
-def review_weights(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], baseline: str,
-                   k: int = 10) -> dict[tuple[str, str], tuple[float, str]]:
+def review_weights(
+    runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], baseline: str, k: int = 10
+) -> dict[tuple[str, str], tuple[float, str]]:
     """(qid, unit) -> (queue weight, the open comparisons it moves as ``"a vs b; c vs d"``) for ordering
     ``review/unjudged.tsv`` by the judging queue (units that move no open comparison are absent: weight 0)."""
     judging = Judging(runs, qrels, qids, f"ndcg@{k}", default_pairs(list(runs), baseline))

@@ -84,8 +84,11 @@ def often_on_top(tops: Mapping[str, set[str]], n_scored: int, human: Qrels) -> d
 def _shown(dp: DatasetPaths, cands: pd.DataFrame | None, llm: Qrels) -> dict[str, set[str]]:
     """stage -> the units a model was shown there."""
     drafts = queryset.read_drafts(dp.source_draft_queries) if dp.source_draft_queries.is_file() else []
-    return {"rerank": set(map(str, cands.docid)) if cands is not None and "docid" in cands else set(),
-            "judge": {u for grades in llm.values() for u in grades}, "draft": {d.unit for d in drafts if d.unit}}
+    return {
+        "rerank": set(map(str, cands.docid)) if cands is not None and "docid" in cands else set(),
+        "judge": {u for grades in llm.values() for u in grades},
+        "draft": {d.unit for d in drafts if d.unit},
+    }
 
 
 def flags(dp: DatasetPaths, human: Qrels) -> pd.DataFrame:
@@ -138,8 +141,9 @@ def _without(run: Run, units: set[str]) -> Run:
     return {q: {d: s for d, s in docs.items() if d not in units} for q, docs in run.items()}
 
 
-def effect(runs: Mapping[str, Run], qrels: Qrels, qids: Iterable[str], metric: str, units: Iterable[str],
-           policy: str = "zero") -> pd.DataFrame:
+def effect(
+    runs: Mapping[str, Run], qrels: Qrels, qids: Iterable[str], metric: str, units: Iterable[str], policy: str = "zero"
+) -> pd.DataFrame:
     """Per variant: ``metric`` with the units (``with``) and without them (``without``: taken out of the runs and
     the grades; the rest moves up), over the queries still judged without them (``n``); ``diff``: with − without."""
     gone = set(units)
@@ -158,22 +162,31 @@ def effect(runs: Mapping[str, Run], qrels: Qrels, qids: Iterable[str], metric: s
     return out.rename_axis("variant").reset_index()
 
 
-def analyse(dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, human: Qrels, qids: Iterable[str],
-            metric: str, policy: str = "zero") -> dict[str, Any]:
+def analyse(
+    dp: DatasetPaths,
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    human: Qrels,
+    qids: Iterable[str],
+    metric: str,
+    policy: str = "zero",
+) -> dict[str, Any]:
     """The record :func:`write` saves: ``flagged`` (rows of :func:`flags`), ``metric``, ``effect`` (rows of
     :func:`effect`, empty when nothing is flagged) and the rule."""
     table = flags(dp, human)
     eff = effect(runs, qrels, qids, metric, table.unit, policy) if len(table) else pd.DataFrame()
-    return {"flagged": table.to_dict("records"), "metric": metric,
-            "effect": json.loads(eff.to_json(orient="records")) if len(eff) else [],
-            "rule": f"an instruction to the model in the text (rerankeval.corpus.instructions), or on top for at least "
-                    f"{MIN_QUERIES} and {MIN_SHARE:.0%} of the queries with no human grade saying it is relevant"}
+    return {
+        "flagged": table.to_dict("records"),
+        "metric": metric,
+        "effect": json.loads(eff.to_json(orient="records")) if len(eff) else [],
+        "rule": f"an instruction to the model in the text (rerankeval.corpus.instructions), or on top for at least "
+        f"{MIN_QUERIES} and {MIN_SHARE:.0%} of the queries with no human grade saying it is relevant",
+    }
 
 
 def write(dp: DatasetPaths, record: Mapping[str, Any] | None) -> dict[str, Path]:
     """``analyse/injection.json`` (``{}`` when ``record`` is None: the check did not run)."""
-    return {} if record is None else {"injection": atomic_write_json(dp.stage_dir("analyse") / FILE_NAME,
-                                                                     dict(record))}
+    return {} if record is None else {"injection": atomic_write_json(dp.stage_dir("analyse") / FILE_NAME, dict(record))}
 
 
 def read(dp: DatasetPaths) -> dict[str, Any] | None:
@@ -186,21 +199,30 @@ def read(dp: DatasetPaths) -> dict[str, Any] | None:
 
 
 def headline_sentence(record: Mapping[str, Any] | None, variants: Iterable[str] = ()) -> str:
-    """"N candidate(s) contain an instruction to the model ...: nDCG@10 of X with them .XXX, without .YYY", or ""
+    """ "N candidate(s) contain an instruction to the model ...: nDCG@10 of X with them .XXX, without .YYY", or ""
     when nothing was flagged; ``variants``: the ones to name first (the reranked ones)."""
     if not record or not record.get("flagged"):
         return ""
     flagged = list(record["flagged"])
     metric = metrics.label(str(record.get("metric", "")))
     units = ", ".join(f"{f['unit']} ({f['why']})" for f in flagged[:5]) + (
-        f" and {len(flagged) - 5} more" if len(flagged) > 5 else "")
-    rows = {r["variant"]: r for r in record.get("effect") or []
-            if r.get("with") is not None and r.get("without") is not None}
+        f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+    )
+    rows = {
+        r["variant"]: r
+        for r in record.get("effect") or []
+        if r.get("with") is not None and r.get("without") is not None
+    }
     wanted = [v for v in variants if v in rows] or sorted(rows, key=lambda v: -abs(rows[v]["diff"] or 0))[:1]
-    parts = [f"{metric} of {v} with them {rows[v]['with']:.3f}, without {rows[v]['without']:.3f} "
-             f"({rows[v]['with'] - rows[v]['without']:+.3f})" for v in wanted]
-    return (f"{len(flagged)} candidate(s) contain an instruction to the model or were put on top for many "
-            f"unrelated queries: {units}. " + ("; ".join(parts) + "." if parts else ""))
+    parts = [
+        f"{metric} of {v} with them {rows[v]['with']:.3f}, without {rows[v]['without']:.3f} "
+        f"({rows[v]['with'] - rows[v]['without']:+.3f})"
+        for v in wanted
+    ]
+    return (
+        f"{len(flagged)} candidate(s) contain an instruction to the model or were put on top for many "
+        f"unrelated queries: {units}. " + ("; ".join(parts) + "." if parts else "")
+    )
 
 
 def describe(record: Mapping[str, Any] | None, variants: Iterable[str] = ()) -> str:
@@ -209,7 +231,8 @@ def describe(record: Mapping[str, Any] | None, variants: Iterable[str] = ()) -> 
         return "The injection check did not run."
     return headline_sentence(record, variants) or (
         "No candidate contains an instruction to the model, and none was put on top for many unrelated queries "
-        f"(rule: {record.get('rule', '')}).")
+        f"(rule: {record.get('rule', '')})."
+    )
 
 
 def tables(record: Mapping[str, Any] | None) -> list[pd.DataFrame]:
@@ -221,6 +244,9 @@ def tables(record: Mapping[str, Any] | None) -> list[pd.DataFrame]:
     if record.get("effect"):
         m = metrics.label(str(record.get("metric", "")))
         eff = pd.DataFrame(record["effect"]).round(3)
-        out.append(eff.rename(columns={"with": f"{m} with them", "without": f"{m} without them",
-                                       "diff": "difference", "n": "queries"}))
+        out.append(
+            eff.rename(
+                columns={"with": f"{m} with them", "without": f"{m} without them", "diff": "difference", "n": "queries"}
+            )
+        )
     return out

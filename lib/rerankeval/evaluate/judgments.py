@@ -128,6 +128,7 @@ def as_grade(grade: Any, top: int) -> int:
 def _pages(dp: DatasetPaths) -> tuple[dict[str, tuple[str, int, str]], dict[str, tuple[str, int]], dict[str, str]]:
     """What stage 01 saw of each PDF (``pages.csv``, ``skipped.csv``): page unit id -> (file, page, note), file id
     (white space as ``_``) -> (file, page count), and skipped file id -> why. All empty for a BEIR dataset."""
+
     def read(path: Path) -> pd.DataFrame:
         return pd.read_csv(path, dtype=str, keep_default_na=False) if path.is_file() else pd.DataFrame()
 
@@ -140,8 +141,11 @@ def _pages(dp: DatasetPaths) -> tuple[dict[str, tuple[str, int, str]], dict[str,
             by_unit[u] = (f, int(pg), note)
             fid = "_".join(f.split())
             count[fid] = (f, max(count.get(fid, (f, 0))[1], int(pg)))
-    why = ({"_".join(f.split()): r for f, r in zip(skipped.file, skipped.reason, strict=True)}
-           if {"file", "reason"} <= set(skipped.columns) else {})
+    why = (
+        {"_".join(f.split()): r for f, r in zip(skipped.file, skipped.reason, strict=True)}
+        if {"file", "reason"} <= set(skipped.columns)
+        else {}
+    )
     return by_unit, count, why
 
 
@@ -158,10 +162,13 @@ def unknown_unit(dp: DatasetPaths, unit_id: str, units: set[str]) -> str:
         fid, page = m["file"], int(m["page"])
         if spaced in by_unit:
             f, pg, note = by_unit[spaced]
-            why = note or ("no extractable text: a scanned image, a blank page, or text only in a form field or "
-                           "annotation")
-            return (f"{head}: page {pg} of {f} has no text in the corpus (it was skipped at extraction: {why}), so "
-                    "no variant can retrieve it and a grade for it cannot count")
+            why = note or (
+                "no extractable text: a scanned image, a blank page, or text only in a form field or annotation"
+            )
+            return (
+                f"{head}: page {pg} of {f} has no text in the corpus (it was skipped at extraction: {why}), so "
+                "no variant can retrieve it and a grade for it cannot count"
+            )
         if fid in skipped:
             return f"{head}: the file {fid} was skipped at extraction ({skipped[fid]})"
         if fid in count:
@@ -174,14 +181,17 @@ def _sentence(text: str) -> str:
     return text if text.endswith(("?", ".")) else text + "."
 
 
-def _check_new(dp: DatasetPaths, qid: str, unit_id: str, grade: Any,
-               qrels: Qrels) -> tuple[int, set[str], pd.DataFrame]:
+def _check_new(
+    dp: DatasetPaths, qid: str, unit_id: str, grade: Any, qrels: Qrels
+) -> tuple[int, set[str], pd.DataFrame]:
     """The grade as an int, the corpus' unit ids and its chunks, or ValueError naming what is wrong."""
     grade = as_grade(grade, grade_scale(qrels))
     if qid not in corpus.load_queries(dp):
-        raise ValueError(f"query {qid!r} is not in {dp.queries}: only queries of queries.jsonl can be judged. "
-                         "To judge a free-text query, add it with explore.add_question(dp, text, relevant=[unit ids]) "
-                         "and re-run make report.")
+        raise ValueError(
+            f"query {qid!r} is not in {dp.queries}: only queries of queries.jsonl can be judged. "
+            "To judge a free-text query, add it with explore.add_question(dp, text, relevant=[unit ids]) "
+            "and re-run make report."
+        )
     chunks = corpus.load_chunks(dp)
     units = set(chunks.unit_id)
     if unit_id not in units:
@@ -189,8 +199,9 @@ def _check_new(dp: DatasetPaths, qid: str, unit_id: str, grade: Any,
     return grade, units, chunks
 
 
-def checked_judgments(dp: DatasetPaths, path: Path, qrels: Qrels,
-                      units: set[str] | None = None) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+def checked_judgments(
+    dp: DatasetPaths, path: Path, qrels: Qrels, units: set[str] | None = None
+) -> tuple[list[tuple[str, str, int, int]], list[str]]:
     """The lines of the judgments file ``path`` (:func:`read_judgments`, each pair once), checked as the qrels
     reader checks the qrels, and the lines repeating a pair with the same grade (accepted, kept once).
 
@@ -207,24 +218,30 @@ def checked_judgments(dp: DatasetPaths, path: Path, qrels: Qrels,
     for row in rows:
         q, u, g, lineno = row
         if not 0 <= g <= top:
-            raise InputError(f"{path}:{lineno}: grade {g} for {q} / {u} is outside the scale: {_scale_text(top)}. "
-                             f"Fix: correct or delete line {lineno} of {path}.")
+            raise InputError(
+                f"{path}:{lineno}: grade {g} for {q} / {u} is outside the scale: {_scale_text(top)}. "
+                f"Fix: correct or delete line {lineno} of {path}."
+            )
         if u not in units:
-            raise InputError(f"{path}:{lineno}: {_sentence(unknown_unit(dp, u, units))} Fix: correct or delete "
-                             f"line {lineno} of {path}.")
+            raise InputError(
+                f"{path}:{lineno}: {_sentence(unknown_unit(dp, u, units))} Fix: correct or delete "
+                f"line {lineno} of {path}."
+            )
         seen = first.setdefault((q, u), row)
         if seen is row:
             continue
         if seen[2] != g:
             raise JudgmentConflict(
                 f"{path}:{seen[3]} and {path}:{lineno} grade {q} / {u} differently ({seen[2]} and {g}). Fix: keep "
-                f"one of the two lines (delete the other) and re-run.")
+                f"one of the two lines (delete the other) and re-run."
+            )
         repeated.append(f"line {lineno}: {q} / {u} repeats line {seen[3]} with the same grade {g} (kept once)")
     return list(first.values()), repeated
 
 
-def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str | None = None,
-           replace: bool = False) -> str:
+def record(
+    dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str | None = None, replace: bool = False
+) -> str:
     """Record ``grade`` for (``qid``, ``unit_id``) in ``dp.judgments(split)``, with the sha256 of the unit's
     current text; ``recorded``, ``unchanged`` or ``replaced``. Raises :class:`JudgmentConflict` when the qrels judge
     the pair differently, or when the file does and ``replace`` is False (a grade given on the unit's previous text
@@ -241,7 +258,8 @@ def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str |
         raise JudgmentConflict(
             f"{qid} / {unit_id} is already judged {old} in the dataset's qrels/{split}.tsv; the new grade {grade} "
             f"is refused (a judgment recorded while exploring never overrides the qrels). To change it, edit "
-            f"{dp.source_qrels(split)} and re-run make report.")
+            f"{dp.source_qrels(split)} and re-run make report."
+        )
     with dataset_lock(dp.source):
         checked_judgments(dp, path, qrels, units)
         lines = read_grade_lines(path)
@@ -252,7 +270,8 @@ def record(dp: DatasetPaths, qid: str, unit_id: str, grade: Any, *, split: str |
         if mine is not None and not replace and not stale:
             raise JudgmentConflict(
                 f"{qid} / {unit_id} was already judged {mine[2]} in {path}; the new grade {grade} is refused. To "
-                f"replace it, call judge(..., replace=True) (or edit that file).")
+                f"replace it, call judge(..., replace=True) (or edit that file)."
+            )
         rows = [(q, u, g, h) for q, u, g, _, h in lines if (q, u) != (qid, unit_id)]
         _write(path, rows + [(qid, unit_id, grade, sha)])
     return "replaced" if mine is not None else "recorded"
@@ -271,8 +290,13 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
     """
     split = split or split_of(dp)
     path = dp.judgments(split)
-    rec: dict[str, Any] = {"file": _in_dataset(dp, path), "exists": _looked_at(path), "merged": 0,
-                           "already_in_qrels": 0, "stale": []}
+    rec: dict[str, Any] = {
+        "file": _in_dataset(dp, path),
+        "exists": _looked_at(path),
+        "merged": 0,
+        "already_in_qrels": 0,
+        "stale": [],
+    }
     out = {q: dict(rel) for q, rel in qrels.items()}
     rec["stale"] += _set_aside_drafts(dp, out)
     if not rec["exists"]:
@@ -290,7 +314,8 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
             raise JudgmentConflict(
                 f"{path}:{lineno} grades {q} / {u} as {g}, but the qrels (qrels/{split}.tsv) say {old}. Resolve it: "
                 f"delete or correct line {lineno} of {path}, or change the grade in {dp.source_qrels(split)} and "
-                "re-run make report.")
+                "re-run make report."
+            )
         if q not in known:
             ignored.append(f"line {lineno}: unknown query {q}")
             continue
@@ -299,8 +324,14 @@ def merged_qrels(dp: DatasetPaths, qrels: Qrels, split: str | None = None) -> tu
             continue
         rec["already_in_qrels" if old is not None else "merged"] += 1
         out.setdefault(q, {})[u] = g
-    rec["stale"] += _say_stale(dp, path, stale, "grade(s)", f"grade the page again with explore.judge(dp, qid, "
-                               f"unit_id, grade) (it replaces the old grade), or delete those lines of {path}")
+    rec["stale"] += _say_stale(
+        dp,
+        path,
+        stale,
+        "grade(s)",
+        f"grade the page again with explore.judge(dp, qid, "
+        f"unit_id, grade) (it replaces the old grade), or delete those lines of {path}",
+    )
     rec.update(sha256=sha256_file(path), ignored=ignored, repeated=repeated)
     return out, rec
 
@@ -325,16 +356,23 @@ def _set_aside_drafts(dp: DatasetPaths, out: Qrels) -> list[dict[str, Any]]:
             if not out[qid]:
                 del out[qid]
             stale[unit] = stale.get(unit, 0) + 1
-    return _say_stale(dp, dp.source_draft_qrels, stale, "drafted question(s)",
-                      "review those drafts again in the explorer (accept, edit or reject each: a decision records "
-                      "the page as it reads now), or re-draft: make questions")
+    return _say_stale(
+        dp,
+        dp.source_draft_qrels,
+        stale,
+        "drafted question(s)",
+        "review those drafts again in the explorer (accept, edit or reject each: a decision records "
+        "the page as it reads now), or re-draft: make questions",
+    )
 
 
 def _say_stale(dp: DatasetPaths, path: Path, stale: Mapping[str, int], what: str, fix: str) -> list[dict[str, Any]]:
     """Warn once per unit whose grades in ``path`` were set aside; the records for the merge summary."""
     for unit, n in sorted(stale.items()):
-        log.warning(f"{path}: {n} {what} of {unit} set aside (not merged): the page's text changed since they were "
-                    f"made (the file replaced under the same name?). Fix: {fix}.")
+        log.warning(
+            f"{path}: {n} {what} of {unit} set aside (not merged): the page's text changed since they were "
+            f"made (the file replaced under the same name?). Fix: {fix}."
+        )
     return [{"file": _in_dataset(dp, path), "unit": u, "count": n} for u, n in sorted(stale.items())]
 
 
@@ -344,8 +382,10 @@ def judged_at_k(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: i
 
     measure = ir_measures.Judged @ k
     wanted = set(qids)
-    qrels_df = pd.DataFrame([(q, d, int(g)) for q in sorted(wanted & set(qrels)) for d, g in qrels[q].items()],
-                            columns=["query_id", "doc_id", "relevance"])
+    qrels_df = pd.DataFrame(
+        [(q, d, int(g)) for q in sorted(wanted & set(qrels)) for d, g in qrels[q].items()],
+        columns=["query_id", "doc_id", "relevance"],
+    )
     out = {}
     for v, run in runs.items():
         rows = [(q, d, float(s)) for q in sorted(wanted & set(run)) for d, s in run[q].items()]
@@ -356,8 +396,14 @@ def judged_at_k(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: i
     return out
 
 
-def unjudged_pool(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int,
-                  queries: Mapping[str, str] | None = None, snippet=None) -> pd.DataFrame:
+def unjudged_pool(
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    qids: Sequence[str],
+    k: int,
+    queries: Mapping[str, str] | None = None,
+    snippet=None,
+) -> pd.DataFrame:
     """The unjudged units of every variant's top ``k`` per query (:data:`REVIEW_COLUMNS`).
 
     ``snippet(variant, qid, unit) -> str`` gives the text shown (from the variant with the best rank).
@@ -371,29 +417,55 @@ def unjudged_pool(runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k:
                     seen.setdefault(d, {})[v] = rank
         for d, by_v in seen.items():
             best_v = min(by_v, key=lambda v: (by_v[v], list(runs).index(v)))
-            rows.append([q, (queries or {}).get(q, ""), d, ",".join(by_v), len(by_v), by_v[best_v],
-                         snippet(best_v, q, d) if snippet else ""])
+            rows.append(
+                [
+                    q,
+                    (queries or {}).get(q, ""),
+                    d,
+                    ",".join(by_v),
+                    len(by_v),
+                    by_v[best_v],
+                    snippet(best_v, q, d) if snippet else "",
+                ]
+            )
     df = pd.DataFrame(rows, columns=REVIEW_COLUMNS)
-    return df.sort_values(["qid", "n_variants", "best_rank", "unit_id"], ascending=[True, False, True, True],
-                          kind="stable", ignore_index=True)
+    return df.sort_values(
+        ["qid", "n_variants", "best_rank", "unit_id"],
+        ascending=[True, False, True, True],
+        kind="stable",
+        ignore_index=True,
+    )
 
 
-def judging_summary(merge: Mapping[str, Any], runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str],
-                    k: int) -> dict[str, Any]:
+def judging_summary(
+    merge: Mapping[str, Any], runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int
+) -> dict[str, Any]:
     """What stage 05 records about judging: Judged@k per variant, the pool size and the merged judgments."""
     pool = unjudged_pool(runs, qrels, qids, k)
-    return {"k": k, "judged_at_k": judged_at_k(runs, qrels, qids, k), "unjudged_units": len(pool),
-            "review_file": "review/unjudged.tsv", "judgments": dict(merge)}
+    return {
+        "k": k,
+        "judged_at_k": judged_at_k(runs, qrels, qids, k),
+        "unjudged_units": len(pool),
+        "review_file": "review/unjudged.tsv",
+        "judgments": dict(merge),
+    }
 
 
-def write_review(dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], k: int,
-                 chunk_runs: Mapping[str, Run] | None = None,
-                 weights: Mapping[tuple[str, str], tuple[float, str]] | None = None) -> Path:
+def write_review(
+    dp: DatasetPaths,
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    qids: Sequence[str],
+    k: int,
+    chunk_runs: Mapping[str, Run] | None = None,
+    weights: Mapping[tuple[str, str], tuple[float, str]] | None = None,
+) -> Path:
     """Write :func:`unjudged_pool` (with snippets) to ``dp.unjudged_review`` (TSV, one unit per line), in the
     judging queue's order when ``weights`` are given (:func:`queue_order`)."""
     snips = Snippets(corpus.load_chunks(dp), chunk_runs)
-    pool = unjudged_pool(runs, qrels, qids, k, corpus.load_queries(dp),
-                         lambda v, q, d: shorten(snips.get(v, q, d)["text"], 300))
+    pool = unjudged_pool(
+        runs, qrels, qids, k, corpus.load_queries(dp), lambda v, q, d: shorten(snips.get(v, q, d)["text"], 300)
+    )
     pool["query"] = pool["query"].map(lambda s: " ".join(str(s).split()))
     return atomic_write_text(dp.unjudged_review, queue_order(pool, weights or {}).to_csv(sep="\t", index=False))
 
@@ -404,6 +476,8 @@ def queue_order(pool: pd.DataFrame, weights: Mapping[tuple[str, str], tuple[floa
     :func:`rerankeval.evaluate.incomplete.review_weights`), heaviest first; the units that move no open comparison
     last (weight 0), in the pool's order."""
     keys = list(zip(pool.qid.astype(str), pool.unit_id.astype(str), strict=True))
-    out = pool.assign(weight=[round(float(weights.get(key, (0.0, ""))[0]), 6) for key in keys],
-                      moves=[weights.get(key, (0.0, ""))[1] for key in keys])
+    out = pool.assign(
+        weight=[round(float(weights.get(key, (0.0, ""))[0]), 6) for key in keys],
+        moves=[weights.get(key, (0.0, ""))[1] for key in keys],
+    )
     return out.sort_values("weight", ascending=False, kind="stable", ignore_index=True)

@@ -30,7 +30,12 @@ K = 3  # a known limitation "succeeds" when some variant ranks a relevant unit i
 PREVIOUS = "previous_per_query.csv"
 CSV = "known_limitations.csv"
 NOW_SUCCEEDS, NOW_FAILS, STILL_FAILS, SUCCEEDS, NO_PREVIOUS = (
-    "now succeeds", "now fails", "still fails", "succeeds (as before)", "no previous run")
+    "now succeeds",
+    "now fails",
+    "still fails",
+    "succeeds (as before)",
+    "no previous run",
+)
 
 
 def known(dp: DatasetPaths) -> dict[str, str]:
@@ -78,8 +83,14 @@ def status(now: set[str], before: set[str] | None) -> str:
     return SUCCEEDS if now else STILL_FAILS
 
 
-def table(reasons: Mapping[str, str], queries: Mapping[str, str], runs: Mapping[str, Run], qrels: Qrels,
-          before: Mapping[str, set[str]] | None, k: int = K) -> pd.DataFrame:
+def table(
+    reasons: Mapping[str, str],
+    queries: Mapping[str, str],
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    before: Mapping[str, set[str]] | None,
+    k: int = K,
+) -> pd.DataFrame:
     """One row per known limitation: ``qid, query, reason``, each variant's first relevant rank (empty when
     none retrieved), ``status`` (see :func:`status`) and ``detail`` (which variants changed)."""
     qids = [q for q in reasons if q in queries]
@@ -89,9 +100,16 @@ def table(reasons: Mapping[str, str], queries: Mapping[str, str], runs: Mapping[
         r = {v: ranks.at[q, v] for v in runs}
         now = {v for v, x in r.items() if not math.isnan(x) and x <= k}
         was = None if before is None else set(before.get(q, set()))
-        rows.append({"qid": q, "query": queries[q], "reason": reasons[q],
-                     **{v: "" if math.isnan(x) else int(x) for v, x in r.items()},
-                     "status": status(now, was), "detail": _detail(now, was, k)})
+        rows.append(
+            {
+                "qid": q,
+                "query": queries[q],
+                "reason": reasons[q],
+                **{v: "" if math.isnan(x) else int(x) for v, x in r.items()},
+                "status": status(now, was),
+                "detail": _detail(now, was, k),
+            }
+        )
     return pd.DataFrame(rows, columns=["qid", "query", "reason", *runs, "status", "detail"])
 
 
@@ -104,8 +122,9 @@ def _detail(now: set[str], was: set[str] | None, k: int) -> str:
     return "; ".join(parts) or "no change"
 
 
-def analyse(dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, queries: Mapping[str, str],
-            k: int = K) -> pd.DataFrame:
+def analyse(
+    dp: DatasetPaths, runs: Mapping[str, Run], qrels: Qrels, queries: Mapping[str, str], k: int = K
+) -> pd.DataFrame:
     """Stage 05's known-limitations section (keeps the previous ``per_query.csv`` aside, see the module doc)."""
     reasons = known(dp)
     before = previous_success(keep_previous(dp), k) if reasons else None
@@ -138,10 +157,11 @@ def summary_lines(t: pd.DataFrame | None) -> list[str]:
     head = f"{len(t)} queries are tagged as known limitations (counted in every average); "
     if int(n.get(NO_PREVIOUS, 0)) == len(t):
         return [head + "there is no previous run to compare them with yet."]
-    line = (head + f"{int(n.get(NOW_SUCCEEDS, 0))} now succeed and {int(n.get(NOW_FAILS, 0))} now fail compared "
-            "with the previous run.")
-    return [line] + [f"{r.qid} {r.status}: {r.detail}" for r in t.itertuples() if r.status in (NOW_SUCCEEDS,
-                                                                                              NOW_FAILS)]
+    line = (
+        head + f"{int(n.get(NOW_SUCCEEDS, 0))} now succeed and {int(n.get(NOW_FAILS, 0))} now fail compared "
+        "with the previous run."
+    )
+    return [line] + [f"{r.qid} {r.status}: {r.detail}" for r in t.itertuples() if r.status in (NOW_SUCCEEDS, NOW_FAILS)]
 
 
 def report_values(dp: DatasetPaths) -> dict | None:

@@ -48,6 +48,7 @@ LIBRARIES = (
     "papermill",
 )
 
+
 def redact(obj: Any, settings: Settings | None = None) -> Any:
     """A copy of ``obj`` with secret-keyed values replaced and every string passed through
     :func:`rerankeval.core.settings.redact` (with the secrets of ``settings`` as well)."""
@@ -167,10 +168,19 @@ def _stats(dp: DatasetPaths) -> dict[str, Any]:
 
 
 def _dataset(dp: DatasetPaths, stats: Mapping[str, Any]) -> dict[str, Any]:
-    hashes = {name: sha256_file(p) for name, p in (("chunks", dp.chunks), ("queries", dp.queries), ("qrels", dp.qrels))
-              if p.exists()}
-    return {"name": dp.name, "source": str(dp.source), "results": str(dp.root), "relevance_unit": stats.get("unit"),
-            "corpus_hash": stats.get("corpus_hash"), "file_sha256": hashes}
+    hashes = {
+        name: sha256_file(p)
+        for name, p in (("chunks", dp.chunks), ("queries", dp.queries), ("qrels", dp.qrels))
+        if p.exists()
+    }
+    return {
+        "name": dp.name,
+        "source": str(dp.source),
+        "results": str(dp.root),
+        "relevance_unit": stats.get("unit"),
+        "corpus_hash": stats.get("corpus_hash"),
+        "file_sha256": hashes,
+    }
 
 
 def _chunking(stats: Mapping[str, Any]) -> Any:
@@ -184,30 +194,42 @@ def _chunking(stats: Mapping[str, Any]) -> Any:
 def _runs(dp: DatasetPaths, variants: Sequence[str] | None) -> dict[str, Any]:
     if not dp.runs_dir.is_dir():
         return {}
-    return {p.stem: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in sorted(dp.runs_dir.glob("*.trec"))
-            if variants is None or p.stem in variants}
+    return {
+        p.stem: {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+        for p in sorted(dp.runs_dir.glob("*.trec"))
+        if variants is None or p.stem in variants
+    }
 
 
 def _rrf(recorded: Mapping[str, Any]) -> dict[str, Any]:
     from rerankeval.retrieve import fusion
 
     found = _find(recorded, {"rrf_k", "rrf", "fusion", "k_rrf"})
-    return {"recorded": dict(found) or "not recorded by the stages",
-            "formula": "score = sum over legs of w / (k + rank), rank 1-based (Cormack et al. 2009)",
-            "library_default_k": fusion.RRF_K,
-            "qdrant_equivalent_k": fusion.RRF_K + 1}  # Qdrant ranks from 0: its k is the paper's k + 1
+    return {
+        "recorded": dict(found) or "not recorded by the stages",
+        "formula": "score = sum over legs of w / (k + rank), rank 1-based (Cormack et al. 2009)",
+        "library_default_k": fusion.RRF_K,
+        "qdrant_equivalent_k": fusion.RRF_K + 1,
+    }  # Qdrant ranks from 0: its k is the paper's k + 1
 
 
 def _bm25(index_man: Mapping[str, Any], index_files: Mapping[str, Any]) -> Any:
     if index_man.get("bm25_params"):
-        return {"params": index_man["bm25_params"], "analyzer": index_man.get("analyzer"),
-                "vocab_size": index_man.get("vocab_size"), "dir": index_man.get("bm25_dir")}
+        return {
+            "params": index_man["bm25_params"],
+            "analyzer": index_man.get("analyzer"),
+            "vocab_size": index_man.get("vocab_size"),
+            "dir": index_man.get("bm25_dir"),
+        }
     return dict(_find(index_files, {"k1", "b", "epsilon", "analyzer"})) or "not recorded in index/"
 
 
 def _embedding(index_man: Mapping[str, Any], index_files: Mapping[str, Any]) -> Any:
-    return ({k: index_man.get(k) for k in ("model_id", "model", "model_key", "dim") if k in index_man}
-            or _first(index_files, ["embedding_model", "model_id", "model_name", "model"]) or "not recorded in index/")
+    return (
+        {k: index_man.get(k) for k in ("model_id", "model", "model_key", "dim") if k in index_man}
+        or _first(index_files, ["embedding_model", "model_id", "model_name", "model"])
+        or "not recorded in index/"
+    )
 
 
 def _relative(path: Path) -> str:
@@ -222,14 +244,22 @@ def _relative(path: Path) -> str:
 def _qdrant(dp: DatasetPaths, settings: Settings, index_man: Mapping[str, Any], recorded: Any) -> dict[str, Any]:
     url = settings.qdrant_url
     backend = index_man.get("backend")
-    mode = "server" if url else {"edge": "embedded (qdrant-edge shard, Qdrant's own engine)",
-                                 "client": "embedded (qdrant-client local mode)"}.get(str(backend),
-                                                                                     "embedded (backend not recorded)")
-    return {"mode": mode,  # the backend the index was built with, said once (issue 35 item 9)
-            "url": scrub_url(url) if url else None, "path": None if url else _relative(dp.qdrant_path),
-            "collection": index_man.get("collection"),
-            "client_version": library_versions(["qdrant-client"])["qdrant-client"],
-            "server_version": _first(recorded, ["qdrant_version", "server_version"])}
+    mode = (
+        "server"
+        if url
+        else {
+            "edge": "embedded (qdrant-edge shard, Qdrant's own engine)",
+            "client": "embedded (qdrant-client local mode)",
+        }.get(str(backend), "embedded (backend not recorded)")
+    )
+    return {
+        "mode": mode,  # the backend the index was built with, said once (issue 35 item 9)
+        "url": scrub_url(url) if url else None,
+        "path": None if url else _relative(dp.qdrant_path),
+        "collection": index_man.get("collection"),
+        "client_version": library_versions(["qdrant-client"])["qdrant-client"],
+        "server_version": _first(recorded, ["qdrant_version", "server_version"]),
+    }
 
 
 def build_manifest(
@@ -260,8 +290,11 @@ def build_manifest(
         "embedding_model": _embedding(index_man, index_files),
         "qdrant": _qdrant(dp, settings, index_man, recorded),
         "rrf": _rrf(recorded),
-        "llm": {**_llm(settings), "recorded_by_rerank": {k: rerank_sum.get(k) for k in ("model", "endpoint", "config")
-                                                          if k in rerank_sum} or "no rerank summary"},
+        "llm": {
+            **_llm(settings),
+            "recorded_by_rerank": {k: rerank_sum.get(k) for k in ("model", "endpoint", "config") if k in rerank_sum}
+            or "no rerank summary",
+        },
         "runs": _runs(dp, variants),
         "recorded_by_stages": recorded,
         "libraries": library_versions(),

@@ -145,9 +145,7 @@ class QuerySet:
         if self.no_relevant:
             parts.append(f"{len(self.no_relevant)} judged queries have no relevant unit and are left out")
         if self.not_in_queries:
-            parts.append(
-                f"{len(self.not_in_queries)} judged queries are not in queries.jsonl and are left out"
-            )
+            parts.append(f"{len(self.not_in_queries)} judged queries are not in queries.jsonl and are left out")
         return "; ".join(parts) + "."
 
 

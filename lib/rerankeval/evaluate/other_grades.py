@@ -43,9 +43,11 @@ def write(dp: DatasetPaths, other: tuple[pd.DataFrame, pd.DataFrame, Mapping[str
             f.unlink(missing_ok=True)
         return {}
     table, comparisons, rec = other
-    return {"other_metrics": atomic_write_text(files[0], table.to_csv(index=False)),
-            "other_comparisons": atomic_write_text(files[1], comparisons.to_csv(index=False)),
-            "other_grades": atomic_write_json(files[2], dict(rec))}
+    return {
+        "other_metrics": atomic_write_text(files[0], table.to_csv(index=False)),
+        "other_comparisons": atomic_write_text(files[1], comparisons.to_csv(index=False)),
+        "other_grades": atomic_write_json(files[2], dict(rec)),
+    }
 
 
 def read(dp: DatasetPaths) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]] | None:

@@ -25,8 +25,13 @@ class TooFewHumanGrades(ReRankEvalError, ValueError):
     """Prediction-powered inference was asked for with too few human grades on the random sample."""
 
 
-def ppi_mean(pred_all: Sequence[float], pred_sample: Sequence[float], human_sample: Sequence[float],
-             confidence: float = stats.CONFIDENCE, population: bool = False) -> dict[str, float]:
+def ppi_mean(
+    pred_all: Sequence[float],
+    pred_sample: Sequence[float],
+    human_sample: Sequence[float],
+    confidence: float = stats.CONFIDENCE,
+    population: bool = False,
+) -> dict[str, float]:
     """Prediction-powered estimate of a mean and its CI (Angelopoulos et al., Science 2023, mean estimation):
     ``mean(predictions on all N) + mean(human - prediction on the n sampled)``, half-width ``z sqrt(var_f / N +
     var_rectifier / n)``; ``population=True`` when the N items are the whole population (no ``var_f / N`` term).
@@ -41,17 +46,30 @@ def ppi_mean(pred_all: Sequence[float], pred_sample: Sequence[float], human_samp
         raise TooFewHumanGrades(
             f"prediction-powered intervals need at least {PPI_MIN_HUMAN} human grades on the random sample, got "
             f"{y_s.size}: grade more of it (explore.next_to_judge(dp, n, mode='sample')); until then the report "
-            "shows the bounds over every completion instead")
+            "shows the bounds over every completion instead"
+        )
     rect = y_s - f_s
     est = float(f_all.mean() + rect.mean())
     var = float(rect.var(ddof=1)) / y_s.size + (0.0 if population else float(f_all.var(ddof=1)) / f_all.size)
     half = float(norm.ppf(0.5 + confidence / 2)) * math.sqrt(var)
-    return {"estimate": est, "ci_low": est - half, "ci_high": est + half, "n_human": int(y_s.size),
-            "n_pool": int(f_all.size), "llm_only": float(f_all.mean())}
+    return {
+        "estimate": est,
+        "ci_low": est - half,
+        "ci_high": est + half,
+        "n_human": int(y_s.size),
+        "n_pool": int(f_all.size),
+        "llm_only": float(f_all.mean()),
+    }
 
 
-def ppi_metric(run: Run, qrels: Qrels, llm: Qrels, human_sample: Mapping[tuple[str, str], int],
-               qids: Sequence[str], metric: str = "ndcg@10") -> dict[str, float]:
+def ppi_metric(
+    run: Run,
+    qrels: Qrels,
+    llm: Qrels,
+    human_sample: Mapping[tuple[str, str], int],
+    qids: Sequence[str],
+    metric: str = "ndcg@10",
+) -> dict[str, float]:
     """A run's mean ``metric`` with the human holes filled by LLM grades, rectified by human grades on a random
     sample of those holes (:func:`ppi_mean` over the pool, the whole population).
 

@@ -17,8 +17,9 @@ from rerankeval.rerank.config import MAIN_PASS
 from rerankeval.rerank.core import Result
 
 
-def quick_check(dp: DatasetPaths, fused: runs.Run, result: Result,
-                qids: list[str]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+def quick_check(
+    dp: DatasetPaths, fused: runs.Run, result: Result, qids: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """nDCG@10 and MRR@10 of the hybrid and the reranked run on the reranked judged queries (variant x metric),
     and the LLM's scores of relevant vs other candidates (``describe()`` by ``relevant``). None when no
     reranked query is judged."""
@@ -26,12 +27,15 @@ def quick_check(dp: DatasetPaths, fused: runs.Run, result: Result,
     judged = [q for q in qids if q in qrels]
     if not judged:
         return None
-    found = {HYBRID: {q: fused[q] for q in judged},
-             HYBRID_RERANK: {q: result.run[q] for q in judged if q in result.run}}
+    found = {
+        HYBRID: {q: fused[q] for q in judged},
+        HYBRID_RERANK: {q: result.run[q] for q in judged if q in result.run},
+    }
     qs = metrics.query_set(found, qrels, judged, policy="zero")
     cols = [c for c in metrics.metric_columns([10], ["ndcg", "mrr"]) if c != "map"]
-    table = metrics.evaluate(found, qrels, qs, cols).pivot_table(index="variant", columns="metric", values="value",
-                                                                 sort=False)
+    table = metrics.evaluate(found, qrels, qs, cols).pivot_table(
+        index="variant", columns="metric", values="value", sort=False
+    )
     c = result.candidates[result.candidates["pass"] == MAIN_PASS]
     relevant = [qrels.get(q, {}).get(d, 0) > 0 for q, d in zip(c.qid, c.docid, strict=True)]
     return table, c.assign(relevant=relevant).groupby("relevant")["llm_score"].describe()

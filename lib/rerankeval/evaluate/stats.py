@@ -78,20 +78,21 @@ def bootstrap_table(
         return pd.DataFrame([], columns=columns)
     groups = pd.MultiIndex.from_frame(per_query[["variant", "metric"]].drop_duplicates())
     wide = per_query.pivot(index="qid", columns=["variant", "metric"], values="value").reindex(
-        index=qids, columns=groups)
+        index=qids, columns=groups
+    )
     values = np.ascontiguousarray(wide.to_numpy(dtype=float).T)  # one row per (variant, metric)
     if (gap := np.isnan(values).any(axis=1)).any():
         v, m = groups[int(np.argmax(gap))]
         raise ValueError(f"{v} {m}: per-query values missing for some queries")
     idx = bootstrap_indices(len(qids), n_boot, seed)
-    rows = [(v, m, len(qids), *bootstrap_ci(values[i], n_boot, confidence, seed, indices=idx))
-            for i, (v, m) in enumerate(groups)]
+    rows = [
+        (v, m, len(qids), *bootstrap_ci(values[i], n_boot, confidence, seed, indices=idx))
+        for i, (v, m) in enumerate(groups)
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
-def randomization_test(
-    a: Sequence[float], b: Sequence[float], n_resamples: int = N_PERM, seed: int = 0
-) -> float:
+def randomization_test(a: Sequence[float], b: Sequence[float], n_resamples: int = N_PERM, seed: int = 0) -> float:
     """Two-sided paired randomisation test of ``mean(a - b) == 0`` by flipping the sign of differences.
 
     Exact (all ``2**m`` flips) when the number ``m`` of non-zero differences is at most :data:`EXACT_MAX`;
@@ -169,8 +170,22 @@ def minimum_detectable_difference(sd_diff: float, n: int, alpha: float = 0.05, p
 
 
 COMPARE_COLUMNS = [
-    "metric", "a", "b", "n", "mean_a", "mean_b", "diff", "diff_ci_low", "diff_ci_high", "wins", "ties", "losses",
-    "p", "sd_diff", "mdd", "n_left_out",
+    "metric",
+    "a",
+    "b",
+    "n",
+    "mean_a",
+    "mean_b",
+    "diff",
+    "diff_ci_low",
+    "diff_ci_high",
+    "wins",
+    "ties",
+    "losses",
+    "p",
+    "sd_diff",
+    "mdd",
+    "n_left_out",
 ]
 
 
@@ -192,10 +207,23 @@ def _compare_pair(
         raise ValueError(f"test must be 'randomization' or 't', got {kw['test']!r}")
     w, t, lo_ = win_tie_loss(a, b)
     sd = float(np.std(d, ddof=1)) if d.size > 1 else math.nan
-    return dict(metric=metric, a=va, b=vb, n=int(d.size), mean_a=float(a.mean()) if d.size else math.nan,
-                mean_b=float(b.mean()) if d.size else math.nan, diff=float(d.mean()) if d.size else math.nan,
-                diff_ci_low=lo, diff_ci_high=hi, wins=w, ties=t, losses=lo_, p=p, sd_diff=sd,
-                mdd=minimum_detectable_difference(sd, d.size, kw["alpha"], kw["power"]))
+    return dict(
+        metric=metric,
+        a=va,
+        b=vb,
+        n=int(d.size),
+        mean_a=float(a.mean()) if d.size else math.nan,
+        mean_b=float(b.mean()) if d.size else math.nan,
+        diff=float(d.mean()) if d.size else math.nan,
+        diff_ci_low=lo,
+        diff_ci_high=hi,
+        wins=w,
+        ties=t,
+        losses=lo_,
+        p=p,
+        sd_diff=sd,
+        mdd=minimum_detectable_difference(sd, d.size, kw["alpha"], kw["power"]),
+    )
 
 
 def compare(

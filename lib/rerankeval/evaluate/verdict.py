@@ -55,8 +55,17 @@ def pair_row(comparisons: pd.DataFrame | None, metric: str, a: str, b: str) -> d
     hit = c[(c.a == b) & (c.b == a)]
     if len(hit):
         r = dict(hit.iloc[0])
-        r.update(a=a, b=b, mean_a=r["mean_b"], mean_b=r["mean_a"], diff=-r["diff"], wins=r["losses"],
-                 losses=r["wins"], diff_ci_low=-r["diff_ci_high"], diff_ci_high=-r["diff_ci_low"])
+        r.update(
+            a=a,
+            b=b,
+            mean_a=r["mean_b"],
+            mean_b=r["mean_a"],
+            diff=-r["diff"],
+            wins=r["losses"],
+            losses=r["wins"],
+            diff_ci_low=-r["diff_ci_high"],
+            diff_ci_high=-r["diff_ci_low"],
+        )
         return r
     return None
 
@@ -94,8 +103,9 @@ def check_baseline(baseline: str, evaluated: Sequence[str]) -> None:
     raise UnknownBaseline(
         f"baseline={baseline!r} names no evaluated variant; {meant}the variants evaluated are "
         f"{', '.join(evaluated) or 'none'}. Set baseline to one of them (notebook 05's parameter, e.g. "
-        f"P=\"baseline={(close or list(evaluated) or [LEGS[0]])[0]}\"), or leave it empty for the better single "
-        "retriever (vector or bm25)")
+        f'P="baseline={(close or list(evaluated) or [LEGS[0]])[0]}"), or leave it empty for the better single '
+        "retriever (vector or bm25)"
+    )
 
 
 def baseline_of(metrics: pd.DataFrame, headline: str = HEADLINE, baseline: str = "") -> str | None:
@@ -131,32 +141,54 @@ def versus(comparisons: pd.DataFrame | None, metric: str, variant: str, baseline
         return None
     p_holm = float(r.get("p_holm", math.nan))
     mark = "*" if distinguishable(r) else ""  # never on a tie, a zero at the shown precision or identical runs
-    return {"diff": float(r["diff"]), "low": float(r["diff_ci_low"]), "high": float(r["diff_ci_high"]),
-            "wins": int(r["wins"]), "ties": int(r["ties"]), "losses": int(r["losses"]), "p": float(r["p"]),
-            "p_holm": p_holm, "mark": mark}
+    return {
+        "diff": float(r["diff"]),
+        "low": float(r["diff_ci_low"]),
+        "high": float(r["diff_ci_high"]),
+        "wins": int(r["wins"]),
+        "ties": int(r["ties"]),
+        "losses": int(r["losses"]),
+        "p": float(r["p"]),
+        "p_holm": p_holm,
+        "mark": mark,
+    }
 
 
-def _baseline_line(m: pd.DataFrame, comparisons, headline: str, fused: str, baseline: str | None, fam,
-                   why: str = "the better single retriever") -> str | None:
+def _baseline_line(
+    m: pd.DataFrame,
+    comparisons,
+    headline: str,
+    fused: str,
+    baseline: str | None,
+    fam,
+    why: str = "the better single retriever",
+) -> str | None:
     """One plain sentence: does fusion beat the baseline (``why``: how it was chosen), by how much, how sure."""
     if baseline is None or fused not in m.index or fused == baseline:
         return None
     r = versus(comparisons, headline, fused, baseline)
     hl, a, b = label(headline), float(m.at[fused, headline]), float(m.at[baseline, headline])
-    head = (f"Against the baseline, {baseline} ({why}), hybrid retrieval ({fused}) scores "
-            f"{fmt(a)} {hl} against {fmt(b)}")
+    head = f"Against the baseline, {baseline} ({why}), hybrid retrieval ({fused}) scores {fmt(a)} {hl} against {fmt(b)}"
     if r is None:
         return head + f" ({a - b:+.3f}; not tested)."
     if same_everywhere(pair_row(comparisons, headline, fused, baseline)):
-        return (f"{head}: the same score on every one of the {r['wins'] + r['ties'] + r['losses']} queries, a "
-                f"degenerate comparison ({SAME_CAUSES}).")
-    sure = ("a difference that survives Holm correction" if r["mark"] else
-            "a tie at the shown precision" if shown_zero(r["diff"]) else
-            "a difference that could be chance after Holm correction")
+        return (
+            f"{head}: the same score on every one of the {r['wins'] + r['ties'] + r['losses']} queries, a "
+            f"degenerate comparison ({SAME_CAUSES})."
+        )
+    sure = (
+        "a difference that survives Holm correction"
+        if r["mark"]
+        else "a tie at the shown precision"
+        if shown_zero(r["diff"])
+        else "a difference that could be chance after Holm correction"
+    )
     fam_words = f" over {fam} pairs" if fam else ""
-    return (f"{head}: {r['diff']:+.3f} (95% CI {r['low']:+.3f} to {r['high']:+.3f}); {r['wins']} queries better, "
-            f"{r['losses']} worse, {r['ties']} tied; {sure}{fam_words} (p = {r['p']:.2g}, p_holm = "
-            f"{r['p_holm']:.2g}).")
+    return (
+        f"{head}: {r['diff']:+.3f} (95% CI {r['low']:+.3f} to {r['high']:+.3f}); {r['wins']} queries better, "
+        f"{r['losses']} worse, {r['ties']} tied; {sure}{fam_words} (p = {r['p']:.2g}, p_holm = "
+        f"{r['p_holm']:.2g})."
+    )
 
 
 DIGITS = 3  # the precision every verdict number is shown at
@@ -170,7 +202,7 @@ def shown_zero(x: Any, digits: int = DIGITS) -> bool:
         v = float(x)
     except (TypeError, ValueError):
         return True
-    return math.isnan(v) or abs(v) < 0.5 * 10 ** -digits
+    return math.isnan(v) or abs(v) < 0.5 * 10**-digits
 
 
 def same_everywhere(r: Mapping[str, Any] | None) -> bool:
@@ -193,8 +225,12 @@ def distinguishable(r: Mapping[str, Any] | None) -> bool:
     return not math.isnan(p_holm) and p_holm < SIGNIFICANT and not shown_zero(r.get("diff"))
 
 
-def clear_winner(metrics: pd.DataFrame, comparisons: pd.DataFrame | None, headline: str = HEADLINE,
-                 missing: Mapping[str, int] | None = None) -> str | None:
+def clear_winner(
+    metrics: pd.DataFrame,
+    comparisons: pd.DataFrame | None,
+    headline: str = HEADLINE,
+    missing: Mapping[str, int] | None = None,
+) -> str | None:
     """The variant with the best ``headline`` when it is distinguishable (:func:`distinguishable`) from the
     runner-up, else None: the only variant the page may call a winner or set in bold."""
     if metrics is None or metrics.empty or headline not in metrics:
@@ -209,7 +245,7 @@ def clear_winner(metrics: pd.DataFrame, comparisons: pd.DataFrame | None, headli
 
 
 def _mdd_words(r: Mapping[str, Any] | None, n: int | None) -> str:
-    """"differences below about x are hard to detect", only when x does not read as zero."""
+    """ "differences below about x are hard to detect", only when x does not read as zero."""
     mdd = float(r.get("mdd", math.nan)) if r else math.nan
     return "" if shown_zero(mdd) else f"; differences below about {fmt(mdd)} are hard to detect with n = {n}"
 
@@ -219,8 +255,11 @@ def _winner_line(m: pd.DataFrame, comparisons, headline: str, missing: Mapping[s
     full = [v for v in m.index if not missing.get(v)] or list(m.index)
     ranked_v = m.loc[full, headline].sort_values(ascending=False, kind="stable")
     best = ranked_v.index[0]
-    ci = (f" (95% CI {fmt(m.at[best, headline + '_ci_low'])}\u2013{fmt(m.at[best, headline + '_ci_high'])})"
-          if headline + "_ci_low" in m else "")
+    ci = (
+        f" (95% CI {fmt(m.at[best, headline + '_ci_low'])}\u2013{fmt(m.at[best, headline + '_ci_high'])})"
+        if headline + "_ci_low" in m
+        else ""
+    )
     if len(ranked_v) == 1:
         who = f"{best} is the only variant that answered every query" if len(m.index) > 1 else ""
         who = who or f"Only {best} was evaluated"
@@ -229,23 +268,31 @@ def _winner_line(m: pd.DataFrame, comparisons, headline: str, missing: Mapping[s
     r = pair_row(comparisons, headline, best, second)
     diff = ranked_v.iloc[0] - ranked_v.iloc[1]
     if same_everywhere(r):
-        return (f"No winner on {hl}: {best} and {second} score the same on every one of the {int(r['n'])} queries "
-                f"({fmt(ranked_v.iloc[0])}), a degenerate comparison ({SAME_CAUSES}).")
+        return (
+            f"No winner on {hl}: {best} and {second} score the same on every one of the {int(r['n'])} queries "
+            f"({fmt(ranked_v.iloc[0])}), a degenerate comparison ({SAME_CAUSES})."
+        )
     top = [v for v in ranked_v.index if shown_zero(ranked_v.iloc[0] - ranked_v[v])]
     if len(top) > 1:
-        return (f"No winner on {hl}: {', '.join(top)} tie at {fmt(ranked_v.iloc[0])} at the shown precision "
-                f"{ci.replace(')', f' for {best})')}{_mdd_words(r, n)}.")
+        return (
+            f"No winner on {hl}: {', '.join(top)} tie at {fmt(ranked_v.iloc[0])} at the shown precision "
+            f"{ci.replace(')', f' for {best})')}{_mdd_words(r, n)}."
+        )
     tail = _sig(r, fam) if r else "significance not tested"
     if distinguishable(r):
-        return (f"{best} wins on {hl} with {fmt(ranked_v.iloc[0])}{ci}, {diff:+.3f} over the runner-up "
-                f"{second} ({fmt(ranked_v.iloc[1])}); {tail}{_mdd_words(r, n)}.")
-    return (f"No winner on {hl}: {best} has the highest mean, {fmt(ranked_v.iloc[0])}{ci}, {diff:+.3f} over "
-            f"{second} ({fmt(ranked_v.iloc[1])}), but {tail}, so the two are not distinguishable"
-            f"{_mdd_words(r, n)}.")
+        return (
+            f"{best} wins on {hl} with {fmt(ranked_v.iloc[0])}{ci}, {diff:+.3f} over the runner-up "
+            f"{second} ({fmt(ranked_v.iloc[1])}); {tail}{_mdd_words(r, n)}."
+        )
+    return (
+        f"No winner on {hl}: {best} has the highest mean, {fmt(ranked_v.iloc[0])}{ci}, {diff:+.3f} over "
+        f"{second} ({fmt(ranked_v.iloc[1])}), but {tail}, so the two are not distinguishable"
+        f"{_mdd_words(r, n)}."
+    )
 
 
 def ties_line(m: pd.DataFrame, comparisons, headline: str, baseline: str | None) -> str | None:
-    """"No variant is distinguishable from the baseline" when none of the others differs from it significantly
+    """ "No variant is distinguishable from the baseline" when none of the others differs from it significantly
     (after Holm correction) by a difference that is not zero at the shown precision; else None."""
     others = [v for v in m.index if v != baseline]
     if baseline is None or baseline not in m.index or not others or comparisons is None or comparisons.empty:
@@ -254,10 +301,18 @@ def ties_line(m: pd.DataFrame, comparisons, headline: str, baseline: str | None)
     if any(distinguishable(r) for r in rows.values()) or all(r is None for r in rows.values()):
         return None
     same = [v for v, r in rows.items() if same_everywhere(r)]
-    note = (f" ({', '.join(same)} {'scores' if len(same) == 1 else 'score'} the same as {baseline} on every query: "
-            f"{SAME_CAUSES})") if same else ""
-    return (f"No variant is distinguishable from the baseline, {baseline}, on {label(headline)}: every difference "
-            f"is a tie or could be chance after Holm correction{note}.")
+    note = (
+        (
+            f" ({', '.join(same)} {'scores' if len(same) == 1 else 'score'} the same as {baseline} on every query: "
+            f"{SAME_CAUSES})"
+        )
+        if same
+        else ""
+    )
+    return (
+        f"No variant is distinguishable from the baseline, {baseline}, on {label(headline)}: every difference "
+        f"is a tie or could be chance after Holm correction{note}."
+    )
 
 
 def _cost_words(m: pd.DataFrame, reranked: str) -> str:
@@ -284,21 +339,30 @@ def _rerank_line(m: pd.DataFrame, comparisons, headline: str, fused: str, rerank
     failed = _failed_stage(m, reranked)
     if failed or same_everywhere(r):
         why = failed or f"the same score on every query compared ({SAME_CAUSES})"
-        return (f"Reranking ({fused} \u2192 {reranked}) is not measured: {why}, a degenerate comparison; "
-                "its row is not evidence about reranking.")
+        return (
+            f"Reranking ({fused} \u2192 {reranked}) is not measured: {why}, a degenerate comparison; "
+            "its row is not evidence about reranking."
+        )
     left = _left_out(r)
     d = float(r["diff"]) if left else m.at[reranked, headline] - m.at[fused, headline]
-    wtl = (f" ({int(r['wins'])} queries better, {int(r['losses'])} worse, {int(r['ties'])} tied; {_sig(r, fam)})"
-           if r else "")
-    scope = (f" on the {int(r['n'])} queries both answered ({left} queries one of them did not answer are "
-             "left out, not scored 0)" if left else "")
+    wtl = (
+        f" ({int(r['wins'])} queries better, {int(r['losses'])} worse, {int(r['ties'])} tied; {_sig(r, fam)})"
+        if r
+        else ""
+    )
+    scope = (
+        f" on the {int(r['n'])} queries both answered ({left} queries one of them did not answer are "
+        "left out, not scored 0)"
+        if left
+        else ""
+    )
     verb = "did not change" if shown_zero(d) else ("raised" if d > 0 else "lowered")
     amount = "" if shown_zero(d) else f" by {abs(d):.3f}"
     return f"Reranking ({fused} \u2192 {reranked}) {verb} {hl}{amount}{scope}{wtl}{_cost_words(m, reranked)}."
 
 
 def _failed_stage(m: pd.DataFrame, reranked: str) -> str:
-    """"the reranker fell back on every query" when its fallback rate is 1 (a failed stage), else ""."""
+    """ "the reranker fell back on every query" when its fallback rate is 1 (a failed stage), else ""."""
     rate = m.at[reranked, "fallback_rate"] if "fallback_rate" in m else math.nan
     try:
         failed = float(rate) >= 1.0
@@ -317,15 +381,19 @@ def _ceiling_line(m: pd.DataFrame, headline: str, pool_k: int | None, fused: str
     rk = f"recall@{fam_k}"
     if reranked in m.index and rk in m:
         got = f"; {reranked}'s top {fam_k} holds {100 * float(m.at[reranked, rk]):.1f}% (Recall@{fam_k})"
-    return (f"Pool ceiling: a perfect reranker of the {base} top {pool_k} would find "
-            f"{100 * float(m.at[base, rec]):.1f}% of the relevant units (Recall@{pool_k}){got}.")
+    return (
+        f"Pool ceiling: a perfect reranker of the {base} top {pool_k} would find "
+        f"{100 * float(m.at[base, rec]):.1f}% of the relevant units (Recall@{pool_k}){got}."
+    )
 
 
 MATTERS = 0.05  # the smallest difference in an nDCG-like metric (0..1) worth detecting, for the power check
 MIN_QUERIES = 20  # fewer questions than this cannot support a conclusion between variants, whatever the scores
-NEXT_QUESTIONS = ("Next step: more or harder questions (in 08-questions, draft from more pages with "
-                  "paraphrase=true so the questions do not copy the page's words; or write your own), then review "
-                  "them in 00-explore.")
+NEXT_QUESTIONS = (
+    "Next step: more or harder questions (in 08-questions, draft from more pages with "
+    "paraphrase=true so the questions do not copy the page's words; or write your own), then review "
+    "them in 00-explore."
+)
 
 
 def saturation_line(m: pd.DataFrame, headline: str) -> str | None:
@@ -333,13 +401,19 @@ def saturation_line(m: pd.DataFrame, headline: str) -> str | None:
     separate the variants on it; with the next step. None otherwise."""
     k = parse_column(headline)[1] or 10
     cols = [c for c in dict.fromkeys([headline, f"mrr@{k}", f"success@{k}", f"recall@{k}"]) if c in m]
-    at = {c: v for c in cols for v, name in ((1.0, "maximum"), (0.0, "minimum"))
-          if m[c].notna().all() and all(shown_zero(x - v) for x in m[c])}
+    at = {
+        c: v
+        for c in cols
+        for v, name in ((1.0, "maximum"), (0.0, "minimum"))
+        if m[c].notna().all() and all(shown_zero(x - v) for x in m[c])
+    }
     if not at:
         return None
     words = ", ".join(f"{label(c)} at its {'maximum' if v == 1.0 else 'minimum'} ({fmt(v)})" for c, v in at.items())
-    return (f"The questions cannot separate the variants: {words} for every variant ({len(m.index)} variants). "
-            f"Scores at the end of the scale say nothing about which variant is better. {NEXT_QUESTIONS}")
+    return (
+        f"The questions cannot separate the variants: {words} for every variant ({len(m.index)} variants). "
+        f"Scores at the end of the scale say nothing about which variant is better. {NEXT_QUESTIONS}"
+    )
 
 
 def power_line(m: pd.DataFrame, comparisons, headline: str, n: int | None, baseline: str | None) -> str | None:
@@ -350,13 +424,17 @@ def power_line(m: pd.DataFrame, comparisons, headline: str, n: int | None, basel
     mdds = [float(r["mdd"]) for r in rows if r and not shown_zero(r.get("mdd"))]
     hl = label(headline)
     if mdds and min(mdds) > MATTERS:
-        return (f"Too few questions to detect the differences that matter: with n = {n}, only differences in {hl} "
-                f"above about {fmt(min(mdds))} can be detected (80% power, 5% level), and a difference of "
-                f"{MATTERS:.2f} is already large. {NEXT_QUESTIONS}")
+        return (
+            f"Too few questions to detect the differences that matter: with n = {n}, only differences in {hl} "
+            f"above about {fmt(min(mdds))} can be detected (80% power, 5% level), and a difference of "
+            f"{MATTERS:.2f} is already large. {NEXT_QUESTIONS}"
+        )
     if n is not None and 0 < n < MIN_QUERIES:
-        return (f"Too few questions to conclude: n = {n}, and fewer than {MIN_QUERIES} questions cannot support a "
-                f"difference between variants whatever the scores (a paired test on {n} queries has little power"
-                f"{'; with 5 or fewer no sign-flip test can reach p < 0.05' if n <= 5 else ''}). {NEXT_QUESTIONS}")
+        return (
+            f"Too few questions to conclude: n = {n}, and fewer than {MIN_QUERIES} questions cannot support a "
+            f"difference between variants whatever the scores (a paired test on {n} queries has little power"
+            f"{'; with 5 or fewer no sign-flip test can reach p < 0.05' if n <= 5 else ''}). {NEXT_QUESTIONS}"
+        )
     return None
 
 
@@ -365,8 +443,10 @@ def _coverage_line(missing: Mapping[str, int], n: int | None) -> str | None:
     if not partial:
         return None
     who = ", ".join(f"{v} lacks {k}" + (f" of {n}" if n else "") for v, k in partial.items())
-    return (f"Not every variant answered every query ({who}): those variants are left out of the ranking above "
-            "and compared only on the queries both variants of a pair answered.")
+    return (
+        f"Not every variant answered every query ({who}): those variants are left out of the ranking above "
+        "and compared only on the queries both variants of a pair answered."
+    )
 
 
 def verdict_lines(
@@ -401,11 +481,25 @@ def verdict_lines(
     if comparisons is not None and not comparisons.empty:
         fam = int((comparisons.metric == headline).sum()) or None
     auc = discrimination_mod.sentence(discrimination)
-    base = _baseline_line(m, comparisons, headline, fused, baseline_of(metrics, headline, baseline), fam,
-                          baseline_reason(metrics, headline, baseline))
+    base = _baseline_line(
+        m,
+        comparisons,
+        headline,
+        fused,
+        baseline_of(metrics, headline, baseline),
+        fam,
+        baseline_reason(metrics, headline, baseline),
+    )
     base_name = baseline_of(metrics, headline, baseline)
-    checks = [x for x in (saturation_line(m, headline), power_line(m, comparisons, headline, n, base_name),
-                          ties_line(m, comparisons, headline, base_name)) if x]
+    checks = [
+        x
+        for x in (
+            saturation_line(m, headline),
+            power_line(m, comparisons, headline, n, base_name),
+            ties_line(m, comparisons, headline, base_name),
+        )
+        if x
+    ]
     lines = [
         *([base] if base else []),
         _winner_line(m, comparisons, headline, missing, fam, n),

@@ -94,17 +94,30 @@ def kv_table(values: Mapping[str, Any], column: str = "value", digits: int = 3) 
 # --------------------------------------------------------------------------- inputs and the run contract
 def inputs_header(a: Analysis) -> str:
     """The dataset, its judged queries, relevance unit and pool, the dedupe and tie policies, the variants."""
-    return _lines([
-        f"Dataset {a.dp.name}: {len(a.queries)} queries, {len(a.qrels)} with judgements; relevance unit = "
-        f"{a.summary.relevance_unit}; pool_k = {a.pool_k}.",
-        f"Dedupe policy: {metrics.DEDUPE_POLICY}.\nOrder: {metrics.TIE_POLICY}.\nVariants: {', '.join(a.runs)}"])
+    return _lines(
+        [
+            f"Dataset {a.dp.name}: {len(a.queries)} queries, {len(a.qrels)} with judgements; relevance unit = "
+            f"{a.summary.relevance_unit}; pool_k = {a.pool_k}.",
+            f"Dedupe policy: {metrics.DEDUPE_POLICY}.\nOrder: {metrics.TIE_POLICY}.\nVariants: {', '.join(a.runs)}",
+        ]
+    )
 
 
 def checks_table(a: Analysis) -> pd.DataFrame:
     """The run contract, one row per chain variant (queries, lines, duplicates, ties, rank column order)."""
-    return pd.DataFrame([{"variant": c.variant, "queries": c.n_queries, "lines": c.n_lines,
-                          "duplicate units": c.n_duplicate, "non-decreasing scores": c.n_ties,
-                          "rank column out of order": c.n_rank_mismatch} for c in a.checks]).set_index("variant")
+    return pd.DataFrame(
+        [
+            {
+                "variant": c.variant,
+                "queries": c.n_queries,
+                "lines": c.n_lines,
+                "duplicate units": c.n_duplicate,
+                "non-decreasing scores": c.n_ties,
+                "rank column out of order": c.n_rank_mismatch,
+            }
+            for c in a.checks
+        ]
+    ).set_index("variant")
 
 
 def input_notes(a: Analysis) -> list[str]:
@@ -116,25 +129,36 @@ def input_notes(a: Analysis) -> list[str]:
 def unit_mapping_note(variant: str, bad: int) -> str:
     """What the unit-vs-chunk run check found for one variant, in words: what a difference means and what to do."""
     if not bad:
-        return (f"{variant}: its page ranking is its chunk ranking mapped to pages (a page takes the rank of its "
-                "best chunk), as expected.")
-    head = (f"{variant}: in {bad} queries its page ranking (runs/{variant}.trec, the one every metric uses) is not "
-            f"its chunk ranking (runs/chunks/{variant}.trec) mapped to pages.")
+        return (
+            f"{variant}: its page ranking is its chunk ranking mapped to pages (a page takes the rank of its "
+            "best chunk), as expected."
+        )
+    head = (
+        f"{variant}: in {bad} queries its page ranking (runs/{variant}.trec, the one every metric uses) is not "
+        f"its chunk ranking (runs/chunks/{variant}.trec) mapped to pages."
+    )
     if variant in LEGS:
-        return (head + " For a single retriever the two files should agree, so they come from different runs or one "
-                "was edited: re-run 03-retrieve (python -m rerankeval.chain --only 03 --force) to write both again.")
-    return (head + " For a fused variant this is by design: it fuses the legs' page rankings, while its chunk run "
-            "(used for snippets and the LLM's passages) fuses their chunk rankings. Nothing to fix.")
+        return (
+            head + " For a single retriever the two files should agree, so they come from different runs or one "
+            "was edited: re-run 03-retrieve (python -m rerankeval.chain --only 03 --force) to write both again."
+        )
+    return (
+        head + " For a fused variant this is by design: it fuses the legs' page rankings, while its chunk run "
+        "(used for snippets and the LLM's passages) fuses their chunk rankings. Nothing to fix."
+    )
 
 
 def evaluation_note(a: Analysis) -> str:
     """The query set, the metrics and their relevance rule, and the second evaluators' agreement."""
-    return _lines([
-        a.query_set.describe(),
-        f"{len(a.columns)} metrics x {len(a.runs)} variants x {a.query_set.n} queries: relevant = grade >= "
-        f"{metrics.REL_LEVEL}; nDCG gain = grade, ideal DCG from all judged units of the query.",
-        f"Metrics verified against {a.summary.verified_against}: {len(a.conformance)} variant x metric checks, "
-        f"max |difference| = {a.summary.max_abs_diff}."])
+    return _lines(
+        [
+            a.query_set.describe(),
+            f"{len(a.columns)} metrics x {len(a.runs)} variants x {a.query_set.n} queries: relevant = grade >= "
+            f"{metrics.REL_LEVEL}; nDCG gain = grade, ideal DCG from all judged units of the query.",
+            f"Metrics verified against {a.summary.verified_against}: {len(a.conformance)} variant x metric checks, "
+            f"max |difference| = {a.summary.max_abs_diff}.",
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- metrics and costs
@@ -146,9 +170,12 @@ def metric_table(a: Analysis) -> pd.DataFrame:
 def key_table(a: Analysis) -> pd.DataFrame:
     """The headline metrics per variant as ``mean [ci_low, ci_high]`` strings."""
     t = a.table
-    show = {metrics.label(m) + (" (pool ceiling)" if m == f"recall@{a.pool_k}" else ""): [
-        f"{r[m]:.3f} [{r[m + '_ci_low']:.3f}, {r[m + '_ci_high']:.3f}]" for _, r in t.iterrows()]
-        for m in verdict.key_metrics(t, a.headline, a.pool_k)}
+    show = {
+        metrics.label(m) + (" (pool ceiling)" if m == f"recall@{a.pool_k}" else ""): [
+            f"{r[m]:.3f} [{r[m + '_ci_low']:.3f}, {r[m + '_ci_high']:.3f}]" for _, r in t.iterrows()
+        ]
+        for m in verdict.key_metrics(t, a.headline, a.pool_k)
+    }
     return pd.DataFrame(show, index=pd.Index(t.variant, name="variant"))
 
 
@@ -187,8 +214,13 @@ def comparison_note(a: Analysis) -> str:
     c = a.comparisons
     row = c[(c.metric == a.headline) & c.a.isin(pair) & c.b.isin(pair)]
     mdd = [stats.mdd_sentence(row.iloc[0])] if len(pair) == 2 and len(row) else []
-    return _lines([*mdd, f"Test: {a.params.test}; Holm family = all pairs within a metric; better/tied/worse count "
-                         "the queries where a is above, equal to or below b."])
+    return _lines(
+        [
+            *mdd,
+            f"Test: {a.params.test}; Holm family = all pairs within a metric; better/tied/worse count "
+            "the queries where a is above, equal to or below b.",
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- the reranker's discrimination
@@ -198,8 +230,9 @@ def discrimination_note(a: Analysis) -> str:
     d = a.discrimination
     if d is None:
         return "No rerank candidates file (rerank/candidates.csv): run 04-rerank to measure the reranker's model."
-    return _lines([s for s in (discrimination.sentence(d), discrimination.coverage(d),
-                               discrimination.shift_sentence(d)) if s])
+    return _lines(
+        [s for s in (discrimination.sentence(d), discrimination.coverage(d), discrimination.shift_sentence(d)) if s]
+    )
 
 
 def discrimination_table(a: Analysis) -> pd.DataFrame:
@@ -215,8 +248,10 @@ def funnel_note(a: Analysis) -> str:
     """The funnel's cutoff, pool and stages, and the ledger's fallback queries (or why there is no funnel)."""
     if a.attribution.empty:
         return f"No funnel: the fused variant ({HYBRID}) has no run file."
-    return (f"Funnel at k = {a.params.final_k}, pool = {a.pool_k} ({' -> '.join(a.attribution.attrs['stages'])}); "
-            f"fallback queries from the ledger: {len(a.fallback_qids)}.")
+    return (
+        f"Funnel at k = {a.params.final_k}, pool = {a.pool_k} ({' -> '.join(a.attribution.attrs['stages'])}); "
+        f"fallback queries from the ledger: {len(a.fallback_qids)}."
+    )
 
 
 def funnel_tables(a: Analysis) -> list[pd.DataFrame]:
@@ -238,14 +273,17 @@ def ceiling_table(a: Analysis) -> pd.DataFrame:
     cols = [c for c in dict.fromkeys((a.headline, f"recall@{k}", pool)) if c in a.table]
     names = {c: metrics.label(c) for c in cols}
     if pool in names:
-        names[pool] += (f" (= pool ceiling, pool_k = {a.pool_k})" if pool == f"recall@{k}" else " (pool ceiling)")
+        names[pool] += f" (= pool ceiling, pool_k = {a.pool_k})" if pool == f"recall@{k}" else " (pool ceiling)"
     return a.table.set_index("variant")[cols].rename(columns=names)
 
 
 def slice_table(a: Analysis) -> pd.DataFrame:
     """The headline metric per query slice (rows: slice, value, n) and variant (columns)."""
-    return tidy(a.by_slice.pivot_table(index=["slice", "value", "n"], columns="variant", values=a.headline, sort=False)
-                .rename_axis(columns=f"{metrics.label(a.headline)} by variant"))
+    return tidy(
+        a.by_slice.pivot_table(
+            index=["slice", "value", "n"], columns="variant", values=a.headline, sort=False
+        ).rename_axis(columns=f"{metrics.label(a.headline)} by variant")
+    )
 
 
 # --------------------------------------------------------------------------- the manifest

@@ -40,8 +40,9 @@ class Blend:
     folds: dict[str, int] = field(default_factory=dict)  # qid -> fold (k-fold only)
 
 
-def blend_values(engine, point, qids: Sequence[str], qrels: Qrels, col: str, pool_ks: Sequence[int],
-                 alphas: Sequence[float]) -> pd.DataFrame:
+def blend_values(
+    engine, point, qids: Sequence[str], qrels: Qrels, col: str, pool_ks: Sequence[int], alphas: Sequence[float]
+) -> pd.DataFrame:
     """``pool_k, alpha, qid, reranked, fused``: ``col`` of the replayed rerank of ``point``'s top ``pool_k`` at each
     ``alpha`` and of the fused run, on the queries whose whole pool stage 04 scored (``engine.llm``)."""
     qids = fastscore.evaluable(qids, qrels)
@@ -61,8 +62,17 @@ def blend_values(engine, point, qids: Sequence[str], qrels: Qrels, col: str, poo
         keep = np.flatnonzero(covered[0])
         values = fm.metric(gains[:, 0], col, judged)
         for ai, alpha in enumerate(alphas):
-            rows.append(pd.DataFrame({"pool_k": pk, "alpha": float(alpha), "qid": [qids[i] for i in keep],
-                                      BLEND: values[ai, keep], FUSED: fused[keep]}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "pool_k": pk,
+                        "alpha": float(alpha),
+                        "qid": [qids[i] for i in keep],
+                        BLEND: values[ai, keep],
+                        FUSED: fused[keep],
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -72,8 +82,11 @@ def replayable(values: pd.DataFrame, pool_ks: Sequence[int]) -> tuple[list[int],
     covered = {pk: set(values[values.pool_k == pk].qid) for pk in pool_ks}
     ref = covered[min(pool_ks)] if pool_ks else set()
     keep = [pk for pk in sorted(pool_ks) if ref and covered[pk] == ref]
-    out = [f"pool_k {pk} ({len(covered[pk])} of {len(ref)} queries wholly scored)" for pk in sorted(pool_ks)
-           if pk not in keep]
+    out = [
+        f"pool_k {pk} ({len(covered[pk])} of {len(ref)} queries wholly scored)"
+        for pk in sorted(pool_ks)
+        if pk not in keep
+    ]
     return keep, ("; left out, as stage 04 scored fewer candidates per query: " + ", ".join(out)) if out else ""
 
 
@@ -85,8 +98,10 @@ def choose(values: pd.DataFrame, qids: set[str], order: Sequence[tuple[int, floa
         raise ValueError("nothing to choose the blend from: no replayed query among the choosing queries")
     means = sub.groupby(["pool_k", "alpha"])[BLEND].mean()
     rank = {c: i for i, c in enumerate(order)}
-    return min(((int(pk), float(a)) for pk, a in means.index),
-               key=lambda c: (-round(float(means[c]), 12), rank.get(c, len(rank))))
+    return min(
+        ((int(pk), float(a)) for pk, a in means.index),
+        key=lambda c: (-round(float(means[c]), 12), rank.get(c, len(rank))),
+    )
 
 
 def _summary(values: pd.DataFrame, qids: set[str], split: str) -> pd.DataFrame:
@@ -107,8 +122,18 @@ def _long(values: pd.DataFrame, col: str, pick: dict[str, tuple[int, float]]) ->
     return pd.DataFrame(rows, columns=["variant", "qid", "metric", "value"])
 
 
-def tune(values: pd.DataFrame, train: set[str], evaluated: set[str], col: str, pool_ks: Sequence[int],
-         alphas: Sequence[float], *, folds: int = 5, seed: int = 0, n_boot: int = stats.N_BOOT) -> Blend:
+def tune(
+    values: pd.DataFrame,
+    train: set[str],
+    evaluated: set[str],
+    col: str,
+    pool_ks: Sequence[int],
+    alphas: Sequence[float],
+    *,
+    folds: int = 5,
+    seed: int = 0,
+    n_boot: int = stats.N_BOOT,
+) -> Blend:
     """Choose the blend on ``train``'s replayed queries (else by ``folds``-fold over ``evaluated``'s) and report it
     once against the fused run (see the module docstring)."""
     pools, left_out = replayable(values, pool_ks)
@@ -121,8 +146,10 @@ def tune(values: pd.DataFrame, train: set[str], evaluated: set[str], col: str, p
         best = choose(values, choosing, order)
         pick, chosen = {q: best for q in reported}, {"train": best}
         table = pd.concat([_summary(values, choosing, "train"), _summary(values, reported, "test")], ignore_index=True)
-        how = (f"chosen on the {len(choosing)} train queries stage 04 scored, reported once on the {len(reported)} "
-               "evaluated queries it scored")
+        how = (
+            f"chosen on the {len(choosing)} train queries stage 04 scored, reported once on the {len(reported)} "
+            "evaluated queries it scored"
+        )
         protocol = "train/test"
     elif len(reported) >= splits.MIN_QUERIES:
         k = min(folds, len(reported))
@@ -133,12 +160,16 @@ def tune(values: pd.DataFrame, train: set[str], evaluated: set[str], col: str, p
             chosen[f"fold {f}"] = best = choose(values, reported - held, order)
             pick.update({q: best for q in held})
         table = _summary(values, reported, "all (k-fold)")
-        how = (f"no train query was scored by stage 04, so chosen by {k}-fold cross-validation over the "
-               f"{len(reported)} evaluated queries it scored (each fold answered by the blend chosen on the others)")
+        how = (
+            f"no train query was scored by stage 04, so chosen by {k}-fold cross-validation over the "
+            f"{len(reported)} evaluated queries it scored (each fold answered by the blend chosen on the others)"
+        )
         protocol = "k-fold"
     else:
-        why = (f"no blend chosen: stage 04 scored the whole pool of {len(reported)} evaluated queries (at least "
-               f"{splits.MIN_QUERIES} are needed) and of {len(choosing)} train queries; run 04-rerank first")
+        why = (
+            f"no blend chosen: stage 04 scored the whole pool of {len(reported)} evaluated queries (at least "
+            f"{splits.MIN_QUERIES} are needed) and of {len(choosing)} train queries; run 04-rerank first"
+        )
         return Blend("", why + left_out, _summary(values, scored, "scored"))
     per_query = _long(values, col, pick)
     ci = stats.bootstrap_table(per_query, n_boot=n_boot, seed=seed)
@@ -152,9 +183,14 @@ def headline(b: Blend) -> dict[str, float]:
         return {}
     ci = b.ci.set_index("variant")
     row = b.comparison.iloc[0]
-    return {**{f"{v} {c}": float(ci.loc[v, c]) for v in (FUSED, BLEND) for c in ("mean", "ci_low", "ci_high")},
-            "diff": float(row["diff"]), "diff_ci_low": float(row.diff_ci_low),
-            "diff_ci_high": float(row.diff_ci_high), "p": float(row.p), "n": int(row.n)}
+    return {
+        **{f"{v} {c}": float(ci.loc[v, c]) for v in (FUSED, BLEND) for c in ("mean", "ci_low", "ci_high")},
+        "diff": float(row["diff"]),
+        "diff_ci_low": float(row.diff_ci_low),
+        "diff_ci_high": float(row.diff_ci_high),
+        "p": float(row.p),
+        "n": int(row.n),
+    }
 
 
 def sentence(b: Blend, col: str) -> str:
@@ -162,10 +198,13 @@ def sentence(b: Blend, col: str) -> str:
     if not b.protocol:
         return f"Rerank blend: {b.note}."
     h, chosen = headline(b), "; ".join(f"{k}: pool_k {pk}, alpha {a:g}" for k, (pk, a) in b.chosen.items())
-    verdict = ("better than" if h["diff_ci_low"] > 0 else "worse than" if h["diff_ci_high"] < 0
-               else "not distinguishable from")
-    return (f"Rerank blend (alpha x pool_k, replayed from stage 04's LLM scores, no LLM call): {b.note}; chosen "
-            f"{chosen}. On {h['n']} reported queries {col} reranked {h['reranked mean']:.4f} "
-            f"[{h['reranked ci_low']:.4f}, {h['reranked ci_high']:.4f}] vs fused {h['fused mean']:.4f} "
-            f"[{h['fused ci_low']:.4f}, {h['fused ci_high']:.4f}], difference {h['diff']:+.4f} (paired randomisation "
-            f"p = {h['p']:.3g}): the chosen blend is {verdict} the fused run.")
+    verdict = (
+        "better than" if h["diff_ci_low"] > 0 else "worse than" if h["diff_ci_high"] < 0 else "not distinguishable from"
+    )
+    return (
+        f"Rerank blend (alpha x pool_k, replayed from stage 04's LLM scores, no LLM call): {b.note}; chosen "
+        f"{chosen}. On {h['n']} reported queries {col} reranked {h['reranked mean']:.4f} "
+        f"[{h['reranked ci_low']:.4f}, {h['reranked ci_high']:.4f}] vs fused {h['fused mean']:.4f} "
+        f"[{h['fused ci_low']:.4f}, {h['fused ci_high']:.4f}], difference {h['diff']:+.4f} (paired randomisation "
+        f"p = {h['p']:.3g}): the chosen blend is {verdict} the fused run."
+    )

@@ -70,8 +70,10 @@ def metric(gains: np.ndarray, col: str, judged: Judgments) -> np.ndarray:
     """``col`` (e.g. ``ndcg@10``) of every list: ``gains`` is ``[..., query, rank]``; returns ``[..., query]``."""
     fam, k = parse_column(col)
     if fam not in FAMILIES:
-        raise ValueError(f"{col}: the vectorised metrics compute {', '.join(FAMILIES)} at a cutoff; use "
-                         "rerankeval.evaluate.metrics.evaluate for it")
+        raise ValueError(
+            f"{col}: the vectorised metrics compute {', '.join(FAMILIES)} at a cutoff; use "
+            "rerankeval.evaluate.metrics.evaluate for it"
+        )
     top = gains[..., :k]
     rel = top >= REL_LEVEL
     if fam == "ndcg":

@@ -47,8 +47,15 @@ def _minmax(x: np.ndarray, inpool: np.ndarray) -> np.ndarray:
         return np.where(hi > lo, (x - lo) / (hi - lo), 0.0)
 
 
-def replay_gains(block: fs.Block, scores: np.ndarray, order: np.ndarray, llm: np.ndarray, alphas: Sequence[float],
-                 pool_k: int, gains: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def replay_gains(
+    block: fs.Block,
+    scores: np.ndarray,
+    order: np.ndarray,
+    llm: np.ndarray,
+    alphas: Sequence[float],
+    pool_k: int,
+    gains: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rerankeval.experiments.replay.replay` for every point and every ``alpha`` at once: the grades at each
     rank ``[alpha, point, query, rank]`` after the top ``pool_k`` is reordered by ``alpha * minmax(LLM) + (1 - alpha)
     * minmax(fused)`` (ties in fused order), and ``[point, query]`` True where the whole pool was scored."""
@@ -84,8 +91,9 @@ def _lengths(engine, p, qids: Sequence[str]) -> np.ndarray:
     return np.array([[len(leg.get(q, {})) for q in qids] for leg in engine.unit_legs(p)], dtype=np.int64)
 
 
-def score_points(engine, points: Sequence, qids: Sequence[str], qrels: Qrels,
-                 cols: Sequence[str]) -> tuple[pd.DataFrame, dict[str, float]]:
+def score_points(
+    engine, points: Sequence, qids: Sequence[str], qrels: Qrels, cols: Sequence[str]
+) -> tuple[pd.DataFrame, dict[str, float]]:
     """:func:`rerankeval.experiments.grid.score_points`, vectorised (see the module docstring)."""
     qids = evaluable(qids, qrels)
     pool_ks = [int(c.split("@")[1]) for c in cols if c.startswith("recall@")]
@@ -97,8 +105,9 @@ def score_points(engine, points: Sequence, qids: Sequence[str], qrels: Qrels,
         t_block = time.perf_counter()
         deepest = by_depth[max(by_depth)][0]
         dense, lex = engine.unit_legs(deepest)
-        master = fs.build_block([{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}], qids,
-                                qrels, norms=[])
+        master = fs.build_block(
+            [{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}], qids, qrels, norms=[]
+        )
         shared = (time.perf_counter() - t_block) / sum(len(g) for g in by_depth.values())
         for group in by_depth.values():
             t_cut = time.perf_counter()
@@ -119,8 +128,16 @@ def score_points(engine, points: Sequence, qids: Sequence[str], qrels: Qrels,
 Segment = tuple[str, np.ndarray, np.ndarray]  # metric, qids (object array), values
 
 
-def _score_chunk(block: fs.Block, points: Sequence, depth: int, cols: Sequence[str], judged: fm.Judgments,
-                 llm: np.ndarray | None, engine, pool_ks: Sequence[int]) -> list[list[Segment]]:
+def _score_chunk(
+    block: fs.Block,
+    points: Sequence,
+    depth: int,
+    cols: Sequence[str],
+    judged: fm.Judgments,
+    llm: np.ndarray | None,
+    engine,
+    pool_ks: Sequence[int],
+) -> list[list[Segment]]:
     """Per point, its segments ``(metric, qids, values)``: every column, then each pool's replayed rerank."""
     scores = fs.fused_scores(block, points)
     order = fs.top(scores, depth, block.n)

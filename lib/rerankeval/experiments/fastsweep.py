@@ -112,8 +112,10 @@ def _norm_stack(name: str, a: np.ndarray) -> np.ndarray:
             sd = a.std(axis=1, ddof=1, keepdims=True)
             lo = a.mean(axis=1, keepdims=True) - 3.0 * sd
             return np.where(sd == 0.0, DEGENERATE_MINMAX, (a - lo) / (6.0 * sd))
-    raise ValueError(f"unknown normalisation {name!r}; fusion.SCORE_METHODS has "
-                     f"{', '.join(sorted({fn.__name__ for fn, _ in SCORE_METHODS.values()}))}")
+    raise ValueError(
+        f"unknown normalisation {name!r}; fusion.SCORE_METHODS has "
+        f"{', '.join(sorted({fn.__name__ for fn, _ in SCORE_METHODS.values()}))}"
+    )
 
 
 def build_block(legs: Sequence[Run], qids: Sequence[str], qrels: Qrels, norms: Sequence[str] | None = None) -> Block:
@@ -160,8 +162,9 @@ def cut(block: Block, lengths: np.ndarray, norms: Sequence[str]) -> Block:
     width = max(int(n.max(initial=0)), 1)
     order = order[:, :width]
     inside = np.arange(width)[None, :] < n[:, None]
-    new_rank = np.where(inside, np.take_along_axis(rank, np.broadcast_to(order, rank.shape[:1] + order.shape), -1),
-                        np.inf)
+    new_rank = np.where(
+        inside, np.take_along_axis(rank, np.broadcast_to(order, rank.shape[:1] + order.shape), -1), np.inf
+    )
     gain = np.where(inside, np.take_along_axis(block.gain, order, -1), 0)
     docs = [[block.docs[qi][c] for c in order[qi, : n[qi]]] for qi in range(len(block.qids))]
     inverse = np.zeros(best.shape, dtype=np.int64)

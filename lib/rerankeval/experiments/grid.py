@@ -108,7 +108,7 @@ class Grid:
         """``default`` first, then every fusion combination, then the BM25 and chunking points."""
         out = [default]
         for m, (wd, wb), leg in itertools.product(self.method, self.weights, self.leg_k):
-            for k in (self.rrf_k if m in RRF_METHODS else [default.rrf_k]):
+            for k in self.rrf_k if m in RRF_METHODS else [default.rrf_k]:
                 out.append(replace(default, method=m, rrf_k=k, w_dense=wd, w_bm25=wb, leg_k=leg))
         out += [replace(default, k1=k1, b=b) for k1, b in self.bm25]
         if pdf:
@@ -134,8 +134,10 @@ def load_grid(name: str, path: Path = GRID_FILE) -> Grid:
     spec = grids[name] or {}
     unknown = set(spec) - set(Grid.__dataclass_fields__)
     if unknown:
-        raise ValueError(f"grid {name!r} in {path}: unknown axes {sorted(unknown)}; "
-                         f"the axes are {', '.join(Grid.__dataclass_fields__)}")
+        raise ValueError(
+            f"grid {name!r} in {path}: unknown axes {sorted(unknown)}; "
+            f"the axes are {', '.join(Grid.__dataclass_fields__)}"
+        )
     grid = Grid(**spec)
     bad = [m for m in grid.method if m not in FUSION_METHODS]
     if bad:
@@ -173,16 +175,18 @@ class Engine:
 
     @classmethod
     @contextmanager
-    def open(cls, dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, settings: Settings,
-             **kw) -> Iterator[Engine]:
+    def open(
+        cls, dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, settings: Settings, **kw
+    ) -> Iterator[Engine]:
         """An engine over the built indexes of ``dp`` (Qdrant closed on exit), searched with ``settings``."""
         from rerankeval.experiments.legcache import LegCache
         from rerankeval.retrieve.retriever import Retriever
 
         cache = kw.pop("cache_legs", True)
         with Retriever(dp, settings, progress=kw.pop("progress", False)) as r:
-            eng = cls(r, queries, max_leg_k,
-                      chunk_sources=lambda size, overlap: chunking_source(dp, size, overlap, settings))
+            eng = cls(
+                r, queries, max_leg_k, chunk_sources=lambda size, overlap: chunking_source(dp, size, overlap, settings)
+            )
             eng.leg_cache = LegCache(dp, queries, settings) if cache else None
             try:
                 yield eng
@@ -241,8 +245,13 @@ class Engine:
         seconds per query (legs + fusion)."""
         dense, lex = self.unit_legs(p)
         t0 = time.perf_counter()
-        fused = fuse([{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}], p.method,
-                     k=p.rrf_k, weights=p.weights, depth=depth)
+        fused = fuse(
+            [{q: dense.get(q, {}) for q in qids}, {q: lex.get(q, {}) for q in qids}],
+            p.method,
+            k=p.rrf_k,
+            weights=p.weights,
+            depth=depth,
+        )
         per_q = (time.perf_counter() - t0) / max(1, len(qids))
         return fused, per_q + self.leg("dense", p).seconds_per_query + self.leg("bm25", p).seconds_per_query
 
@@ -285,8 +294,7 @@ def reweighted(index: bm25mod.BM25Index, k1: float, b: float) -> bm25mod.BM25Ind
 def scratch_dataset(dp: DatasetPaths, size: int, overlap: int) -> DatasetPaths:
     """A scratch copy of ``dp`` for one chunking: its own results folder and Qdrant store, same source."""
     tag = f"c{size}-o{overlap}"
-    return DatasetPaths(name=f"{dp.name}--sweep-{tag}", source=dp.source,
-                        root=dp.sweep_dir / "chunking" / tag)
+    return DatasetPaths(name=f"{dp.name}--sweep-{tag}", source=dp.source, root=dp.sweep_dir / "chunking" / tag)
 
 
 def chunking_source(dp: DatasetPaths, size: int, overlap: int, settings: Settings):
@@ -326,8 +334,15 @@ def evaluate_run(run: Run, qrels: Qrels, qids: Sequence[str], cols: Sequence[str
     return long.pivot(index="qid", columns="metric", values="value").reindex(columns=list(cols))
 
 
-def score_points(engine: Engine, points: Sequence[Point], qids: Sequence[str], qrels: Qrels,
-                 cols: Sequence[str], *, vectorised: bool = True) -> tuple[pd.DataFrame, dict[str, float]]:
+def score_points(
+    engine: Engine,
+    points: Sequence[Point],
+    qids: Sequence[str],
+    qrels: Qrels,
+    cols: Sequence[str],
+    *,
+    vectorised: bool = True,
+) -> tuple[pd.DataFrame, dict[str, float]]:
     """Per-query metrics of every point on ``qids``: long ``point, qid, metric, value``; and the seconds
     per query of each point. Only ``qrels[q]`` for ``q`` in ``qids`` is ever read.
 
@@ -362,13 +377,26 @@ def _reranked(llm: RecordedLLM, run: Run, wide: pd.DataFrame, qrels: Qrels, pool
     if not rr:
         return pd.DataFrame(columns=["qid", "metric", "value"])
     got = evaluate_run(rr, qrels, sorted(rr), [col])[col]
-    return pd.concat([pd.DataFrame({"qid": got.index, "metric": f"reranked@{pool_k} {col}", "value": got.values}),
-                      pd.DataFrame({"qid": got.index, "metric": f"fused@{pool_k} {col}",
-                                    "value": wide.loc[got.index, col].values})], ignore_index=True)
+    return pd.concat(
+        [
+            pd.DataFrame({"qid": got.index, "metric": f"reranked@{pool_k} {col}", "value": got.values}),
+            pd.DataFrame(
+                {"qid": got.index, "metric": f"fused@{pool_k} {col}", "value": wide.loc[got.index, col].values}
+            ),
+        ],
+        ignore_index=True,
+    )
 
 
-def summarise(per_query: pd.DataFrame, points: Sequence[Point], secs: Mapping[str, float], split: str,
-              final_k: int, pool_ks: Sequence[int], llm: RecordedLLM | None = None) -> pd.DataFrame:
+def summarise(
+    per_query: pd.DataFrame,
+    points: Sequence[Point],
+    secs: Mapping[str, float],
+    split: str,
+    final_k: int,
+    pool_ks: Sequence[int],
+    llm: RecordedLLM | None = None,
+) -> pd.DataFrame:
     """``sweep.csv`` rows of one split: one per point and ``pool_k`` (the pool ceiling differs). With
     recorded LLM scores, the replayed rerank's nDCG and the fused nDCG on the queries it covers, and costs."""
     means = per_query.groupby(["point", "metric"]).value.mean().unstack()
@@ -380,22 +408,42 @@ def summarise(per_query: pd.DataFrame, points: Sequence[Point], secs: Mapping[st
             continue
         m, c = means.loc[p.name], counts.loc[p.name]
         for pk in pool_ks:
-            rows.append({"point": p.name, **p.record(), "split": split, "n_queries": int(n[p.name]),
-                         f"ndcg@{final_k}": m[f"ndcg@{final_k}"], f"mrr@{final_k}": m[f"mrr@{final_k}"],
-                         "pool_k": pk, "pool_ceiling": m[f"recall@{pk}"],
-                         "seconds_per_query": secs.get(p.name, math.nan), "llm_tokens_per_query": 0.0,
-                         **_reranked_columns(m, c, pk, final_k, secs.get(p.name, math.nan), llm)})
+            rows.append(
+                {
+                    "point": p.name,
+                    **p.record(),
+                    "split": split,
+                    "n_queries": int(n[p.name]),
+                    f"ndcg@{final_k}": m[f"ndcg@{final_k}"],
+                    f"mrr@{final_k}": m[f"mrr@{final_k}"],
+                    "pool_k": pk,
+                    "pool_ceiling": m[f"recall@{pk}"],
+                    "seconds_per_query": secs.get(p.name, math.nan),
+                    "llm_tokens_per_query": 0.0,
+                    **_reranked_columns(m, c, pk, final_k, secs.get(p.name, math.nan), llm),
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def _reranked_columns(means: pd.Series, counts: pd.Series, pk: int, final_k: int, secs: float,
-                      llm: RecordedLLM | None) -> dict[str, float]:
+def _reranked_columns(
+    means: pd.Series, counts: pd.Series, pk: int, final_k: int, secs: float, llm: RecordedLLM | None
+) -> dict[str, float]:
     rr, fz = f"reranked@{pk} ndcg@{final_k}", f"fused@{pk} ndcg@{final_k}"
     covered = counts.get(rr, 0)
     covered = int(covered) if pd.notna(covered) else 0
     if not covered or llm is None:
-        return {"reranked_queries": covered, "reranked_ndcg": math.nan, "fused_ndcg_same_queries": math.nan,
-                "reranked_seconds_per_query": math.nan, "reranked_llm_tokens_per_query": math.nan}
-    return {"reranked_queries": covered, "reranked_ndcg": means[rr], "fused_ndcg_same_queries": means[fz],
-            "reranked_seconds_per_query": secs + pk * llm.seconds_per_candidate,
-            "reranked_llm_tokens_per_query": pk * llm.tokens_per_candidate}
+        return {
+            "reranked_queries": covered,
+            "reranked_ndcg": math.nan,
+            "fused_ndcg_same_queries": math.nan,
+            "reranked_seconds_per_query": math.nan,
+            "reranked_llm_tokens_per_query": math.nan,
+        }
+    return {
+        "reranked_queries": covered,
+        "reranked_ndcg": means[rr],
+        "fused_ndcg_same_queries": means[fz],
+        "reranked_seconds_per_query": secs + pk * llm.seconds_per_candidate,
+        "reranked_llm_tokens_per_query": pk * llm.tokens_per_candidate,
+    }

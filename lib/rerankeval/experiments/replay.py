@@ -35,15 +35,25 @@ def recorded_llm(dp: DatasetPaths) -> tuple[RecordedLLM | None, str]:
         return None, "no rerank stage output (run 04-rerank): reranked results are skipped"
     cfg = json.loads(dp.rerank_summary.read_text(encoding="utf-8")).get("config", {})
     if cfg.get("mode") not in REPLAYABLE:
-        return None, (f"the rerank mode {cfg.get('mode')!r} scores candidates jointly, so other pools cannot be "
-                      f"replayed from its replies (only {', '.join(REPLAYABLE)}): reranked results are skipped")
+        return None, (
+            f"the rerank mode {cfg.get('mode')!r} scores candidates jointly, so other pools cannot be "
+            f"replayed from its replies (only {', '.join(REPLAYABLE)}): reranked results are skipped"
+        )
     cands = read_table(dp.rerank_candidates, ids=("qid", "docid"))  # "NA", "null" ... are ids, not missing
     cands = cands[(cands["pass"] == MAIN_PASS) & cands.llm_score.notna()]
     ledger = read_ledger(dp.ledger, missing_ok=True)
     main = ledger[ledger["pass"] == MAIN_PASS] if ledger is not None and len(ledger) else None
     n = max(1, len(cands))
-    tokens = 0.0 if main is None else float(main[["prompt_tokens", "completion_tokens", "saved_prompt_tokens",
-                                                  "saved_completion_tokens"]].to_numpy().sum()) / n
+    tokens = (
+        0.0
+        if main is None
+        else float(
+            main[["prompt_tokens", "completion_tokens", "saved_prompt_tokens", "saved_completion_tokens"]]
+            .to_numpy()
+            .sum()
+        )
+        / n
+    )
     seconds = 0.0 if main is None else float(main["llm_seconds"].sum()) / n
     scores: dict[str, dict[str, float]] = {}
     for q, d, s in zip(cands.qid, cands.docid, cands.llm_score, strict=True):
@@ -66,8 +76,10 @@ def replay(run: Run, llm: RecordedLLM, pool_k: int) -> Run:
         got = llm.scores.get(q, {})
         if not pool or any(d not in got for d, _ in pool):
             continue
-        blend = [llm.alpha * a + (1 - llm.alpha) * b for a, b in zip(
-            minmax([got[d] for d, _ in pool]), minmax([s for _, s in pool]), strict=True)]
+        blend = [
+            llm.alpha * a + (1 - llm.alpha) * b
+            for a, b in zip(minmax([got[d] for d, _ in pool]), minmax([s for _, s in pool]), strict=True)
+        ]
         order = [pool[i][0] for i in order_by_scores(blend)] + [d for d, _ in rest]
         out[q] = {d: float(len(order) - i) for i, d in enumerate(order)}
     return out

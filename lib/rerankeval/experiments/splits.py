@@ -57,8 +57,11 @@ def train_split(dp: DatasetPaths) -> Split | None:
     qrels, _ = beir.merge_judgments(beir.read_judgments(path), path, unit=unit)
     texts = beir.read_queries(dp.source_queries)
     evaluated = set(corpus.load_queries(dp))
-    keep = {q: texts[q]["text"] for q, d in qrels.items()
-            if q in texts and q not in evaluated and any(g > 0 for g in d.values())}
+    keep = {
+        q: texts[q]["text"]
+        for q, d in qrels.items()
+        if q in texts and q not in evaluated and any(g > 0 for g in d.values())
+    }
     return Split("train", keep, {q: qrels[q] for q in keep}) if keep else None
 
 
@@ -70,8 +73,11 @@ def eval_split(dp: DatasetPaths) -> Split:
 
 def judged(split: Split) -> Split:
     """``split`` without the queries no metric can score (no relevant unit: every judgment graded 0)."""
-    keep = {q: t for q, t in split.queries.items()
-            if q in split.qrels and any(g >= metrics.REL_LEVEL for g in split.qrels[q].values())}
+    keep = {
+        q: t
+        for q, t in split.queries.items()
+        if q in split.qrels and any(g >= metrics.REL_LEVEL for g in split.qrels[q].values())
+    }
     return Split(split.name, keep, split.qrels)
 
 
@@ -79,17 +85,23 @@ def too_few(evaluated: Split, train: Split | None) -> str:
     """Why no setting can be chosen honestly on these (judged) splits, or "" when one can: k-fold needs
     :data:`MIN_QUERIES` judged queries, train/test one judged query in the evaluated split."""
     n, name = len(evaluated.qids), evaluated.name
-    skipped = ("The sweep and its tuning were skipped: no setting was chosen and no hybrid_tuned run was written; "
-               "the rest of the report is unaffected.")
+    skipped = (
+        "The sweep and its tuning were skipped: no setting was chosen and no hybrid_tuned run was written; "
+        "the rest of the report is unaffected."
+    )
     if train is not None and n == 0:
-        return (f"the sweep needs at least 1 judged query in the evaluated split {name!r} to report the setting "
-                f"chosen on train; it has 0 (a judged query has a relevant unit, grade >= {metrics.REL_LEVEL}): "
-                f"add judgments to qrels/{name}.tsv and run 06 again. {skipped}")
+        return (
+            f"the sweep needs at least 1 judged query in the evaluated split {name!r} to report the setting "
+            f"chosen on train; it has 0 (a judged query has a relevant unit, grade >= {metrics.REL_LEVEL}): "
+            f"add judgments to qrels/{name}.tsv and run 06 again. {skipped}"
+        )
     if train is None and n < MIN_QUERIES:
-        return (f"the sweep needs at least {MIN_QUERIES} judged queries (each with a relevant unit, grade >= "
-                f"{metrics.REL_LEVEL}) to choose a setting on some and report it on others; this dataset has {n}: "
-                f"add judgments for more queries to qrels/{name}.tsv (or a qrels/train.tsv to choose on) and run "
-                f"06 again. {skipped}")
+        return (
+            f"the sweep needs at least {MIN_QUERIES} judged queries (each with a relevant unit, grade >= "
+            f"{metrics.REL_LEVEL}) to choose a setting on some and report it on others; this dataset has {n}: "
+            f"add judgments for more queries to qrels/{name}.tsv (or a qrels/train.tsv to choose on) and run "
+            f"06 again. {skipped}"
+        )
     return ""
 
 
@@ -139,8 +151,17 @@ def _means(pq: pd.DataFrame, objective: str, names: Sequence[str]) -> dict[str, 
     return {n: float(sub[n]) for n in names}
 
 
-def train_test(engine: Engine, points: Sequence[Point], train: Split, test: Split, cols: Sequence[str],
-               objective: str, *, n_boot: int = stats.N_BOOT, seed: int = 42) -> Tuning:
+def train_test(
+    engine: Engine,
+    points: Sequence[Point],
+    train: Split,
+    test: Split,
+    cols: Sequence[str],
+    objective: str,
+    *,
+    n_boot: int = stats.N_BOOT,
+    seed: int = 42,
+) -> Tuning:
     """Choose on ``train`` (its qrels only), then score the chosen and the default point once on ``test``."""
     pq_train, secs_train = score_points(engine, points, train.qids, train.qrels, cols)
     order = [p.name for p in points]
@@ -151,10 +172,20 @@ def train_test(engine: Engine, points: Sequence[Point], train: Split, test: Spli
     per_query = _as_variants(pq_test, default.name, chosen.name)
     ci, cmp = _report(per_query, objective, n_boot, seed)
     m = _means(pq_train, objective, [best, default.name])
-    scores = pd.DataFrame([{"split": "train", "chosen": best, f"{objective} {TUNED}": m[best],
-                            f"{objective} {DEFAULT}": m[default.name]}])
-    return Tuning("train/test", {"train": best}, run, per_query, ci, cmp, scores, seconds_per_query=secs,
-                  scored=[(train.name, pq_train, secs_train), (test.name, pq_test, secs_test)])
+    scores = pd.DataFrame(
+        [{"split": "train", "chosen": best, f"{objective} {TUNED}": m[best], f"{objective} {DEFAULT}": m[default.name]}]
+    )
+    return Tuning(
+        "train/test",
+        {"train": best},
+        run,
+        per_query,
+        ci,
+        cmp,
+        scores,
+        seconds_per_query=secs,
+        scored=[(train.name, pq_train, secs_train), (test.name, pq_test, secs_test)],
+    )
 
 
 def _as_variants(pq: pd.DataFrame, default: str, chosen: str) -> pd.DataFrame:
@@ -168,8 +199,17 @@ def _fused_only(pq: pd.DataFrame) -> pd.DataFrame:
     return pq[~pq.metric.str.contains(" ", regex=False)].reset_index(drop=True)
 
 
-def kfold(engine: Engine, points: Sequence[Point], split: Split, cols: Sequence[str], objective: str, *,
-          k: int = 5, seed: int = 0, n_boot: int = stats.N_BOOT) -> Tuning:
+def kfold(
+    engine: Engine,
+    points: Sequence[Point],
+    split: Split,
+    cols: Sequence[str],
+    objective: str,
+    *,
+    k: int = 5,
+    seed: int = 0,
+    n_boot: int = stats.N_BOOT,
+) -> Tuning:
     """k-fold cross-validation over ``split``'s queries: the out-of-fold tuned run against the default."""
     fold_of = folds(split.qids, k, seed)
     pq, secs = score_points(engine, points, split.qids, split.qrels, cols)
@@ -181,19 +221,36 @@ def kfold(engine: Engine, points: Sequence[Point], split: Split, cols: Sequence[
         best = choose(pq[~pq.qid.isin(held)], objective, order)
         chosen[f"fold {f}"] = best
         m = _means(pq[~pq.qid.isin(held)], objective, [best, default])
-        rows.append({"split": f"fold {f} (chosen on the other {k - 1})", "chosen": best,
-                     f"{objective} {TUNED}": m[best], f"{objective} {DEFAULT}": m[default]})
+        rows.append(
+            {
+                "split": f"fold {f} (chosen on the other {k - 1})",
+                "chosen": best,
+                f"{objective} {TUNED}": m[best],
+                f"{objective} {DEFAULT}": m[default],
+            }
+        )
         oof.append(pq[(pq.point == best) & pq.qid.isin(held)])
         fold_run, _ = engine.run(next(p for p in points if p.name == best), sorted(held))
         run.update(fold_run)
-    per_query = pd.concat([pq[pq.point == default].assign(variant=DEFAULT),
-                           pd.concat(oof).assign(variant=TUNED)], ignore_index=True)
+    per_query = pd.concat(
+        [pq[pq.point == default].assign(variant=DEFAULT), pd.concat(oof).assign(variant=TUNED)], ignore_index=True
+    )
     per_query = _fused_only(per_query[["variant", "qid", "metric", "value"]])
     ci, cmp = _report(per_query, objective, n_boot, seed)
     mean_secs = float(np.mean([secs[chosen[f"fold {f}"]] for f in range(k)]))
     scored = [(f"fold {f}", pq[pq.qid.map(fold_of) == f], secs) for f in range(k)]
-    return Tuning("k-fold", chosen, {q: run[q] for q in split.qids if q in run}, per_query, ci, cmp,
-                  pd.DataFrame(rows), fold_of, mean_secs, scored)
+    return Tuning(
+        "k-fold",
+        chosen,
+        {q: run[q] for q in split.qids if q in run},
+        per_query,
+        ci,
+        cmp,
+        pd.DataFrame(rows),
+        fold_of,
+        mean_secs,
+        scored,
+    )
 
 
 def fold_table(t: Tuning) -> pd.DataFrame:
@@ -205,6 +262,11 @@ def headline(t: Tuning, objective: str) -> Mapping[str, float]:
     """Mean and CI of default and tuned on the reported queries, with the paired test's p."""
     ci = t.ci[t.ci.metric == objective].set_index("variant")
     row = t.comparison.iloc[0]
-    return {**{f"{v} {c}": float(ci.loc[v, c]) for v in (DEFAULT, TUNED) for c in ("mean", "ci_low", "ci_high")},
-            "diff": float(row["diff"]), "diff_ci_low": float(row.diff_ci_low), "diff_ci_high": float(row.diff_ci_high),
-            "p": float(row.p), "n": int(row.n)}
+    return {
+        **{f"{v} {c}": float(ci.loc[v, c]) for v in (DEFAULT, TUNED) for c in ("mean", "ci_low", "ci_high")},
+        "diff": float(row["diff"]),
+        "diff_ci_low": float(row.diff_ci_low),
+        "diff_ci_high": float(row.diff_ci_high),
+        "p": float(row.p),
+        "n": int(row.n),
+    }

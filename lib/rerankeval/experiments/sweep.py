@@ -35,9 +35,25 @@ from rerankeval.experiments.grid import Engine, Grid, Point, columns, load_grid,
 from rerankeval.experiments.replay import recorded_llm
 
 __all__ = [  # the grid's own names (Engine, Grid, Point, load_grid ...) are imported from experiments.grid
-    "AXES", "NOTEBOOK", "TUNED_VARIANT", "SweepParams", "SweepResult", "describe", "frontier_sentence", "header",
-    "one_at_a_time", "overview", "pareto_front", "reranked_table", "run", "run_sweep", "table_columns",
-    "timing_note", "two_axis_views", "write", "write_sweep",
+    "AXES",
+    "NOTEBOOK",
+    "TUNED_VARIANT",
+    "SweepParams",
+    "SweepResult",
+    "describe",
+    "frontier_sentence",
+    "header",
+    "one_at_a_time",
+    "overview",
+    "pareto_front",
+    "reranked_table",
+    "run",
+    "run_sweep",
+    "table_columns",
+    "timing_note",
+    "two_axis_views",
+    "write",
+    "write_sweep",
 ]
 
 NOTEBOOK = "06"  # the prefix of the notebook's figures (plots.show(..., notebook="06"))
@@ -88,9 +104,18 @@ class SweepResult:
         return n / self.seconds["points"] if self.seconds["points"] > 0 else math.nan
 
 
-def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 10, folds: int = 5,
-              seed: int = 0, n_boot: int = N_BOOT, engine: Engine | None = None,
-              settings: Settings | None = None) -> SweepResult:
+def run_sweep(
+    dp: DatasetPaths,
+    grid: Grid,
+    *,
+    leg_k: int = 100,
+    final_k: int = 10,
+    folds: int = 5,
+    seed: int = 0,
+    n_boot: int = N_BOOT,
+    engine: Engine | None = None,
+    settings: Settings | None = None,
+) -> SweepResult:
     """Sweep ``grid`` around the default setting (``leg_k``, RRF k = 60) and tune it honestly: on the
     train split when the dataset has one, else by ``folds``-fold cross-validation (seeded), both over the
     judged queries (a relevant unit each). With too few of them (:func:`rerankeval.experiments.splits.too_few`) nothing
@@ -99,8 +124,15 @@ def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 
     points = grid.points(Point(leg_k=leg_k), pdf=corpus.load_stats(dp).get("kind") == "pdf")
     cols, objective = columns(final_k, grid.pool_k), f"ndcg@{final_k}"
     if why := splits.too_few(evaluated, train):
-        return SweepResult(pd.DataFrame(columns=table_columns(final_k)), None, points, grid, objective,
-                           {"legs": 0.0, "points": 0.0, "total": 0.0}, skipped=why)
+        return SweepResult(
+            pd.DataFrame(columns=table_columns(final_k)),
+            None,
+            points,
+            grid,
+            objective,
+            {"legs": 0.0, "points": 0.0, "total": 0.0},
+            skipped=why,
+        )
     queries = {**(train.queries if train else {}), **evaluated.queries}
     t0 = time.perf_counter()
     llm, llm_note = recorded_llm(dp)
@@ -116,35 +148,51 @@ def run_sweep(dp: DatasetPaths, grid: Grid, *, leg_k: int = 100, final_k: int = 
             tuning = splits.kfold(eng, points, evaluated, cols, objective, k=k, seed=seed, n_boot=n_boot)
         blend = _blend(eng, points[0], grid, train, evaluated, objective, folds=folds, seed=seed, n_boot=n_boot)
     t2 = time.perf_counter()
-    table = pd.concat([summarise(pq, points, secs, name, final_k, grid.pool_k, llm)
-                       for name, pq, secs in tuning.scored], ignore_index=True)
+    table = pd.concat(
+        [summarise(pq, points, secs, name, final_k, grid.pool_k, llm) for name, pq, secs in tuning.scored],
+        ignore_index=True,
+    )
     table["chosen"] = table.point.isin(set(tuning.chosen.values()))
     table["is_default"] = table.point == points[0].name
     seconds = {"legs": t1 - t0, "points": t2 - t1, "total": t2 - t0}
     return SweepResult(table, tuning, points, grid, objective, seconds, llm_note, blend=blend)
 
 
-def _blend(eng: Engine, point: Point, grid: Grid, train: splits.Split | None, evaluated: splits.Split,
-           objective: str, **kw) -> blendmod.Blend | None:
+def _blend(
+    eng: Engine, point: Point, grid: Grid, train: splits.Split | None, evaluated: splits.Split, objective: str, **kw
+) -> blendmod.Blend | None:
     """The rerank blend over the grid's ``alpha`` x ``pool_k`` on ``point`` (the run stage 04 reranked), chosen on
     train or by k-fold (:func:`rerankeval.experiments.blend.tune`); None without recorded scores or alpha axis."""
     if eng.llm is None or not grid.alpha:
         return None
-    parts = [blendmod.blend_values(eng, point, s.qids, s.qrels, objective, grid.pool_k, grid.alpha)
-             for s in ([train] if train else []) + [evaluated]]
+    parts = [
+        blendmod.blend_values(eng, point, s.qids, s.qrels, objective, grid.pool_k, grid.alpha)
+        for s in ([train] if train else []) + [evaluated]
+    ]
     values = pd.concat(parts, ignore_index=True)
-    return blendmod.tune(values, set(train.qids) if train else set(), set(evaluated.qids), objective, grid.pool_k,
-                         grid.alpha, **kw)
+    return blendmod.tune(
+        values, set(train.qids) if train else set(), set(evaluated.qids), objective, grid.pool_k, grid.alpha, **kw
+    )
 
 
-def run(dp: DatasetPaths, params: SweepParams, settings: Settings | None = None, *,
-        engine: Engine | None = None) -> SweepResult:
+def run(
+    dp: DatasetPaths, params: SweepParams, settings: Settings | None = None, *, engine: Engine | None = None
+) -> SweepResult:
     """Stage 06: sweep ``params.grid`` of the grid file, with the chain's ``pool_k`` among its pool sizes, around the
     default setting at ``leg_k`` (:func:`run_sweep`); writes nothing (:func:`write`)."""
     grid = load_grid(params.grid)
     grid.pool_k = sorted({*grid.pool_k, params.pool_k})
-    res = run_sweep(dp, grid, leg_k=params.leg_k, final_k=params.final_k, folds=params.folds, seed=params.stats_seed,
-                    n_boot=params.n_boot, engine=engine, settings=settings)
+    res = run_sweep(
+        dp,
+        grid,
+        leg_k=params.leg_k,
+        final_k=params.final_k,
+        folds=params.folds,
+        seed=params.stats_seed,
+        n_boot=params.n_boot,
+        engine=engine,
+        settings=settings,
+    )
     res.params = params
     return res
 
@@ -155,8 +203,9 @@ def write(dp: DatasetPaths, res: SweepResult) -> dict[str, Path]:
 
 
 @contextmanager
-def _engine(dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given: Engine | None,
-            settings: Settings | None) -> Iterator[Engine]:
+def _engine(
+    dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given: Engine | None, settings: Settings | None
+) -> Iterator[Engine]:
     if given is not None:
         yield given
         return
@@ -168,10 +217,25 @@ def _engine(dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given:
 
 def table_columns(final_k: int) -> list[str]:
     """The columns of ``sweep.csv`` (:func:`summarise`'s, then ``chosen`` and ``is_default``)."""
-    return ["point", *Point.__dataclass_fields__, "split", "n_queries", f"ndcg@{final_k}", f"mrr@{final_k}",
-            "pool_k", "pool_ceiling", "seconds_per_query", "llm_tokens_per_query", "reranked_queries",
-            "reranked_ndcg", "fused_ndcg_same_queries", "reranked_seconds_per_query",
-            "reranked_llm_tokens_per_query", "chosen", "is_default"]
+    return [
+        "point",
+        *Point.__dataclass_fields__,
+        "split",
+        "n_queries",
+        f"ndcg@{final_k}",
+        f"mrr@{final_k}",
+        "pool_k",
+        "pool_ceiling",
+        "seconds_per_query",
+        "llm_tokens_per_query",
+        "reranked_queries",
+        "reranked_ndcg",
+        "fused_ndcg_same_queries",
+        "reranked_seconds_per_query",
+        "reranked_llm_tokens_per_query",
+        "chosen",
+        "is_default",
+    ]
 
 
 def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False) -> dict[str, Path]:
@@ -187,10 +251,18 @@ def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False
     t = res.tuning
     if t.folds:
         out["folds"] = atomic_write_text(dp.sweep_dir / "folds.csv", splits.fold_table(t).to_csv(index=False))
-    summary = {"protocol": t.protocol, "objective": res.objective, "chosen": t.chosen,
-               "default": res.default.name, "headline": splits.headline(t, res.objective),
-               "grid": res.grid.axes(), "points": len(res.points), "seconds": res.seconds,
-               "points_per_second": res.points_per_second, "blend": _blend_summary(res)}
+    summary = {
+        "protocol": t.protocol,
+        "objective": res.objective,
+        "chosen": t.chosen,
+        "default": res.default.name,
+        "headline": splits.headline(t, res.objective),
+        "grid": res.grid.axes(),
+        "points": len(res.points),
+        "seconds": res.seconds,
+        "points_per_second": res.points_per_second,
+        "blend": _blend_summary(res),
+    }
     blend_csv = dp.sweep_dir / "blend.csv"
     if res.blend is not None:
         out["blend"] = atomic_write_text(blend_csv, res.blend.table.to_csv(index=False, float_format="%.6g"))
@@ -199,10 +271,17 @@ def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False
     out["summary"] = atomic_write_json(dp.sweep_dir / "summary.json", summary)
     if write_tuned:
         out["run"] = write_trec(t.run, dp.run_file(TUNED_VARIANT), tag=TUNED_VARIANT)
-        out["record"] = atomic_write_json(dp.variant_record(TUNED_VARIANT), {
-            "variant": TUNED_VARIANT, "protocol": t.protocol, "objective": res.objective,
-            "setting": {k: next(p.record() for p in res.points if p.name == v) for k, v in t.chosen.items()},
-            "seconds": round(t.seconds_per_query * len(t.run), 3), "queries": len(t.run)})
+        out["record"] = atomic_write_json(
+            dp.variant_record(TUNED_VARIANT),
+            {
+                "variant": TUNED_VARIANT,
+                "protocol": t.protocol,
+                "objective": res.objective,
+                "setting": {k: next(p.record() for p in res.points if p.name == v) for k, v in t.chosen.items()},
+                "seconds": round(t.seconds_per_query * len(t.run), 3),
+                "queries": len(t.run),
+            },
+        )
     return out
 
 
@@ -212,9 +291,13 @@ def _blend_summary(res: SweepResult) -> dict:
     if b is None:
         why = res.llm_note if not res.llm_note.startswith("reranked from") else "the grid has no alpha axis"
         return {"protocol": None, "note": why}
-    return {"protocol": b.protocol or None, "note": b.note, "objective": res.objective,
-            "chosen": {k: {"pool_k": pk, "alpha": a} for k, (pk, a) in b.chosen.items()},
-            "headline": blendmod.headline(b) or None}
+    return {
+        "protocol": b.protocol or None,
+        "note": b.note,
+        "objective": res.objective,
+        "chosen": {k: {"pool_k": pk, "alpha": a} for k, (pk, a) in b.chosen.items()},
+        "headline": blendmod.headline(b) or None,
+    }
 
 
 def _write_skipped(dp: DatasetPaths, res: SweepResult, write_tuned: bool) -> dict[str, Path]:
@@ -223,9 +306,17 @@ def _write_skipped(dp: DatasetPaths, res: SweepResult, write_tuned: bool) -> dic
         stale += [dp.run_file(TUNED_VARIANT), dp.variant_record(TUNED_VARIANT)]
     for f in stale:
         f.unlink(missing_ok=True)
-    summary = {"protocol": None, "skipped": res.skipped, "objective": res.objective, "chosen": {},
-               "default": res.default.name, "headline": None, "grid": res.grid.axes(), "points": len(res.points),
-               "seconds": res.seconds}
+    summary = {
+        "protocol": None,
+        "skipped": res.skipped,
+        "objective": res.objective,
+        "chosen": {},
+        "default": res.default.name,
+        "headline": None,
+        "grid": res.grid.axes(),
+        "points": len(res.points),
+        "seconds": res.seconds,
+    }
     return {"summary": atomic_write_json(dp.sweep_dir / "summary.json", summary)}
 
 
@@ -243,9 +334,11 @@ def _axis(values: object) -> str:
 def header(dp: DatasetPaths, res: SweepResult, written: Mapping[str, Path]) -> str:
     """The grid and its points, the files written (relative to the dataset's results), why nothing was swept."""
     name = res.params.grid if res.params else ""
-    lines = [f"Dataset {dp.name}: grid {name!r}, {len(res.points)} points "
-             f"({'; '.join(f'{k}: {_axis(v)}' for k, v in res.grid.axes().items())}).",
-             f"Wrote {', '.join(str(p.relative_to(dp.root)) for p in written.values())}."]
+    lines = [
+        f"Dataset {dp.name}: grid {name!r}, {len(res.points)} points "
+        f"({'; '.join(f'{k}: {_axis(v)}' for k, v in res.grid.axes().items())}).",
+        f"Wrote {', '.join(str(p.relative_to(dp.root)) for p in written.values())}.",
+    ]
     return "\n".join(lines + ([f"Skipped: {res.skipped}"] if res.skipped else []))
 
 
@@ -263,11 +356,16 @@ def timing_note(res: SweepResult, write_tuned: bool) -> str:
     if res.skipped:
         return "Nothing was swept or tuned (see above); no figure and no tuned run were written."
     s, n = res.seconds, len(res.table.drop_duplicates(["point", "split"]))
-    where = ("The tuned run was written as runs/hybrid_tuned.trec: the next 05 run evaluates it beside the other "
-             "variants, on the reported queries only." if write_tuned else
-             "The tuned run is shown here only (write_tuned=False); `make sweep` writes runs/hybrid_tuned.trec for 05.")
-    return (f"legs {s['legs']:.1f} s, {n} point x split evaluations in {s['points']:.1f} s "
-            f"({res.points_per_second:.1f} per second), total {s['total']:.1f} s.\n{where}")
+    where = (
+        "The tuned run was written as runs/hybrid_tuned.trec: the next 05 run evaluates it beside the other "
+        "variants, on the reported queries only."
+        if write_tuned
+        else "The tuned run is shown here only (write_tuned=False); `make sweep` writes runs/hybrid_tuned.trec for 05."
+    )
+    return (
+        f"legs {s['legs']:.1f} s, {n} point x split evaluations in {s['points']:.1f} s "
+        f"({res.points_per_second:.1f} per second), total {s['total']:.1f} s.\n{where}"
+    )
 
 
 def overview(table: pd.DataFrame, final_k: int) -> pd.DataFrame:
@@ -282,17 +380,24 @@ def overview(table: pd.DataFrame, final_k: int) -> pd.DataFrame:
     out["n_queries"] = g.n_queries.sum().to_numpy()
     out["weights"] = [f"{a:g}/{b:g}" for a, b in zip(out.w_dense, out.w_bm25, strict=True)]
     out["bm25"] = [f"{a:g}/{b:g}" for a, b in zip(out.k1, out.b, strict=True)]
-    out["chunking"] = [f"{a}/{b}" if a else DEFAULT_CHUNKING
-                       for a, b in zip(out.chunk_size, out.chunk_overlap, strict=True)]
+    out["chunking"] = [
+        f"{a}/{b}" if a else DEFAULT_CHUNKING for a, b in zip(out.chunk_size, out.chunk_overlap, strict=True)
+    ]
     return out
 
 
 def one_at_a_time(view: pd.DataFrame, default: Point, axis: str, pool_k: int) -> pd.DataFrame:
     """The points that differ from ``default`` in ``axis`` only (the default included): by value for a
     numeric axis, else in grid order (the default first)."""
-    d = {"method": default.method, "rrf_k": default.rrf_k, "weights": f"{default.w_dense:g}/{default.w_bm25:g}",
-         "leg_k": default.leg_k, "bm25": f"{default.k1:g}/{default.b:g}", "chunking": DEFAULT_CHUNKING,
-         "pool_k": pool_k}
+    d = {
+        "method": default.method,
+        "rrf_k": default.rrf_k,
+        "weights": f"{default.w_dense:g}/{default.w_bm25:g}",
+        "leg_k": default.leg_k,
+        "bm25": f"{default.k1:g}/{default.b:g}",
+        "chunking": DEFAULT_CHUNKING,
+        "pool_k": pool_k,
+    }
     keep = pd.Series(True, index=view.index)
     for a, v in d.items():
         if a != axis:
@@ -313,10 +418,12 @@ def frontier_sentence(view: pd.DataFrame, metric: str, cost: str = "seconds_per_
     front = v[pareto_front(v[metric].tolist(), v[cost].tolist())].sort_values(cost)
     steps = "; ".join(f"{r.point} ({r[metric]:.4f} at {1000 * r[cost]:.2f} ms/query)" for _, r in front.iterrows())
     lo, hi = 1000 * v[cost].min(), 1000 * v[cost].max()
-    same = ("; within 10%: the legs dominate the cost, so quality decides" if hi <= 1.1 * lo else "")
-    return (f"{len(front)} of {len(v)} points are on the {metric}-vs-{cost.replace('_', ' ')} frontier, cheapest "
-            f"first: {steps}. Costs span {lo:.2f}-{hi:.2f} ms/query{same}. No sweep point calls the LLM "
-            f"(0 tokens per query).")
+    same = "; within 10%: the legs dominate the cost, so quality decides" if hi <= 1.1 * lo else ""
+    return (
+        f"{len(front)} of {len(v)} points are on the {metric}-vs-{cost.replace('_', ' ')} frontier, cheapest "
+        f"first: {steps}. Costs span {lo:.2f}-{hi:.2f} ms/query{same}. No sweep point calls the LLM "
+        f"(0 tokens per query)."
+    )
 
 
 def describe(res: SweepResult) -> list[str]:
@@ -327,28 +434,43 @@ def describe(res: SweepResult) -> list[str]:
     h = splits.headline(t, m)
     if t.protocol == "train/test":
         n_train = int(res.table[res.table.split == "train"].n_queries.max())
-        how = (f"The setting was chosen on the train split ({n_train} "
-               f"queries, qrels/train.tsv) and is reported once on the evaluated split ({h['n']} queries), which "
-               f"played no part in choosing it: chosen {t.chosen['train']}.")
+        how = (
+            f"The setting was chosen on the train split ({n_train} "
+            f"queries, qrels/train.tsv) and is reported once on the evaluated split ({h['n']} queries), which "
+            f"played no part in choosing it: chosen {t.chosen['train']}."
+        )
     else:
-        how = (f"The dataset has no train split, so the setting was chosen by {len(t.chosen)}-fold cross-validation "
-               f"over its {h['n']} queries (folds seeded and recorded in sweep/folds.csv): each fold's queries are "
-               f"answered by the setting chosen on the other folds, and the out-of-fold score is reported. Chosen per "
-               f"fold: {'; '.join(f'{f}: {p}' for f, p in t.chosen.items())}.")
-    verdict = ("better than" if h["diff_ci_low"] > 0 else "worse than" if h["diff_ci_high"] < 0
-               else "not distinguishable from")
-    result = (f"{m} tuned {h['tuned mean']:.4f} [{h['tuned ci_low']:.4f}, {h['tuned ci_high']:.4f}] vs default "
-              f"({res.default.name}) {h['default mean']:.4f} [{h['default ci_low']:.4f}, {h['default ci_high']:.4f}]; "
-              f"difference {h['diff']:+.4f} [{h['diff_ci_low']:+.4f}, {h['diff_ci_high']:+.4f}], paired "
-              f"randomisation p = {h['p']:.3g}: the tuned setting is {verdict} the default (95% CIs, bootstrap).")
+        how = (
+            f"The dataset has no train split, so the setting was chosen by {len(t.chosen)}-fold cross-validation "
+            f"over its {h['n']} queries (folds seeded and recorded in sweep/folds.csv): each fold's queries are "
+            f"answered by the setting chosen on the other folds, and the out-of-fold score is reported. Chosen per "
+            f"fold: {'; '.join(f'{f}: {p}' for f, p in t.chosen.items())}."
+        )
+    verdict = (
+        "better than" if h["diff_ci_low"] > 0 else "worse than" if h["diff_ci_high"] < 0 else "not distinguishable from"
+    )
+    result = (
+        f"{m} tuned {h['tuned mean']:.4f} [{h['tuned ci_low']:.4f}, {h['tuned ci_high']:.4f}] vs default "
+        f"({res.default.name}) {h['default mean']:.4f} [{h['default ci_low']:.4f}, {h['default ci_high']:.4f}]; "
+        f"difference {h['diff']:+.4f} [{h['diff_ci_low']:+.4f}, {h['diff_ci_high']:+.4f}], paired "
+        f"randomisation p = {h['p']:.3g}: the tuned setting is {verdict} the default (95% CIs, bootstrap)."
+    )
     return [how, result]
 
 
 def reranked_table(table: pd.DataFrame, points: Sequence[str] | None = None) -> pd.DataFrame:
     """The rows with a replayed rerank (of ``points`` only, if given): fused and reranked nDCG on the same
     (covered) queries, and costs."""
-    cols = ["point", "split", "pool_k", "reranked_queries", "fused_ndcg_same_queries", "reranked_ndcg",
-            "reranked_seconds_per_query", "reranked_llm_tokens_per_query"]
+    cols = [
+        "point",
+        "split",
+        "pool_k",
+        "reranked_queries",
+        "fused_ndcg_same_queries",
+        "reranked_ndcg",
+        "reranked_seconds_per_query",
+        "reranked_llm_tokens_per_query",
+    ]
     keep = (table.reranked_queries > 0) & (table.point.isin(points) if points is not None else True)
     return table[keep][cols].reset_index(drop=True)
 

@@ -59,25 +59,37 @@ class Validation:
         t = self.tau
         what = self._what()
         if t.get("tau") is None:
-            return (f"No Kendall tau between the system rankings {what}: {t.get('note') or 'too few systems'} "
-                    f"({t.get('n_systems', 0)} systems, {t.get('n_pairs', 0)} pairs).")
-        verdict = ("At or above .9 the two rank systems alike." if t["tau"] >= BAR else
-                   "Below .9 (Voorhees' bar for the same ranking): " + (
-                       "the LLM's grades change which systems win, so read the human+llm tables with care."
-                       if self.columns[1] == HUMAN_LLM else "the generated set orders these systems differently "
-                       "from your questions, so read its comparisons with care."))
-        return (f"Kendall's tau-b between the system rankings {what}: {t['tau']:.3f} over {t['n_systems']} systems "
-                f"({t['n_pairs']} pairs; p = {t['p_value']:.2g}). {verdict}")
+            return (
+                f"No Kendall tau between the system rankings {what}: {t.get('note') or 'too few systems'} "
+                f"({t.get('n_systems', 0)} systems, {t.get('n_pairs', 0)} pairs)."
+            )
+        verdict = (
+            "At or above .9 the two rank systems alike."
+            if t["tau"] >= BAR
+            else "Below .9 (Voorhees' bar for the same ranking): "
+            + (
+                "the LLM's grades change which systems win, so read the human+llm tables with care."
+                if self.columns[1] == HUMAN_LLM
+                else "the generated set orders these systems differently "
+                "from your questions, so read its comparisons with care."
+            )
+        )
+        return (
+            f"Kendall's tau-b between the system rankings {what}: {t['tau']:.3f} over {t['n_systems']} systems "
+            f"({t['n_pairs']} pairs; p = {t['p_value']:.2g}). {verdict}"
+        )
 
     def _what(self) -> str:
         n = self.n_queries
         if self.columns[1] != HUMAN_LLM:
-            return (f"on the human questions ({n.get(HUMAN, 0)}) and on the generated ones "
-                    f"({n.get(GENERATED, 0)})")
+            return f"on the human questions ({n.get(HUMAN, 0)}) and on the generated ones ({n.get(GENERATED, 0)})"
         added = self.record.get("llm_added", 0)
-        return (f"on the {n.get(HUMAN, 0)} human questions scored with the human qrels and with human+LLM qrels "
-                f"({added} LLM grades from {self.record.get('llm_file') or 'the LLM file'} for pairs no human judged"
-                + ("; none added, so both rankings are the same by construction" if not added else "") + ")")
+        return (
+            f"on the {n.get(HUMAN, 0)} human questions scored with the human qrels and with human+LLM qrels "
+            f"({added} LLM grades from {self.record.get('llm_file') or 'the LLM file'} for pairs no human judged"
+            + ("; none added, so both rankings are the same by construction" if not added else "")
+            + ")"
+        )
 
     def labels(self) -> tuple[str, str]:
         """The scatter plot's axis labels."""
@@ -102,13 +114,22 @@ def judged(queries: Mapping[str, str], qrels: Qrels) -> list[str]:
     return sorted(q for q in queries if any(v > 0 for v in qrels.get(q, {}).values()))
 
 
-def scores_by_qrels(dp: DatasetPaths, queries: Mapping[str, str], qrels_sets: Mapping[str, Qrels], *,
-                    settings: Settings, grid: str = "small", leg_k: int = 100, final_k: int = 10) -> pd.DataFrame:
+def scores_by_qrels(
+    dp: DatasetPaths,
+    queries: Mapping[str, str],
+    qrels_sets: Mapping[str, Qrels],
+    *,
+    settings: Settings,
+    grid: str = "small",
+    leg_k: int = 100,
+    final_k: int = 10,
+) -> pd.DataFrame:
     """Mean ``ndcg@final_k`` of every non-chunking point of ``grid`` over ``queries``, one column per qrels set
     (index: point). The legs are searched once, then every set scores the same runs."""
     g = load_grid(grid)
-    points = [p for p in g.points(Point(leg_k=leg_k), pdf=corpus.load_stats(dp).get("kind") == "pdf")
-              if not p.chunk_size]
+    points = [
+        p for p in g.points(Point(leg_k=leg_k), pdf=corpus.load_stats(dp).get("kind") == "pdf") if not p.chunk_size
+    ]
     col, qids = f"ndcg@{final_k}", sorted(queries)
     out = {}
     with Engine.open(dp, dict(queries), max(g.max_leg_k, leg_k), settings) as eng:
@@ -130,8 +151,9 @@ def system_scores(dp: DatasetPaths, queries: Mapping[str, str], qrels: Qrels, **
     return frame["s"].rename(frame.attrs["metric"])
 
 
-def validate(dp: DatasetPaths, human: tuple[Mapping[str, str], Qrels], generated: tuple[Mapping[str, str], Qrels],
-             **kw: Any) -> Validation:
+def validate(
+    dp: DatasetPaths, human: tuple[Mapping[str, str], Qrels], generated: tuple[Mapping[str, str], Qrels], **kw: Any
+) -> Validation:
     """Both sets' system scores and the Kendall tau between their rankings (``kw``: :func:`system_scores`')."""
     a = system_scores(dp, *human, **kw)
     b = system_scores(dp, *generated, **kw)
@@ -142,11 +164,15 @@ def validate(dp: DatasetPaths, human: tuple[Mapping[str, str], Qrels], generated
 
 def _skip_reason(dp: DatasetPaths) -> str:
     if not agreement.llm_qrels_files(dp):
-        return ("no LLM grades (qrels/llm-<model>-<hash>.tsv) in the dataset folder; run 09-assess with assess=true "
-                "(make report P=\"assess=true\") to grade the unjudged pool, then this comparison runs")
+        return (
+            "no LLM grades (qrels/llm-<model>-<hash>.tsv) in the dataset folder; run 09-assess with assess=true "
+            '(make report P="assess=true") to grade the unjudged pool, then this comparison runs'
+        )
     if queryset.query_source(dp).kind == queryset.GENERATED:
-        return ("the dataset's questions are generated (queries.draft.jsonl), not human: there are no human qrels "
-                "to compare the LLM's grades with")
+        return (
+            "the dataset's questions are generated (queries.draft.jsonl), not human: there are no human qrels "
+            "to compare the LLM's grades with"
+        )
     if not dp.index_manifest.is_file():
         return "the indexes are not built (run 02-index first): the systems cannot be searched"
     return ""
@@ -167,8 +193,12 @@ def qrels_validation(dp: DatasetPaths, **kw: Any) -> Validation:
     qids = judged(queries, human)
     record = {"llm_file": rec["llm_file"], "llm_added": rec["llm_added"]}
     if not qids:
-        return Validation(pd.DataFrame(columns=["point", *cols]), columns=cols, record=record,
-                          skipped="no human question has a relevant unit in the qrels")
+        return Validation(
+            pd.DataFrame(columns=["point", *cols]),
+            columns=cols,
+            record=record,
+            skipped="no human question has a relevant unit in the qrels",
+        )
     frame = scores_by_qrels(dp, {q: queries[q] for q in qids}, {HUMAN: human, HUMAN_LLM: merged}, **kw)
     table = frame.dropna().reset_index()
     tau = kendall_tau(frame[HUMAN].dropna().to_dict(), frame[HUMAN_LLM].dropna().to_dict())
@@ -180,8 +210,15 @@ def write_qrels_validation(dp: DatasetPaths, check: Validation) -> dict[str, str
     skipped) and ``.csv`` (the table). A skipped run removes an earlier run's table and figure, which no longer hold."""
     folder = dp.stage_dir("assess")
     folder.mkdir(parents=True, exist_ok=True)
-    rec = {"columns": list(check.columns), "metric": check.metric, "tau": check.tau, "n_queries": check.n_queries,
-           **check.record, "skipped": check.skipped, "sentence": check.sentence()}
+    rec = {
+        "columns": list(check.columns),
+        "metric": check.metric,
+        "tau": check.tau,
+        "n_queries": check.n_queries,
+        **check.record,
+        "skipped": check.skipped,
+        "sentence": check.sentence(),
+    }
     written = {"json": str(atomic_write_json(folder / f"{QRELS_VALIDATION}.json", rec))}
     csv = folder / f"{QRELS_VALIDATION}.csv"
     if check.skipped:

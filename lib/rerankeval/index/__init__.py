@@ -24,18 +24,37 @@ if TYPE_CHECKING:
     from rerankeval.index.encoder import EmbedderMismatch, check_embedder, open_embedder
     from rerankeval.index.manifest import IndexInfo, load_index_info
 
-__all__ = ["EmbedderMismatch", "IndexInfo", "Params", "Result", "check_embedder", "load_index_info",
-           "open_embedder", "run", "write"]
+__all__ = [
+    "EmbedderMismatch",
+    "IndexInfo",
+    "Params",
+    "Result",
+    "check_embedder",
+    "load_index_info",
+    "open_embedder",
+    "run",
+    "write",
+]
 
-_HOME = {"Params": "build", "Result": "build", "run": "build", "write": "build",
-         "IndexInfo": "manifest", "load_index_info": "manifest",
-         "open_embedder": "encoder", "check_embedder": "encoder", "EmbedderMismatch": "encoder"}
+_HOME = {
+    "Params": "build",
+    "Result": "build",
+    "run": "build",
+    "write": "build",
+    "IndexInfo": "manifest",
+    "load_index_info": "manifest",
+    "open_embedder": "encoder",
+    "check_embedder": "encoder",
+    "EmbedderMismatch": "encoder",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-                             "(other names: import them from their module under rerankeval.index)")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
+            "(other names: import them from their module under rerankeval.index)"
+        )
     return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
 
 

@@ -297,18 +297,28 @@ class BM25Index:
         if any("\n" in i for i in self.ids):
             raise ValueError("document ids must not contain newlines")
         buf = io.BytesIO()
-        np.savez(buf, data=self.tf.data, indices=self.tf.indices, indptr=self.tf.indptr,
-                 shape=np.asarray(self.tf.shape), vocab=_pack(self.vocab), ids=_pack(self.ids))
+        np.savez(
+            buf,
+            data=self.tf.data,
+            indices=self.tf.indices,
+            indptr=self.tf.indptr,
+            shape=np.asarray(self.tf.shape),
+            vocab=_pack(self.vocab),
+            ids=_pack(self.ids),
+        )
         atomic_write_bytes(folder / "index.npz", buf.getvalue())
         # written last: its presence marks a complete index
-        atomic_write_json(folder / "meta.json", {
-            "format": FORMAT_VERSION,
-            "params": asdict(self.params),
-            "analyzer": self.analyzer.spec(),
-            "n_docs": self.n_docs,
-            "vocab_size": len(self.vocab),
-            "avgdl": self.avgdl,
-        })
+        atomic_write_json(
+            folder / "meta.json",
+            {
+                "format": FORMAT_VERSION,
+                "params": asdict(self.params),
+                "analyzer": self.analyzer.spec(),
+                "n_docs": self.n_docs,
+                "vocab_size": len(self.vocab),
+                "avgdl": self.avgdl,
+            },
+        )
         return folder
 
     @classmethod
@@ -344,8 +354,9 @@ def _unpack(arr: np.ndarray) -> list[str]:
 
 
 def index_key(corpus_hash: str, params: BM25Params, analyzer: Analyzer) -> str:
-    return sha256_json({"corpus": corpus_hash, "params": asdict(params), "analyzer": analyzer.spec(),
-                        "format": FORMAT_VERSION})[:16]
+    return sha256_json(
+        {"corpus": corpus_hash, "params": asdict(params), "analyzer": analyzer.spec(), "format": FORMAT_VERSION}
+    )[:16]
 
 
 def build_or_load(

@@ -100,8 +100,10 @@ class Result:
 
     def timings(self) -> pd.DataFrame:
         return pd.DataFrame(
-            [{"step": k, "action": self.info.actions.get(k, ""), "seconds": round(v, 2)}
-             for k, v in self.info.seconds.items()]
+            [
+                {"step": k, "action": self.info.actions.get(k, ""), "seconds": round(v, 2)}
+                for k, v in self.info.seconds.items()
+            ]
         )
 
 
@@ -140,8 +142,11 @@ class _Fill:
 
     def built_by(self, backend: str) -> bool:
         """The previous manifest records this collection, built by ``backend``."""
-        return (self.old is not None and self.old.get("collection") == self.name
-                and self.old.get("backend", qdrant_edge.CLIENT) == backend)
+        return (
+            self.old is not None
+            and self.old.get("collection") == self.name
+            and self.old.get("backend", qdrant_edge.CLIENT) == backend
+        )
 
     def switched_from(self, backend: str) -> str | None:
         """The other backend, when the previous manifest records this very collection as built by it."""
@@ -160,13 +165,15 @@ class _Fill:
         return self.sparse.nonempty()
 
 
-def _bm25_step(b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, params: bm25mod.BM25Params,
-               force: bool) -> tuple[bm25mod.BM25Index, str, bm25mod.Analyzer]:
+def _bm25_step(
+    b: _Build, ids: list[str], texts: Mapping[str, str], chash: str, params: bm25mod.BM25Params, force: bool
+) -> tuple[bm25mod.BM25Index, str, bm25mod.Analyzer]:
     """Build or load the BM25 index; delete the indexes of older corpora or parameters."""
     t = time.perf_counter()
     analyzer = bm25mod.Analyzer()
-    index, built = bm25mod.build_or_load(b.dp.bm25_dir, ids, [texts[i] for i in ids],
-                                         corpus_hash=chash, params=params, analyzer=analyzer, force=force)
+    index, built = bm25mod.build_or_load(
+        b.dp.bm25_dir, ids, [texts[i] for i in ids], corpus_hash=chash, params=params, analyzer=analyzer, force=force
+    )
     key = bm25mod.index_key(chash, params, analyzer)
     for other in b.dp.bm25_dir.iterdir():
         if other.is_dir() and other.name != key:
@@ -186,8 +193,10 @@ def _encode(b: _Build, f: _Fill):
 
 def _check_count(n: int, f: _Fill) -> None:
     if n != len(f.ids):
-        raise RuntimeError(f"Qdrant collection {f.name} holds {n} points after upserting {len(f.ids)}: "
-                           "re-run the 02-build-indexes stage with force_rebuild=True.")
+        raise RuntimeError(
+            f"Qdrant collection {f.name} holds {n} points after upserting {len(f.ids)}: "
+            "re-run the 02-build-indexes stage with force_rebuild=True."
+        )
 
 
 def _qdrant_step(b: _Build, client, f: _Fill) -> int:
@@ -196,8 +205,9 @@ def _qdrant_step(b: _Build, client, f: _Fill) -> int:
     dim = int(vectors.shape[1])
     t = time.perf_counter()
     qdrant_store.ensure_collection(client, f.name, dim)
-    qdrant_store.upsert_chunks(client, f.name, f.ids, [f.unit_of[i] for i in f.ids], vectors,
-                               f.sparse, progress=f.progress)
+    qdrant_store.upsert_chunks(
+        client, f.name, f.ids, [f.unit_of[i] for i in f.ids], vectors, f.sparse, progress=f.progress
+    )
     _check_count(qdrant_store.point_count(client, f.name), f)
     b.step("qdrant", t, "upserted")
     return dim
@@ -208,9 +218,11 @@ def _note_switch(b: _Build, f: _Fill, backend: str) -> None:
     before = f.switched_from(backend)
     if before is None:
         return
-    msg = (f"The Qdrant collection {f.name} was built by the {before!r} backend, and RERANKEVAL_QDRANT_BACKEND "
-           f"now selects {backend!r}: rebuilding it with {backend!r} (set RERANKEVAL_QDRANT_BACKEND={before} "
-           "to go back; that rebuilds it again).")
+    msg = (
+        f"The Qdrant collection {f.name} was built by the {before!r} backend, and RERANKEVAL_QDRANT_BACKEND "
+        f"now selects {backend!r}: rebuilding it with {backend!r} (set RERANKEVAL_QDRANT_BACKEND={before} "
+        "to go back; that rebuilds it again)."
+    )
     log.warning(msg)
     b.actions["backend switch"] = msg
 
@@ -233,10 +245,24 @@ def _dense_check(b: _Build, f: _Fill, search, *, backend: str, dim: int, hnsw: i
 def _client_check(b: _Build, f: _Fill, client, loc, dim: int) -> dict:
     """Local mode scores every point (nothing to measure); a server is measured (stage 03 asks it for exact)."""
     if loc.url:
-        return _dense_check(b, f, functools.partial(qdrant_store.search_dense, client, f.name),
-                            backend=qdrant_edge.CLIENT, dim=dim, hnsw=None)
-    return recall.DenseSearch(qdrant_edge.CLIENT, recall.EXACT, len(f.ids), None, None, None, 0,
-                              reason="qdrant-client's local mode scores every point, always").record()
+        return _dense_check(
+            b,
+            f,
+            functools.partial(qdrant_store.search_dense, client, f.name),
+            backend=qdrant_edge.CLIENT,
+            dim=dim,
+            hnsw=None,
+        )
+    return recall.DenseSearch(
+        qdrant_edge.CLIENT,
+        recall.EXACT,
+        len(f.ids),
+        None,
+        None,
+        None,
+        0,
+        reason="qdrant-client's local mode scores every point, always",
+    ).record()
 
 
 def _client_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
@@ -266,8 +292,14 @@ def _edge_complete(path: Path, f: _Fill) -> bool:
 
 
 def _edge_check(b: _Build, f: _Fill, shard, dim: int) -> dict:
-    return _dense_check(b, f, functools.partial(qdrant_edge.search_dense, shard), backend=qdrant_edge.EDGE,
-                        dim=dim, hnsw=qdrant_edge.hnsw_points(shard, f.sparse_points))
+    return _dense_check(
+        b,
+        f,
+        functools.partial(qdrant_edge.search_dense, shard),
+        backend=qdrant_edge.EDGE,
+        dim=dim,
+        hnsw=qdrant_edge.hnsw_points(shard, f.sparse_points),
+    )
 
 
 def _edge_store(b: _Build, f: _Fill) -> tuple[int, str, dict]:
@@ -328,11 +360,23 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, embedder: Cache
     dim, where, dense = (_edge_store if backend == qdrant_edge.EDGE else _client_store)(st, fill)
     st.seconds["total"] = time.perf_counter() - t_all
     info = IndexInfo(
-        dataset=dp.name, collection=name, qdrant=where, model_source=params.model, model_id=emb.model_id,
-        model_key=emb.key, dim=dim, corpus_hash=chash, n_chunks=len(ids),
+        dataset=dp.name,
+        collection=name,
+        qdrant=where,
+        model_source=params.model,
+        model_id=emb.model_id,
+        model_key=emb.key,
+        dim=dim,
+        corpus_hash=chash,
+        n_chunks=len(ids),
         bm25_dir=str((dp.bm25_dir / bm25_key).relative_to(dp.root)),
-        bm25_params=asdict(bm25_params), analyzer=analyzer.spec(), vocab_size=len(index.vocab),
-        backend=backend, actions=st.actions, seconds=st.seconds, dense_search=dense,
+        bm25_params=asdict(bm25_params),
+        analyzer=analyzer.spec(),
+        vocab_size=len(index.vocab),
+        backend=backend,
+        actions=st.actions,
+        seconds=st.seconds,
+        dense_search=dense,
         embedder=embedder_record(emb),
     )
     return Result(info, dense_exact=settings.dense_exact)
@@ -350,8 +394,10 @@ def _note_new_embedder(b: _Build, old: dict | None, emb: CachedEncoder) -> None:
         return
     before = (old.get("embedder") or {}).get("describe") or f"{old.get('model_id')} (in-process)"
     now = embedder_record(emb)["describe"]
-    msg = (f"the previous index was built with {before}; encoding with {now} now, into a new collection "
-           "(the old one is dropped; set EMBED_BASE_URL / EMBED_MODEL back to return to it).")
+    msg = (
+        f"the previous index was built with {before}; encoding with {now} now, into a new collection "
+        "(the old one is dropped; set EMBED_BASE_URL / EMBED_MODEL back to return to it)."
+    )
     log.warning(msg)
     b.actions["embedder switch"] = msg
 

@@ -105,8 +105,9 @@ class EmbeddingCache:
                 if not np.isfinite(vecs).all():
                     raise ValueError("non-finite values")
             except Exception as exc:  # noqa: BLE001 - any unreadable shard is recomputed
-                log.warning("embedding cache shard %s is corrupt (%s); deleting it, its texts will be "
-                            "re-encoded", shard, exc)
+                log.warning(
+                    "embedding cache shard %s is corrupt (%s); deleting it, its texts will be re-encoded", shard, exc
+                )
                 shard.unlink(missing_ok=True)
                 continue
             for h, v in zip(hs.tolist(), vecs, strict=True):

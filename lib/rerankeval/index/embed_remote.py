@@ -52,15 +52,25 @@ class RemoteEmbedder(CachedEncoder):
 
     kind = "server"
 
-    def __init__(self, settings: Settings, *, progress: bool = True, shard_size: int = 256,
-                 cache_root: str | Path | None = None, client: Any = None):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        progress: bool = True,
+        shard_size: int = 256,
+        cache_root: str | Path | None = None,
+        client: Any = None,
+    ):
         if not settings.embed_base_url:
-            raise EmbeddingServerError("no embeddings server configured: set EMBED_BASE_URL (and EMBED_MODEL) in "
-                                       ".env or the environment, or leave both unset to encode in-process")
+            raise EmbeddingServerError(
+                "no embeddings server configured: set EMBED_BASE_URL (and EMBED_MODEL) in "
+                ".env or the environment, or leave both unset to encode in-process"
+            )
         if not settings.embed_model:
             raise EmbeddingServerError(
                 f"EMBED_BASE_URL is set ({settings.embed_endpoint}) but EMBED_MODEL is not: set EMBED_MODEL to the "
-                f"name the server serves the model under (GET {settings.embed_endpoint}/models lists them)")
+                f"name the server serves the model under (GET {settings.embed_endpoint}/models lists them)"
+            )
         self.settings = settings
         self.progress = progress
         self.shard_size = shard_size
@@ -71,8 +81,14 @@ class RemoteEmbedder(CachedEncoder):
         self.stats = EncodeStats()
         probe = self._request([PROBE_TEXT], expect_dim=settings.embed_dim)[0]
         self._dim = int(probe.shape[0])
-        self._ident = {"kind": self.kind, "model": self.model_id, "endpoint": self.endpoint, "dim": self._dim,
-                       "normalize": True, "format": CACHE_FORMAT}
+        self._ident = {
+            "kind": self.kind,
+            "model": self.model_id,
+            "endpoint": self.endpoint,
+            "dim": self._dim,
+            "normalize": True,
+            "format": CACHE_FORMAT,
+        }
         self.key = sha256_json(self._ident)[:20]
         self._ident["probe"] = probe.tolist()
         root = Path(cache_root) if cache_root is not None else paths.cache_dir() / "embeddings"
@@ -115,7 +131,8 @@ class RemoteEmbedder(CachedEncoder):
                 f"the model changed between runs: EMBED_MODEL={self.model_id!r} at EMBED_BASE_URL={self.endpoint} "
                 f"now answers the probe text with another vector than when the embedding cache {self.cache.root} "
                 f"was filled (cosine {cos:.4f} < {SAME_MODEL_COSINE}). Serve the new model under its own name and "
-                "set EMBED_MODEL to it, or delete that cache folder to re-encode everything with the new model.")
+                "set EMBED_MODEL to it, or delete that cache folder to re-encode everything with the new model."
+            )
 
     # -- requests --
     @property
@@ -126,8 +143,12 @@ class RemoteEmbedder(CachedEncoder):
                 import openai
 
                 s = self.settings
-                self._client = openai.OpenAI(base_url=s.embed_base_url, api_key=s.embed_api_key or "sk-no-key",
-                                             timeout=s.embed_timeout, max_retries=s.embed_max_retries)
+                self._client = openai.OpenAI(
+                    base_url=s.embed_base_url,
+                    api_key=s.embed_api_key or "sk-no-key",
+                    timeout=s.embed_timeout,
+                    max_retries=s.embed_max_retries,
+                )
             return self._client
 
     def _request(self, texts: Sequence[str], *, expect_dim: int | None) -> np.ndarray:
@@ -141,13 +162,15 @@ class RemoteEmbedder(CachedEncoder):
             raise EmbeddingServerError(
                 f"the embeddings server at EMBED_BASE_URL={self.endpoint} returned {len(data)} vectors for "
                 f"{len(texts)} texts (EMBED_MODEL={self.model_id!r}): a server that caps the inputs per request "
-                f"needs a smaller EMBED_BATCH (now {self.settings.embed_batch}); nothing was written to the index")
+                f"needs a smaller EMBED_BATCH (now {self.settings.embed_batch}); nothing was written to the index"
+            )
         vecs = _matrix([d.embedding for d in data], self, expect_dim)
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         if not np.isfinite(vecs).all() or (norms == 0).any():
             raise EmbeddingServerError(
                 f"the embeddings server at EMBED_BASE_URL={self.endpoint} returned a non-finite or all-zero vector "
-                f"(EMBED_MODEL={self.model_id!r}): check the server's model; nothing was written to the index")
+                f"(EMBED_MODEL={self.model_id!r}): check the server's model; nothing was written to the index"
+            )
         return (vecs / norms).astype(np.float32)
 
     def _explain(self, exc: Exception) -> str:
@@ -158,16 +181,22 @@ class RemoteEmbedder(CachedEncoder):
         status = getattr(exc, "status_code", None)
         tries = f"after {self.settings.embed_max_retries} retries (EMBED_MAX_RETRIES)"
         if isinstance(exc, openai.APITimeoutError):
-            msg = (f"{where} did not answer within EMBED_TIMEOUT={self.settings.embed_timeout:g} s {tries}: start or "
-                   "scale the server, or raise EMBED_TIMEOUT / lower EMBED_BATCH")
+            msg = (
+                f"{where} did not answer within EMBED_TIMEOUT={self.settings.embed_timeout:g} s {tries}: start or "
+                "scale the server, or raise EMBED_TIMEOUT / lower EMBED_BATCH"
+            )
         elif isinstance(exc, openai.APIConnectionError):
-            msg = (f"{where} cannot be reached {tries} ({type(exc).__name__}: {exc}): start the server, or fix "
-                   "EMBED_BASE_URL in .env or the environment, or unset it to encode in-process")
+            msg = (
+                f"{where} cannot be reached {tries} ({type(exc).__name__}: {exc}): start the server, or fix "
+                "EMBED_BASE_URL in .env or the environment, or unset it to encode in-process"
+            )
         elif status in (401, 403):
             msg = f"{where} refused the key (HTTP {status}): fix EMBED_API_KEY in .env or the environment"
         elif status in (400, 404, 422):
-            msg = (f"{where} refused the request for EMBED_MODEL={self.model_id!r} (HTTP {status}: {exc}): set "
-                   f"EMBED_MODEL to a model the server serves (GET {self.endpoint}/models lists them)")
+            msg = (
+                f"{where} refused the request for EMBED_MODEL={self.model_id!r} (HTTP {status}: {exc}): set "
+                f"EMBED_MODEL to a model the server serves (GET {self.endpoint}/models lists them)"
+            )
         elif status is not None:
             msg = f"{where} answered HTTP {status} {tries} ({exc}): check the server's log"
         else:
@@ -180,13 +209,16 @@ class RemoteEmbedder(CachedEncoder):
         atomic_write_json(self.cache.root / "model.json", self._ident)  # the probe, before any shard it vouches for
         order = sorted(missing, key=lambda h: -len(missing[h]))  # similar lengths share a batch (less padding)
         size = self.settings.embed_batch
-        batches = [order[i:i + size] for i in range(0, len(order), size)]
+        batches = [order[i : i + size] for i in range(0, len(order), size)]
         done: list[str] = []
         mode = None if self.progress else "off"
-        with (Progress(len(order), desc=desc, unit="text", mode=mode) as bar,
-              ThreadPoolExecutor(self.settings.embed_concurrency, thread_name_prefix="embed") as pool):
+        with (
+            Progress(len(order), desc=desc, unit="text", mode=mode) as bar,
+            ThreadPoolExecutor(self.settings.embed_concurrency, thread_name_prefix="embed") as pool,
+        ):
             futures: dict[Future, list[str]] = {
-                pool.submit(self._request, [missing[h] for h in b], expect_dim=self._dim): b for b in batches}
+                pool.submit(self._request, [missing[h] for h in b], expect_dim=self._dim): b for b in batches
+            }
             pending = set(futures)
             try:
                 while pending:
@@ -209,7 +241,7 @@ class RemoteEmbedder(CachedEncoder):
     def _store_full_shards(self, done: list[str], have: dict[str, np.ndarray]) -> list[str]:
         """Store every full shard of ``done``; return what is left over."""
         while len(done) >= self.shard_size:
-            shard, done = done[:self.shard_size], done[self.shard_size:]
+            shard, done = done[: self.shard_size], done[self.shard_size :]
             self.cache.store(shard, np.stack([have[h] for h in shard]))
         return done
 
@@ -219,11 +251,15 @@ def _matrix(rows: list[Any], emb: RemoteEmbedder, expect_dim: int | None) -> np.
     dims = sorted({len(r) for r in rows})
     want = expect_dim if expect_dim is not None else dims[0] if dims else 0
     if dims and dims != [want]:
-        because = ("EMBED_DIM" if emb.settings.embed_dim and expect_dim == emb.settings.embed_dim
-                   else "the dimension of its first reply")
+        because = (
+            "EMBED_DIM"
+            if emb.settings.embed_dim and expect_dim == emb.settings.embed_dim
+            else "the dimension of its first reply"
+        )
         raise EmbeddingServerError(
             f"the embeddings server at EMBED_BASE_URL={emb.endpoint} returned vectors of dimension "
             f"{', '.join(map(str, dims))} for EMBED_MODEL={emb.model_id!r}, expected {want} ({because}): the server "
             "serves another model than before, or EMBED_DIM is wrong; fix EMBED_MODEL / EMBED_DIM. Nothing was "
-            "written to the index.")
+            "written to the index."
+        )
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), want)

@@ -47,9 +47,11 @@ def server_command() -> Path:
     """The installed ``infinity_emb`` command, or :class:`EmbedServerUnavailable` saying how to install it."""
     venv = venv_dir()
     if not (venv / f".installed-{VERSION}").is_file() or not (venv / "bin" / "infinity_emb").is_file():
-        raise EmbedServerUnavailable(f"the local embeddings server (infinity-emb {VERSION}) is not installed in "
-                                     f"{venv}: run `{SETUP}` (once, a few minutes; it never touches the project's "
-                                     "venv)")
+        raise EmbedServerUnavailable(
+            f"the local embeddings server (infinity-emb {VERSION}) is not installed in "
+            f"{venv}: run `{SETUP}` (once, a few minutes; it never touches the project's "
+            "venv)"
+        )
     return venv / "bin" / "infinity_emb"
 
 
@@ -72,11 +74,34 @@ def serve(*, wait: float = 240.0, batch_size: int = 32, log: Path | None = None)
     """Start Infinity on a free port of 127.0.0.1 and yield its base URL (``.../v1``); stop it on exit."""
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
-    cmd = [str(server_command()), "v2", "--model-id", str(bundled_model_path()), "--served-model-name", SERVED_NAME,
-           "--host", "127.0.0.1", "--port", str(port), "--url-prefix", "/v1", "--engine", "torch", "--device", "cpu",
-           "--batch-size", str(batch_size), "--no-model-warmup"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1",
-           "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
+    cmd = [
+        str(server_command()),
+        "v2",
+        "--model-id",
+        str(bundled_model_path()),
+        "--served-model-name",
+        SERVED_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--url-prefix",
+        "/v1",
+        "--engine",
+        "torch",
+        "--device",
+        "cpu",
+        "--batch-size",
+        str(batch_size),
+        "--no-model-warmup",
+    ]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "DO_NOT_TRACK": "1",
+        "INFINITY_ANONYMOUS_USAGE_STATS": "0",
+    }
     logfile = Path(log) if log else Path(tempfile.mkstemp(prefix="infinity-", suffix=".log")[1])
     with open(logfile, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -85,8 +110,10 @@ def serve(*, wait: float = 240.0, batch_size: int = 32, log: Path | None = None)
         while not _up(base_url):
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = logfile.read_bytes()[-1500:].decode(errors="replace")
-                raise EmbedServerUnavailable(f"the local embeddings server did not start within {wait:.0f} s "
-                                             f"(exit code {proc.poll()}; its log: {logfile}):\n{tail}")
+                raise EmbedServerUnavailable(
+                    f"the local embeddings server did not start within {wait:.0f} s "
+                    f"(exit code {proc.poll()}; its log: {logfile}):\n{tail}"
+                )
             time.sleep(1)
         yield base_url
     finally:

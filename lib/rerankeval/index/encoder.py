@@ -27,7 +27,8 @@ def open_embedder(model: str | None, *, settings: Settings, progress: bool) -> C
     if model:
         raise EmbedderMismatch(
             f"two encoders given: the local model {model!r} (02's embedding_model) and the embeddings server "
-            f"EMBED_BASE_URL={settings.embed_endpoint} (EMBED_MODEL={settings.embed_model!r}); clear one of them")
+            f"EMBED_BASE_URL={settings.embed_endpoint} (EMBED_MODEL={settings.embed_model!r}); clear one of them"
+        )
     return RemoteEmbedder(settings, progress=progress)
 
 
@@ -48,4 +49,5 @@ def check_embedder(info: IndexInfo, emb: CachedEncoder) -> None:
         f"the indexes of {info.dataset} were built with {info.embedder_described()}, and the configured encoder is "
         f"{now}: vectors of two encoders are never mixed. Set EMBED_BASE_URL / EMBED_MODEL back to what built the "
         "index (unset both for the in-process model), or rebuild the index with the new encoder (re-run the "
-        "02-build-indexes stage: make report does).")
+        "02-build-indexes stage: make report does)."
+    )

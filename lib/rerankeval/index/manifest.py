@@ -67,8 +67,9 @@ def load_index_info(dp: DatasetPaths) -> IndexInfo:
     if m is None:
         raise StageMissing(f"{dp.index_manifest} is missing: run the 02-build-indexes stage first.")
     if m.get("version") != MANIFEST_VERSION:
-        raise StageMissing(f"{dp.index_manifest} was written by another version of the index stage: "
-                           "re-run the 02-build-indexes stage.")
+        raise StageMissing(
+            f"{dp.index_manifest} was written by another version of the index stage: re-run the 02-build-indexes stage."
+        )
     info = IndexInfo(**m)
     chunks = corpus.load_chunks(dp)
     now = index_corpus_hash(corpus.chunk_texts(dp, chunks), dict(zip(chunks.chunk_id, chunks.unit_id, strict=True)))

@@ -45,16 +45,20 @@ def check_price(price: Sequence[float]) -> tuple[float, float]:
     except (TypeError, ValueError):
         got = ()
     if len(got) != 2 or not all(math.isfinite(p) and p >= 0 for p in got):
-        raise BadPrice(f"price_per_mtok={list(price) if isinstance(price, Sequence) else price!r} is not a price: "
-                       "it is two numbers >= 0, USD per 1M prompt and completion tokens (0: unpriced, e.g. a local "
-                       "model). Fix the notebook's parameter or P=\"price_per_mtok=[0.15,0.6]\".")
+        raise BadPrice(
+            f"price_per_mtok={list(price) if isinstance(price, Sequence) else price!r} is not a price: "
+            "it is two numbers >= 0, USD per 1M prompt and completion tokens (0: unpriced, e.g. a local "
+            'model). Fix the notebook\'s parameter or P="price_per_mtok=[0.15,0.6]".'
+        )
     return got[0], got[1]
 
 
 def _limit(name: str, value: float) -> float:
     if not (math.isfinite(float(value)) and float(value) >= 0):
-        raise BadPrice(f"{name}={value!r} is not a budget: it is a number >= 0 (0: no limit). Fix the notebook's "
-                       f"parameter or P=\"{name}=...\".")
+        raise BadPrice(
+            f"{name}={value!r} is not a budget: it is a number >= 0 (0: no limit). Fix the notebook's "
+            f'parameter or P="{name}=...".'
+        )
     return float(value)
 
 
@@ -147,10 +151,10 @@ class Plan:
         if priced:
             text += f"; expected cost ${self.cost_usd:.4f}"
         if self.skipped:
-            text += (
-                f". Budget: {len(self.skipped)} {self.what} skipped ({self.skip_reason})"
-                + ("; they keep the fused order and are marked budget_skipped in the ledger"
-                   if self.what == "queries" else "")
+            text += f". Budget: {len(self.skipped)} {self.what} skipped ({self.skip_reason})" + (
+                "; they keep the fused order and are marked budget_skipped in the ledger"
+                if self.what == "queries"
+                else ""
             )
         return text + "."
 
@@ -168,8 +172,9 @@ def prompt_tokens(prompt: str) -> float:
 def call_estimate(hit: bool, prompt: str, previous: str, completion_tokens: float) -> CallEstimate:
     """One call's estimate; the tokens to process are those after the head it shares with ``previous``."""
     new_chars = len(prompt) - shared_prefix(previous, prompt)
-    return CallEstimate(hit, prompt_tokens(prompt), new_chars / CHARS_PER_TOKEN + TEMPLATE_TOKENS / 2,
-                        completion_tokens)
+    return CallEstimate(
+        hit, prompt_tokens(prompt), new_chars / CHARS_PER_TOKEN + TEMPLATE_TOKENS / 2, completion_tokens
+    )
 
 
 def plan(
@@ -229,8 +234,9 @@ def _rates(s_per_token: Rates | float | None, source: str) -> Rates:
     return Rates()
 
 
-def measured_rate(read: Callable[[], dict[str, Any] | None], endpoint: str, model: str, local: bool,
-                  meter: Meter | None = None) -> tuple[Rates, str]:
+def measured_rate(
+    read: Callable[[], dict[str, Any] | None], endpoint: str, model: str, local: bool, meter: Meter | None = None
+) -> tuple[Rates, str]:
     """(the rates, where they come from) for this endpoint and model: those the last run kept, or unknown."""
     rates = Rates.from_record((read() or {}).get(f"{endpoint}|{model}"), local=local, meter=meter)
     return rates, rates.source()
@@ -253,13 +259,22 @@ def price_warning(base_url: str | None, endpoint_id: str | None, price: Sequence
     """The warning for a non-local endpoint with no price set (None when priced or local)."""
     if any(float(p) for p in price) or is_local_endpoint(base_url, endpoint_id):
         return None
-    return ("Warning: costs are shown as $0 because no price is set: set price_per_mtok=[in, out] (USD per 1M "
-            "prompt and completion tokens), e.g. make report P=\"price_per_mtok=[0.15,0.6] max_cost=1\", or the "
-            "notebook's parameter; max_calls / max_cost cap the spend (see .env.example).")
+    return (
+        "Warning: costs are shown as $0 because no price is set: set price_per_mtok=[in, out] (USD per 1M "
+        'prompt and completion tokens), e.g. make report P="price_per_mtok=[0.15,0.6] max_cost=1", or the '
+        "notebook's parameter; max_calls / max_cost cap the spend (see .env.example)."
+    )
 
 
-def announce(plan: Plan, price: Sequence[float], base_url: str | None = None, endpoint_id: str | None = None,
-             *, stage: str = "", warn: bool = True) -> str:
+def announce(
+    plan: Plan,
+    price: Sequence[float],
+    base_url: str | None = None,
+    endpoint_id: str | None = None,
+    *,
+    stage: str = "",
+    warn: bool = True,
+) -> str:
     """Say the plan (and, with ``warn``, the missing-price warning) on the console before the first call;
     returns the text (for the notebook page). A plan with nothing to send (all from the cache) stays off the
     console, so a warm run prints no plan line. With calls to send and no rate known, the endpoint's meter first

@@ -52,8 +52,14 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def wait_for_build(cache: Path | None = None, *, every: float = EVERY_S, timeout: float = TIMEOUT_S,
-                   say: Callable[[str], None] = _say, poll: float = 0.5) -> float:
+def wait_for_build(
+    cache: Path | None = None,
+    *,
+    every: float = EVERY_S,
+    timeout: float = TIMEOUT_S,
+    say: Callable[[str], None] = _say,
+    poll: float = 0.5,
+) -> float:
     """Block until no local llama-server build is running; return the seconds waited (0.0 when none was).
 
     Prints a line when the wait starts, every ``every`` seconds after, and when it ends; raises
@@ -69,9 +75,11 @@ def wait_for_build(cache: Path | None = None, *, every: float = EVERY_S, timeout
     while build_running(cache):
         now = time.monotonic()
         if now - t0 > timeout:
-            raise BuildWaitTimeout(f"{what} is still running after {now - t0:.0f} s: look at its log; stop it and run "
-                                   "`make llama` to build again, or set RERANKEVAL_LLAMA_BACKEND=wheel to use the "
-                                   "prebuilt server")
+            raise BuildWaitTimeout(
+                f"{what} is still running after {now - t0:.0f} s: look at its log; stop it and run "
+                "`make llama` to build again, or set RERANKEVAL_LLAMA_BACKEND=wheel to use the "
+                "prebuilt server"
+            )
         if now - said >= every:
             say(f"[llm] waiting for {what}: {now - t0:.0f} s so far")
             said = now

@@ -137,10 +137,21 @@ class CachedLLM:
     measure the endpoint when no rate is known (:meth:`probe`); ``keep_failures`` / ``retry_failed``: the module
     docstring (``retry_failed`` records too)."""
 
-    def __init__(self, client: LLMClient, cache: LLMCache, *, endpoint: str = "", local: bool = False,
-                 own_client: bool = False, breaker: Breaker | None = None, budget: budget_mod.Budget | None = None,
-                 price: tuple[float, float] = (0.0, 0.0), keep_failures: bool = False, retry_failed: bool = False,
-                 probe: bool | None = None) -> None:
+    def __init__(
+        self,
+        client: LLMClient,
+        cache: LLMCache,
+        *,
+        endpoint: str = "",
+        local: bool = False,
+        own_client: bool = False,
+        breaker: Breaker | None = None,
+        budget: budget_mod.Budget | None = None,
+        price: tuple[float, float] = (0.0, 0.0),
+        keep_failures: bool = False,
+        retry_failed: bool = False,
+        probe: bool | None = None,
+    ) -> None:
         self.client, self.cache, self.endpoint, self.local, self.breaker = client, cache, endpoint, local, breaker
         self._own_client = own_client
         self.budget = budget if budget is not None else budget_mod.Budget()
@@ -151,17 +162,34 @@ class CachedLLM:
         own = getattr(client, "settings", None)  # its secrets, even when a copy of settings (the judge's) holds them
         self._secrets = sorted(secrets_of(own)) if isinstance(own, Settings) else []
         limited = bool(self.budget.max_calls or self.budget.max_cost)  # then nothing unplanned is sent
-        self.meter = Meter(self._keep_rates, local=local,
-                           probe=self.probe if (local if probe is None else probe) and not limited else None)
+        self.meter = Meter(
+            self._keep_rates,
+            local=local,
+            probe=self.probe if (local if probe is None else probe) and not limited else None,
+        )
 
     @classmethod
-    def open(cls, settings: Settings, cache: LLMCache | None = None, client: LLMClient | None = None, *,
-             timeout: float | None = None, max_connections: int = 2, **kw: Any) -> CachedLLM:
+    def open(
+        cls,
+        settings: Settings,
+        cache: LLMCache | None = None,
+        client: LLMClient | None = None,
+        *,
+        timeout: float | None = None,
+        max_connections: int = 2,
+        **kw: Any,
+    ) -> CachedLLM:
         """On ``client``, or on a client of ``settings`` that :meth:`close` closes; ``kw`` as in the constructor."""
         own = client is None
         client = client or LLMClient(settings, timeout=timeout, max_connections=max_connections)
-        return cls(client, cache if cache is not None else LLMCache(), endpoint=endpoint_identity(settings),
-                   local=(settings.endpoint_id or "").startswith("llama-server"), own_client=own, **kw)
+        return cls(
+            client,
+            cache if cache is not None else LLMCache(),
+            endpoint=endpoint_identity(settings),
+            local=(settings.endpoint_id or "").startswith("llama-server"),
+            own_client=own,
+            **kw,
+        )
 
     def close(self) -> None:
         """Keep the rates this run measured (for the next run's plan), then close the client if it is ours."""
@@ -197,8 +225,16 @@ class CachedLLM:
             return True
         return self.keep_failures and not self.retry_failed and self.cache.get_outcome(key) is not None
 
-    def call(self, call: Call, read: Callable[[Reply], T], stats: CallStats, *, retries: int = 0,
-             label: str = "", reask: Reask | None = None) -> Outcome[T]:
+    def call(
+        self,
+        call: Call,
+        read: Callable[[Reply], T],
+        stats: CallStats,
+        *,
+        retries: int = 0,
+        label: str = "",
+        reask: Reask | None = None,
+    ) -> Outcome[T]:
         """``read(reply)`` of a cached or fresh reply, re-asked ``retries`` times after an unusable one;
         a fresh reply is cached once it read, an unusable one recorded when failures are kept (module docstring)."""
         stats.calls += 1
@@ -314,13 +350,19 @@ class CachedLLM:
         if down or not self.budget.reserve(est):
             stats.failed += 1
             stats.error(down or BUDGET_EXCEEDED)
-            out.failure = LLMCallError(down or BUDGET_EXCEEDED, "not sent: the endpoint is down" if down
-                                       else "not sent: the budget is spent")
+            out.failure = LLMCallError(
+                down or BUDGET_EXCEEDED, "not sent: the endpoint is down" if down else "not sent: the budget is spent"
+            )
             return None
         try:
             with self.heartbeat.waiting(label):
-                reply = self.client.chat(call.messages, response_format=call.response_format,
-                                         max_tokens=call.max_tokens, seed=call.seed, top_logprobs=call.top_logprobs)
+                reply = self.client.chat(
+                    call.messages,
+                    response_format=call.response_format,
+                    max_tokens=call.max_tokens,
+                    seed=call.seed,
+                    top_logprobs=call.top_logprobs,
+                )
         except LLMCallError as exc:
             self._failed(exc, est, stats, out)
             return None
@@ -363,8 +405,10 @@ def kept_note(stats: CallStats) -> str | None:
     """What a stage says when recorded failures were served instead of asked again (None when none were)."""
     if not stats.kept_failures:
         return None
-    return (f"{stats.kept_failures} call(s) that failed the same way in an earlier run were not asked again (the "
-            "reply cache records them); set retry_failed=true to ask them again.")
+    return (
+        f"{stats.kept_failures} call(s) that failed the same way in an earlier run were not asked again (the "
+        "reply cache records them); set retry_failed=true to ask them again."
+    )
 
 
 class AsksLLM:

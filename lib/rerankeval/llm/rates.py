@@ -38,8 +38,13 @@ UNKNOWN_LOCAL = ((10.0, 150.0), (1.0, 30.0))
 UNKNOWN_REMOTE = ((300.0, 5000.0), (20.0, 200.0))
 MIN_GEN_TOKENS = 8  # timed tokens (after each reply's first) a generation rate needs
 REVISE_AFTER = 5  # calls measured before the revised line (or a tenth of the plan, whichever comes first)
-PROBE_TEXT = " ".join(["alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar "
-                       "papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu"] * 4)
+PROBE_TEXT = " ".join(
+    [
+        "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar "
+        "papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu"
+    ]
+    * 4
+)
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,11 @@ class Rates:
 
     def describe(self) -> str:
         """``110 prompt tok/s, 12 gen tok/s`` (a part the measurements could not separate is left out)."""
-        parts = [f"{_tps(self.prompt_s)} prompt tok/s" if self.prompt_s > 0 else "",
-                 f"{_tps(self.gen_s)} gen tok/s" if self.gen_s > 0 else "",
-                 f"{self.call_s:.2f} s per call" if self.call_s > 0.005 or not (self.prompt_s or self.gen_s) else ""]
+        parts = [
+            f"{_tps(self.prompt_s)} prompt tok/s" if self.prompt_s > 0 else "",
+            f"{_tps(self.gen_s)} gen tok/s" if self.gen_s > 0 else "",
+            f"{self.call_s:.2f} s per call" if self.call_s > 0.005 or not (self.prompt_s or self.gen_s) else "",
+        ]
         return ", ".join(p for p in parts if p)
 
     def source(self) -> str:
@@ -97,8 +104,10 @@ class Rates:
             return f"{self.describe()}, measured by {self.origin}"
         (plo, phi), (glo, ghi) = UNKNOWN_LOCAL if self.local else UNKNOWN_REMOTE
         what = "the local model on a CPU" if self.local else "a hosted or GPU endpoint"
-        return (f"no rate measured yet for this endpoint: {plo:g}-{phi:g} prompt tok/s and {glo:g}-{ghi:g} gen "
-                f"tok/s, the range of {what}; a revised time follows after the first calls")
+        return (
+            f"no rate measured yet for this endpoint: {plo:g}-{phi:g} prompt tok/s and {glo:g}-{ghi:g} gen "
+            f"tok/s, the range of {what}; a revised time follows after the first calls"
+        )
 
     def span(self, processed: float, completion: float) -> tuple[float, float]:
         """(fastest, slowest) seconds of the tokens at the range of an unknown endpoint."""
@@ -109,8 +118,12 @@ class Rates:
         """What ``llm.rates.json`` keeps: a rate these calls did not measure (0: e.g. no reply longer than one
         token) is left out, so the one measured before stays (``s_per_token``: what older versions read)."""
         rec = {k: v for k, v in (("prompt_s", self.prompt_s), ("gen_s", self.gen_s)) if v > 0}
-        return {**rec, "call_s": self.call_s, "calls": self.calls,
-                "s_per_token": self.prompt_s or self.gen_s or self.call_s}
+        return {
+            **rec,
+            "call_s": self.call_s,
+            "calls": self.calls,
+            "s_per_token": self.prompt_s or self.gen_s or self.call_s,
+        }
 
     @classmethod
     def from_record(cls, rec: Any, *, local: bool, meter: Meter | None) -> Rates:
@@ -154,13 +167,21 @@ def probe(chat: Callable[..., Reply]) -> list[Sample]:
     ~150-token prompt, and 12 generated tokens; their samples without the warm-up's ([] when one fails). About
     2 s on the local 0.5B model on 2 idle cores (41 s for a ~200-token one at a load of 8 on them)."""
     nonce = uuid.uuid4().hex[:12]  # a new head: the server's prompt cache serves none of it
-    asks = [("Reply with OK.", 1), ("Reply with OK.", 1), (f"Reply with OK after reading: {PROBE_TEXT}", 1),
-            ("Count from 1 to 200, separated by spaces.", 12)]
+    asks = [
+        ("Reply with OK.", 1),
+        ("Reply with OK.", 1),
+        (f"Reply with OK after reading: {PROBE_TEXT}", 1),
+        ("Count from 1 to 200, separated by spaces.", 12),
+    ]
     samples = []
     try:
         for i, (text, max_tokens) in enumerate(asks):
-            reply = chat([{"role": "user", "content": f"{nonce}-{i} {text}"}], response_format=None,
-                         max_tokens=max_tokens, seed=0)
+            reply = chat(
+                [{"role": "user", "content": f"{nonce}-{i} {text}"}],
+                response_format=None,
+                max_tokens=max_tokens,
+                seed=0,
+            )
             samples.append(Sample.of(reply))
     except LLMCallError:
         return []
@@ -179,9 +200,15 @@ class Meter:
     ``keep(rates)`` stores measured rates (the reply cache's ``record_rates``); ``clock`` and ``say`` are
     replaceable in tests. Thread-safe: the reranker sends from several threads."""
 
-    def __init__(self, keep: Callable[[Rates], None], *, probe: Callable[[], list[Sample]] | None = None,
-                 local: bool = False, say: Callable[[str], None] = progress.say,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        keep: Callable[[Rates], None],
+        *,
+        probe: Callable[[], list[Sample]] | None = None,
+        local: bool = False,
+        say: Callable[[str], None] = progress.say,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.keep, self.probe, self.local, self.say, self.clock = keep, probe, local, say, clock
         self.samples: list[Sample] = []
         self.plan: PlanLike | None = None
@@ -225,7 +252,7 @@ class Meter:
             return None
         elapsed = max(self.clock() - self._t0, 1e-9)
         self.revised = plan.fresh_calls * elapsed / done
-        rates = fit(self.samples[self._n0:], "the first calls")
+        rates = fit(self.samples[self._n0 :], "the first calls")
         if rates is not None:
             self.keep(rates)
         measured = f"measured {rates.describe()} after {done} calls" if rates else f"after {done} calls"

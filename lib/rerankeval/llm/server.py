@@ -79,8 +79,11 @@ class LocalModel:
 
 def local_models(script: Path = SETUP_SCRIPT) -> dict[str, LocalModel]:
     """The local models ``scripts/llama_setup.sh`` assembles, by LOCAL_MODEL name (its LOCAL_MODELS table)."""
-    rows = re.findall(r"^([\w.\-]+)\|([^|\s]+)\|([0-9a-f]{64})\|([\w.\-]+)\|([\w.\-]+)\|(\d+)$",
-                      script.read_text(encoding="utf-8"), re.M)
+    rows = re.findall(
+        r"^([\w.\-]+)\|([^|\s]+)\|([0-9a-f]{64})\|([\w.\-]+)\|([\w.\-]+)\|(\d+)$",
+        script.read_text(encoding="utf-8"),
+        re.M,
+    )
     return {r[0]: LocalModel(*r[:5], parts=int(r[5])) for r in rows}
 
 
@@ -88,13 +91,16 @@ def check_local_model(name: str) -> str:
     """``name`` when the setup script knows it, else EndpointError listing the known names."""
     known = local_models()
     if name not in known:
-        raise EndpointError(f"unknown LOCAL_MODEL {name!r}: set LOCAL_MODEL (in .env or the environment) to one "
-                            f"of {', '.join(known) or ', '.join(LOCAL_MODELS)}, or unset it for the default")
+        raise EndpointError(
+            f"unknown LOCAL_MODEL {name!r}: set LOCAL_MODEL (in .env or the environment) to one "
+            f"of {', '.join(known) or ', '.join(LOCAL_MODELS)}, or unset it for the default"
+        )
     return name
 
 
-def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND,
-                model: str | None = None) -> tuple[Path | list[str], Path]:
+def setup_paths(
+    timeout: float = 3600, backend: str = DEFAULT_BACKEND, model: str | None = None
+) -> tuple[Path | list[str], Path]:
     """(server command, GGUF model) for ``backend`` and the local ``model`` (a LOCAL_MODEL name; default: the
     settings' ``local_model``); builds/fetches once. The GGUF's own sha256 must be the table's
     (:func:`.model_file.verify`, on every start: a file replaced under the same name is refused).
@@ -104,11 +110,14 @@ def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND,
     (cached per CPU signature). The script holds a file lock in the cache, so two processes never build at once.
     """
     if backend not in BACKENDS:
-        raise EndpointError(f"unknown local LLM backend {backend!r}: set RERANKEVAL_LLAMA_BACKEND to one of "
-                            f"{', '.join(BACKENDS)}")
+        raise EndpointError(
+            f"unknown local LLM backend {backend!r}: set RERANKEVAL_LLAMA_BACKEND to one of {', '.join(BACKENDS)}"
+        )
     if backend == "wheel" and importlib.util.find_spec("xllamacpp") is None:
-        raise EndpointError("the prebuilt llama.cpp server (the xllamacpp package) is not installed in "
-                            f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one")
+        raise EndpointError(
+            "the prebuilt llama.cpp server (the xllamacpp package) is not installed in "
+            f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one"
+        )
     model = check_local_model(model or load_settings().local_model)
     lines = _setup_script("model" if backend == "wheel" else "all", timeout, model)
     if backend != "wheel" and len(lines) < 2:
@@ -123,8 +132,9 @@ def setup_paths(timeout: float = 3600, backend: str = DEFAULT_BACKEND,
 def _setup_script(what: str, timeout: float, model: str) -> list[str]:
     env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir()), "LOCAL_MODEL": model}
     env.setdefault("PYTHON", sys.executable)
-    proc = subprocess.run(["bash", str(SETUP_SCRIPT), what], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=ROOT)
+    proc = subprocess.run(
+        ["bash", str(SETUP_SCRIPT), what], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+    )
     if proc.returncode != 0:
         raise EndpointError(f"{SETUP_SCRIPT} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
@@ -146,12 +156,21 @@ def endpoint_id(server: Path | list[str], model_path: Path, no_repack: bool = Fa
     return f"llama-server/{version}/{model_name(model_path)}@{digest}" + ("+no-repack" if no_repack else "")
 
 
-def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: float,
-                started: list[LocalServer] | None = None, model: str | None = None) -> LocalServer:
+def start_local(
+    backend: str,
+    *,
+    ctx: int,
+    parallel: int,
+    threads: int,
+    wait: float,
+    started: list[LocalServer] | None = None,
+    model: str | None = None,
+) -> LocalServer:
     """A started local server running the local ``model`` (a LOCAL_MODEL name): ``backend``'s; when that is the
     build and it cannot be built or started (even with --no-repack), the portable prebuilt server from the xllamacpp
     wheel, saying so. Each server is appended to ``started`` before it starts, so a caller can stop it whatever
     happens."""
+
     def one(name: str) -> LocalServer:
         server_bin, gguf = setup_paths(backend=name, model=model)
         srv = LocalServer(server_bin, gguf, ctx=ctx, parallel=parallel, threads=threads)
@@ -169,9 +188,13 @@ def start_local(backend: str, *, ctx: int, parallel: int, threads: int, wait: fl
     except EndpointError as exc:
         lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
         why = "\n  ".join(ln[:300] for ln in lines[:1] + lines[1:][-4:])
-        print(f"[llm] the llama-server build could not serve:\n  {why}\n[llm] using the prebuilt, portable "
-              "llama.cpp server from the xllamacpp wheel instead (slower prompts; RERANKEVAL_LLAMA_BACKEND=wheel "
-              "makes it the choice, `make llama` retries the build)", file=sys.stderr, flush=True)
+        print(
+            f"[llm] the llama-server build could not serve:\n  {why}\n[llm] using the prebuilt, portable "
+            "llama.cpp server from the xllamacpp wheel instead (slower prompts; RERANKEVAL_LLAMA_BACKEND=wheel "
+            "makes it the choice, `make llama` retries the build)",
+            file=sys.stderr,
+            flush=True,
+        )
     return one("wheel")
 
 
@@ -240,8 +263,15 @@ def ensure_endpoint(
             from rerankeval.llm.build_wait import wait_for_build
 
             wait_for_build()  # make report builds llama-server in the background: wait for it, saying so
-            srv = start_local(backend, ctx=ctx, parallel=parallel, threads=threads, wait=wait, started=started,
-                              model=model or settings.local_model)
+            srv = start_local(
+                backend,
+                ctx=ctx,
+                parallel=parallel,
+                threads=threads,
+                wait=wait,
+                started=started,
+                model=model or settings.local_model,
+            )
             yield {
                 "OPENAI_BASE_URL": f"{srv.base}/v1",
                 "OPENAI_API_KEY": LOCAL_API_KEY,
@@ -273,14 +303,20 @@ def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | 
     url = scrub_url(settings.base_url or "")
     try:
         with httpx2.Client(timeout=timeout, follow_redirects=True) as http:
-            status = http.get(f"{(settings.base_url or '').rstrip('/')}/models",
-                              headers={"Authorization": f"Bearer {settings.api_key or 'sk-no-key'}"}).status_code
+            status = http.get(
+                f"{(settings.base_url or '').rstrip('/')}/models",
+                headers={"Authorization": f"Bearer {settings.api_key or 'sk-no-key'}"},
+            ).status_code
     except (httpx2.HTTPError, httpx2.InvalidURL) as exc:  # refused, timed out, a bad URL
-        return redact(f"The LLM endpoint {url} cannot be reached ({type(exc).__name__}: {exc}). {UNREACHABLE_HINT}",
-                      [settings.api_key])
+        return redact(
+            f"The LLM endpoint {url} cannot be reached ({type(exc).__name__}: {exc}). {UNREACHABLE_HINT}",
+            [settings.api_key],
+        )
     if status in (401, 403):
-        return redact(f"The LLM endpoint {url} refused the key (HTTP {status}). Fix OPENAI_API_KEY in "
-                      ".env or the environment.", [settings.api_key])
+        return redact(
+            f"The LLM endpoint {url} refused the key (HTTP {status}). Fix OPENAI_API_KEY in .env or the environment.",
+            [settings.api_key],
+        )
     return None  # it answered: reachable
 
 

@@ -115,8 +115,10 @@ class AssessParams:
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.agreement_pairs < 0 or self.passage_chars < 100:
-            raise ValueError(f"k must be >= 1 (got {self.k}), agreement_pairs >= 0 (got {self.agreement_pairs}) "
-                             f"and passage_chars >= 100 (got {self.passage_chars})")
+            raise ValueError(
+                f"k must be >= 1 (got {self.k}), agreement_pairs >= 0 (got {self.agreement_pairs}) "
+                f"and passage_chars >= 100 (got {self.passage_chars})"
+            )
 
 
 @dataclass(frozen=True)
@@ -195,8 +197,10 @@ def overlap_sample(human: Qrels, qids: Sequence[str], n: int, seed: int) -> list
 
 # -- 3. the call ------------------------------------------------------------------------------------------------
 def messages(query: str, passage: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER.format(query=query,
-                                                                                         passage=passage)}]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": USER.format(query=query, passage=passage)},
+    ]
 
 
 def prompt_hash() -> str:
@@ -205,10 +209,18 @@ def prompt_hash() -> str:
 
 def material(query: str, passage: str, unit: str, model: str, endpoint: str, seed: int) -> dict[str, Any]:
     """Everything the reply depends on: its cache key."""
-    return {"v": CACHE_VERSION, "purpose": "assess", "model": model, "endpoint": endpoint, "template": prompt_hash(),
-            "schema": schemas.schema_hash(GradeStrict), "gen": {"temperature": 0, "seed": seed,
-                                                                "max_tokens": MAX_TOKENS},
-            "query": sha256_text(query), "unit": unit, "text": sha256_text(passage)}
+    return {
+        "v": CACHE_VERSION,
+        "purpose": "assess",
+        "model": model,
+        "endpoint": endpoint,
+        "template": prompt_hash(),
+        "schema": schemas.schema_hash(GradeStrict),
+        "gen": {"temperature": 0, "seed": seed, "max_tokens": MAX_TOKENS},
+        "query": sha256_text(query),
+        "unit": unit,
+        "text": sha256_text(passage),
+    }
 
 
 def read_grade(reply: Reply) -> int:
@@ -235,8 +247,9 @@ def judge_settings(settings: Settings, judge_model: str = "") -> Settings:
     reranker's), its model ``judge_model`` or ``JUDGE_MODEL`` when named; else the reranker's settings."""
     update: dict[str, Any] = {}
     if settings.judge_base_url:
-        update.update(base_url=settings.judge_base_url, api_key=settings.judge_api_key or settings.api_key,
-                      endpoint_id=None)
+        update.update(
+            base_url=settings.judge_base_url, api_key=settings.judge_api_key or settings.api_key, endpoint_id=None
+        )
     model = judge_model.strip() or (settings.judge_model or "").strip()
     if model:
         update["model"] = model
@@ -267,7 +280,8 @@ def judge_endpoint(settings: Settings, judge_model: str = "") -> Iterator[Settin
             raise JudgeEndpointError(
                 f"The LLM judge's endpoint (JUDGE_BASE_URL) does not answer: {problem.strip().rstrip('.')}. Nothing "
                 "was graded. Start it, or fix JUDGE_BASE_URL / JUDGE_API_KEY (.env or the environment); unset "
-                "JUDGE_BASE_URL to judge with the reranker's endpoint.")
+                "JUDGE_BASE_URL to judge with the reranker's endpoint."
+            )
         yield settings
         return
     with ensure_endpoint(settings=settings) as env:
@@ -287,21 +301,27 @@ def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCa
     t0 = time.perf_counter()
     res = AssessResult(params)
     if not params.assess:
-        res.skipped = "assess=false: nothing graded, no LLM call (make report P=\"assess=true\" grades the pool)"
+        res.skipped = 'assess=false: nothing graded, no LLM call (make report P="assess=true" grades the pool)'
         return res
     queries = load_queries(dp)
     qids = sorted(queries)
     human = human_qrels(dp)
     # the overlap first: on a budget, knowing how far to trust the judge comes before its grades
     unjudged = pool(dp, params.k, qids, graded_pairs(dp))
-    res.pairs, res.pool_size = overlap_sample(human, qids, params.agreement_pairs, params.assess_seed) + unjudged, len(
-        unjudged)
+    res.pairs, res.pool_size = (
+        overlap_sample(human, qids, params.agreement_pairs, params.assess_seed) + unjudged,
+        len(unjudged),
+    )
     res.drafted_by = drafted_by(dp)
     texts = {u: t[: params.passage_chars] for u, t in unit_texts(load_chunks(dp)).items()}
     js = judge_settings(settings, params.judge_model)
-    llm = CachedLLM.open(js, cache, breaker=Breaker(threshold=2),
-                         budget=budget_mod.Budget(params.max_calls, params.max_cost),
-                         price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])))
+    llm = CachedLLM.open(
+        js,
+        cache,
+        breaker=Breaker(threshold=2),
+        budget=budget_mod.Budget(params.max_calls, params.max_cost),
+        price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])),
+    )
     try:
         res.model, res.endpoint = llm.model, llm.endpoint
         asks = [(p, queries[p.qid], texts.get(p.unit, "")) for p in res.pairs]
@@ -315,8 +335,13 @@ def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCa
 
 
 def _call(llm: CachedLLM, query: str, passage: str, unit: str, seed: int) -> Call:
-    return Call(messages(query, passage), material(query, passage, unit, llm.model, llm.endpoint, seed), MAX_TOKENS,
-                response_format=schemas.response_format(GradeStrict, "relevance_grade"), seed=seed)
+    return Call(
+        messages(query, passage),
+        material(query, passage, unit, llm.model, llm.endpoint, seed),
+        MAX_TOKENS,
+        response_format=schemas.response_format(GradeStrict, "relevance_grade"),
+        seed=seed,
+    )
 
 
 def _plan(llm: CachedLLM, asks: Sequence[tuple[Pair, str, str]], params: AssessParams) -> budget_mod.Plan:
@@ -327,8 +352,14 @@ def _plan(llm: CachedLLM, asks: Sequence[tuple[Pair, str, str]], params: AssessP
         tasks.append((p.qid, p.kind, [budget_mod.call_estimate(hit, call.prompt, previous, 8.0)]))
         previous = call.prompt
     rate, source = llm.measured_rate()
-    plan = budget_mod.plan(tasks, price=llm.price, max_calls=params.max_calls, max_cost=params.max_cost,
-                           s_per_token=rate, rate_source=source)
+    plan = budget_mod.plan(
+        tasks,
+        price=llm.price,
+        max_calls=params.max_calls,
+        max_cost=params.max_cost,
+        s_per_token=rate,
+        rate_source=source,
+    )
     plan.what = "pairs (query, unit) to grade"
     return plan
 
@@ -338,13 +369,25 @@ def _grade(llm: CachedLLM, asks: Sequence[tuple[Pair, str, str]], params: Assess
     with progress.Progress(len(asks), desc="grading pairs", unit="pair") as bar:
         for p, query, passage in asks:
             t0 = time.perf_counter()
-            got = llm.call(_call(llm, query, passage, p.unit, params.assess_seed), read_grade, res.stats, retries=1,
-                           label=f"{p.qid} / {p.unit}")
+            got = llm.call(
+                _call(llm, query, passage, p.unit, params.assess_seed),
+                read_grade,
+                res.stats,
+                retries=1,
+                label=f"{p.qid} / {p.unit}",
+            )
             if got.failure is not None and got.failure.error_class == BUDGET_EXCEEDED:
                 res.stopped = f"the budget is spent (max_calls={params.max_calls}, max_cost={params.max_cost:g})"
                 break
-            row = {"qid": p.qid, "unit": p.unit, "kind": p.kind, "cached": got.cached,
-                   "seconds": round(time.perf_counter() - t0, 3), "reason": "", "grade": None}
+            row = {
+                "qid": p.qid,
+                "unit": p.unit,
+                "kind": p.kind,
+                "cached": got.cached,
+                "seconds": round(time.perf_counter() - t0, 3),
+                "reason": "",
+                "grade": None,
+            }
             if got.ok and got.value is not None:
                 res.grades[(p.qid, p.unit)] = row["grade"] = int(got.value)
             else:
@@ -374,15 +417,18 @@ def write(dp: DatasetPaths, res: AssessResult) -> dict[str, str]:
         rows = [f"{q}\t{u}\t{g}\n" for (q, u), g in sorted(grades.items())]
         path.parent.mkdir(parents=True, exist_ok=True)
         judge_grades.write_record(path, res.model, res.endpoint)
-        written = {"llm_qrels": str(atomic_write_text(path, HEADER + "".join(rows))),
-                   "record": str(judge_grades.record_path(path))}
+        written = {
+            "llm_qrels": str(atomic_write_text(path, HEADER + "".join(rows))),
+            "record": str(judge_grades.record_path(path)),
+        }
     folder = dp.stage_dir("assess")
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "ledger.csv", res.ledger.to_csv(index=False))
     legacy = judge_grades.legacy_path(path.parent, res.model)
     old = judge_grades.legacy_note(legacy) if legacy.is_file() else ""
-    written["summary"] = str(atomic_write_json(folder / "summary.json", {
-        **summary(res, old), "file": str(path), "in_file": len(grades)}))
+    written["summary"] = str(
+        atomic_write_json(folder / "summary.json", {**summary(res, old), "file": str(path), "in_file": len(grades)})
+    )
     return written
 
 
@@ -409,9 +455,11 @@ def self_judged(res: AssessResult) -> str:
     """The warning when the judge is the model that drafted the evaluated questions ("" otherwise)."""
     if not res.model or res.model not in res.drafted_by:
         return ""
-    return (f"WARNING: the LLM judge graded questions its own model wrote ({res.model} drafted them): there is no "
-            "human grade in these numbers, and a model tends to favour its own questions' pages. Judge with another "
-            "model (JUDGE_MODEL), or review the drafts and grade some units in 00-explore.")
+    return (
+        f"WARNING: the LLM judge graded questions its own model wrote ({res.model} drafted them): there is no "
+        "human grade in these numbers, and a model tends to favour its own questions' pages. Judge with another "
+        "model (JUDGE_MODEL), or review the drafts and grade some units in 00-explore."
+    )
 
 
 def warnings(res: AssessResult, legacy: str = "") -> list[str]:
@@ -425,20 +473,37 @@ def summary(res: AssessResult, legacy: str = "") -> dict[str, Any]:
     s = res.stats
     kinds = Counter(p.kind for p in res.pairs)
     by_grade = Counter(res.grades.values())
-    return {"model": res.model, "endpoint": res.endpoint, "prompt_hash": prompt_hash(),
-            "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in res.params.__dict__.items()},
-            "skipped": res.skipped, "stopped": res.stopped, "pool": res.pool_size, "overlap": kinds.get("overlap", 0),
-            "graded": len(res.grades), "grades": {str(g): int(by_grade.get(g, 0)) for g in GRADES},
-            "scale": judge_grades.SCALE, "relevant_from": judge_grades.RELEVANT_FROM,
-            "one_grade_warning": judge_grades.one_grade(res.grades.values()),
-            "drafted_by": list(res.drafted_by), "self_judged": bool(self_judged(res)),
-            "warning": " ".join(warnings(res, legacy)),
-            "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
-            "plan": res.plan.to_dict() if res.plan else None,
-            "calls": {"calls": s.calls, "cache_hits": s.cache_hits, "requests": s.requests, "failed": s.failed,
-                      "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-                      "llm_seconds": round(s.llm_seconds, 2), "errors": list(s.errors)},
-            "seconds": res.seconds}
+    return {
+        "model": res.model,
+        "endpoint": res.endpoint,
+        "prompt_hash": prompt_hash(),
+        "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in res.params.__dict__.items()},
+        "skipped": res.skipped,
+        "stopped": res.stopped,
+        "pool": res.pool_size,
+        "overlap": kinds.get("overlap", 0),
+        "graded": len(res.grades),
+        "grades": {str(g): int(by_grade.get(g, 0)) for g in GRADES},
+        "scale": judge_grades.SCALE,
+        "relevant_from": judge_grades.RELEVANT_FROM,
+        "one_grade_warning": judge_grades.one_grade(res.grades.values()),
+        "drafted_by": list(res.drafted_by),
+        "self_judged": bool(self_judged(res)),
+        "warning": " ".join(warnings(res, legacy)),
+        "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
+        "plan": res.plan.to_dict() if res.plan else None,
+        "calls": {
+            "calls": s.calls,
+            "cache_hits": s.cache_hits,
+            "requests": s.requests,
+            "failed": s.failed,
+            "prompt_tokens": s.prompt_tokens,
+            "completion_tokens": s.completion_tokens,
+            "llm_seconds": round(s.llm_seconds, 2),
+            "errors": list(s.errors),
+        },
+        "seconds": res.seconds,
+    }
 
 
 def describe(res: AssessResult) -> str:
@@ -448,7 +513,9 @@ def describe(res: AssessResult) -> str:
     s = res.stats
     drops = ", ".join(f"{r.replace('_', ' ')} {n}" for r, n in res.drops.most_common()) or "none"
     stopped = f" Stopped: {res.stopped}." if res.stopped else ""
-    return (f"Graded {len(res.grades)} of {len(res.pairs)} pairs with {res.model} ({res.pool_size} unjudged in the "
-            f"pool, {len(res.pairs) - res.pool_size} human-graded for agreement); dropped: {drops}. LLM calls: "
-            f"{s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed).{stopped}"
-            + "".join(f" {w}" for w in warnings(res)))
+    return (
+        f"Graded {len(res.grades)} of {len(res.pairs)} pairs with {res.model} ({res.pool_size} unjudged in the "
+        f"pool, {len(res.pairs) - res.pool_size} human-graded for agreement); dropped: {drops}. LLM calls: "
+        f"{s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed).{stopped}"
+        + "".join(f" {w}" for w in warnings(res))
+    )

@@ -35,16 +35,32 @@ MIN_VOCABULARY = 2000  # distinct corpus words below which the language check is
 LANGUAGE_SAMPLE = 300  # corpus texts whose language is identified (evenly spaced)
 LANGUAGE_SHARE = 0.1  # share of that sample a language needs to count as one of the corpus's
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_SECRET_NOUN = r"(?:password|passphrase|passwd|pass\s?word|api[\s_-]?key|secret(?:\s+key)?|private\s+key|" \
-               r"access\s+token|auth(?:entication)?\s+token|credentials?|pin\s+code)"
+_SECRET_NOUN = (
+    r"(?:password|passphrase|passwd|pass\s?word|api[\s_-]?key|secret(?:\s+key)?|private\s+key|"
+    r"access\s+token|auth(?:entication)?\s+token|credentials?|pin\s+code)"
+)
 SECRET = re.compile(  # asks for a credential's value: "what is the root password (of ...)", "tell me the API key"
     r"\bwhat(?:'s|\s+is|\s+are|\s+was)\s+(?:the\s+|my\s+|your\s+|their\s+|its\s+)?(?:[\w.-]+\s+){0,3}?"
-    + _SECRET_NOUN + r"s?\b(?!\s+(?:policy|policies|file|prompt|hash|length|format|command|manager|expiry|aging))"
+    + _SECRET_NOUN
+    + r"s?\b(?!\s+(?:policy|policies|file|prompt|hash|length|format|command|manager|expiry|aging))"
     r"|\b(?:tell|give|show|send|reveal|print|list|share)\s+(?:me\s+|us\s+)?(?:the\s+|your\s+|all\s+)?"
-    r"(?:[\w.-]+\s+){0,3}?" + _SECRET_NOUN, re.IGNORECASE)
+    r"(?:[\w.-]+\s+){0,3}?" + _SECRET_NOUN,
+    re.IGNORECASE,
+)
 UNIT_ID = re.compile(r"[\w.-]+\.[A-Za-z0-9]{2,5}#p\d+\b")  # a page unit id: <file>#p<page>
-REASONS = ("no_reply", "empty", "too_long", "instruction_in_passage", "asks_for_secret", "names_its_unit",
-           "quote_not_in_passage", "other_language", "repeats_human_query", "duplicate", "near_duplicate")
+REASONS = (
+    "no_reply",
+    "empty",
+    "too_long",
+    "instruction_in_passage",
+    "asks_for_secret",
+    "names_its_unit",
+    "quote_not_in_passage",
+    "other_language",
+    "repeats_human_query",
+    "duplicate",
+    "near_duplicate",
+)
 
 
 def words(text: str) -> set[str]:
@@ -124,8 +140,15 @@ def _hostile(question: str, passage: str, unit: str) -> str:
     return ""
 
 
-def check(question: str, quote: str, passage: str, kept: Iterable[str], human: Iterable[str],
-          vocabulary: Language | set[str], unit: str = "") -> str:
+def check(
+    question: str,
+    quote: str,
+    passage: str,
+    kept: Iterable[str],
+    human: Iterable[str],
+    vocabulary: Language | set[str],
+    unit: str = "",
+) -> str:
     """The reason a drafted question is dropped (one of :data:`REASONS`), or "" when it is kept. ``vocabulary``:
     the corpus's :class:`Language` (a bare set of its words checks the share of known words only); ``unit``: the
     id of the unit the question was drafted from."""
@@ -144,8 +167,10 @@ def check(question: str, quote: str, passage: str, kept: Iterable[str], human: I
         return "other_language"
     qw = words(q)
     norm = _key(q)
-    for others, exact, near in ((human, "repeats_human_query", "repeats_human_query"),
-                                (kept, "duplicate", "near_duplicate")):
+    for others, exact, near in (
+        (human, "repeats_human_query", "repeats_human_query"),
+        (kept, "duplicate", "near_duplicate"),
+    ):
         for other in others:
             if _key(other) == norm:
                 return exact

@@ -67,8 +67,10 @@ USER = (
     'sentence) that answers it. Reply only with JSON: {{"question": "<the question>", "quote": "<the span>"}}.'
     "\n\nPassage:\n{text}"
 )
-PARAPHRASE = (" Use your own words: a user who has not read the passage asks it, so do not copy phrases from "
-              "the passage into the question.")
+PARAPHRASE = (
+    " Use your own words: a user who has not read the passage asks it, so do not copy phrases from "
+    "the passage into the question."
+)
 
 
 class DraftReply(BaseModel):
@@ -164,10 +166,18 @@ def prompt_hash() -> str:
 
 def material(unit: Unit, params: QuestionsParams, model: str, endpoint: str) -> dict[str, Any]:
     """Everything the reply depends on: its cache key."""
-    return {"v": CACHE_VERSION, "purpose": "draft-question", "model": model, "endpoint": endpoint,
-            "template": prompt_hash(), "schema": schemas.schema_hash(DraftStrict), "paraphrase": params.paraphrase,
-            "gen": {"temperature": 0, "seed": params.draft_seed, "max_tokens": MAX_TOKENS}, "unit": unit.uid,
-            "text": sha256_text(unit.text)}
+    return {
+        "v": CACHE_VERSION,
+        "purpose": "draft-question",
+        "model": model,
+        "endpoint": endpoint,
+        "template": prompt_hash(),
+        "schema": schemas.schema_hash(DraftStrict),
+        "paraphrase": params.paraphrase,
+        "gen": {"temperature": 0, "seed": params.draft_seed, "max_tokens": MAX_TOKENS},
+        "unit": unit.uid,
+        "text": sha256_text(unit.text),
+    }
 
 
 def _read(reply: Reply) -> DraftReply:
@@ -175,8 +185,13 @@ def _read(reply: Reply) -> DraftReply:
 
 
 # -- the stage -----------------------------------------------------------------------------------------------
-def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LLMCache | None = None,
-        files: DraftFiles | None = None) -> QuestionsResult:
+def run(
+    dp: DatasetPaths,
+    params: QuestionsParams,
+    settings: Settings,
+    cache: LLMCache | None = None,
+    files: DraftFiles | None = None,
+) -> QuestionsResult:
     """Draft what is missing (see the module docstring) into ``files`` (default: the dataset's own,
     :func:`dataset_files`) through ``settings``' endpoint and ``cache`` (default: the shared LLM cache); nothing is
     written (:func:`write` does). A set that is not the dataset's own is drafted whatever ``params.draft`` says.
@@ -188,23 +203,36 @@ def run(dp: DatasetPaths, params: QuestionsParams, settings: Settings, cache: LL
     res = QuestionsResult(params, existing, files)
     src = queryset.query_source(dp)
     if files.own and (params.draft == "never" or (params.draft == "auto" and src.kind == queryset.HUMAN)):
-        res.skipped = ("the dataset has human questions (queries.jsonl): nothing drafted (draft='always' adds drafts "
-                       "beside them)" if params.draft == "auto" else "draft='never': nothing drafted")
+        res.skipped = (
+            "the dataset has human questions (queries.jsonl): nothing drafted (draft='always' adds drafts beside them)"
+            if params.draft == "auto"
+            else "draft='never': nothing drafted"
+        )
         return res
     missing = params.n_questions - sum(1 for d in existing if d.status != queryset.REJECTED)
     if missing <= 0:
-        res.skipped = (f"n_questions={params.n_questions}: no question asked for" if not params.n_questions else
-                       f"{len(existing)} drafted questions already there (n_questions={params.n_questions})")
+        res.skipped = (
+            f"n_questions={params.n_questions}: no question asked for"
+            if not params.n_questions
+            else f"{len(existing)} drafted questions already there (n_questions={params.n_questions})"
+        )
         return res
     chunks = load_chunks(dp)
     asked = {d.unit for d in existing}
-    units = [u for u in sample_units(chunks, params.draft_seed, params.draft_min_chars, params.draft_passage_chars)
-             if u.uid not in asked][: OVERSAMPLE * missing]
+    units = [
+        u
+        for u in sample_units(chunks, params.draft_seed, params.draft_min_chars, params.draft_passage_chars)
+        if u.uid not in asked
+    ][: OVERSAMPLE * missing]
     human = [q["text"] for q in beir.read_queries(dp.source_queries).values()] if dp.source_queries.is_file() else []
     vocabulary = Language.of(chunks.text)  # the corpus's words and languages (empty: no language check)
-    llm = CachedLLM.open(settings, cache, breaker=Breaker(threshold=2),
-                         budget=budget_mod.Budget(params.max_calls, params.max_cost),
-                         price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])))
+    llm = CachedLLM.open(
+        settings,
+        cache,
+        breaker=Breaker(threshold=2),
+        budget=budget_mod.Budget(params.max_calls, params.max_cost),
+        price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])),
+    )
     try:
         res.model = llm.model
         units = _not_failed(llm, units, params, res)
@@ -252,14 +280,27 @@ def _plan(llm: CachedLLM, units: Sequence[Unit], params: QuestionsParams) -> bud
         tasks.append((u.uid, "draft", [budget_mod.call_estimate(hit, prompt, previous, 60.0)]))
         previous = prompt
     rate, source = llm.measured_rate()
-    plan = budget_mod.plan(tasks, price=llm.price, max_calls=params.max_calls, max_cost=params.max_cost,
-                           s_per_token=rate, rate_source=source)
+    plan = budget_mod.plan(
+        tasks,
+        price=llm.price,
+        max_calls=params.max_calls,
+        max_cost=params.max_cost,
+        s_per_token=rate,
+        rate_source=source,
+    )
     plan.what = "units at most (asking stops once enough questions are kept)"
     return plan
 
 
-def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: QuestionsParams, res: QuestionsResult,
-           human: Sequence[str], vocabulary: Language) -> None:
+def _draft(
+    llm: CachedLLM,
+    units: Sequence[Unit],
+    missing: int,
+    params: QuestionsParams,
+    res: QuestionsResult,
+    human: Sequence[str],
+    vocabulary: Language,
+) -> None:
     """Ask about ``units`` in order until ``missing`` questions are kept; fills ``res``."""
     kept = [d.text for d in res.existing]
     rows = []
@@ -300,8 +341,13 @@ def _draft(llm: CachedLLM, units: Sequence[Unit], missing: int, params: Question
 def _ask(llm: CachedLLM, u: Unit, params: QuestionsParams, res: QuestionsResult) -> Outcome[DraftReply]:
     """The one cached call for ``u``. A reply the cache cannot store (its disk full) is kept for this run and
     drafting stops, saying which disk (``res.stopped``)."""
-    call = Call(messages(u, params.paraphrase), material(u, params, llm.model, llm.endpoint), MAX_TOKENS,
-                response_format=schemas.response_format(DraftStrict, "draft_question"), seed=params.draft_seed)
+    call = Call(
+        messages(u, params.paraphrase),
+        material(u, params, llm.model, llm.endpoint),
+        MAX_TOKENS,
+        response_format=schemas.response_format(DraftStrict, "draft_question"),
+        seed=params.draft_seed,
+    )
     seen: list[DraftReply] = []
 
     def read(reply: Reply) -> DraftReply:
@@ -314,23 +360,43 @@ def _ask(llm: CachedLLM, u: Unit, params: QuestionsParams, res: QuestionsResult)
         if exc.errno != errno.ENOSPC:
             raise
         root = getattr(llm.cache, "root", "the LLM cache")
-        res.stopped = (f"the disk is full: the reply cache {root} is on {disk_of(root)}; the replies so far are kept "
-                       "in the drafts. Free space there (or set RERANKEVAL_CACHE to a larger disk) and re-run")
+        res.stopped = (
+            f"the disk is full: the reply cache {root} is on {disk_of(root)}; the replies so far are kept "
+            "in the drafts. Free space there (or set RERANKEVAL_CACHE to a larger disk) and re-run"
+        )
         return Outcome(value=seen[-1], ok=True) if seen else Outcome()
 
 
 def _failure(u: Unit, reason: str, error: str, model: str) -> dict[str, Any]:
-    return {"unit": u.uid, "reason": reason, "error": error, "model": model, "prompt_hash": prompt_hash(),
-            "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    return {
+        "unit": u.uid,
+        "reason": reason,
+        "error": error,
+        "model": model,
+        "prompt_hash": prompt_hash(),
+        "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
 
 
-def _new_draft(u: Unit, question: str, quote: str, params: QuestionsParams, model: str,
-               lexical: float) -> queryset.Draft:
+def _new_draft(
+    u: Unit, question: str, quote: str, params: QuestionsParams, model: str, lexical: float
+) -> queryset.Draft:
     qid = "gen-" + sha256_text(f"{u.uid}\n{question}")[:10]
-    return queryset.Draft(qid, question, {"source_unit": u.uid, "quote": quote, "model": model,
-                                          "prompt_hash": prompt_hash(), "seed": params.draft_seed,
-                                          "paraphrase": params.paraphrase, "overlap": lexical,
-                                          "unit_sha256": u.sha256, "status": queryset.DRAFT})
+    return queryset.Draft(
+        qid,
+        question,
+        {
+            "source_unit": u.uid,
+            "quote": quote,
+            "model": model,
+            "prompt_hash": prompt_hash(),
+            "seed": params.draft_seed,
+            "paraphrase": params.paraphrase,
+            "overlap": lexical,
+            "unit_sha256": u.sha256,
+            "status": queryset.DRAFT,
+        },
+    )
 
 
 def write(dp: DatasetPaths, res: QuestionsResult) -> dict[str, str]:
@@ -381,11 +447,17 @@ def _unwritable(exc: OSError, f: DraftFiles, new: Sequence[queryset.Draft]) -> D
     except OSError:
         pass
     if exc.errno == errno.ENOSPC:
-        return DraftWriteError(exc.errno, f"the disk is full: cannot write the drafted questions to {f.queries} "
-                                          f"({disk_of(f.queries)}); {kept}. Free space there and re-run")
-    return DraftWriteError(exc.errno, f"{exc.strerror}: cannot write the drafted questions to {f.queries}; {kept}. "
-                                      "Make the dataset folder writable, or copy it somewhere writable and give that "
-                                      "folder as DATASET")
+        return DraftWriteError(
+            exc.errno,
+            f"the disk is full: cannot write the drafted questions to {f.queries} "
+            f"({disk_of(f.queries)}); {kept}. Free space there and re-run",
+        )
+    return DraftWriteError(
+        exc.errno,
+        f"{exc.strerror}: cannot write the drafted questions to {f.queries}; {kept}. "
+        "Make the dataset folder writable, or copy it somewhere writable and give that "
+        "folder as DATASET",
+    )
 
 
 def _line(d: queryset.Draft) -> str:
@@ -416,16 +488,31 @@ def refresh_corpus(dp: DatasetPaths) -> None:
 def summary(res: QuestionsResult) -> dict[str, Any]:
     """The stage's record: counts, drops by reason, the plan, the calls, and the review state of the set."""
     s = res.stats
-    return {"model": res.model, "params": {k: (list(v) if isinstance(v, tuple) else v)
-                                           for k, v in res.params.__dict__.items()},
-            "prompt_hash": prompt_hash(), "skipped": res.skipped, "stopped": res.stopped, "new": len(res.new),
-            "asked": int(len(res.ledger)), "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
-            "set": queryset.describe(res.drafts), "plan": res.plan.to_dict() if res.plan else None,
-            "calls": {"calls": s.calls, "cache_hits": s.cache_hits, "requests": s.requests, "failed": s.failed,
-                      "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-                      "llm_seconds": round(s.llm_seconds, 2), "errors": list(s.errors)},
-            "mean_overlap": _mean(res.ledger.loc[res.ledger.status == "kept", "overlap"]), "seconds": res.seconds,
-            "failures": {"new": len(res.failures), "skipped": res.skipped_failed, "retried": len(res.retried)}}
+    return {
+        "model": res.model,
+        "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in res.params.__dict__.items()},
+        "prompt_hash": prompt_hash(),
+        "skipped": res.skipped,
+        "stopped": res.stopped,
+        "new": len(res.new),
+        "asked": int(len(res.ledger)),
+        "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
+        "set": queryset.describe(res.drafts),
+        "plan": res.plan.to_dict() if res.plan else None,
+        "calls": {
+            "calls": s.calls,
+            "cache_hits": s.cache_hits,
+            "requests": s.requests,
+            "failed": s.failed,
+            "prompt_tokens": s.prompt_tokens,
+            "completion_tokens": s.completion_tokens,
+            "llm_seconds": round(s.llm_seconds, 2),
+            "errors": list(s.errors),
+        },
+        "mean_overlap": _mean(res.ledger.loc[res.ledger.status == "kept", "overlap"]),
+        "seconds": res.seconds,
+        "failures": {"new": len(res.failures), "skipped": res.skipped_failed, "retried": len(res.retried)},
+    }
 
 
 def _mean(values: pd.Series) -> float | None:
@@ -439,25 +526,38 @@ def describe(res: QuestionsResult) -> str:
         return f"Nothing drafted: {res.skipped}."
     drops = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in res.drops.most_common())
     s, stopped = res.stats, f" Stopped: {res.stopped}." if res.stopped else ""
-    skipped = (f" {res.skipped_failed} unit(s) not asked: their reply failed the checks before "
-               f"({res.files.record / FAILURES}; retry_failed=true asks them again)." if res.skipped_failed else "")
+    skipped = (
+        f" {res.skipped_failed} unit(s) not asked: their reply failed the checks before "
+        f"({res.files.record / FAILURES}; retry_failed=true asks them again)."
+        if res.skipped_failed
+        else ""
+    )
     if not res.new:
         dropped = f"{sum(res.drops.values())} dropped: {drops}" if drops else "nothing dropped"
-        head = (f"No question was kept ({dropped}) of {len(res.ledger)} units asked with {res.model or 'the model'}; "
-                f"{len(res.drafts)} drafted in all.")
+        head = (
+            f"No question was kept ({dropped}) of {len(res.ledger)} units asked with {res.model or 'the model'}; "
+            f"{len(res.drafts)} drafted in all."
+        )
     else:
-        head = (f"Asked {len(res.ledger)} units with {res.model}: kept {len(res.new)} new questions "
-                f"({len(res.drafts)} drafted in all); dropped: {drops or 'none'}.")
-    return (f"{head} LLM calls: {s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed)."
-            f"{skipped}{stopped} The questions are generated and not yet reviewed.")
+        head = (
+            f"Asked {len(res.ledger)} units with {res.model}: kept {len(res.new)} new questions "
+            f"({len(res.drafts)} drafted in all); dropped: {drops or 'none'}."
+        )
+    return (
+        f"{head} LLM calls: {s.calls} ({s.cache_hits} from the cache, {s.requests} requests, {s.failed} failed)."
+        f"{skipped}{stopped} The questions are generated and not yet reviewed."
+    )
 
 
 def overlap_table(dp: DatasetPaths, drafts: Sequence[queryset.Draft], chunks: pd.DataFrame) -> pd.DataFrame:
     """Lexical overlap with their source unit of generated and (where both exist) human questions, side by side:
     high overlap favours BM25."""
     texts = unit_texts(chunks)
-    rows = [{"set": "generated", "overlap": overlap(d.text, texts.get(d.unit, ""))} for d in drafts
-            if d.status != queryset.REJECTED]
+    rows = [
+        {"set": "generated", "overlap": overlap(d.text, texts.get(d.unit, ""))}
+        for d in drafts
+        if d.status != queryset.REJECTED
+    ]
     if dp.source_queries.is_file() and dp.source_qrels().is_file():
         queries = beir.read_queries(dp.source_queries)
         for j in beir.read_judgments(dp.source_qrels()):
@@ -467,4 +567,3 @@ def overlap_table(dp: DatasetPaths, drafts: Sequence[queryset.Draft], chunks: pd
     if df.empty:  # no question kept, none drafted yet: an empty table, not a KeyError
         return pd.DataFrame(columns=["count", "mean", "median"], index=pd.Index([], name="set"))
     return df.groupby("set").overlap.describe()[["count", "mean", "50%"]].rename(columns={"50%": "median"})
-

@@ -86,13 +86,17 @@ def review(dp: DatasetPaths, qid: str, action: str, text: str | None = None) -> 
         drafts = queryset.read_drafts(path)
         found = next((d for d in drafts if d.qid == qid), None)
         if found is None:
-            raise DraftGone(f"draft {qid!r} is not in {path} (removed since it was shown?); list what is left with "
-                            "explore.drafts(dp)")
+            raise DraftGone(
+                f"draft {qid!r} is not in {path} (removed since it was shown?); list what is left with "
+                "explore.drafts(dp)"
+            )
         wording = new_text if action == "edit" else found.text
         dup = _duplicate_of(dp, drafts, found, wording) if action != "reject" else ""
         if dup:
-            raise DuplicateQuestion(f"draft {qid} would read {wording!r}, the same question as {dup}: nothing was "
-                                    "recorded. Edit it into a different question, or reject it")
+            raise DuplicateQuestion(
+                f"draft {qid} would read {wording!r}, the same question as {dup}: nothing was "
+                "recorded. Edit it into a different question, or reject it"
+            )
         meta = found.metadata
         if action == "edit" and new_text != found.text:
             meta.setdefault("original_text", found.text)
@@ -106,8 +110,10 @@ def review(dp: DatasetPaths, qid: str, action: str, text: str | None = None) -> 
 
 def table(dp: DatasetPaths) -> pd.DataFrame:
     """Every draft: id, question, status, the unit it came from and the span that answers it."""
-    rows = [{"id": d.qid, "question": d.text, "status": d.status, "unit": d.unit,
-             "quote": d.metadata.get("quote", "")} for d in queryset.read_drafts(dp.source_draft_queries)]
+    rows = [
+        {"id": d.qid, "question": d.text, "status": d.status, "unit": d.unit, "quote": d.metadata.get("quote", "")}
+        for d in queryset.read_drafts(dp.source_draft_queries)
+    ]
     return pd.DataFrame(rows, columns=["id", "question", "status", "unit", "quote"])
 
 
@@ -141,14 +147,17 @@ def _split(dp: DatasetPaths) -> str:
         return "test"
 
 
-def _grades(dp: DatasetPaths, drafts: list[queryset.Draft], split: str) -> tuple[dict[str, dict[str, int]],
-                                                                                  dict[str, int]]:
+def _grades(
+    dp: DatasetPaths, drafts: list[queryset.Draft], split: str
+) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """qid -> unit -> grade for ``drafts``: the drafted qrels, then the grades recorded while exploring (they
     win); and unit -> how many were set aside because the unit's text changed since they were made."""
     mine = {d.qid: d for d in drafts}
-    rows = [(j.qid, j.did, j.grade, mine[j.qid].unit_sha256 if j.did == mine[j.qid].unit else "")
-            for j in (beir.read_judgments(dp.source_draft_qrels) if dp.source_draft_qrels.is_file() else [])
-            if j.qid in mine]
+    rows = [
+        (j.qid, j.did, j.grade, mine[j.qid].unit_sha256 if j.did == mine[j.qid].unit else "")
+        for j in (beir.read_judgments(dp.source_draft_qrels) if dp.source_draft_qrels.is_file() else [])
+        if j.qid in mine
+    ]
     rows += [(q, u, g, h) for q, u, g, _, h in read_grade_lines(dp.judgments(split)) if q in mine]
     now = _hashes(dp, {u for _, u, _, h in rows if h})
     out: dict[str, dict[str, int]] = {}
@@ -168,10 +177,12 @@ def _held_back(dp: DatasetPaths, new: list[queryset.Draft], grades: dict[str, di
     seen: dict[str, str] = {}
     for d in new:
         if not any(g > 0 for g in grades.get(d.qid, {}).values()):
-            why[d.qid] = (f"no relevant grade (its lines in {dp.source_draft_qrels} were deleted, or its page "
-                          f"changed since it was drafted): restore its line there (query id, source unit "
-                          f"{d.unit}, grade) if the page still answers it, or grade a unit that does with "
-                          f"explore.judge(dp, '{d.qid}', unit_id, grade), then promote again")
+            why[d.qid] = (
+                f"no relevant grade (its lines in {dp.source_draft_qrels} were deleted, or its page "
+                f"changed since it was drafted): restore its line there (query id, source unit "
+                f"{d.unit}, grade) if the page still answers it, or grade a unit that does with "
+                f"explore.judge(dp, '{d.qid}', unit_id, grade), then promote again"
+            )
             continue
         dup = _duplicate_of(dp, [], d, d.text) or (f"draft {seen[_key(d.text)]}" if _key(d.text) in seen else "")
         if dup:
@@ -200,8 +211,14 @@ def promote(dp: DatasetPaths, split: str | None = None) -> str:
         grades, stale = _grades(dp, [d for d in todo if d not in done], split)
         held = _held_back(dp, [d for d in todo if d not in done], grades)
         new = [d for d in todo if d not in done and d.qid not in held]
-        rows = [{"_id": d.qid, "text": d.text, "metadata": {**{k: v for k, v in d.metadata.items() if k != "status"},
-                                                            "source": PROMOTED_SOURCE}} for d in new]
+        rows = [
+            {
+                "_id": d.qid,
+                "text": d.text,
+                "metadata": {**{k: v for k, v in d.metadata.items() if k != "status"}, "source": PROMOTED_SOURCE},
+            }
+            for d in new
+        ]
         if rows:
             queryset.append_human(dp, rows, {d.qid: grades.get(d.qid, {}) for d in new}, split)
         when = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -212,17 +229,31 @@ def promote(dp: DatasetPaths, split: str | None = None) -> str:
     return _promoted(dp, split, new, grades, held, stale, sum(d.status == queryset.DRAFT for d in drafts))
 
 
-def _promoted(dp: DatasetPaths, split: str, new: list[queryset.Draft], grades: dict[str, dict[str, int]],
-              held: dict[str, str], stale: dict[str, int], pending: int) -> str:
+def _promoted(
+    dp: DatasetPaths,
+    split: str,
+    new: list[queryset.Draft],
+    grades: dict[str, dict[str, int]],
+    held: dict[str, str],
+    stale: dict[str, int],
+    pending: int,
+) -> str:
     """What :func:`promote` did, in sentences."""
     notes = "".join(f" Not promoted: {q}: {why}." for q, why in held.items())
-    notes += "".join(f" {n} grade(s) of {u} left out: the page's text changed since they were made (grade it again "
-                     "with explore.judge)." for u, n in sorted(stale.items()))
+    notes += "".join(
+        f" {n} grade(s) of {u} left out: the page's text changed since they were made (grade it again "
+        "with explore.judge)."
+        for u, n in sorted(stale.items())
+    )
     if not new:
-        return (f"nothing to promote: no accepted draft in {dp.source_draft_queries.name} that is not in "
-                f"queries.jsonl already.{notes}")
+        return (
+            f"nothing to promote: no accepted draft in {dp.source_draft_queries.name} that is not in "
+            f"queries.jsonl already.{notes}"
+        )
     n_grades = sum(len(grades.get(d.qid, {})) for d in new)
-    return (f"promoted {len(new)} question(s) ({', '.join(d.qid for d in new)}) to {dp.source_queries} and "
-            f"{n_grades} grade(s) to {dp.source_qrels(split)}. The dataset now has human questions, which win over "
-            f"drafts: the next make report evaluates queries.jsonl only, and the {pending} draft(s) not reviewed "
-            f"yet are no longer evaluated (review and promote them to include them).{notes}")
+    return (
+        f"promoted {len(new)} question(s) ({', '.join(d.qid for d in new)}) to {dp.source_queries} and "
+        f"{n_grades} grade(s) to {dp.source_qrels(split)}. The dataset now has human questions, which win over "
+        f"drafts: the next make report evaluates queries.jsonl only, and the {pending} draft(s) not reviewed "
+        f"yet are no longer evaluated (review and promote them to include them).{notes}"
+    )

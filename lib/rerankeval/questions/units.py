@@ -37,7 +37,8 @@ def sample_units(chunks: pd.DataFrame, seed: int, min_chars: int, max_chars: int
         page = row.get("page")
         place = f"{row.source}, page {int(page)}" if pd.notna(page) and page != "" else f"document {uid}"
         per_file.setdefault(str(row.source), []).append(
-            Unit(uid, str(row.source), place, texts[uid][:max_chars], sha256_text(texts[uid])))
+            Unit(uid, str(row.source), place, texts[uid][:max_chars], sha256_text(texts[uid]))
+        )
     for units in per_file.values():
         rng.shuffle(units)
     order: list[Unit] = []

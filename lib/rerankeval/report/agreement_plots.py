@@ -13,8 +13,9 @@ from rerankeval.evaluate.discrimination import Discrimination
 from rerankeval.report.plots import BETTER, WORSE
 
 
-def system_scatter(table: pd.DataFrame, x: str, y: str, metric: str, title: str = "", *, xlabel: str = "",
-                   ylabel: str = "") -> plt.Figure:
+def system_scatter(
+    table: pd.DataFrame, x: str, y: str, metric: str, title: str = "", *, xlabel: str = "", ylabel: str = ""
+) -> plt.Figure:
     """One dot per system (``table``: ``point``, ``x``, ``y``): its ``metric`` on one set against the other, with
     the diagonal. Systems on a line that is not the diagonal still rank alike (Kendall's tau looks at order).
     ``xlabel`` / ``ylabel`` replace "<metric> on the <x> set" (e.g. one question set under two qrels)."""
@@ -58,8 +59,15 @@ def discrimination(d: Discrimination) -> plt.Figure:
         for flag, name, colour in ((True, "relevant", BETTER), (False, non, WORSE)):
             x = s.score[s.relevant == flag].to_numpy(dtype=float)
             if len(x):
-                left.hist(x, bins=edges, weights=np.full(len(x), 1 / len(x)), histtype="step", lw=1.8,
-                          color=colour, label=f"{name} ({len(x)})")
+                left.hist(
+                    x,
+                    bins=edges,
+                    weights=np.full(len(x), 1 / len(x)),
+                    histtype="step",
+                    lw=1.8,
+                    color=colour,
+                    label=f"{name} ({len(x)})",
+                )
         left.set_xlabel(f"score given by {model or 'the model'}")
         left.set_ylabel("share of the class's candidates")
         left.legend(fontsize=8, frameon=False)

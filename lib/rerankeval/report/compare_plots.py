@@ -28,8 +28,14 @@ def forest(comparisons: pd.DataFrame, metric: str, baseline: str, variants: Sequ
     rows = [(v, verdict.versus(comparisons, metric, v, baseline)) for v in others]
     fig, ax = plt.subplots(figsize=(8.0, max(2.0, 0.5 * len(rows) + 1.3)))
     if not rows:
-        ax.text(0.5, 0.5, f"no variant to compare with {baseline or 'the baseline'}", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            f"no variant to compare with {baseline or 'the baseline'}",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
         return fig
     trans = ax.get_yaxis_transform()  # x in axes fraction, y in data
@@ -39,16 +45,25 @@ def forest(comparisons: pd.DataFrame, metric: str, baseline: str, variants: Sequ
             continue
         colour = variant_colour(v)
         ax.hlines(y, r["low"], r["high"], color=colour, lw=2.2)
-        ax.plot([r["diff"]], [y], "o", ms=8, color=colour, markerfacecolor=colour if r["mark"] else "white",
-                markeredgewidth=2, label=v)
+        ax.plot(
+            [r["diff"]],
+            [y],
+            "o",
+            ms=8,
+            color=colour,
+            markerfacecolor=colour if r["mark"] else "white",
+            markeredgewidth=2,
+            label=v,
+        )
         ax.text(1.02, y, f"{r['wins']} / {r['ties']} / {r['losses']}", transform=trans, va="center", fontsize=8)
     ax.text(1.02, -0.8, "better / tied / worse", transform=trans, va="center", fontsize=7, color="#555")
     ax.axvline(0, color="#555", lw=1, ls="--")
     ax.set_yticks(range(len(rows)), [f"{v} *" if r and r["mark"] else v for v, r in rows])
     ax.set_ylim(len(rows) - 0.5, -1.2)
     ax.set_xlabel(f"{label(metric)} difference from {baseline} (95% CI)")
-    ax.set_title(f"Each variant minus the baseline, {baseline}; filled and * = significant after Holm correction",
-                 fontsize=10)
+    ax.set_title(
+        f"Each variant minus the baseline, {baseline}; filled and * = significant after Holm correction", fontsize=10
+    )
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

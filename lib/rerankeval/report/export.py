@@ -25,8 +25,13 @@ DIFF = ("diff", "diff_ci_low", "diff_ci_high", "wins", "ties", "losses", "p", "p
 MARK_NOTE = "* p < 0.05 after Holm correction (paired test over all pairs of the metric)"
 
 
-def headline_frame(metrics: pd.DataFrame, headline: str = verdict.HEADLINE, pool_k: int | None = None,
-                   comparisons: pd.DataFrame | None = None, baseline: str = "") -> pd.DataFrame:
+def headline_frame(
+    metrics: pd.DataFrame,
+    headline: str = verdict.HEADLINE,
+    pool_k: int | None = None,
+    comparisons: pd.DataFrame | None = None,
+    baseline: str = "",
+) -> pd.DataFrame:
     """One row per variant: ``variant, queries``, each key metric with ``_ci_low``/``_ci_high``, then (with a
     baseline) the paired difference from it (:data:`DIFF` columns; NaN on the baseline's row and where untested).
     ``attrs``: ``baseline``, ``headline``, ``metrics`` (the key metric columns), ``pool_k``."""
@@ -36,14 +41,28 @@ def headline_frame(metrics: pd.DataFrame, headline: str = verdict.HEADLINE, pool
     for _, r in metrics.iterrows():
         row = {"variant": r["variant"], "queries": r.get("n_queries")}
         for c in cols:
-            row |= {c: r[c], f"{c}_ci_low": r.get(f"{c}_ci_low", math.nan), f"{c}_ci_high": r.get(f"{c}_ci_high",
-                                                                                                   math.nan)}
+            row |= {
+                c: r[c],
+                f"{c}_ci_low": r.get(f"{c}_ci_low", math.nan),
+                f"{c}_ci_high": r.get(f"{c}_ci_high", math.nan),
+            }
         if base:
             v = None if r["variant"] == base else verdict.versus(comparisons, headline, r["variant"], base)
-            row |= {k: math.nan for k in DIFF} if v is None else {
-                "diff": v["diff"], "diff_ci_low": v["low"], "diff_ci_high": v["high"], "wins": v["wins"],
-                "ties": v["ties"], "losses": v["losses"], "p": v["p"], "p_holm": v["p_holm"],
-                "significant": bool(v["mark"])}
+            row |= (
+                {k: math.nan for k in DIFF}
+                if v is None
+                else {
+                    "diff": v["diff"],
+                    "diff_ci_low": v["low"],
+                    "diff_ci_high": v["high"],
+                    "wins": v["wins"],
+                    "ties": v["ties"],
+                    "losses": v["losses"],
+                    "p": v["p"],
+                    "p_holm": v["p_holm"],
+                    "significant": bool(v["mark"]),
+                }
+            )
         rows.append(row)
     out = pd.DataFrame(rows)
     out.attrs.update(baseline=base, headline=headline, metrics=cols, pool_k=pool_k)
@@ -74,17 +93,22 @@ def _cells(f: pd.DataFrame, mark: str) -> list[list[Cell]]:
     rows = []
     for _, r in f.iterrows():
         cells = [(str(r["variant"]), ""), ("\u2013" if pd.isna(r["queries"]) else str(int(r["queries"])), "")]
-        cells += [(_num(r[c]), "" if pd.isna(r[c + "_ci_low"]) else f"[{_num(r[c + '_ci_low'])}, "
-                   f"{_num(r[c + '_ci_high'])}]") for c in a["metrics"]]
+        cells += [
+            (_num(r[c]), "" if pd.isna(r[c + "_ci_low"]) else f"[{_num(r[c + '_ci_low'])}, {_num(r[c + '_ci_high'])}]")
+            for c in a["metrics"]
+        ]
         if base and r["variant"] == base:
             cells += [("baseline", ""), ("", ""), ("", "")]
         elif base:
             tested = not pd.isna(r["diff"])
             sig = mark if tested and r["significant"] else ""
-            cells += [(f"{_num(r['diff'], True)}{sig}", f"[{_num(r['diff_ci_low'], True)}, "
-                       f"{_num(r['diff_ci_high'], True)}]") if tested else ("\u2013", ""),
-                      (f"{int(r['wins'])}/{int(r['ties'])}/{int(r['losses'])}" if tested else "\u2013", ""),
-                      (f"{float(r['p_holm']):.3g}" if tested and not pd.isna(r["p_holm"]) else "\u2013", "")]
+            cells += [
+                (f"{_num(r['diff'], True)}{sig}", f"[{_num(r['diff_ci_low'], True)}, {_num(r['diff_ci_high'], True)}]")
+                if tested
+                else ("\u2013", ""),
+                (f"{int(r['wins'])}/{int(r['ties'])}/{int(r['losses'])}" if tested else "\u2013", ""),
+                (f"{float(r['p_holm']):.3g}" if tested and not pd.isna(r["p_holm"]) else "\u2013", ""),
+            ]
         rows.append(cells)
     return rows
 
@@ -94,13 +118,17 @@ def legend(f: pd.DataFrame, n_queries: int | None = None) -> str:
     ``n_queries``: the query count of every variant, said when the table leaves that column out."""
     a, base = f.attrs, f.attrs.get("baseline")
     over = f"the {n_queries} evaluated queries" if n_queries is not None else "the evaluated queries"
-    out = (f"Mean of each metric over {over} (zero-fill: an unjudged unit counts as not relevant), with its 95% "
-           "percentile bootstrap confidence interval in brackets.")
+    out = (
+        f"Mean of each metric over {over} (zero-fill: an unjudged unit counts as not relevant), with its 95% "
+        "percentile bootstrap confidence interval in brackets."
+    )
     if base:
-        out += (f" {label(a['headline'])} vs {base}: the paired per-query difference from the baseline, {base}, "
-                f"with its 95% CI; {BTW}: the queries on which the variant scores higher than, the same as, lower "
-                f"than {base}; p (Holm): the paired test's p-value after Holm correction; *: "
-                f"{MARK_NOTE.removeprefix('* ')}.")
+        out += (
+            f" {label(a['headline'])} vs {base}: the paired per-query difference from the baseline, {base}, "
+            f"with its 95% CI; {BTW}: the queries on which the variant scores higher than, the same as, lower "
+            f"than {base}; p (Holm): the paired test's p-value after Holm correction; *: "
+            f"{MARK_NOTE.removeprefix('* ')}."
+        )
     return out
 
 
@@ -118,9 +146,22 @@ def to_markdown(f: pd.DataFrame) -> str:
     return "\n".join([*lines, "", note]) + "\n"
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\u2013": "--", "\u2212": "$-$",
-        "<": "$<$", ">": "$>$"}
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\u2013": "--",
+    "\u2212": "$-$",
+    "<": "$<$",
+    ">": "$>$",
+}
 _TEX_RX = re.compile("|".join(re.escape(k) for k in _TEX))
 _SIGNED = re.compile(r"(?<![\w.])([+-])(?=\d)")  # the sign of a number we formatted, not a hyphen in a name
 
@@ -145,8 +186,11 @@ def _tex_head(f: pd.DataFrame) -> list[tuple[str, str]]:
         pairs.append((t.removesuffix(" (pool ceiling)"), "(pool ceiling)" if t.endswith("(pool ceiling)") else ""))
     pairs = [(tex_escape(x), tex_escape(y)) for x, y in pairs]
     if base:
-        pairs += [(f"$\\Delta$ {tex_escape(label(a['headline']))}", f"vs {tex_escape(base)}"),
-                  ("better/", "tied/worse"), ("$p$", "(Holm)")]
+        pairs += [
+            (f"$\\Delta$ {tex_escape(label(a['headline']))}", f"vs {tex_escape(base)}"),
+            ("better/", "tied/worse"),
+            ("$p$", "(Holm)"),
+        ]
     return pairs
 
 
@@ -168,21 +212,37 @@ def to_latex(f: pd.DataFrame, label_: str = "tab:headline") -> str:
     lines = [" & ".join(h[0] for h in head) + r" \\", " & ".join(h[1] for h in head) + r" \\"]
     for r in _cells(f, marker):
         r = [r[i] for i in keep]
-        lines.append(" & ".join([tex_escape(r[0][0])] + [_tex_number(v).replace(marker, "$^{*}$") for v, _ in r[1:]])
-                     + r" \\")
+        lines.append(
+            " & ".join([tex_escape(r[0][0])] + [_tex_number(v).replace(marker, "$^{*}$") for v, _ in r[1:]]) + r" \\"
+        )
         if any(ci for _, ci in r):
             lines.append(" & ".join("" if not ci else r"\scriptsize " + _tex_number(ci) for _, ci in r) + r" \\[2pt]")
     lines.insert(2, r"\midrule")
     caption = tex_escape(legend(f, n_q)).replace("*", "$^{*}$", 1)
-    return "\n".join([
-        "% The headline comparison of ReRankEval; needs \\usepackage{booktabs,graphicx}. \\input{headline.tex}",
-        r"\begin{table}[tbp]", r"\centering", r"\caption{" + caption + "}", r"\label{" + label_ + "}",
-        r"\footnotesize", r"\setlength{\tabcolsep}{3pt}",
-        r"\ifdefined\rerankevalbox\else\newsavebox{\rerankevalbox}\fi",
-        r"\sbox{\rerankevalbox}{%", r"\begin{tabular}{@{}l" + "r" * (len(head) - 1) + "@{}}", r"\toprule", *lines,
-        r"\bottomrule", r"\end{tabular}}%",
-        r"\ifdim\wd\rerankevalbox>\linewidth\resizebox{\linewidth}{!}{\usebox{\rerankevalbox}}%",
-        r"\else\usebox{\rerankevalbox}\fi", r"\end{table}"]) + "\n"
+    return (
+        "\n".join(
+            [
+                "% The headline comparison of ReRankEval; needs \\usepackage{booktabs,graphicx}. \\input{headline.tex}",
+                r"\begin{table}[tbp]",
+                r"\centering",
+                r"\caption{" + caption + "}",
+                r"\label{" + label_ + "}",
+                r"\footnotesize",
+                r"\setlength{\tabcolsep}{3pt}",
+                r"\ifdefined\rerankevalbox\else\newsavebox{\rerankevalbox}\fi",
+                r"\sbox{\rerankevalbox}{%",
+                r"\begin{tabular}{@{}l" + "r" * (len(head) - 1) + "@{}}",
+                r"\toprule",
+                *lines,
+                r"\bottomrule",
+                r"\end{tabular}}%",
+                r"\ifdim\wd\rerankevalbox>\linewidth\resizebox{\linewidth}{!}{\usebox{\rerankevalbox}}%",
+                r"\else\usebox{\rerankevalbox}\fi",
+                r"\end{table}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def csv_columns(f: pd.DataFrame) -> dict[str, str]:
@@ -191,10 +251,17 @@ def csv_columns(f: pd.DataFrame) -> dict[str, str]:
     base, m = f.attrs.get("baseline"), f.attrs.get("headline")
     if not base:
         return {}
-    return {"diff": f"{m}_diff_vs_{base}", "diff_ci_low": f"{m}_diff_vs_{base}_ci_low",
-            "diff_ci_high": f"{m}_diff_vs_{base}_ci_high", "wins": f"queries_better_than_{base}",
-            "ties": f"queries_tied_with_{base}", "losses": f"queries_worse_than_{base}", "p": f"p_vs_{base}",
-            "p_holm": f"p_holm_vs_{base}", "significant": f"significant_vs_{base}"}
+    return {
+        "diff": f"{m}_diff_vs_{base}",
+        "diff_ci_low": f"{m}_diff_vs_{base}_ci_low",
+        "diff_ci_high": f"{m}_diff_vs_{base}_ci_high",
+        "wins": f"queries_better_than_{base}",
+        "ties": f"queries_tied_with_{base}",
+        "losses": f"queries_worse_than_{base}",
+        "p": f"p_vs_{base}",
+        "p_holm": f"p_holm_vs_{base}",
+        "significant": f"significant_vs_{base}",
+    }
 
 
 def to_csv(f: pd.DataFrame) -> str:

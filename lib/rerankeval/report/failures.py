@@ -16,9 +16,16 @@ from rerankeval.rerank import ledger as ledger_mod
 
 RERANK_STAGE = "04-rerank"
 # The HTTP status each error class of the OpenAI client stands for (the ledger records the class name)
-HTTP_STATUS = {"BadRequestError": 400, "AuthenticationError": 401, "PermissionDeniedError": 403,
-               "NotFoundError": 404, "ConflictError": 409, "UnprocessableEntityError": 422, "RateLimitError": 429,
-               "InternalServerError": 500}
+HTTP_STATUS = {
+    "BadRequestError": 400,
+    "AuthenticationError": 401,
+    "PermissionDeniedError": 403,
+    "NotFoundError": 404,
+    "ConflictError": 409,
+    "UnprocessableEntityError": 422,
+    "RateLimitError": 429,
+    "InternalServerError": 500,
+}
 _CODE = re.compile(r"\b(?:HTTP|[Ee]rror code:?|status(?: code)?:?)\s*([1-5]\d\d)\b")
 
 
@@ -50,11 +57,17 @@ def rerank_banner(ledger: pd.DataFrame | None, stage: str = RERANK_STAGE) -> dic
     fell = rows[rows["status"].map(ledger_mod.is_fallback)]
     codes = http_statuses(fell["error"].dropna().astype(str).tolist() if "error" in fell else [])
     every = len(fell) == len(rows)
-    head = f"{stage} {'failed: every query fell back' if every else 'fell back on some queries'} \u2014 " + \
-        _status_words(codes)
-    return {"stage": stage, "status": codes, "head": head,
-            "text": f"{cause.text} Its rows measure the fused order where it fell back, not the LLM; fix the "
-                    "endpoint (OPENAI_BASE_URL, RERANK_MODEL) and re-run make report."}
+    head = (
+        f"{stage} {'failed: every query fell back' if every else 'fell back on some queries'} \u2014 "
+        + _status_words(codes)
+    )
+    return {
+        "stage": stage,
+        "status": codes,
+        "head": head,
+        "text": f"{cause.text} Its rows measure the fused order where it fell back, not the LLM; fix the "
+        "endpoint (OPENAI_BASE_URL, RERANK_MODEL) and re-run make report.",
+    }
 
 
 def banners(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -70,14 +83,25 @@ def banners(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> list[dict[s
     for name, prob in problem.items():
         if got is None or name != stage:
             text = str(prob.get("text", ""))
-            out.append({"stage": name, "status": http_statuses([text]),
-                        "head": f"{name} fell back \u2014 {_status_words(http_statuses([text]))}", "text": text})
+            out.append(
+                {
+                    "stage": name,
+                    "status": http_statuses([text]),
+                    "head": f"{name} fell back \u2014 {_status_words(http_statuses([text]))}",
+                    "text": text,
+                }
+            )
     for p in pages:
         if str(p.get("status", "")).lower() == "failed":
             err = str(p.get("error") or "").strip().splitlines()
             line = err[-1][:300] if err else "see its page"
             codes = http_statuses([line])
-            out.append({"stage": str(p.get("name", "?")), "status": codes,
-                        "head": f"{p.get('name', '?')} failed" + (f" \u2014 {_status_words(codes)}" if codes else ""),
-                        "text": line})
+            out.append(
+                {
+                    "stage": str(p.get("name", "?")),
+                    "status": codes,
+                    "head": f"{p.get('name', '?')} failed" + (f" \u2014 {_status_words(codes)}" if codes else ""),
+                    "text": line,
+                }
+            )
     return out

@@ -50,8 +50,11 @@ def _plain(x: Any) -> Any:
             values = pd.util.hash_pandas_object(x, index=True).to_numpy().tobytes().hex()
         except TypeError as exc:  # unhashable cells (lists, dicts)
             raise Uncachable(str(exc)) from None
-        shape = {"columns": [str(c) for c in x.columns], "dtypes": [str(d) for d in x.dtypes]} \
-            if isinstance(x, pd.DataFrame) else {"name": str(x.name), "dtype": str(x.dtype)}
+        shape = (
+            {"columns": [str(c) for c in x.columns], "dtypes": [str(d) for d in x.dtypes]}
+            if isinstance(x, pd.DataFrame)
+            else {"name": str(x.name), "dtype": str(x.dtype)}
+        )
         return {"values": sha256_json(values), "index": [str(n) for n in x.index.names], **shape}
     if x is None or isinstance(x, bool | int | float | str):
         return x
@@ -73,9 +76,16 @@ def _file_hash(module: str) -> str | None:
 def key(draw: Callable[..., Figure], args: tuple, kwargs: Mapping[str, Any]) -> str:
     """The hash of everything the figure ``draw(*args, **kwargs)`` depends on (raises :class:`Uncachable`)."""
     code = {m: _file_hash(m) for m in dict.fromkeys((draw.__module__, plots.__name__, captions.__name__))}
-    return sha256_json({"format": FORMAT, "draw": f"{draw.__module__}.{draw.__qualname__}", "code": code,
-                        "matplotlib": metadata.version("matplotlib"), "args": _plain(list(args)),
-                        "kwargs": _plain(dict(kwargs))})
+    return sha256_json(
+        {
+            "format": FORMAT,
+            "draw": f"{draw.__module__}.{draw.__qualname__}",
+            "code": code,
+            "matplotlib": metadata.version("matplotlib"),
+            "args": _plain(list(args)),
+            "kwargs": _plain(dict(kwargs)),
+        }
+    )
 
 
 def key_file(png: Path) -> Path:
@@ -90,8 +100,9 @@ def _saved(png: Path, want: str) -> bool:
         return False
 
 
-def show(figures_dir: str | Path, name: str, draw: Callable[..., Figure], *args: Any, notebook: str = "05",
-         **kwargs: Any) -> bool:
+def show(
+    figures_dir: str | Path, name: str, draw: Callable[..., Figure], *args: Any, notebook: str = "05", **kwargs: Any
+) -> bool:
     """Display ``draw(*args, **kwargs)`` saved as ``<notebook>-<name>.png`` (:func:`rerankeval.report.plots.show`),
     or the same figure saved earlier from equal inputs (see the module docstring). True when it was drawn."""
     png = plots.figure_path(figures_dir, name, notebook)

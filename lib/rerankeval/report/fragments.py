@@ -33,8 +33,13 @@ def _env() -> Any:
     """The fragments' Jinja2 environment: autoescape on for every template and string."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, trim_blocks=True,
-                      lstrip_blocks=True, autoescape=select_autoescape(default=True, default_for_string=True))
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
     env.globals["scoped_css"] = scoped_css
     return env
 
@@ -54,8 +59,9 @@ def scoped_css(scope: str) -> Markup:
 
     own = re.compile(rf"^\.{re.escape(scope)}(?![\w-])")
     rules = []
-    for rule in tinycss2.parse_stylesheet(STYLESHEET.read_text(encoding="utf-8"), skip_comments=True,
-                                          skip_whitespace=True):
+    for rule in tinycss2.parse_stylesheet(
+        STYLESHEET.read_text(encoding="utf-8"), skip_comments=True, skip_whitespace=True
+    ):
         if rule.type != "qualified-rule":
             continue
         selectors = [s.strip() for s in tinycss2.serialize(rule.prelude).split(",")]
@@ -83,31 +89,59 @@ def verdict_html(lines: Sequence[str]) -> str:
     return render("verdict.html.j2", lines=list(lines))
 
 
-def _rows(variant: str, qid: str, docs: list[str], gold: Mapping[str, int], other_rank: Mapping[str, int],
-          snippets: Snippets | None) -> list[dict[str, Any]]:
+def _rows(
+    variant: str,
+    qid: str,
+    docs: list[str],
+    gold: Mapping[str, int],
+    other_rank: Mapping[str, int],
+    snippets: Snippets | None,
+) -> list[dict[str, Any]]:
     rows = []
     for i, d in enumerate(docs, start=1):
         sn = snippets.get(variant, qid, d) if snippets else {}
         o = other_rank.get(d)
-        rows.append({"rank": i, "unit": d, "grade": gold.get(d, 0),
-                     "move": "" if o is None else (f"was {o}" if o != i else "same"),
-                     "where": place(sn.get("source"), sn.get("title"), sn.get("page")),
-                     "snippet": shorten(sn.get("text", ""))})
+        rows.append(
+            {
+                "rank": i,
+                "unit": d,
+                "grade": gold.get(d, 0),
+                "move": "" if o is None else (f"was {o}" if o != i else "same"),
+                "where": place(sn.get("source"), sn.get("title"), sn.get("page")),
+                "snippet": shorten(sn.get("text", "")),
+            }
+        )
     return rows
 
 
-def _diff_query(pair: Sequence[str], q: str, runs: Mapping[str, Run], qrels: Qrels, top_k: int,
-                snippets: Snippets | None, metric_values: Callable[[str, str], str] | None) -> dict[str, Any]:
+def _diff_query(
+    pair: Sequence[str],
+    q: str,
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    top_k: int,
+    snippets: Snippets | None,
+    metric_values: Callable[[str, str], str] | None,
+) -> dict[str, Any]:
     """One query of the diff view: its gold units, both lists, and the gold units neither top ``top_k`` holds."""
     gold = {d: g for d, g in qrels.get(q, {}).items() if g > 0}
     order = {v: [d for d, _ in ranked(runs.get(v, {}).get(q, {}))] for v in pair}
     rank = {v: {d: i for i, d in enumerate(order[v], start=1)} for v in pair}
     tops = {v: order[v][:top_k] for v in pair}
     a, b = pair
-    lists = [{"variant": v, "metric": metric_values(v, q) if metric_values else "",
-              "rows": _rows(v, q, tops[v], gold, rank[w], snippets)} for v, w in ((a, b), (b, a))]
-    missed = [{"unit": d, "grade": gold[d], "ranks": [rank[v].get(d, "-") for v in pair]}
-              for d in gold if d not in tops[a] and d not in tops[b]]
+    lists = [
+        {
+            "variant": v,
+            "metric": metric_values(v, q) if metric_values else "",
+            "rows": _rows(v, q, tops[v], gold, rank[w], snippets),
+        }
+        for v, w in ((a, b), (b, a))
+    ]
+    missed = [
+        {"unit": d, "grade": gold[d], "ranks": [rank[v].get(d, "-") for v in pair]}
+        for d in gold
+        if d not in tops[a] and d not in tops[b]
+    ]
     return {"qid": q, "lists": lists, "missed": missed}
 
 
@@ -131,8 +165,11 @@ def diff_view_html(
     shown = []
     for q in qids:
         one = _diff_query(pair, q, runs, qrels, top_k, snippets, metric_values)
-        one.update(text=queries.get(q, ""), note=(notes or {}).get(q, ""),
-                   slices=", ".join(f"{k}: {v}" for k, v in (slices or {}).get(q, {}).items()))
+        one.update(
+            text=queries.get(q, ""),
+            note=(notes or {}).get(q, ""),
+            slices=", ".join(f"{k}: {v}" for k, v in (slices or {}).get(q, {}).items()),
+        )
         shown.append(one)
     return render("diff_view.html.j2", pair=list(pair), top_k=top_k, queries=shown)
 
@@ -149,6 +186,14 @@ def analysis_diff_html(a: Analysis) -> str:
     w = metrics.wide(a.per_query, a.headline)
     snippets = Snippets(corpus.load_chunks(a.dp), a.chunk_runs)
     return diff_view_html(
-        pair, a.runs, a.qrels, a.queries, chosen, top_k=a.params.diff_top_k, snippets=snippets,
-        metric_values=lambda v, q: f"{metrics.label(a.headline)} {w.at[q, v]:.3f}", slices=a.slices,
-        notes=ledger_notes(a.ledger, variant=a.reranked))
+        pair,
+        a.runs,
+        a.qrels,
+        a.queries,
+        chosen,
+        top_k=a.params.diff_top_k,
+        snippets=snippets,
+        metric_values=lambda v, q: f"{metrics.label(a.headline)} {w.at[q, v]:.3f}",
+        slices=a.slices,
+        notes=ledger_notes(a.ledger, variant=a.reranked),
+    )

@@ -91,9 +91,10 @@ class Changes:
         return bool(self.added or self.removed or self.edited)
 
     def question_words(self) -> str:
-        """"2 added (q7, q8); 1 edited (q3)"."""
-        parts = [(n, ids) for n, ids in (("added", self.added), ("edited", self.edited), ("removed", self.removed))
-                 if ids]
+        """ "2 added (q7, q8); 1 edited (q3)"."""
+        parts = [
+            (n, ids) for n, ids in (("added", self.added), ("edited", self.edited), ("removed", self.removed)) if ids
+        ]
         return "; ".join(f"{len(ids)} {n} ({_ids(ids)})" for n, ids in parts)
 
     def cause_words(self) -> str:
@@ -103,8 +104,9 @@ class Changes:
             parts.append(f"the grades of {len(self.grades)} question(s) changed ({_ids(self.grades)})")
         parts += self.notes
         if self.parameters:
-            shown = "; ".join(self.parameters[:5]) + (f" and {len(self.parameters) - 5} more"
-                                                       if len(self.parameters) > 5 else "")
+            shown = "; ".join(self.parameters[:5]) + (
+                f" and {len(self.parameters) - 5} more" if len(self.parameters) > 5 else ""
+            )
             parts.append(f"parameters changed: {shown}")
         return ", ".join(parts)
 
@@ -132,11 +134,17 @@ def what_changed(before: Mapping[str, Any] | None, now: Mapping[str, Any] | None
     if before.get("qrels_source") != now.get("qrels_source"):
         notes.append(f"grades {before.get('qrels_source')} \u2192 {now.get('qrels_source')}")
     pa, pb = before.get("parameters") or {}, now.get("parameters") or {}
-    params = [f"{k} {_num(pa.get(k))} \u2192 {_num(pb.get(k))}" for k in sorted(set(pa) | set(pb))
-              if pa.get(k) != pb.get(k)]
-    return Changes(added=[q for q in qb if q not in qa], removed=[q for q in qa if q not in qb],
-                   edited=[q for q in both if qa[q] != qb[q]], grades=[q for q in both if ga.get(q) != gb.get(q)],
-                   notes=notes, parameters=params)
+    params = [
+        f"{k} {_num(pa.get(k))} \u2192 {_num(pb.get(k))}" for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)
+    ]
+    return Changes(
+        added=[q for q in qb if q not in qa],
+        removed=[q for q in qa if q not in qb],
+        edited=[q for q in both if qa[q] != qb[q]],
+        grades=[q for q in both if ga.get(q) != gb.get(q)],
+        notes=notes,
+        parameters=params,
+    )
 
 
 def _stamp(when: str) -> str:
@@ -152,18 +160,22 @@ def _refusal(now: pd.DataFrame, before: pd.DataFrame, changes: Changes, metric: 
     if changes.questions:
         why = f"the question set changed ({changes.question_words()})"
     elif not changes.known and _n_queries(now) and _n_queries(before) and _n_queries(now) != _n_queries(before):
-        why = (f"the number of evaluated questions changed ({'/'.join(map(str, sorted(_n_queries(before))))} "
-               f"\u2192 {'/'.join(map(str, sorted(_n_queries(now))))})")
+        why = (
+            f"the number of evaluated questions changed ({'/'.join(map(str, sorted(_n_queries(before))))} "
+            f"\u2192 {'/'.join(map(str, sorted(_n_queries(now))))})"
+        )
     else:
         return None
     cause = changes.cause_words()
-    return (f"{label(metric)} is not compared with the run of {stamp}: {why}"
-            + (f"; also {cause}" if cause else "") + ". A difference between means over different questions "
-            "says nothing about the systems; compare runs made on one question set.")
+    return (
+        f"{label(metric)} is not compared with the run of {stamp}: {why}"
+        + (f"; also {cause}" if cause else "")
+        + ". A difference between means over different questions "
+        "says nothing about the systems; compare runs made on one question set."
+    )
 
 
-def change_line(now: pd.DataFrame, before: pd.DataFrame, when: str, metric: str,
-                changes: Changes | None = None) -> str:
+def change_line(now: pd.DataFrame, before: pd.DataFrame, when: str, metric: str, changes: Changes | None = None) -> str:
     """One sentence: each variant of both runs, its ``metric`` then → now (difference); new and gone variants; what
     else changed (``changes``, :func:`what_changed`), or why no difference is shown (different question sets)."""
     changes = changes if changes is not None else Changes(known=False)
@@ -181,10 +193,14 @@ def change_line(now: pd.DataFrame, before: pd.DataFrame, when: str, metric: str,
     tail = ([f"new: {', '.join(new)}"] if new else []) + ([f"no longer run: {', '.join(gone)}"] if gone else [])
     if not parts:
         return f"No variant's {label(metric)} can be compared with the run of {stamp}" + (
-            f" ({'; '.join(tail)})." if tail else ".")
+            f" ({'; '.join(tail)})." if tail else "."
+        )
     same = all(abs(b[v] - a[v]) < 5e-4 for v in both)
-    head = (f"{label(metric)} unchanged since the run of {stamp}: " if same
-            else f"{label(metric)} since the run of {stamp}: ")
+    head = (
+        f"{label(metric)} unchanged since the run of {stamp}: "
+        if same
+        else f"{label(metric)} since the run of {stamp}: "
+    )
     return head + "; ".join(parts) + (f"; {'; '.join(tail)}" if tail else "") + "." + _cause(changes, same)
 
 
@@ -192,8 +208,11 @@ def _cause(changes: Changes, same: bool) -> str:
     """What the differences rest on, after the line: the grades and parameters that changed, or that none did."""
     cause = changes.cause_words()
     if cause:
-        return (f" Same questions, but {cause}: part of each difference may come from these, not from the systems."
-                if not same else f" Same questions; {cause}.")
+        return (
+            f" Same questions, but {cause}: part of each difference may come from these, not from the systems."
+            if not same
+            else f" Same questions; {cause}."
+        )
     if changes.known:
         return " Same questions, grades and parameters."
     return ""

@@ -37,8 +37,12 @@ def _path_rules(extra: Sequence[tuple[str | Path, str]] = ()) -> list[tuple[str,
 
     inside = (paths.ROOT.resolve(), Path.home().resolve())
     rules = [(p, r) for p, r in extra if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
-    rules += [(paths.results_dir(), "results"), (paths.SHARED_DATA_DIR, "../shared/data"),
-              (paths.cache_dir(), "$RERANKEVAL_CACHE"), (paths.qdrant_dir(), "$RERANKEVAL_QDRANT_PATH")]
+    rules += [
+        (paths.results_dir(), "results"),
+        (paths.SHARED_DATA_DIR, "../shared/data"),
+        (paths.cache_dir(), "$RERANKEVAL_CACHE"),
+        (paths.qdrant_dir(), "$RERANKEVAL_QDRANT_PATH"),
+    ]
     rules = [(p, r) for p, r in rules if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
     rules += [(paths.ROOT, "."), (Path.home(), "~")]
     out = {str(q).rstrip("/"): r for p, r in rules for q in (Path(p), Path(p).resolve()) if str(q) not in ("", "/")}
@@ -50,8 +54,9 @@ def relative_paths(text: str, extra: Sequence[tuple[str | Path, str]] = ()) -> s
     cache and Qdrant roots, the shared data folder and the home directory (``~``); ``extra`` adds pairs
     (e.g. a dataset folder outside the project -> its name). ``data:`` URLs are left alone."""
     rules = _path_rules(extra)
-    rx = re.compile(r"(data:[^\s\"'<>)]+)|(?<![\w.+-])(" + "|".join(re.escape(p) for p, _ in rules)
-                    + r")(?:(/)|(?![\w.-]))")
+    rx = re.compile(
+        r"(data:[^\s\"'<>)]+)|(?<![\w.+-])(" + "|".join(re.escape(p) for p, _ in rules) + r")(?:(/)|(?![\w.-]))"
+    )
     repl = dict(rules)
 
     def sub(m: re.Match) -> str:
@@ -71,8 +76,11 @@ def _notebook_dataset(nb: Any) -> list[tuple[str, str]]:
 
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>\s*</script\s*>", re.I | re.S)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*(?:https?:)?//[^>]*>", re.I | re.S)
-_REMOTE_IMPORT = re.compile(r"<script\b[^>]*>(?:(?!</script).)*?import\(\s*[\"'](?:https?:)?//(?:(?!</script).)*"
-                            r"</script\s*>", re.I | re.S)
+_REMOTE_IMPORT = re.compile(
+    r"<script\b[^>]*>(?:(?!</script).)*?import\(\s*[\"'](?:https?:)?//(?:(?!</script).)*"
+    r"</script\s*>",
+    re.I | re.S,
+)
 
 
 def strip_remote_resources(html_text: str) -> str:
@@ -101,9 +109,13 @@ def _counts_as_integers(table: str) -> str:
         for i, m in enumerate(_CELL.finditer(row)):
             if m.group(1) == "td":  # values, not the header or the index
                 columns.setdefault(i, []).append(m.group(3))
-    whole = {i for i, vals in columns.items()
-             if (nums := [v for v in vals if v.strip() not in ("", "\u2013")])
-             and all(_WHOLE_FLOAT.fullmatch(v) for v in nums) and any(abs(float(v)) > 1 for v in nums)}
+    whole = {
+        i
+        for i, vals in columns.items()
+        if (nums := [v for v in vals if v.strip() not in ("", "\u2013")])
+        and all(_WHOLE_FLOAT.fullmatch(v) for v in nums)
+        and any(abs(float(v)) > 1 for v in nums)
+    }
     if not whole:
         return table
 
@@ -112,8 +124,11 @@ def _counts_as_integers(table: str) -> str:
 
         def cell(m: re.Match) -> str:
             w = _WHOLE_FLOAT.fullmatch(m.group(3))
-            return f"<{m.group(1)}{m.group(2)}>{w.group(1)}</{m.group(1)}>" if next(position) in whole and w \
+            return (
+                f"<{m.group(1)}{m.group(2)}>{w.group(1)}</{m.group(1)}>"
+                if next(position) in whole and w
                 else m.group(0)
+            )
 
         return _CELL.sub(cell, row.group(0))
 
@@ -135,8 +150,12 @@ def _readable_header(name: str) -> str:
 
 def _readable_headers(html_text: str) -> str:
     """Every ``<thead>`` of ``html_text`` with snake_case header cells read as words (:func:`_readable_header`)."""
-    return re.sub(r"<thead\b.*?</thead\s*>", lambda t: _SNAKE.sub(
-        lambda m: f"<th{m.group(1)}>{_readable_header(m.group(2))}</th>", t.group(0)), html_text, flags=re.S)
+    return re.sub(
+        r"<thead\b.*?</thead\s*>",
+        lambda t: _SNAKE.sub(lambda m: f"<th{m.group(1)}>{_readable_header(m.group(2))}</th>", t.group(0)),
+        html_text,
+        flags=re.S,
+    )
 
 
 def _words(name: str) -> str:
@@ -153,9 +172,16 @@ def clean_tables(html_text: str) -> str:
     integers, and every table sits in a ``div.scroll`` that scrolls sideways on a narrow screen instead of the page."""
     html_text = _MISSING_CELL.sub(lambda m: f"<{m.group(1)}{m.group(2)}>\u2013</{m.group(1)}>", html_text)
     html_text = _BOOL_CELL.sub(
-        lambda m: f"<{m.group(1)}{m.group(2)}>{'yes' if m.group(3) == 'True' else 'no'}</{m.group(1)}>", html_text)
-    html_text = _CELL.sub(lambda m: (f"<{m.group(1)}{m.group(2)}>{_words(m.group(3).strip())}</{m.group(1)}>"
-                                     if _CLASS_NAME.fullmatch(m.group(3)) else m.group(0)), html_text)
+        lambda m: f"<{m.group(1)}{m.group(2)}>{'yes' if m.group(3) == 'True' else 'no'}</{m.group(1)}>", html_text
+    )
+    html_text = _CELL.sub(
+        lambda m: (
+            f"<{m.group(1)}{m.group(2)}>{_words(m.group(3).strip())}</{m.group(1)}>"
+            if _CLASS_NAME.fullmatch(m.group(3))
+            else m.group(0)
+        ),
+        html_text,
+    )
     html_text = re.sub(r"<table\b.*?</table\s*>", lambda m: _counts_as_integers(m.group(0)), html_text, flags=re.S)
     html_text = _readable_headers(html_text)
     html_text = _PLAIN_TH.sub(lambda m: f"<th{m.group(1)}>{m.group(2).replace('_', '_<wbr>')}</th>", html_text)
@@ -174,12 +200,16 @@ def questions_note(dp: DatasetPaths) -> dict[str, str] | None:
     gen = stats.get("generated") or {}
     n, unreviewed = int(stats.get("queries") or 0), int(gen.get("draft") or 0)
     models = ", ".join(gen.get("models") or []) or "an LLM"
-    head = ("The questions are generated and not yet reviewed." if unreviewed else
-            "The questions are generated (reviewed).")
-    return {"head": head, "body": f"{n} questions drafted by {models} from single pages of the corpus "
-                                  f"({unreviewed} not reviewed, {int(gen.get('accepted') or 0)} accepted); each has "
-                                  "one known answer page. They test retrieval less strictly than your own questions "
-                                  "would: see 08-questions, and add a queries.jsonl of your own to replace them."}
+    head = (
+        "The questions are generated and not yet reviewed." if unreviewed else "The questions are generated (reviewed)."
+    )
+    return {
+        "head": head,
+        "body": f"{n} questions drafted by {models} from single pages of the corpus "
+        f"({unreviewed} not reviewed, {int(gen.get('accepted') or 0)} accepted); each has "
+        "one known answer page. They test retrieval less strictly than your own questions "
+        "would: see 08-questions, and add a queries.jsonl of your own to replace them.",
+    }
 
 
 BACK_LINK = '<nav class="back"><a href="index.html">\u2190 Report index</a></nav>'
@@ -245,8 +275,12 @@ def _exporter(template: str) -> Any:
     c.TagRemovePreprocessor.enabled = True
     c.TagRemovePreprocessor.remove_input_tags = {"hide-input", "remove-input"}
     c.TagRemovePreprocessor.remove_cell_tags = {"remove-cell"}
-    exporter = HTMLExporter(config=c, template_name="lab", embed_images=True,
-                            extra_loaders=[DictLoader({"rerankeval_offline.html.j2": template})])
+    exporter = HTMLExporter(
+        config=c,
+        template_name="lab",
+        embed_images=True,
+        extra_loaders=[DictLoader({"rerankeval_offline.html.j2": template})],
+    )
     exporter.template_file = "rerankeval_offline.html.j2"
     exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
     from rerankeval.core.paths import cache_dir
@@ -258,8 +292,9 @@ def _exporter(template: str) -> Any:
     return exporter
 
 
-def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | Path,
-                         note: Mapping[str, str] | None = None) -> Path:
+def render_notebook_html(
+    executed_ipynb_path: str | Path, out_html_path: str | Path, note: Mapping[str, str] | None = None
+) -> Path:
     """Render an executed notebook to a self-contained, offline HTML page.
 
     nbconvert's lab template with images embedded, without require.js/MathJax/mermaid/widget scripts from
@@ -274,7 +309,8 @@ def render_notebook_html(executed_ipynb_path: str | Path, out_html_path: str | P
 
     nb = tidy_outputs(nbformat.read(str(executed_ipynb_path), as_version=4))
     body, _ = _exporter((TEMPLATES / OFFLINE_TEMPLATE).read_text()).from_notebook_node(
-        nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}})
+        nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}}
+    )
     body = clean_tables(relative_paths(strip_remote_resources(body), _notebook_dataset(nb)))
     body = re.sub(r"<head>", lambda m: m.group(0) + "\n" + CSP_META, body, count=1, flags=re.I)
     top = BACK_LINK + (fragments.banner_html(note) if note else "")  # and the generated-questions banner

@@ -54,10 +54,19 @@ def _ink(colour: str) -> str:
 
 
 VARIANT_COLOURS = {  # one colour per variant name, the same in every figure of every notebook
-    names.BM25: "#4c72b0", names.VECTOR: "#dd8452", names.HYBRID: "#55a868", names.QDRANT_HYBRID: "#c44e52",
-    names.HYBRID_REFORMULATE: "#8172b3", names.HYBRID_RERANK: "#937860", names.CROSS_ENCODER: "#da8bc3",
-    names.HYBRID_RERANK_EXPAND: "#ccb974", names.HYBRID_TUNED: "#64b5cd", names.HYBRID_COMBSUM: "#2f6b3a",
-    names.HYBRID_COMBMNZ: "#9ccf8f", names.HYBRID_DBSF: "#1b9e77", names.QDRANT_DBSF: "#7f2a2d",
+    names.BM25: "#4c72b0",
+    names.VECTOR: "#dd8452",
+    names.HYBRID: "#55a868",
+    names.QDRANT_HYBRID: "#c44e52",
+    names.HYBRID_REFORMULATE: "#8172b3",
+    names.HYBRID_RERANK: "#937860",
+    names.CROSS_ENCODER: "#da8bc3",
+    names.HYBRID_RERANK_EXPAND: "#ccb974",
+    names.HYBRID_TUNED: "#64b5cd",
+    names.HYBRID_COMBSUM: "#2f6b3a",
+    names.HYBRID_COMBMNZ: "#9ccf8f",
+    names.HYBRID_DBSF: "#1b9e77",
+    names.QDRANT_DBSF: "#7f2a2d",
 }
 _OTHER_COLOURS = ("#8c8c8c", "#b07aa1", "#ff9da7", "#9c755f", "#edc948", "#76b7b2", "#59a14f", "#e15759")
 LLM_VARIANTS = (names.HYBRID_REFORMULATE, names.HYBRID_RERANK, names.HYBRID_RERANK_EXPAND)  # they spend tokens
@@ -117,7 +126,10 @@ def display_png(path: Path) -> None:
 
 
 def metric_bars(
-    ci: pd.DataFrame, metrics: Sequence[str], variants: Sequence[str] | None = None, title: str = "",
+    ci: pd.DataFrame,
+    metrics: Sequence[str],
+    variants: Sequence[str] | None = None,
+    title: str = "",
     ylabel: str = "mean over queries (95% bootstrap CI)",
 ) -> Figure:
     """Grouped bars: metrics on the x axis, one bar (coloured by variant) per variant, the CI as error bars; the
@@ -150,8 +162,9 @@ def metric_bars(
     ax.set_ylim(0, 1.05)
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="variant",
-              title_fontsize=8)  # outside the axes: never over a bar
+    ax.legend(
+        fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="variant", title_fontsize=8
+    )  # outside the axes: never over a bar
     if title:
         ax.set_title(title)
     fig.tight_layout()
@@ -192,8 +205,13 @@ def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = ""
         code[(vals >= lo) & (vals <= hi)] = c
     n = len(df)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * df.shape[1] + 3.5), min(14.0, max(2.5, 0.22 * n + 1.5))))
-    ax.pcolormesh(code, cmap=ListedColormap(colours), norm=BoundaryNorm(np.arange(len(colours) + 1) - 0.5,
-                  len(colours)), edgecolors="white", linewidth=0.3)
+    ax.pcolormesh(
+        code,
+        cmap=ListedColormap(colours),
+        norm=BoundaryNorm(np.arange(len(colours) + 1) - 0.5, len(colours)),
+        edgecolors="white",
+        linewidth=0.3,
+    )
     if n <= 40:
         for (r, c), v in np.ndenumerate(vals):
             if np.isfinite(v) and v <= max_rank:
@@ -205,10 +223,18 @@ def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = ""
     ax.set_xlabel("variant")
     ax.set_ylabel("query" + (" (sorted by mean rank)" if n <= 60 else f" ({n}, sorted by mean rank)"))
     words = [f"rank {lo}" if lo == hi else f"rank {lo}\u2013{hi}" for lo, hi in bins]
-    handles = [Patch(color=col, label=w) for col, w in zip(colours, [*words, f"not in the top {max_rank}"],
-                                                             strict=True)]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
-              title="first relevant unit", title_fontsize=8)
+    handles = [
+        Patch(color=col, label=w) for col, w in zip(colours, [*words, f"not in the top {max_rank}"], strict=True)
+    ]
+    ax.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+        fontsize=8,
+        title="first relevant unit",
+        title_fontsize=8,
+    )
     ax.set_title(title or "Rank of the first relevant unit (green: found at the top)", fontsize=10)
     fig.tight_layout()
     return fig
@@ -217,9 +243,7 @@ def rank_heatmap(first_ranks: pd.DataFrame, max_rank: int = 100, title: str = ""
 LOG_RANKS_ABOVE = 30  # the rank-shift axes turn logarithmic only for ranks deeper than this
 
 
-def rank_shift_plot(
-    shift: pd.DataFrame, src: str, dst: str, pool_k: int | None = None, k: int | None = None
-) -> Figure:
+def rank_shift_plot(shift: pd.DataFrame, src: str, dst: str, pool_k: int | None = None, k: int | None = None) -> Figure:
     """Each relevant unit of the fused list: fused rank (x) -> reranked rank (y), in the better (promoted) and
     worse (demoted) colours (:data:`BETTER`, :data:`WORSE`), grey when unchanged.
 
@@ -229,8 +253,9 @@ def rank_shift_plot(
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 4.8))
     if shift.empty:
-        ax.text(0.5, 0.5, f"no relevant units in both {src} and {dst}", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, f"no relevant units in both {src} and {dst}", ha="center", va="center", transform=ax.transAxes
+        )
         ax.set_axis_off()
         return fig
     top = max(2.0, float(np.nanmax(shift[["src_rank", "dst_rank"]].to_numpy(dtype=float))), k or 0, pool_k or 0)
@@ -241,8 +266,11 @@ def rank_shift_plot(
     rng = np.random.default_rng(0)
     u = rng.uniform(-0.06, 0.06, size=len(shift))  # jitter: tied points stay visible
     xj, yj = (src_rank * np.exp(u), y * np.exp(u[::-1])) if log else (src_rank + 2 * u, y + 2 * u[::-1])
-    colours = np.where(shift.dst_rank.isna(), "#333333",  # not in the reranked list
-                       np.where(y < src_rank, BETTER, np.where(y > src_rank, WORSE, TIED)))
+    colours = np.where(
+        shift.dst_rank.isna(),
+        "#333333",  # not in the reranked list
+        np.where(y < src_rank, BETTER, np.where(y > src_rank, WORSE, TIED)),
+    )
     ax.scatter(xj, yj, c=colours, s=22, alpha=0.75, edgecolor="none")
     ax.plot([1, top], [1, top], color="#999", lw=0.8, ls="--")
     refs = ((k, f"k = pool = {k}"),) if k and k == pool_k else ((k, f"k = {k}"), (pool_k, f"pool = {pool_k}"))
@@ -339,8 +367,18 @@ def place_labels(ax, points: Sequence[tuple[float, float, str]], fontsize: float
         arrow = {"arrowstyle": "-", "color": "#888", "lw": 0.6} if moved else None
         left = box[1] <= fx
         at = ax.transAxes.inverted().transform((box[1] if left else box[0], (box[2] + box[3]) / 2))
-        out.append(ax.annotate(text, (x, y), xytext=tuple(at), textcoords="axes fraction",
-                               ha="right" if left else "left", va="center", fontsize=fontsize, arrowprops=arrow))
+        out.append(
+            ax.annotate(
+                text,
+                (x, y),
+                xytext=tuple(at),
+                textcoords="axes fraction",
+                ha="right" if left else "left",
+                va="center",
+                fontsize=fontsize,
+                arrowprops=arrow,
+            )
+        )
     return out
 
 
@@ -351,8 +389,9 @@ def _box_distance(box: tuple[float, float, float, float], p: tuple[float, float]
     return math.hypot(dx, dy)
 
 
-def _free_box(fx: float, fy: float, w: float, h: float, gap: float, frame,
-              taken: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
+def _free_box(
+    fx: float, fy: float, w: float, h: float, gap: float, frame, taken: Sequence[tuple[float, float, float, float]]
+) -> tuple[float, float, float, float]:
     """A ``w`` x ``h`` box (pixels) inside the axes ``frame`` beside the point (``fx``, ``fy``), right of it (left
     first near the right edge), stepped up and down by ``h`` until it overlaps nothing ``taken``."""
     sides = [fx + gap, fx - gap - w]
@@ -397,14 +436,19 @@ def quality_cost(
         for _, r in summary[~summary.variant.isin(unknown)].iterrows():
             x, yv = xs[r.variant], float(r[metric])
             lo, hi = float(r.get(f"{metric}_ci_low", yv)), float(r.get(f"{metric}_ci_high", yv))
-            ax.errorbar([x], [yv], yerr=[[yv - lo], [hi - yv]], fmt="o", color=variant_colour(r.variant),
-                        capsize=3, alpha=0.85)
+            ax.errorbar(
+                [x], [yv], yerr=[[yv - lo], [hi - yv]], fmt="o", color=variant_colour(r.variant), capsize=3, alpha=0.85
+            )
             pts.append((x, yv, r.variant))
         pos = [x for x, _, _ in pts if x > 0]
         if "second" in col and len(pos) == len(pts) and pos and max(pos) / min(pos) > 30:
             ax.set_xscale("log")
-        ax.set_xlabel({"seconds_per_query": "seconds per query (retrieval + LLM)",
-                       "tokens_per_query": "LLM tokens per query (0 = no LLM)"}.get(col, col.replace("_", " ")))
+        ax.set_xlabel(
+            {
+                "seconds_per_query": "seconds per query (retrieval + LLM)",
+                "tokens_per_query": "LLM tokens per query (0 = no LLM)",
+            }.get(col, col.replace("_", " "))
+        )
         ax.set_ylabel(label(metric))
         ax.grid(alpha=0.3)
         if unknown:

@@ -45,26 +45,60 @@ from rerankeval.report.pages import CSP_META, TEMPLATES, questions_note, relativ
 
 HEADLINE = verdict.HEADLINE
 HEADLINE_EXTRA = ("fallback_rate",)  # shown beside the metrics: a fallback changes what a row measures
-COST_COLUMNS = ("tokens_per_query", "fresh_tokens_per_query", "cost_per_query", "retrieval_seconds_per_query",
-                "llm_seconds_per_query", "seconds_per_query", "calls_per_query")
+COST_COLUMNS = (
+    "tokens_per_query",
+    "fresh_tokens_per_query",
+    "cost_per_query",
+    "retrieval_seconds_per_query",
+    "llm_seconds_per_query",
+    "seconds_per_query",
+    "calls_per_query",
+)
 # Figures that answer the question come first (by stem, in this order; ``*`` ends a prefix: every per-query
 # difference chart), then by notebook; the corpus figures (01-, 02-) go last, in an appendix.
-FIGURE_ORDER = ("05-forest", "05-delta-*", "05-metric-bars", "05-discrimination", "05-rank-heatmap", "05-funnel",
-                "05-rank-shift", "05-quality-cost")
+FIGURE_ORDER = (
+    "05-forest",
+    "05-delta-*",
+    "05-metric-bars",
+    "05-discrimination",
+    "05-rank-heatmap",
+    "05-funnel",
+    "05-rank-shift",
+    "05-quality-cost",
+)
 APPENDIX_PREFIXES = ("01", "02")
 COLUMN_LABELS = {
-    "variant": "variant", "n_queries": "queries", "n": "queries", "a": "variant a", "b": "variant b",
-    "mean_a": "mean of a", "mean_b": "mean of b", "diff": "difference (a \u2212 b)",
-    "diff_ci_low": "difference, 95% CI low", "diff_ci_high": "difference, 95% CI high",
-    "wins": "queries a better", "ties": "ties", "losses": "queries b better",
-    "p": "p-value", "p_holm": "p (Holm-adjusted)",
-    "significant": "significant (Holm)", "sd_diff": "SD of the differences", "mdd": "minimal detectable difference",
-    "fallback_rate": "fallback rate", "repaired_rate": "repaired rate", "cache_hit_rate": "cache hit rate",
-    "tokens_per_query": "tokens per query", "fresh_tokens_per_query": "new (uncached) tokens per query",
-    "calls_per_query": "LLM calls per query", "requests_per_query": "requests per query",
-    "retries_per_query": "retries per query", "repairs_per_query": "repairs per query",
-    "cost_per_query": "cost per query (USD)", "cost_usd": "cost (USD)",
-    "retrieval_seconds_per_query": "retrieval seconds per query", "llm_seconds_per_query": "LLM seconds per query",
+    "variant": "variant",
+    "n_queries": "queries",
+    "n": "queries",
+    "a": "variant a",
+    "b": "variant b",
+    "mean_a": "mean of a",
+    "mean_b": "mean of b",
+    "diff": "difference (a \u2212 b)",
+    "diff_ci_low": "difference, 95% CI low",
+    "diff_ci_high": "difference, 95% CI high",
+    "wins": "queries a better",
+    "ties": "ties",
+    "losses": "queries b better",
+    "p": "p-value",
+    "p_holm": "p (Holm-adjusted)",
+    "significant": "significant (Holm)",
+    "sd_diff": "SD of the differences",
+    "mdd": "minimal detectable difference",
+    "fallback_rate": "fallback rate",
+    "repaired_rate": "repaired rate",
+    "cache_hit_rate": "cache hit rate",
+    "tokens_per_query": "tokens per query",
+    "fresh_tokens_per_query": "new (uncached) tokens per query",
+    "calls_per_query": "LLM calls per query",
+    "requests_per_query": "requests per query",
+    "retries_per_query": "retries per query",
+    "repairs_per_query": "repairs per query",
+    "cost_per_query": "cost per query (USD)",
+    "cost_usd": "cost (USD)",
+    "retrieval_seconds_per_query": "retrieval seconds per query",
+    "llm_seconds_per_query": "LLM seconds per query",
     "seconds_per_query": "seconds per query (retrieval + LLM)",
 }
 
@@ -74,8 +108,9 @@ def _env():
     """The Jinja2 environment over :data:`TEMPLATES`, autoescaping every value."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
-                      keep_trailing_newline=True)
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True), keep_trailing_newline=True
+    )
     env.filters["breakable"] = breakable
     return env
 
@@ -141,8 +176,13 @@ def _ledger_cell(c: str, val: Any) -> dict[str, Any]:
     return {"cls": "num", "text": f"{float(val):.3g}"}
 
 
-def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int | None = None,
-                   comparisons: pd.DataFrame | None = None, baseline: str = "") -> dict[str, Any]:
+def headline_table(
+    metrics: pd.DataFrame,
+    headline: str = HEADLINE,
+    pool_k: int | None = None,
+    comparisons: pd.DataFrame | None = None,
+    baseline: str = "",
+) -> dict[str, Any]:
     """The headline table as plain values for the template: ``head`` (column titles), ``rows``, ``baseline``
     and ``frame`` (:func:`rerankeval.report.export.headline_frame`, the numbers the exports write).
 
@@ -153,8 +193,9 @@ def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int 
     f = export.headline_frame(metrics, headline, pool_k, comparisons, baseline)
     base, cols = f.attrs["baseline"], f.attrs["metrics"]
     extra = [c for c in HEADLINE_EXTRA if c in metrics.columns]
-    head = ["variant", "queries"] + [export.metric_title(c, pool_k) + (" (zero-fill)" if c == headline else "")
-                                     for c in cols]
+    head = ["variant", "queries"] + [
+        export.metric_title(c, pool_k) + (" (zero-fill)" if c == headline else "") for c in cols
+    ]
     head += [f"{label(headline)} vs {base} (baseline)"] if base else []
     head += [column_label(c) for c in extra]
     best = verdict.clear_winner(metrics, comparisons, headline)  # bold only for a winner (significant, not 0.000)
@@ -162,8 +203,11 @@ def headline_table(metrics: pd.DataFrame, headline: str = HEADLINE, pool_k: int 
     for (_, r), (_, m) in zip(f.iterrows(), metrics.iterrows(), strict=True):
         cells = [{"cls": "num", "text": "\u2013" if pd.isna(r["queries"]) else str(int(r["queries"]))}]
         for c in cols:
-            ci = (f"[{verdict.fmt(r[c + '_ci_low'])}, {verdict.fmt(r[c + '_ci_high'])}]"
-                  if not pd.isna(r[f"{c}_ci_low"]) else "")
+            ci = (
+                f"[{verdict.fmt(r[c + '_ci_low'])}, {verdict.fmt(r[c + '_ci_high'])}]"
+                if not pd.isna(r[f"{c}_ci_low"])
+                else ""
+            )
             bold = c == headline and best is not None and r["variant"] == best
             cells.append({"cls": "num", "text": verdict.fmt(r[c]), "ci": ci, "bold": bold})
         if base:
@@ -178,9 +222,12 @@ def _versus_cell(r: pd.Series, base: str) -> dict[str, Any]:
         return {"cls": "num", "text": "baseline"}
     if pd.isna(r["diff"]):
         return {"cls": "num", "text": "\u2013"}
-    return {"cls": "num", "text": f"{r['diff']:+.3f}{'*' if r['significant'] else ''}",
-            "ci": f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}] {int(r['wins'])}/{int(r['ties'])}/"
-                  f"{int(r['losses'])}"}
+    return {
+        "cls": "num",
+        "text": f"{r['diff']:+.3f}{'*' if r['significant'] else ''}",
+        "ci": f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}] {int(r['wins'])}/{int(r['ties'])}/"
+        f"{int(r['losses'])}",
+    }
 
 
 def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
@@ -193,11 +240,38 @@ def cost_table(metrics: pd.DataFrame) -> dict[str, Any] | None:
 
 
 def _blank() -> dict[str, Any]:
-    return dict(csp_meta="", name="", generated="", root="", failed=[], headline=None, costs=None, fallbacks=[],
-                facts=[], verdict=[], judged=None, stale=None, pages=[], figures=[], appendix=[], manifest=None,
-                judged_warning=None, auc=None, questions_note=None, assessor=None, grades_caption="", variants=[],
-                exports={}, baseline_why="", since=None, headline_other=None, injection=None, assess_warnings=[],
-                holes=None, banners=[])
+    return dict(
+        csp_meta="",
+        name="",
+        generated="",
+        root="",
+        failed=[],
+        headline=None,
+        costs=None,
+        fallbacks=[],
+        facts=[],
+        verdict=[],
+        judged=None,
+        stale=None,
+        pages=[],
+        figures=[],
+        appendix=[],
+        manifest=None,
+        judged_warning=None,
+        auc=None,
+        questions_note=None,
+        assessor=None,
+        grades_caption="",
+        variants=[],
+        exports={},
+        baseline_why="",
+        since=None,
+        headline_other=None,
+        injection=None,
+        assess_warnings=[],
+        holes=None,
+        banners=[],
+    )
 
 
 def _hhmm(when: Any) -> str:
@@ -242,9 +316,16 @@ def _pages(pages: Sequence[Mapping[str, Any]], dp: DatasetPaths | None = None) -
     for p in pages:
         status, time = _page_time(p, dp)
         err = p.get("error")
-        out.append({"href": _safe_href(p.get("href")), "name": p.get("name", p.get("href", "")), "status": status,
-                    "cls": "failed" if str(p.get("status", "")).lower() != "ok" else "ok", "seconds": time,
-                    "error": str(err)[:4000] if err else ""})
+        out.append(
+            {
+                "href": _safe_href(p.get("href")),
+                "name": p.get("name", p.get("href", "")),
+                "status": status,
+                "cls": "failed" if str(p.get("status", "")).lower() != "ok" else "ok",
+                "seconds": time,
+                "error": str(err)[:4000] if err else "",
+            }
+        )
     return out
 
 
@@ -269,9 +350,16 @@ def _figures(figures_dir: Path) -> list[dict[str, str]]:
     if not figures_dir.is_dir():
         return []
     figs = sorted(figures_dir.glob("*.png"), key=_figure_key)
-    return [{"stem": f.stem, "name": f.name, "caption": caption(f.stem, f.name),
-             "data": base64.b64encode(f.read_bytes()).decode("ascii"),
-             "appendix": f.name.split("-", 1)[0] in APPENDIX_PREFIXES} for f in figs]
+    return [
+        {
+            "stem": f.stem,
+            "name": f.name,
+            "caption": caption(f.stem, f.name),
+            "data": base64.b64encode(f.read_bytes()).decode("ascii"),
+            "appendix": f.name.split("-", 1)[0] in APPENDIX_PREFIXES,
+        }
+        for f in figs
+    ]
 
 
 def _facts(summary: Summary | None) -> list[str]:
@@ -281,8 +369,10 @@ def _facts(summary: Summary | None) -> list[str]:
     if summary.relevance_unit and summary.relevance_unit != "unknown":
         facts.append(f"relevance unit: {summary.relevance_unit}; {summary.dedupe_policy}")
     if summary.verified_against:
-        facts.append(f"metrics computed with {summary.primary}, verified against {summary.verified_against} on "
-                     f"the TREC run files (max difference {summary.max_abs_diff})")
+        facts.append(
+            f"metrics computed with {summary.primary}, verified against {summary.verified_against} on "
+            f"the TREC run files (max difference {summary.max_abs_diff})"
+        )
     d = summary.discrimination or None
     facts += [x for x in (discrimination.coverage(d), discrimination.shift_sentence(d)) if x]
     return facts + list(summary.external) + [f"warning: {w}" for w in summary.warnings]
@@ -305,8 +395,12 @@ def _assessor(summary: Summary | None) -> dict[str, Any]:
     box = None
     if a:
         conf = a.get("confusion_graded") or {}
-        box = {"text": agreement.describe(grades), "warning": a.get("warning"), "labels": conf.get("labels", []),
-               "rows": conf.get("counts", [])}
+        box = {
+            "text": agreement.describe(grades),
+            "warning": a.get("warning"),
+            "labels": conf.get("labels", []),
+            "rows": conf.get("counts", []),
+        }
     return {"assessor": box, "grades_caption": agreement.caption(grades) if grades else ""}
 
 
@@ -320,10 +414,12 @@ def judged_warning(summary: Summary | None) -> str | None:
     if not shares or min(shares.values()) >= LOW_JUDGED:
         return None
     low = min(shares, key=shares.get)
-    return (f"Judged@{j['k']} is low: only {100 * shares[low]:.0f}% of {low}'s top {j['k']} has a judgment "
-            f"(unjudged units count as not relevant, so these scores are lower bounds and a variant that finds "
-            f"unjudged relevant pages is punished). Next step: grade the pool in 00-explore (review/unjudged.tsv "
-            f"lists it), or let the LLM assessor grade it (make report P=\"assess=true\").")
+    return (
+        f"Judged@{j['k']} is low: only {100 * shares[low]:.0f}% of {low}'s top {j['k']} has a judgment "
+        f"(unjudged units count as not relevant, so these scores are lower bounds and a variant that finds "
+        f"unjudged relevant pages is punished). Next step: grade the pool in 00-explore (review/unjudged.tsv "
+        f'lists it), or let the LLM assessor grade it (make report P="assess=true").'
+    )
 
 
 def stale_inputs(dp: DatasetPaths, manifest: Mapping[str, Any] | None) -> list[str]:
@@ -373,25 +469,45 @@ def _headline_parts(dp: DatasetPaths, man: Mapping[str, Any] | None) -> dict[str
         headline = next((c for c in metrics.columns if c.startswith("ndcg@")), headline)
     fallbacks = []
     if "fallback_rate" in metrics.columns:
-        fallbacks = [{"variant": r["variant"], "rate": f"{100 * float(r['fallback_rate']):.1f}%"}
-                     for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows()]
+        fallbacks = [
+            {"variant": r["variant"], "rate": f"{100 * float(r['fallback_rate']):.1f}%"}
+            for _, r in metrics[metrics.fallback_rate.fillna(0) > 0].iterrows()
+        ]
     disc = (summary.discrimination if summary else None) or None
     comparisons = read_comparisons(dp)
     base = summary.baseline if summary else ""
-    lines = verdict.verdict_lines(metrics, comparisons, headline, pool_k,
-                                  missing=summary.missing if summary else None, discrimination=disc, baseline=base)
+    lines = verdict.verdict_lines(
+        metrics,
+        comparisons,
+        headline,
+        pool_k,
+        missing=summary.missing if summary else None,
+        discrimination=disc,
+        baseline=base,
+    )
     auc = discrimination.sentence(disc)
     table = headline_table(metrics, headline, pool_k, comparisons, base)
     exports = {k: p.name for k, p in export.write(dp, table["frame"]).items()}
-    return {"headline": table, "costs": cost_table(metrics), "exports": exports,
-            "variants": glossary.variants(metrics["variant"]), "since": history.since_previous(
-                dp, man, headline), "baseline_why": verdict.baseline_reason(metrics, headline, base),
-            "fallbacks": fallbacks, "facts": _facts(summary), "verdict": lines, "judged": _judged(summary),
-            "stale": _staleness(dp, man), "judged_warning": judged_warning(summary), **_assessor(summary),
-            "auc": {"text": auc, "status": disc.get("status", "")} if auc else None,
-            "headline_other": _headline_other(dp, headline, pool_k, base),
-            "injection": injection_block(dp, list(metrics["variant"])), "assess_warnings": assess_warnings(dp, summary),
-            "holes": holes_block(dp)}
+    return {
+        "headline": table,
+        "costs": cost_table(metrics),
+        "exports": exports,
+        "variants": glossary.variants(metrics["variant"]),
+        "since": history.since_previous(dp, man, headline),
+        "baseline_why": verdict.baseline_reason(metrics, headline, base),
+        "fallbacks": fallbacks,
+        "facts": _facts(summary),
+        "verdict": lines,
+        "judged": _judged(summary),
+        "stale": _staleness(dp, man),
+        "judged_warning": judged_warning(summary),
+        **_assessor(summary),
+        "auc": {"text": auc, "status": disc.get("status", "")} if auc else None,
+        "headline_other": _headline_other(dp, headline, pool_k, base),
+        "injection": injection_block(dp, list(metrics["variant"])),
+        "assess_warnings": assess_warnings(dp, summary),
+        "holes": holes_block(dp),
+    }
 
 
 def _headline_other(dp: DatasetPaths, headline: str, pool_k: int | None, base: str) -> dict[str, Any] | None:
@@ -402,8 +518,11 @@ def _headline_other(dp: DatasetPaths, headline: str, pool_k: int | None, base: s
     if got is None or headline not in got[0].columns:
         return None
     table, comparisons, rec = got
-    return {"table": headline_table(table, headline, pool_k, comparisons, base), "source": rec.get("qrels_source"),
-            "caption": agreement.caption(rec)}
+    return {
+        "table": headline_table(table, headline, pool_k, comparisons, base),
+        "source": rec.get("qrels_source"),
+        "caption": agreement.caption(rec),
+    }
 
 
 def injection_block(dp: DatasetPaths, variants: Sequence[str]) -> dict[str, Any] | None:
@@ -415,9 +534,15 @@ def injection_block(dp: DatasetPaths, variants: Sequence[str]) -> dict[str, Any]
     text = injection.headline_sentence(rec, reranked)
     if not text or rec is None:
         return None
-    effect = [{"variant": r.get("variant"), "with": verdict.fmt(r.get("with")),
-               "without": verdict.fmt(r.get("without")),
-               "diff": "\u2013" if r.get("diff") is None else f"{r['diff']:+.3f}"} for r in rec.get("effect") or []]
+    effect = [
+        {
+            "variant": r.get("variant"),
+            "with": verdict.fmt(r.get("with")),
+            "without": verdict.fmt(r.get("without")),
+            "diff": "\u2013" if r.get("diff") is None else f"{r['diff']:+.3f}",
+        }
+        for r in rec.get("effect") or []
+    ]
     return {"text": text, "units": rec.get("flagged") or [], "effect": effect, "metric": label(str(rec.get("metric")))}
 
 
@@ -440,23 +565,43 @@ def holes_block(dp: DatasetPaths) -> dict[str, Any] | None:
     rec = holes.read(dp)
     if not rec or not rec.get("variants"):
         return None
-    comps = [{"pair": f"{c.get('a')} vs {c.get('b')}", "zero_fill": _signed(c.get("zero_fill")),
-              "interval": f"[{_signed(c.get('worst'))}, {_signed(c.get('best'))}]",
-              "status": STATUS_WORDS.get(str(c.get("status")), str(c.get("status"))),
-              "cls": "ok" if c.get("status") == "decided" else "failed" if c.get("status") == "undecided" else "",
-              "sentence": str(c.get("sentence", ""))} for c in rec.get("comparisons") or []]
-    variants = [{"variant": v.get("variant"), "zero_fill": verdict.fmt(v.get("zero_fill")),
-                 "condensed": verdict.fmt(v.get("condensed")), "bpref": verdict.fmt(v.get("bpref")),
-                 "interval": f"[{verdict.fmt(v.get('worst'))}, {verdict.fmt(v.get('best'))}]",
-                 "unjudged": int(v.get("unjudged_in_top_k") or 0)} for v in rec["variants"]]
+    comps = [
+        {
+            "pair": f"{c.get('a')} vs {c.get('b')}",
+            "zero_fill": _signed(c.get("zero_fill")),
+            "interval": f"[{_signed(c.get('worst'))}, {_signed(c.get('best'))}]",
+            "status": STATUS_WORDS.get(str(c.get("status")), str(c.get("status"))),
+            "cls": "ok" if c.get("status") == "decided" else "failed" if c.get("status") == "undecided" else "",
+            "sentence": str(c.get("sentence", "")),
+        }
+        for c in rec.get("comparisons") or []
+    ]
+    variants = [
+        {
+            "variant": v.get("variant"),
+            "zero_fill": verdict.fmt(v.get("zero_fill")),
+            "condensed": verdict.fmt(v.get("condensed")),
+            "bpref": verdict.fmt(v.get("bpref")),
+            "interval": f"[{verdict.fmt(v.get('worst'))}, {verdict.fmt(v.get('best'))}]",
+            "unjudged": int(v.get("unjudged_in_top_k") or 0),
+        }
+        for v in rec["variants"]
+    ]
     names = {"zero_fill": "zero-fill", "condensed": "condensed", "bpref": "bpref", "worst_best": "[worst, best]"}
     got = rec.get("assumptions") or {}
     assumptions = [{"name": names.get(k, k), "text": got[k]} for k in [*names, *got] if k in got]
     assumptions = list({a["name"]: a for a in assumptions}.values())  # zero-fill first, each once
-    return {"metric": label(str(rec.get("metric", HEADLINE))), "k": rec.get("k"), "baseline": rec.get("baseline"),
-            "comparisons": comps, "variants": variants, "assumptions": assumptions,
-            "queue_size": int(rec.get("queue_size") or 0), "top_grade": rec.get("top_grade"),
-            "expected_skipped": int(rec.get("expected_skipped") or 0)}
+    return {
+        "metric": label(str(rec.get("metric", HEADLINE))),
+        "k": rec.get("k"),
+        "baseline": rec.get("baseline"),
+        "comparisons": comps,
+        "variants": variants,
+        "assumptions": assumptions,
+        "queue_size": int(rec.get("queue_size") or 0),
+        "top_grade": rec.get("top_grade"),
+        "expected_skipped": int(rec.get("expected_skipped") or 0),
+    }
 
 
 def assess_warnings(dp: DatasetPaths, summary: Summary | None = None) -> list[str]:
@@ -485,19 +630,23 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
 
     man = read_manifest(dp)  # read and redacted once: every part below reads this copy
     figures = _figures(dp.figures_dir)
-    values = _blank() | _headline_parts(dp, man) | dict(
-        csp_meta=Markup(CSP_META),
-        name=dp.name,
-        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        root=f"results/{dp.name}",
-        failed=[str(p.get("name", "?")) for p in pages if str(p.get("status", "")).lower() != "ok"],
-        banners=failures.banners(dp, pages),
-        pages=_pages(pages, dp),
-        figures=[f for f in figures if not f["appendix"]],
-        appendix=[f for f in figures if f["appendix"]],
-        manifest=None if man is None else manifest_view.rows(man),
-        limitations=limitations.report_values(dp),  # issue 11
-        questions_note=questions_note(dp),
+    values = (
+        _blank()
+        | _headline_parts(dp, man)
+        | dict(
+            csp_meta=Markup(CSP_META),
+            name=dp.name,
+            generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            root=f"results/{dp.name}",
+            failed=[str(p.get("name", "?")) for p in pages if str(p.get("status", "")).lower() != "ok"],
+            banners=failures.banners(dp, pages),
+            pages=_pages(pages, dp),
+            figures=[f for f in figures if not f["appendix"]],
+            appendix=[f for f in figures if f["appendix"]],
+            manifest=None if man is None else manifest_view.rows(man),
+            limitations=limitations.report_values(dp),  # issue 11
+            questions_note=questions_note(dp),
+        )
     )
     text = _env().get_template("index.html.j2").render(**values)
     return atomic_write_text(dp.report_dir / "index.html", relative_paths(text, [(dp.source, dp.name)]))

@@ -36,8 +36,9 @@ def sweep_lines(slices: dict[str, pd.DataFrame], metrics: Sequence[str], title: 
     axes_used = {a: d for a, d in slices.items() if len(d) > 1}
     n = max(1, len(axes_used))
     cols = min(3, n)
-    fig, axs = plt.subplots((n + cols - 1) // cols, cols, figsize=(4.6 * cols, 3.3 * ((n + cols - 1) // cols)),
-                            squeeze=False)
+    fig, axs = plt.subplots(
+        (n + cols - 1) // cols, cols, figsize=(4.6 * cols, 3.3 * ((n + cols - 1) // cols)), squeeze=False
+    )
     ylabel = " / ".join(_col_label(m) for m in metrics)
     for ax, (axis, d) in zip(axs.flat, axes_used.items(), strict=False):
         x = [str(v) for v in d[axis]]
@@ -49,7 +50,7 @@ def sweep_lines(slices: dict[str, pd.DataFrame], metrics: Sequence[str], title: 
         ax.grid(alpha=0.3)
         if len(metrics) > 1:
             ax.legend(fontsize=8)
-    for ax in list(axs.flat)[len(axes_used):]:
+    for ax in list(axs.flat)[len(axes_used) :]:
         ax.axis("off")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -75,8 +76,17 @@ def sweep_heatmap(view: pd.DataFrame, metric: str, x: str, y: str, title: str = 
     fig, ax = plt.subplots(figsize=(2.8 + cell_w * max(3, grid.shape[1]), 1.4 + cell_h * max(2, grid.shape[0])))
     fontsize = float(np.clip(cell_w * 72 / 5.0, 6, 10))  # four characters across the cell
     annot = grid.apply(lambda col: col.map(_short)).to_numpy()
-    sns.heatmap(grid, annot=annot, fmt="", cmap="viridis", ax=ax, cbar_kws={"label": label(metric)},
-                annot_kws={"fontsize": fontsize}, linewidths=0.5, linecolor="white")
+    sns.heatmap(
+        grid,
+        annot=annot,
+        fmt="",
+        cmap="viridis",
+        ax=ax,
+        cbar_kws={"label": label(metric)},
+        annot_kws={"fontsize": fontsize},
+        linewidths=0.5,
+        linecolor="white",
+    )
     if grid.notna().any().any():
         r, c = np.unravel_index(np.nanargmax(grid.to_numpy(dtype=float)), grid.shape)
         ax.add_patch(plt.Rectangle((c, r), 1, 1, fill=False, edgecolor="red", lw=2))
@@ -114,7 +124,8 @@ def marks(default: str, chosen: Mapping[str, str]) -> dict[str, str]:
     for point, splits_ in by_point.items():
         folds = [x.removeprefix("fold ") for x in splits_ if x.startswith("fold ")]
         where = ([f"in fold{'s' if len(folds) > 1 else ''} {', '.join(folds)}"] if folds else []) + [
-            f"on {x}" for x in splits_ if not x.startswith("fold ")]
+            f"on {x}" for x in splits_ if not x.startswith("fold ")
+        ]
         text = "chosen " + " and ".join(where)
         out[point] = f"default, {text}" if point == default else text
     return out
@@ -129,8 +140,15 @@ def _mark(ax, points: pd.DataFrame, x: pd.Series, metric: str, marked: Mapping[s
         if hit.any():
             pts.append((float(x[hit].iloc[0]), float(points.loc[hit, metric].iloc[0]), text))
     if pts:
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=70, marker="*", color=MARK_COLOUR, zorder=3,
-                   label="marked setting (labelled)")
+        ax.scatter(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            s=70,
+            marker="*",
+            color=MARK_COLOUR,
+            zorder=3,
+            label="marked setting (labelled)",
+        )
     return pts
 
 
@@ -140,10 +158,18 @@ def _quality_only(ax, view: pd.DataFrame, metric: str, col: str, marked: Mapping
     ax.scatter(v.index + 1, v[metric], s=12, color="#999", alpha=0.7, label="sweep point")
     pts = _mark(ax, v, pd.Series(v.index + 1, index=v.index, dtype=float), metric, marked)
     c = view[col].dropna().to_numpy(dtype=float)
-    spread = (f"{c.min() * 1000:.2f}\u2013{c.max() * 1000:.2f} ms per query" if col == "seconds_per_query"
-              else f"{c.min():.0f}\u2013{c.max():.0f} tokens per query") if c.size else "not recorded"
-    ax.set_title(f"cost differs negligibly between points ({spread}):\nquality only, points sorted", fontsize=8,
-                 color="#555")
+    spread = (
+        (
+            f"{c.min() * 1000:.2f}\u2013{c.max() * 1000:.2f} ms per query"
+            if col == "seconds_per_query"
+            else f"{c.min():.0f}\u2013{c.max():.0f} tokens per query"
+        )
+        if c.size
+        else "not recorded"
+    )
+    ax.set_title(
+        f"cost differs negligibly between points ({spread}):\nquality only, points sorted", fontsize=8, color="#555"
+    )
     ax.set_xlabel("sweep point (sorted by quality)")
     ax.legend(fontsize=8, loc="lower left")
     return pts
@@ -156,12 +182,22 @@ def _frontier(ax, view: pd.DataFrame, metric: str, col: str, on: Sequence[bool],
     if len(f) >= 2:
         ax.step(f[col] * scale, f[metric], where="post", color=FRONT_COLOUR, lw=1.2, ls="--", label="frontier")
     if len(f):
-        ax.scatter(f[col] * scale, f[metric], s=24, color=FRONT_COLOUR,
-                   label="on the frontier" if len(f) >= 2 else "the frontier (one point: best and cheapest)")
+        ax.scatter(
+            f[col] * scale,
+            f[metric],
+            s=24,
+            color=FRONT_COLOUR,
+            label="on the frontier" if len(f) >= 2 else "the frontier (one point: best and cheapest)",
+        )
 
 
-def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked: Mapping[str, str],
-                 cost_cols: Sequence[str] = ("seconds_per_query", "llm_tokens_per_query")) -> plt.Figure:
+def sweep_pareto(
+    view: pd.DataFrame,
+    metric: str,
+    front: Sequence[bool],
+    marked: Mapping[str, str],
+    cost_cols: Sequence[str] = ("seconds_per_query", "llm_tokens_per_query"),
+) -> plt.Figure:
     """Quality against each cost, one dot per sweep point, the frontier joined and ``marked`` points (name ->
     label, :func:`marks`) starred and labelled. ``front`` is the frontier on seconds per query; another cost's is
     computed on that cost. A cost that is 0 for every point (LLM tokens, when no point reranks) gets no panel; a
@@ -183,8 +219,12 @@ def sweep_pareto(view: pd.DataFrame, metric: str, front: Sequence[bool], marked:
         ax.scatter(view[col] * scale, view[metric], s=12, color="#999", alpha=0.6, label="sweep point")
         _frontier(ax, view, metric, col, on, scale)
         labels.append((ax, _mark(ax, view, view[col] * scale, metric, marked)))
-        ax.set_xlabel({"seconds_per_query": "milliseconds per query (legs + fusion)",
-                       "llm_tokens_per_query": "LLM tokens per query"}.get(col, col))
+        ax.set_xlabel(
+            {
+                "seconds_per_query": "milliseconds per query (legs + fusion)",
+                "llm_tokens_per_query": "LLM tokens per query",
+            }.get(col, col)
+        )
         ax.legend(fontsize=8, loc="lower right")
     fig.suptitle(f"{label(metric)} against cost, every sweep point", fontsize=11)
     fig.tight_layout()

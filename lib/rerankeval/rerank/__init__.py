@@ -32,15 +32,22 @@ if TYPE_CHECKING:
 
 __all__ = ["Params", "Result", "read_ledger", "read_shown", "run", "write"]
 
-_HOME = {"Params": "rerankeval.rerank.config", "Result": "rerankeval.rerank.core", "run": "rerankeval.rerank.stage",
-         "write": "rerankeval.rerank.stage", "read_ledger": "rerankeval.rerank.ledger",
-         "read_shown": "rerankeval.rerank.expand"}
+_HOME = {
+    "Params": "rerankeval.rerank.config",
+    "Result": "rerankeval.rerank.core",
+    "run": "rerankeval.rerank.stage",
+    "write": "rerankeval.rerank.stage",
+    "read_ledger": "rerankeval.rerank.ledger",
+    "read_shown": "rerankeval.rerank.expand",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-                             "(other names: import them from their module under rerankeval.rerank)")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
+            "(other names: import them from their module under rerankeval.rerank)"
+        )
     return getattr(importlib.import_module(_HOME[name]), name)
 
 

@@ -103,8 +103,10 @@ class RerankConfig:
         if self.batch_size < 1 or self.concurrency < 1 or self.content_retries < 0:
             raise ValueError("batch_size and concurrency must be >= 1, content_retries >= 0")
         if not 2 <= self.set_size <= MAX_SET or self.setwise_k < 0:
-            raise ValueError(f"setwise needs 2 <= set_size <= {MAX_SET} and setwise_k >= 0 (0 = the whole pool), "
-                             f"got {self.set_size}/{self.setwise_k}")
+            raise ValueError(
+                f"setwise needs 2 <= set_size <= {MAX_SET} and setwise_k >= 0 (0 = the whole pool), "
+                f"got {self.set_size}/{self.setwise_k}"
+            )
         if self.max_calls < 0 or self.max_cost < 0:
             raise ValueError(
                 f"max_calls and max_cost must be >= 0 (0 = no limit), got {self.max_calls}/{self.max_cost}"

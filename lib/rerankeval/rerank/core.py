@@ -69,8 +69,10 @@ class Inputs:
     def describe(self, dp: DatasetPaths, p: Params) -> str:
         """What will be reranked, with which mode and weight."""
         which = "all" if not p.max_queries else f"first {p.max_queries} by query id"
-        return (f"Dataset {dp.name}: reranking the top {p.pool_k} of the hybrid run for {len(self.qids)} of "
-                f"{len(self.fused)} queries ({which}); mode {p.mode}, alpha {p.alpha}.")
+        return (
+            f"Dataset {dp.name}: reranking the top {p.pool_k} of the hybrid run for {len(self.qids)} of "
+            f"{len(self.fused)} queries ({which}); mode {p.mode}, alpha {p.alpha}."
+        )
 
 
 @dataclass
@@ -123,8 +125,16 @@ def build_pools(
     return pools
 
 
-def rerank(inputs: Inputs, config: RerankConfig, *, pool_k: int, stability: str, settings: Settings,
-           cache: LLMCache, progress: bool) -> Result:
+def rerank(
+    inputs: Inputs,
+    config: RerankConfig,
+    *,
+    pool_k: int,
+    stability: str,
+    settings: Settings,
+    cache: LLMCache,
+    progress: bool,
+) -> Result:
     """Rerank the top ``pool_k`` of ``inputs.fused`` for ``inputs.qids``; see the module docstring.
 
     Before the first call it logs the plan (calls, cache hits, tokens, expected time and cost; with
@@ -136,8 +146,11 @@ def rerank(inputs: Inputs, config: RerankConfig, *, pool_k: int, stability: str,
     with Reranker(config, settings, cache=cache) as rr:
         plan = rr.estimate(inputs.queries, rr.tasks(pools, stability))
         if progress:  # on the console (the chain's terminal) before the first call, and on the page
-            log.info(budget.announce(plan, config.price_per_mtok, rr.settings.base_url, rr.settings.endpoint_id,
-                                     stage="rerank"))
+            log.info(
+                budget.announce(
+                    plan, config.price_per_mtok, rr.settings.base_url, rr.settings.endpoint_id, stage="rerank"
+                )
+            )
         results = rr.rerank_pools(inputs.queries, pools, stability=stability, progress=progress, plan=plan)
         model, messages = rr.model, dict(rr.messages)
     ledger = to_frame([r.row for r in results])
@@ -193,4 +206,3 @@ def stability_frame(results: list[QueryResult], qids: list[str], stability: str)
         [q, kendall_tau(main[q].order, other[q].order), bool(main[q].order[:1] == other[q].order[:1])] for q in qids
     ]
     return pd.DataFrame(rows, columns=["qid", "kendall_tau", "top1_agree"])
-

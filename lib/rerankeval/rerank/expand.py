@@ -76,8 +76,9 @@ class Neighbours:
         self._where: dict[str, tuple[str, int]] = {}
         for uid, group in chunks.groupby("unit_id", sort=False):
             ordered = group.sort_values("start", kind="stable")
-            pieces = [Piece(c, int(s), t) for c, s, t in zip(ordered.chunk_id, ordered.start, ordered.text,
-                                                               strict=True)]
+            pieces = [
+                Piece(c, int(s), t) for c, s, t in zip(ordered.chunk_id, ordered.start, ordered.text, strict=True)
+            ]
             self._units[str(uid)] = pieces
             self._where.update({p.chunk_id: (str(uid), i) for i, p in enumerate(pieces)})
 
@@ -95,8 +96,9 @@ class Neighbours:
             for side in ("prev", "next"):
                 if len(w.taken) < expand_n and w.budget > 0 and w.open[side]:
                     w.grow(side)
-        return Expanded(" ".join([*reversed(w.before), w.pieces[i].text, *w.after]), tuple(w.taken),
-                        expand_chars - w.budget)
+        return Expanded(
+            " ".join([*reversed(w.before), w.pieces[i].text, *w.after]), tuple(w.taken), expand_chars - w.budget
+        )
 
 
 class _Window:
@@ -132,7 +134,7 @@ def _new_text(p: Piece, covered: tuple[int, int], side: str) -> str:
     """The part of neighbour ``p`` outside the ``covered`` span (chunks overlap), stripped."""
     if side == "prev":
         return p.text[: max(0, covered[0] - p.start)].strip()
-    return p.text[max(0, covered[1] - p.start):].strip()
+    return p.text[max(0, covered[1] - p.start) :].strip()
 
 
 def _cut(text: str, budget: int, keep_end: bool) -> str:
@@ -140,9 +142,9 @@ def _cut(text: str, budget: int, keep_end: bool) -> str:
     if len(text) <= budget:
         return text
     if keep_end:
-        part = text[len(text) - budget:]
+        part = text[len(text) - budget :]
         sp = part.find(" ")
-        return part[sp + 1:].strip() if sp >= 0 else ""
+        return part[sp + 1 :].strip() if sp >= 0 else ""
     part = text[:budget]
     sp = part.rfind(" ")
     return part[:sp].strip() if sp >= 0 else ""
@@ -156,7 +158,10 @@ def expanded_config(config: RerankConfig, expand_chars: int) -> RerankConfig:
 
 
 def expand_pools(
-    chunk_ids: Mapping[str, Mapping[str, str]], neighbours: Neighbours, expand_n: int, expand_chars: int,
+    chunk_ids: Mapping[str, Mapping[str, str]],
+    neighbours: Neighbours,
+    expand_n: int,
+    expand_chars: int,
     max_passage_chars: int,
 ) -> tuple[dict[str, dict[str, str]], pd.DataFrame]:
     """(qid -> unit -> expanded text, the table of what the LLM is shown: :data:`EXPANDED_COLUMNS`).
@@ -175,20 +180,35 @@ def expand_pools(
     return texts, pd.DataFrame(rows, columns=EXPANDED_COLUMNS)
 
 
-def rerank_expanded(dp: DatasetPaths, inputs: Inputs, params: Params, *, settings: Settings,
-                    progress: bool) -> Expansion:
+def rerank_expanded(
+    dp: DatasetPaths, inputs: Inputs, params: Params, *, settings: Settings, progress: bool
+) -> Expansion:
     """Stage 04's second arm: the same pool, model and settings as ``hybrid_rerank``, each candidate expanded by
     ``params.expand_n`` neighbours (at most ``params.expand_chars`` characters); :func:`write` writes it."""
     cfg = expanded_config(params.config(), params.expand_chars)
     qids = set(inputs.qids)
-    texts, shown = expand_pools({q: c for q, c in inputs.chunk_ids.items() if q in qids}, Neighbours(load_chunks(dp)),
-                                params.expand_n, params.expand_chars, cfg.max_passage_chars)
+    texts, shown = expand_pools(
+        {q: c for q, c in inputs.chunk_ids.items() if q in qids},
+        Neighbours(load_chunks(dp)),
+        params.expand_n,
+        params.expand_chars,
+        cfg.max_passage_chars,
+    )
     # no stability pass in this arm: it is compared with the main pass of hybrid_rerank
-    result = rerank(replace(inputs, texts=texts), cfg, pool_k=params.pool_k, stability=NO_STABILITY,
-                    settings=settings, cache=LLMCache(enabled=params.use_cache), progress=progress)
-    log.info(f"{HYBRID_RERANK_EXPAND}: {len(result.run)} queries, {len(shown)} candidates; "
-             f"{(shown.neighbours != '').mean():.0%} got a neighbour, {shown.chars_added.mean():.0f} characters "
-             f"added on average; {result.wall_s:.0f} s.")
+    result = rerank(
+        replace(inputs, texts=texts),
+        cfg,
+        pool_k=params.pool_k,
+        stability=NO_STABILITY,
+        settings=settings,
+        cache=LLMCache(enabled=params.use_cache),
+        progress=progress,
+    )
+    log.info(
+        f"{HYBRID_RERANK_EXPAND}: {len(result.run)} queries, {len(shown)} candidates; "
+        f"{(shown.neighbours != '').mean():.0%} got a neighbour, {shown.chars_added.mean():.0f} characters "
+        f"added on average; {result.wall_s:.0f} s."
+    )
     return Expansion(result, shown, params.expand_n, params.expand_chars)
 
 
@@ -201,15 +221,22 @@ def write(dp: DatasetPaths, arm: Expansion) -> dict[str, Path]:
     ledger = result.ledger.copy()
     if len(ledger):
         ledger["variant"] = variant
-    record = {"variant": variant, "pool_k": result.pool_k, "expand_n": arm.expand_n,
-              "expand_chars": arm.expand_chars, "model": result.model,
-              "max_passage_chars": result.config.max_passage_chars, "queries": int(len(result.run)),
-              "wall_s": round(result.wall_s, 2)}
+    record = {
+        "variant": variant,
+        "pool_k": result.pool_k,
+        "expand_n": arm.expand_n,
+        "expand_chars": arm.expand_chars,
+        "model": result.model,
+        "max_passage_chars": result.config.max_passage_chars,
+        "queries": int(len(result.run)),
+        "wall_s": round(result.wall_s, 2),
+    }
     return {
         "run": runs.write_trec(result.run, dp.run_file(variant), tag=variant),
         "ledger": write_ledger(ledger, stage / f"{variant}_ledger.csv"),
-        "candidates": atomic_write_text(stage / f"{variant}_candidates.csv",
-                                        redact_frame(result.candidates).to_csv(index=False)),
+        "candidates": atomic_write_text(
+            stage / f"{variant}_candidates.csv", redact_frame(result.candidates).to_csv(index=False)
+        ),
         "expanded": atomic_write_text(stage / EXPANDED_CSV, redact_frame(arm.shown).to_csv(index=False)),
         "record": atomic_write_json(stage / f"{variant}.json", redact_tree(record)),
     }

@@ -142,9 +142,7 @@ def fallback_queries(ledger: pd.DataFrame | None, variant: str | None = None) ->
     return set(df.loc[df.status.map(is_fallback), "qid"].astype(str))
 
 
-def ledger_notes(
-    ledger: pd.DataFrame | None, variant: str | None = None, max_chars: int = 240
-) -> dict[str, str]:
+def ledger_notes(ledger: pd.DataFrame | None, variant: str | None = None, max_chars: int = 240) -> dict[str, str]:
     """``qid -> remark`` for queries whose ledger shows a fallback/error (status, retries, error text).
 
     The text may hold model output or endpoint errors: escape it before showing it as HTML.
@@ -167,8 +165,17 @@ def ledger_notes(
 
 
 SUMMARY_COLUMNS = [
-    "variant", "n_queries", "fallback_rate", "repaired_rate", "tokens_per_query", "fresh_tokens_per_query",
-    "llm_seconds_per_query", "cost_per_query", "cache_hit_rate", "retries_per_query", "repairs_per_query",
+    "variant",
+    "n_queries",
+    "fallback_rate",
+    "repaired_rate",
+    "tokens_per_query",
+    "fresh_tokens_per_query",
+    "llm_seconds_per_query",
+    "cost_per_query",
+    "cache_hit_rate",
+    "retries_per_query",
+    "repairs_per_query",
     "calls_per_query",
 ]
 
@@ -200,9 +207,16 @@ def _numeric_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def _variant_row(variant: str, g: pd.DataFrame) -> dict[str, Any] | None:
     per_q = g.groupby("qid").agg(
-        tok=("_tok", "sum"), fresh=("_fresh", "sum"), lat=("_lat", "sum"), cost=("_cost", "sum"),
-        ret=("_ret", "sum"), rep=("_rep", "sum"), fb=("_fb", "any"), repaired=("_repaired", "any"),
-        hit=("_hit", "all"), calls=("_calls", "sum"),
+        tok=("_tok", "sum"),
+        fresh=("_fresh", "sum"),
+        lat=("_lat", "sum"),
+        cost=("_cost", "sum"),
+        ret=("_ret", "sum"),
+        rep=("_rep", "sum"),
+        fb=("_fb", "any"),
+        repaired=("_repaired", "any"),
+        hit=("_hit", "all"),
+        calls=("_calls", "sum"),
     )
     if not len(per_q):
         return None
@@ -251,10 +265,26 @@ def ledger_summary(
 
 # --------------------------------------------------------------------------- why queries fell back
 UNREACHABLE_ERRORS = ("APIConnectionError", "APITimeoutError")
-HTTP_ERRORS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError", "RateLimitError",
-               "InternalServerError", "UnprocessableEntityError", "ConflictError", "APIStatusError")
-UNUSABLE_ERRORS = ("InvalidJSON", "WrongShape", "EmptyContent", "EmptyRanking", "NoYesNo", "NoValidScore",
-                   "EmptyChoices")
+HTTP_ERRORS = (
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "BadRequestError",
+    "RateLimitError",
+    "InternalServerError",
+    "UnprocessableEntityError",
+    "ConflictError",
+    "APIStatusError",
+)
+UNUSABLE_ERRORS = (
+    "InvalidJSON",
+    "WrongShape",
+    "EmptyContent",
+    "EmptyRanking",
+    "NoYesNo",
+    "NoValidScore",
+    "EmptyChoices",
+)
 NOT_CHAT_ERROR = "NotChatCompletion"
 BUDGET_ERRORS = ("BudgetExceeded", "BudgetSkipped")
 CACHED_UNUSABLE = "CachedUnusable"  # a cached reply that did not read, asked again (see .core)
@@ -269,8 +299,9 @@ class FallbackCause:
     cached: bool  # True when replies served from the cache, not the endpoint, caused (some of) it
 
 
-def fallback_cause(ledger: pd.DataFrame | None, messages: dict[str, str] | None = None,
-                   pass_name: str | None = MAIN_PASS) -> FallbackCause | None:
+def fallback_cause(
+    ledger: pd.DataFrame | None, messages: dict[str, str] | None = None, pass_name: str | None = MAIN_PASS
+) -> FallbackCause | None:
     """Why the queries of ``pass_name`` that (partly) fell back did, from their ledger rows (None if none did).
 
     Tells apart: replies served from the cache alone (no request sent), an endpoint that could not be
@@ -293,7 +324,8 @@ def fallback_cause(ledger: pd.DataFrame | None, messages: dict[str, str] | None 
     endpoint = bool(seen(UNREACHABLE_ERRORS + HTTP_ERRORS + (NOT_CHAT_ERROR,)))
     partial = int(d["status"].astype(str).str.strip().str.lower().eq(PARTIAL_FALLBACK).sum())
     what = f"{len(d)} of {len(rows)} queries fell back to the fused order" + (
-        f" ({partial} of them partly)" if partial else "")
+        f" ({partial} of them partly)" if partial else ""
+    )
     return FallbackCause(f"{what}: " + "; ".join(parts) + ".", endpoint, bool(cached_only))
 
 
@@ -316,14 +348,17 @@ def _cached_only(d: pd.DataFrame) -> int:
     return int(((col("requests") == 0) & (col("cache_hits") > 0) & (col("cache_hits") >= col("llm_calls"))).sum())
 
 
-def _cause_parts(classes: list[str], seen: Callable[[tuple[str, ...]], list[str]], messages: dict[str, str],
-                 cached_only: int) -> list[str]:
+def _cause_parts(
+    classes: list[str], seen: Callable[[tuple[str, ...]], list[str]], messages: dict[str, str], cached_only: int
+) -> list[str]:
     """One clause per kind of cause seen (:func:`fallback_cause`)."""
     parts: list[str] = []
     if cached_only:
-        parts.append(f"{cached_only} of them were answered from the reply cache alone (no request sent): the cached "
-                     "replies, not the endpoint, caused it; run again with use_cache=false (e.g. make report "
-                     'P="use_cache=false") to ask the endpoint afresh and refresh the cache')
+        parts.append(
+            f"{cached_only} of them were answered from the reply cache alone (no request sent): the cached "
+            "replies, not the endpoint, caused it; run again with use_cache=false (e.g. make report "
+            'P="use_cache=false") to ask the endpoint afresh and refresh the cache'
+        )
     if seen((CACHED_UNUSABLE,)):
         parts.append("cached replies that could not be used (from an older version) were asked again")
     if down := seen(UNREACHABLE_ERRORS):
@@ -332,13 +367,18 @@ def _cause_parts(classes: list[str], seen: Callable[[tuple[str, ...]], list[str]
         hint = "; check OPENAI_API_KEY" if "AuthenticationError" in http or "PermissionDeniedError" in http else ""
         parts.append(f"the LLM endpoint answered with HTTP errors ({', '.join(http)}){hint}")
     if seen((NOT_CHAT_ERROR,)):
-        parts.append(messages.get(NOT_CHAT_ERROR) or "the endpoint answered HTTP 200 but not with an OpenAI chat "
-                     "completion: is OPENAI_BASE_URL the /v1 root of an OpenAI-compatible server?")
+        parts.append(
+            messages.get(NOT_CHAT_ERROR)
+            or "the endpoint answered HTTP 200 but not with an OpenAI chat "
+            "completion: is OPENAI_BASE_URL the /v1 root of an OpenAI-compatible server?"
+        )
     if bad := seen(UNUSABLE_ERRORS):
         first = next((messages[c] for c in bad if c in messages), "")
-        parts.append(f"the endpoint answered, but the model's replies could not be used ({', '.join(bad)}"
-                     f"{': ' + first[:160] if first else ''}): a model that does not follow the reply format; try "
-                     "another mode or a stronger model (RERANK_MODEL); such replies are not cached")
+        parts.append(
+            f"the endpoint answered, but the model's replies could not be used ({', '.join(bad)}"
+            f"{': ' + first[:160] if first else ''}): a model that does not follow the reply format; try "
+            "another mode or a stronger model (RERANK_MODEL); such replies are not cached"
+        )
     if budget := seen(BUDGET_ERRORS):
         parts.append(f"the budget (max_calls / max_cost) stopped the calls ({', '.join(budget)})")
     known = set(seen(UNREACHABLE_ERRORS + HTTP_ERRORS + UNUSABLE_ERRORS + BUDGET_ERRORS + (NOT_CHAT_ERROR,)))

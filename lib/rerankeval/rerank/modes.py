@@ -41,8 +41,11 @@ class SetwiseReply(BaseModel):
 def setwise_model(m: int) -> type[BaseModel]:
     """``{"most_relevant": "A".."<m-th letter>"}``."""
     labels = Literal[tuple(prompts.SETWISE_LABELS[:m])]  # type: ignore[valid-type]
-    return create_model("SetwiseChoice", __config__=ConfigDict(extra="forbid"),
-                        most_relevant=(labels, Field(description="label of the most relevant passage")))
+    return create_model(
+        "SetwiseChoice",
+        __config__=ConfigDict(extra="forbid"),
+        most_relevant=(labels, Field(description="label of the most relevant passage")),
+    )
 
 
 _LABEL = re.compile(r"^\W*(?:passage\s*)?\[?([A-J]|\d{1,2})\]?\W*$", re.I)
@@ -95,34 +98,67 @@ class ModeCalls:
         self.config, self.llm = config, llm
         self.cache, self.model, self.endpoint = llm.cache, llm.model, llm.endpoint
 
-    def scores(self, query: str, pool: list[Candidate], texts: list[str],
-               stats: CallStats) -> tuple[list[float | None] | None, Counts]:
+    def scores(
+        self, query: str, pool: list[Candidate], texts: list[str], stats: CallStats
+    ) -> tuple[list[float | None] | None, Counts]:
         """LLM scores by presented index (None: not scored; all None: nothing usable) and the repair counts."""
-        fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno,
-              "setwise": self._setwise}[self.config.mode]
+        fn = {"listwise": self._listwise, "pointwise": self._pointwise, "yesno": self._yesno, "setwise": self._setwise}[
+            self.config.mode
+        ]
         return fn(query, pool, texts, stats)
 
     # -- the calls each mode makes --
     def _yesno_spec(self, query: str, cand: Candidate, text: str) -> CallSpec:
         j = self.config.yesno_json
-        return CallSpec("yesno" if j else "yesno-plain", prompts.yesno(query, text, j),
-                        schemas.YesNoStrict if j else None, "relevance_answer", [cand], [text],
-                        max_tokens=12 if j else 1, top_logprobs=self.config.top_logprobs)
+        return CallSpec(
+            "yesno" if j else "yesno-plain",
+            prompts.yesno(query, text, j),
+            schemas.YesNoStrict if j else None,
+            "relevance_answer",
+            [cand],
+            [text],
+            max_tokens=12 if j else 1,
+            top_logprobs=self.config.top_logprobs,
+        )
 
     def _pointwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
         m = len(cands)
-        return CallSpec("pointwise", prompts.pointwise(query, texts), schemas.pointwise_model(m), "pointwise_grades",
-                        cands, texts, max_tokens=12 if m == 1 else 14 * m + 24, top_logprobs=0)
+        return CallSpec(
+            "pointwise",
+            prompts.pointwise(query, texts),
+            schemas.pointwise_model(m),
+            "pointwise_grades",
+            cands,
+            texts,
+            max_tokens=12 if m == 1 else 14 * m + 24,
+            top_logprobs=0,
+        )
 
     def _listwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
         m = len(cands)
-        return CallSpec("listwise", prompts.listwise(query, texts), schemas.listwise_model(m), "listwise_ranking",
-                        cands, texts, max_tokens=5 * m + 24, top_logprobs=0)
+        return CallSpec(
+            "listwise",
+            prompts.listwise(query, texts),
+            schemas.listwise_model(m),
+            "listwise_ranking",
+            cands,
+            texts,
+            max_tokens=5 * m + 24,
+            top_logprobs=0,
+        )
 
     def _setwise_spec(self, query: str, cands: list[Candidate], texts: list[str]) -> CallSpec:
         m = len(cands)
-        return CallSpec("setwise", prompts.setwise(query, texts), setwise_model(m), "setwise_choice", cands, texts,
-                        max_tokens=16, top_logprobs=0)
+        return CallSpec(
+            "setwise",
+            prompts.setwise(query, texts),
+            setwise_model(m),
+            "setwise_choice",
+            cands,
+            texts,
+            max_tokens=16,
+            top_logprobs=0,
+        )
 
     def specs(self, query: str, pool: list[Candidate], texts: list[str]) -> list[CallSpec]:
         """Every call one pool needs, in order. Listwise windows after the first are shown on the input
@@ -165,13 +201,20 @@ class ModeCalls:
     def call(self, stats: CallStats, spec: CallSpec, query: str, read: Callable[[Reply], Any]) -> Any | None:
         """``read(reply)`` of a cached or fresh reply (:meth:`.CachedLLM.call`); None on failure."""
         rf = schemas.response_format(spec.strict, spec.schema_name) if spec.strict is not None else None
-        call = Call(spec.messages, self.material(spec, query), spec.max_tokens, response_format=rf,
-                    seed=self.config.seed, top_logprobs=spec.top_logprobs)
+        call = Call(
+            spec.messages,
+            self.material(spec, query),
+            spec.max_tokens,
+            response_format=rf,
+            seed=self.config.seed,
+            top_logprobs=spec.top_logprobs,
+        )
         got = self.llm.call(call, read, stats, retries=self.config.content_retries)
         return got.value if got.ok else None
 
-    def _repaired_call(self, stats: CallStats, spec: CallSpec, query: str,
-                       read: Callable[[Reply], tuple[T, Counts]], counts: Counts) -> T | None:
+    def _repaired_call(
+        self, stats: CallStats, spec: CallSpec, query: str, read: Callable[[Reply], tuple[T, Counts]], counts: Counts
+    ) -> T | None:
         """:meth:`call` of a reply read as (value, repair counts): the counts are added to ``counts``."""
         got = self.call(stats, spec, query, read)
         if got is None:

@@ -39,9 +39,15 @@ class Reranker(AsksLLM):
         self.config = config
         self.settings = settings
         # after BREAKER_THRESHOLD consecutive calls failed to reach the endpoint, the rest fall back without calling
-        self.llm = CachedLLM.open(self.settings, cache, client, max_connections=max(2, config.concurrency),
-                                  breaker=Breaker(BREAKER_THRESHOLD), price=config.price_per_mtok,
-                                  budget=budget.Budget(config.max_calls, config.max_cost))
+        self.llm = CachedLLM.open(
+            self.settings,
+            cache,
+            client,
+            max_connections=max(2, config.concurrency),
+            breaker=Breaker(BREAKER_THRESHOLD),
+            price=config.price_per_mtok,
+            budget=budget.Budget(config.max_calls, config.max_cost),
+        )
         self.cache, self.client, self.model = self.llm.cache, self.llm.client, self.llm.model
         self.endpoint = self.llm.endpoint  # never a credential: it is part of stored keys
         self.calls = ModeCalls(config, self.llm)

@@ -53,8 +53,15 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, progress: bool 
     again with neighbour expansion (:mod:`.expand`); writes nothing (:func:`write`)."""
     inputs = load(dp, params)
     log.info(inputs.describe(dp, params))
-    result = rerank(inputs, params.config(), pool_k=params.pool_k, stability=params.stability, settings=settings,
-                    cache=LLMCache(enabled=params.use_cache), progress=progress)
+    result = rerank(
+        inputs,
+        params.config(),
+        pool_k=params.pool_k,
+        stability=params.stability,
+        settings=settings,
+        cache=LLMCache(enabled=params.use_cache),
+        progress=progress,
+    )
     result.endpoint = endpoint_kind(settings)
     if params.expand_compare and params.expand_n > 0:
         result.expanded = expand.rerank_expanded(dp, inputs, params, settings=settings, progress=progress)
@@ -156,9 +163,11 @@ def endpoint_kind(settings: Settings | None) -> str:
 
 
 # -- what notebook 04 shows --
-LOCAL_NOTE = ("Note: this is a small local model (LOCAL_MODEL), plumbing-grade, that checks the pipeline end to end; "
-              "its ranking judgement is weak. For real conclusions set OPENAI_BASE_URL, OPENAI_API_KEY and "
-              "RERANK_MODEL in .env (see .env.example) to a stronger OpenAI-compatible endpoint and re-run.")
+LOCAL_NOTE = (
+    "Note: this is a small local model (LOCAL_MODEL), plumbing-grade, that checks the pipeline end to end; "
+    "its ranking judgement is weak. For real conclusions set OPENAI_BASE_URL, OPENAI_API_KEY and "
+    "RERANK_MODEL in .env (see .env.example) to a stronger OpenAI-compatible endpoint and re-run."
+)
 PROBLEM_COLUMNS = ["qid", "pass", "status", "n_invalid", "n_duplicate", "n_missing", "n_failed", "retries", "error"]
 
 
@@ -166,8 +175,10 @@ def describe_run(result: Result, params: Params, written: Mapping[str, Path]) ->
     """The model and endpoint, the time spent (now and when the calls were first made), the files written."""
     endpoint = result.endpoint
     llm_s, fresh_s = result.ledger.llm_seconds.sum(), result.ledger.fresh_seconds.sum()
-    lines = [f"Reranker: {result.model} ({endpoint}), mode {params.mode}, alpha {params.alpha}; {result.wall_s:.0f} s "
-             f"in all, {fresh_s:.0f} s of LLM calls now; the stage's LLM calls took {llm_s:.0f} s when first made."]
+    lines = [
+        f"Reranker: {result.model} ({endpoint}), mode {params.mode}, alpha {params.alpha}; {result.wall_s:.0f} s "
+        f"in all, {fresh_s:.0f} s of LLM calls now; the stage's LLM calls took {llm_s:.0f} s when first made."
+    ]
     if endpoint == LOCAL_ENDPOINT:
         lines.append(LOCAL_NOTE)
     return "\n".join([*lines, *(f"wrote {name}: {path}" for name, path in written.items())])
@@ -176,19 +187,26 @@ def describe_run(result: Result, params: Params, written: Mapping[str, Path]) ->
 def describe_ledger(ledger: pd.DataFrame) -> str:
     """The main pass's fallback and repair rates, calls and seconds per query, requests, cache hits, tokens, cost."""
     s = summarize(ledger, MAIN_PASS)
-    return (f"Fallback rate {s['fallback_rate']:.1%} and repair rate {s['repaired_rate']:.1%} over {s['queries']} "
-            f"queries; {s['calls_per_query']:.1f} LLM calls and {s['seconds_per_query']:.2f} s per query.\n"
-            f"Calls made to the endpoint: {s['requests']} (retries included); cache hits: {s['cache_hits']} of "
-            f"{s['llm_calls']} calls; tokens saved by the cache: {s['tokens_saved']:,}; tokens spent: "
-            f"{s['prompt_tokens'] + s['completion_tokens']:,}; cost: ${s['cost_usd']:.4f}.")
+    return (
+        f"Fallback rate {s['fallback_rate']:.1%} and repair rate {s['repaired_rate']:.1%} over {s['queries']} "
+        f"queries; {s['calls_per_query']:.1f} LLM calls and {s['seconds_per_query']:.2f} s per query.\n"
+        f"Calls made to the endpoint: {s['requests']} (retries included); cache hits: {s['cache_hits']} of "
+        f"{s['llm_calls']} calls; tokens saved by the cache: {s['tokens_saved']:,}; tokens spent: "
+        f"{s['prompt_tokens'] + s['completion_tokens']:,}; cost: ${s['cost_usd']:.4f}."
+    )
 
 
 def ledger_by_status(ledger: pd.DataFrame) -> pd.DataFrame:
     """Queries, repairs, failed calls, retries and seconds per pass and status."""
     return ledger.groupby(["pass", "status"]).agg(
-        queries=("qid", "count"), invalid=("n_invalid", "sum"), duplicate=("n_duplicate", "sum"),
-        missing=("n_missing", "sum"), failed_calls=("n_failed", "sum"), retries=("retries", "sum"),
-        seconds=("latency_s", "sum"))
+        queries=("qid", "count"),
+        invalid=("n_invalid", "sum"),
+        duplicate=("n_duplicate", "sum"),
+        missing=("n_missing", "sum"),
+        failed_calls=("n_failed", "sum"),
+        retries=("retries", "sum"),
+        seconds=("latency_s", "sum"),
+    )
 
 
 def ledger_problems(ledger: pd.DataFrame, n: int = 20) -> pd.DataFrame:
@@ -201,5 +219,7 @@ def describe_stability(result: Result, stability: str) -> str:
     st = result.stability
     if st is None or not len(st):
         return 'No stability pass (set stability = "reversed" or "shuffled").'
-    return (f"{stability} pass: mean Kendall tau {st.kendall_tau.mean():.3f}, top-1 agreement "
-            f"{st.top1_agree.mean():.1%} over {len(st)} queries.")
+    return (
+        f"{stability} pass: mean Kendall tau {st.kendall_tau.mean():.3f}, top-1 agreement "
+        f"{st.top1_agree.mean():.1%} over {len(st)} queries."
+    )

@@ -28,15 +28,21 @@ if TYPE_CHECKING:
 
 __all__ = ["Params", "Result", "read_ledger", "run", "write"]
 
-_HOME = {"Params": "rerankeval.retrieve.params", "Result": "rerankeval.retrieve.stage",
-         "run": "rerankeval.retrieve.stage", "write": "rerankeval.retrieve.stage",
-         "read_ledger": "rerankeval.retrieve.reformulate"}
+_HOME = {
+    "Params": "rerankeval.retrieve.params",
+    "Result": "rerankeval.retrieve.stage",
+    "run": "rerankeval.retrieve.stage",
+    "write": "rerankeval.retrieve.stage",
+    "read_ledger": "rerankeval.retrieve.reformulate",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-                             "(other names: import them from their module under rerankeval.retrieve)")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
+            "(other names: import them from their module under rerankeval.retrieve)"
+        )
     return getattr(importlib.import_module(_HOME[name]), name)
 
 

@@ -24,8 +24,10 @@ DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 ENV_VAR = "RERANKEVAL_CROSS_ENCODER"
 
 
-NOT_ON_DISK = ("no cross-encoder weights on this machine, and nothing is downloaded. Put a CrossEncoder folder on "
-               f"disk and set cross_encoder_model or ${ENV_VAR}.")  # why stage 03 skips the variant
+NOT_ON_DISK = (
+    "no cross-encoder weights on this machine, and nothing is downloaded. Put a CrossEncoder folder on "
+    f"disk and set cross_encoder_model or ${ENV_VAR}."
+)  # why stage 03 skips the variant
 
 
 class CrossEncoderUnavailable(ReRankEvalError, RuntimeError):
@@ -114,14 +116,17 @@ def rerank(
             pairs.append((queries[q], texts[d]))
             owners.append((q, d))
     scores = (
-        np.asarray(model.predict(pairs, batch_size=batch_size, show_progress_bar=progress), dtype=np.float64)
-        .reshape(-1)
+        np.asarray(model.predict(pairs, batch_size=batch_size, show_progress_bar=progress), dtype=np.float64).reshape(
+            -1
+        )
         if pairs
         else np.zeros(0)
     )
     if len(scores) != len(pairs):
-        raise ValueError(f"the cross-encoder returned {len(scores)} scores for {len(pairs)} pairs "
-                         "(a multi-label model? use a single-score reranker)")
+        raise ValueError(
+            f"the cross-encoder returned {len(scores)} scores for {len(pairs)} pairs "
+            "(a multi-label model? use a single-score reranker)"
+        )
     by_q: dict[str, list[tuple[int, str, float]]] = {q: [] for q in candidates}
     for i, ((q, d), s) in enumerate(zip(owners, scores, strict=True)):
         by_q[q].append((i, d, float(s)))

@@ -46,8 +46,14 @@ import numpy as np
 from rerankeval.core.runs import Run, ranked
 from rerankeval.index.qdrant.rrf import RRF_K  # the paper's k, owned by the index layer (its one home)
 
-FUSION_METHODS: tuple[str, ...] = ("rrf", "combsum_minmax", "combsum_zscore", "combmnz_minmax", "combmnz_zscore",
-                                   "dbsf")
+FUSION_METHODS: tuple[str, ...] = (
+    "rrf",
+    "combsum_minmax",
+    "combsum_zscore",
+    "combmnz_minmax",
+    "combmnz_zscore",
+    "dbsf",
+)
 DEGENERATE_MINMAX = 0.5  # min-max and DBSF value of every document of a one-document or all-equal leg
 
 # a leg's contribution: (its ranked (doc, score) items, its weight) -> one value per item
@@ -99,8 +105,7 @@ def _qids(runs: Sequence[Run]) -> list[str]:
     return list(dict.fromkeys(q for r in runs for q in r))
 
 
-def _combine(runs: Sequence[Run], ws: list[float], contribution: Contribution, *, mnz: bool,
-             depth: int | None) -> Run:
+def _combine(runs: Sequence[Run], ws: list[float], contribution: Contribution, *, mnz: bool, depth: int | None) -> Run:
     """Sum each leg's ``contribution`` per document (times the number of legs that retrieved it if
     ``mnz``); order by fused score, best single-leg rank, id; keep ``depth`` per query."""
     out: Run = {}

@@ -61,8 +61,20 @@ THRESHOLD = 0.032  # top fused score below which a query is rewritten (2/61 = 0.
 GUARD_K = 10  # depth of the leg agreement
 LEDGER = f"{HYBRID_REFORMULATE}_ledger.csv"
 NO_NEW_QUERY = "NoNewQuery"  # an llm_failed row's error when the reply read but repeated the query: not a failed call
-LEDGER_COLUMNS = ["qid", "query", "status", "top_score", "rewrite", "agreement", "top", "rewrite_agreement",
-                  "rewrite_top", "cache_hit", "seconds", "error"]
+LEDGER_COLUMNS = [
+    "qid",
+    "query",
+    "status",
+    "top_score",
+    "rewrite",
+    "agreement",
+    "top",
+    "rewrite_agreement",
+    "rewrite_top",
+    "cache_hit",
+    "seconds",
+    "error",
+]
 CACHE_VERSION = 1
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "saved_prompt_tokens", "saved_completion_tokens")
 
@@ -96,8 +108,9 @@ class Measure:
         return (round(self.agreement, 12), round(self.top, 12))
 
 
-def guard_measure(dense_units: Mapping[str, float], bm25_units: Mapping[str, float], k: int = GUARD_K,
-                  rrf_k: int = RRF_K) -> Measure:
+def guard_measure(
+    dense_units: Mapping[str, float], bm25_units: Mapping[str, float], k: int = GUARD_K, rrf_k: int = RRF_K
+) -> Measure:
     """:class:`Measure` of one query's unit-level legs (``unit -> score``, any order: they are ranked)."""
     top_d = {d for d, _ in ranked(dense_units)[:k]}
     top_b = {d for d, _ in ranked(bm25_units)[:k]}
@@ -138,10 +151,16 @@ class Rewriter:
         """Everything the reply depends on: its cache key."""
         from rerankeval.llm import schemas
 
-        return {"v": CACHE_VERSION, "purpose": HYBRID_REFORMULATE, "model": self.client.model,
-                "endpoint": self.endpoint, "template": sha256_json([SYSTEM, USER]),
-                "schema": schemas.schema_hash(RewriteStrict),
-                "gen": {"temperature": 0, "seed": self.seed, "max_tokens": MAX_TOKENS}, "query": query}
+        return {
+            "v": CACHE_VERSION,
+            "purpose": HYBRID_REFORMULATE,
+            "model": self.client.model,
+            "endpoint": self.endpoint,
+            "template": sha256_json([SYSTEM, USER]),
+            "schema": schemas.schema_hash(RewriteStrict),
+            "gen": {"temperature": 0, "seed": self.seed, "max_tokens": MAX_TOKENS},
+            "query": query,
+        }
 
     def plan(self, queries: Mapping[str, str]) -> Any:
         """The cost plan (:class:`rerankeval.llm.budget.Plan`) of rewriting ``queries``: one call each."""
@@ -173,8 +192,13 @@ class Rewriter:
         if down := self.llm.breaker.open:
             return None, False, down
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER.format(query=query)}]
-        call = Call(messages, self.material(query), MAX_TOKENS, seed=self.seed,
-                    response_format=schemas.response_format(RewriteStrict, "query_rewrite"))
+        call = Call(
+            messages,
+            self.material(query),
+            MAX_TOKENS,
+            seed=self.seed,
+            response_format=schemas.response_format(RewriteStrict, "query_rewrite"),
+        )
         got = self.llm.call(call, _read_rewrite, self.stats)
         if not got.ok:
             return None, False, got.failure.error_class if got.failure else got.errors[-1]
@@ -201,8 +225,9 @@ class Reformulate:
         self.rewriter, self.threshold, self.guard_k = rewriter, threshold, guard_k
         self.ledger = pd.DataFrame(columns=LEDGER_COLUMNS)
 
-    def apply(self, source: Legs, queries: Mapping[str, str], base: tuple[Run, Run], *, leg_k: int,
-              rrf_k: int) -> tuple[Run, Run]:
+    def apply(
+        self, source: Legs, queries: Mapping[str, str], base: tuple[Run, Run], *, leg_k: int, rrf_k: int
+    ) -> tuple[Run, Run]:
         """(unit run, chunk run) for ``queries`` from ``base``, the hybrid's (unit run, chunk run) of every query."""
         base_run, base_chunks = base
         weak = {q: t for q, t in queries.items() if _top(base_run[q]) < self.threshold}
@@ -213,15 +238,28 @@ class Reformulate:
         legs, new_legs = _LegRuns(source, queries, leg_k), _LegRuns(source, new, leg_k)
         run, chunk_run, rows = dict(base_run), dict(base_chunks), []
         for q, text in queries.items():
-            row = {"qid": q, "query": text, "top_score": _top(base_run[q]), "status": NOT_REWRITTEN, "rewrite": "",
-                   "cache_hit": False, "seconds": 0.0, "error": ""}
+            row = {
+                "qid": q,
+                "query": text,
+                "top_score": _top(base_run[q]),
+                "status": NOT_REWRITTEN,
+                "rewrite": "",
+                "cache_hit": False,
+                "seconds": 0.0,
+                "error": "",
+            }
             if q in rewrites:
                 rewrite, hit, error, seconds = rewrites[q]
                 row.update(rewrite=rewrite or "", cache_hit=hit, error=error, seconds=seconds, status=LLM_FAILED)
             if q in new:
                 before, after = legs.measure(q, self.guard_k, rrf_k), new_legs.measure(q, self.guard_k, rrf_k)
-                row.update(agreement=before.agreement, top=before.top, rewrite_agreement=after.agreement,
-                           rewrite_top=after.top, status=KEPT if keep_rewrite(before, after) else REVERTED)
+                row.update(
+                    agreement=before.agreement,
+                    top=before.top,
+                    rewrite_agreement=after.agreement,
+                    rewrite_top=after.top,
+                    status=KEPT if keep_rewrite(before, after) else REVERTED,
+                )
                 if row["status"] == KEPT:
                     run[q], chunk_run[q] = _fuse(q, [legs, new_legs], rrf_k, source.unit_of)
             rows.append(row)
@@ -248,11 +286,16 @@ class Reformulate:
         ledger = self.ledger
         stats = self.rewriter.stats if self.rewriter is not None else None
         tokens = {k: getattr(stats, k, 0) for k in TOKEN_FIELDS}
-        return {"threshold": self.threshold, "guard_k": self.guard_k,
-                "rewritten": int(ledger.status.isin([KEPT, REVERTED]).sum()),
-                "kept": int((ledger.status == KEPT).sum()), **tokens,
-                "llm_calls": getattr(stats, "calls", 0), "llm_cache_hits": getattr(stats, "cache_hits", 0),
-                "llm_seconds": round(getattr(stats, "llm_seconds", 0.0), 4)}
+        return {
+            "threshold": self.threshold,
+            "guard_k": self.guard_k,
+            "rewritten": int(ledger.status.isin([KEPT, REVERTED]).sum()),
+            "kept": int((ledger.status == KEPT).sum()),
+            **tokens,
+            "llm_calls": getattr(stats, "calls", 0),
+            "llm_cache_hits": getattr(stats, "cache_hits", 0),
+            "llm_seconds": round(getattr(stats, "llm_seconds", 0.0), 4),
+        }
 
 
 class _LegRuns:
@@ -298,8 +341,12 @@ def read_ledger(dp: DatasetPaths) -> pd.DataFrame | None:
     if not p.exists():
         return None
     text = ["qid", "query", "status", "rewrite", "error"]
-    df = pd.read_csv(p, dtype={c: str for c in text}, keep_default_na=False,
-                     na_values={c: [""] for c in LEDGER_COLUMNS if c not in text and c != "cache_hit"})
+    df = pd.read_csv(
+        p,
+        dtype={c: str for c in text},
+        keep_default_na=False,
+        na_values={c: [""] for c in LEDGER_COLUMNS if c not in text and c != "cache_hit"},
+    )
     df["cache_hit"] = df["cache_hit"].astype(str).eq("True")
     return df.reindex(columns=LEDGER_COLUMNS)
 
@@ -318,8 +365,12 @@ def open_rewriter(settings: Settings, cache: LLMCache | None = None) -> Iterator
     try:
         client = LLMClient(settings, max_retries=1)
         stack.callback(client.close)
-        rewriter = Rewriter(client, cache if cache is not None else LLMCache(), endpoint_identity(settings),
-                            local=(settings.endpoint_id or "").startswith("llama-server"))
+        rewriter = Rewriter(
+            client,
+            cache if cache is not None else LLMCache(),
+            endpoint_identity(settings),
+            local=(settings.endpoint_id or "").startswith("llama-server"),
+        )
     except (LLMCallError, ValueError) as exc:
         stack.close()
         problem = redact(str(exc))[:300]
@@ -331,9 +382,11 @@ def describe(ledger: pd.DataFrame, threshold: float) -> str:
     """One sentence: how many queries were weak, rewritten and kept, reverted, or fell back."""
     n = ledger.status.value_counts()
     weak = len(ledger) - int(n.get(NOT_REWRITTEN, 0))
-    return (f"{weak} of {len(ledger)} queries had a top hybrid score below {threshold}: {int(n.get(KEPT, 0))} "
-            f"rewrites kept, {int(n.get(REVERTED, 0))} reverted by the guard, {int(n.get(LLM_FAILED, 0))} without a "
-            "usable rewrite (original result kept).")
+    return (
+        f"{weak} of {len(ledger)} queries had a top hybrid score below {threshold}: {int(n.get(KEPT, 0))} "
+        f"rewrites kept, {int(n.get(REVERTED, 0))} reverted by the guard, {int(n.get(LLM_FAILED, 0))} without a "
+        "usable rewrite (original result kept)."
+    )
 
 
 def threshold_figure(ledger: pd.DataFrame, threshold: float, title: str = "") -> Figure:

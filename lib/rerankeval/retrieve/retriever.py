@@ -58,8 +58,9 @@ class Retriever:
     so on every dataset here the backends return the same runs (``bench/backend_parity.py``).
     """
 
-    def __init__(self, dp: DatasetPaths, settings: Settings, *, embedder: CachedEncoder | None = None,
-                 progress: bool = True):
+    def __init__(
+        self, dp: DatasetPaths, settings: Settings, *, embedder: CachedEncoder | None = None, progress: bool = True
+    ):
         from rerankeval.index import bm25 as bm25mod
         from rerankeval.index.encoder import check_embedder, open_embedder
         from rerankeval.index.manifest import load_index_info
@@ -134,8 +135,9 @@ class Retriever:
         key = ("dense", k, self._key(queries))
         if key not in self._memo:
             mod, head = self._store()
-            self._memo[key] = mod.search_dense(*head, list(queries), self._qvecs(queries), k, self._id_to_chunk,
-                                               exact=self._exact)
+            self._memo[key] = mod.search_dense(
+                *head, list(queries), self._qvecs(queries), k, self._id_to_chunk, exact=self._exact
+            )
         return self._memo[key]
 
     def bm25_leg(self, queries: Mapping[str, str], k: int) -> Run:
@@ -153,15 +155,33 @@ class Retriever:
             self._memo[key] = mod.search_sparse(*head, list(queries), sparse, k, self._id_to_chunk)
         return self._memo[key]
 
-    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int,
-                     weights: Sequence[float] | None = None, fusion: str = "rrf") -> Run:
+    def qdrant_fused(
+        self,
+        queries: Mapping[str, str],
+        *,
+        leg_k: int,
+        limit: int,
+        rrf_k: int,
+        weights: Sequence[float] | None = None,
+        fusion: str = "rrf",
+    ) -> Run:
         """Qdrant's own fusion (``rrf`` or ``dbsf``) of its dense and native sparse legs (``leg_k`` each),
         top ``limit`` chunks."""
         sparse = [self.bm25.sparse_query_vector(t) for t in queries.values()]
         mod, head = self._store()
         return mod.search_hybrid(
-            *head, list(queries), self._qvecs(queries), sparse, leg_k=leg_k, limit=limit,
-            id_to_chunk=self._id_to_chunk, rrf_k=rrf_k, weights=weights, exact=self._exact, fusion=fusion)
+            *head,
+            list(queries),
+            self._qvecs(queries),
+            sparse,
+            leg_k=leg_k,
+            limit=limit,
+            id_to_chunk=self._id_to_chunk,
+            rrf_k=rrf_k,
+            weights=weights,
+            exact=self._exact,
+            fusion=fusion,
+        )
 
     # -- the one entry point --
     def search(
@@ -195,11 +215,19 @@ class Retriever:
         model = cross_encoder if cross_encoder is not None else ce.model_name(None, self.settings)
         found = variants.create(searched, self, budget, cross_encoder=model).search_runs(queries)
         if variant in REWRITES:
-            found = variants.Runs(*_rewrite_step(rewrite).apply(self, queries, variants.complete(found, queries),
-                                                                leg_k=leg_k, rrf_k=rrf_k))
+            found = variants.Runs(
+                *_rewrite_step(rewrite).apply(
+                    self, queries, variants.complete(found, queries), leg_k=leg_k, rrf_k=rrf_k
+                )
+            )
         run, chunk_run = variants.complete(found, queries)
-        return Retrieval(variant, run, chunk_run, time.perf_counter() - t0,
-                         {**budget.record(), **_model_load(_load_seconds(self.embedder) - loaded)})
+        return Retrieval(
+            variant,
+            run,
+            chunk_run,
+            time.perf_counter() - t0,
+            {**budget.record(), **_model_load(_load_seconds(self.embedder) - loaded)},
+        )
 
 
 def _check_searchable(variant: str) -> None:
@@ -208,8 +236,10 @@ def _check_searchable(variant: str) -> None:
         return
     stage = names.stage_of(variant)
     if stage is not None and stage != names.RETRIEVE:
-        raise ValueError(f"variant {variant!r} is produced by the {stage} stage, not "
-                         f"searched here; stage 03 searches {', '.join(VARIANTS)}")
+        raise ValueError(
+            f"variant {variant!r} is produced by the {stage} stage, not "
+            f"searched here; stage 03 searches {', '.join(VARIANTS)}"
+        )
     variants.get(variant)  # raises: unknown variant
 
 
@@ -240,5 +270,6 @@ def _check_backend(built: str, settings: Settings) -> str:
         raise StageMissing(
             f"the Qdrant collection was built by the {built!r} backend but RERANKEVAL_QDRANT_BACKEND is "
             f"{configured!r}: re-run the 02-build-indexes stage (it fills the {configured!r} store), or set "
-            f"RERANKEVAL_QDRANT_BACKEND={built}.")
+            f"RERANKEVAL_QDRANT_BACKEND={built}."
+        )
     return built

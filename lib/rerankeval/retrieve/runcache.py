@@ -80,20 +80,44 @@ READS: dict[type, tuple[str, ...]] = {  # built-in classes only (exact class): w
 }
 REWRITE_READS = ("leg_k", "rrf_k", "weights", "threshold", "guard_k")  # hybrid_reformulate: hybrid + its step
 COMMON_MODULES = (
-    "rerankeval.core.runs", "rerankeval.corpus.contract", "rerankeval.index.bm25", "rerankeval.index.embed",
-    "rerankeval.index.build", "rerankeval.index.manifest", "rerankeval.index.encoder",
-    "rerankeval.index.qdrant.store", "rerankeval.index.qdrant.edge",
-    "rerankeval.index.qdrant.rrf", "rerankeval.retrieve.fusion", "rerankeval.retrieve.variants",
-    "rerankeval.retrieve.source", "rerankeval.retrieve.retriever", "rerankeval.retrieve.stage",
-    "rerankeval.retrieve.runcache", "rerankeval.retrieve.search", "rerankeval.retrieve.params",
+    "rerankeval.core.runs",
+    "rerankeval.corpus.contract",
+    "rerankeval.index.bm25",
+    "rerankeval.index.embed",
+    "rerankeval.index.build",
+    "rerankeval.index.manifest",
+    "rerankeval.index.encoder",
+    "rerankeval.index.qdrant.store",
+    "rerankeval.index.qdrant.edge",
+    "rerankeval.index.qdrant.rrf",
+    "rerankeval.retrieve.fusion",
+    "rerankeval.retrieve.variants",
+    "rerankeval.retrieve.source",
+    "rerankeval.retrieve.retriever",
+    "rerankeval.retrieve.stage",
+    "rerankeval.retrieve.runcache",
+    "rerankeval.retrieve.search",
+    "rerankeval.retrieve.params",
 )
 EXTRA_MODULES = {
     names.CROSS_ENCODER: ("rerankeval.retrieve.cross_encoder",),
-    names.HYBRID_REFORMULATE: ("rerankeval.retrieve.reformulate", "rerankeval.llm.call", "rerankeval.llm.repair",
-                               "rerankeval.llm.schemas"),
+    names.HYBRID_REFORMULATE: (
+        "rerankeval.retrieve.reformulate",
+        "rerankeval.llm.call",
+        "rerankeval.llm.repair",
+        "rerankeval.llm.schemas",
+    ),
 }
-LIBRARIES = ("numpy", "qdrant-client", "qdrant-edge-py", "rank-bm25", "PyStemmer", "sentence-transformers",
-             "torch", "transformers")
+LIBRARIES = (
+    "numpy",
+    "qdrant-client",
+    "qdrant-edge-py",
+    "rank-bm25",
+    "PyStemmer",
+    "sentence-transformers",
+    "torch",
+    "transformers",
+)
 
 
 def key_file(dp: DatasetPaths, variant: str) -> Path:
@@ -220,11 +244,17 @@ class Inputs:
 def key_parts(inputs: Inputs, variant: str, params: Mapping[str, Any], extra: Any = None) -> dict[str, Any]:
     """Everything ``variant``'s run depends on (``params``: the budget and step parameters; only those the variant
     :func:`reads` are kept); its hash is the key."""
-    return {"format": FORMAT, "variant": variant, "corpus": inputs.corpus, "index": inputs.index,
-            "store": inputs.store, "queries": inputs.queries,
-            "params": {k: _plain(params.get(k)) for k in reads(variant)},
-            "code": code_parts(variant),
-            "extra": extra}
+    return {
+        "format": FORMAT,
+        "variant": variant,
+        "corpus": inputs.corpus,
+        "index": inputs.index,
+        "store": inputs.store,
+        "queries": inputs.queries,
+        "params": {k: _plain(params.get(k)) for k in reads(variant)},
+        "code": code_parts(variant),
+        "extra": extra,
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -240,13 +270,24 @@ def what_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     said = []
     for part in ("corpus", "index", "store", "queries", "extra", "format"):
         if old.get(part) != new.get(part):
-            said.append({"corpus": "the chunk table", "index": "the indexes", "store": "the Qdrant backend",
-                         "queries": "the queries", "extra": "the model", "format": "the key format"}[part])
+            said.append(
+                {
+                    "corpus": "the chunk table",
+                    "index": "the indexes",
+                    "store": "the Qdrant backend",
+                    "queries": "the queries",
+                    "extra": "the model",
+                    "format": "the key format",
+                }[part]
+            )
     op, np_ = old.get("params") or {}, new.get("params") or {}
     said += [f"{k} {op.get(k)!r} -> {np_.get(k)!r}" for k in sorted(set(op) | set(np_)) if op.get(k) != np_.get(k)]
     oc, nc = old.get("code") or {}, new.get("code") or {}
-    mods = [".".join(m.split(".")[-2:]) for m in (nc.get("modules") or {})
-            if (oc.get("modules") or {}).get(m) != nc["modules"][m]]
+    mods = [
+        ".".join(m.split(".")[-2:])
+        for m in (nc.get("modules") or {})
+        if (oc.get("modules") or {}).get(m) != nc["modules"][m]
+    ]
     if mods or oc.get("libraries") != nc.get("libraries"):
         said.append(f"the code ({', '.join(mods) or 'library versions'})")
     return ", ".join(said) or "its inputs"
@@ -317,14 +358,31 @@ def _read_run(path: Path) -> Run:
     return out
 
 
-def store(dp: DatasetPaths, variant: str, parts: Mapping[str, Any], record: Mapping[str, Any], seconds: float, *,
-          ledger: Path | None = None, llm_keys: list[str] | None = None) -> Path:
+def store(
+    dp: DatasetPaths,
+    variant: str,
+    parts: Mapping[str, Any],
+    record: Mapping[str, Any],
+    seconds: float,
+    *,
+    ledger: Path | None = None,
+    llm_keys: list[str] | None = None,
+) -> Path:
     """Write the key file of the run files just written (atomically, last: it vouches for them)."""
     files = {name: sha256_file(f) for name, f in _files(dp, variant, ledger).items()}
-    return atomic_write_json(key_file(dp, variant), {
-        "format": FORMAT, "key": key_of(parts), "parts": dict(parts), "files": files, "record": dict(record),
-        "seconds": round(seconds, 3), "llm_keys": list(llm_keys or []),
-        "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return atomic_write_json(
+        key_file(dp, variant),
+        {
+            "format": FORMAT,
+            "key": key_of(parts),
+            "parts": dict(parts),
+            "files": files,
+            "record": dict(record),
+            "seconds": round(seconds, 3),
+            "llm_keys": list(llm_keys or []),
+            "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    )
 
 
 def forget(dp: DatasetPaths, variant: str) -> None:
@@ -340,8 +398,15 @@ def cross_encoder_identity(spec: str | Path) -> dict[str, Any] | None:
     if found is None:
         return None
     folder = found if isinstance(found, Path) else _hub_folder(found)
-    files = sorted((p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
-                   for p in folder.rglob("*") if p.is_file()) if folder is not None else None
+    files = (
+        sorted(
+            (p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*")
+            if p.is_file()
+        )
+        if folder is not None
+        else None
+    )
     return {"model": str(found) if isinstance(found, Path) else found, "files": files}
 
 
@@ -362,8 +427,9 @@ def rewrite_material(settings: Settings, query: str) -> dict[str, Any] | None:
 
     if not settings.base_url or not settings.model:
         return None
-    asker = SimpleNamespace(client=SimpleNamespace(model=settings.model), endpoint=endpoint_identity(settings),
-                            seed=0)  # the seed open_rewriter's Rewriter uses
+    asker = SimpleNamespace(
+        client=SimpleNamespace(model=settings.model), endpoint=endpoint_identity(settings), seed=0
+    )  # the seed open_rewriter's Rewriter uses
     return reformulate.Rewriter.material(asker, query)  # type: ignore[arg-type]
 
 
@@ -401,8 +467,16 @@ class Fetched:
     llm_keys: list[str] | None = None
 
 
-def fetch(dp: DatasetPaths, searcher: search.Searcher, v: str, queries: Mapping[str, str], p: Params,
-          inputs: Inputs, *, cache: LLMCache | None) -> Fetched:
+def fetch(
+    dp: DatasetPaths,
+    searcher: search.Searcher,
+    v: str,
+    queries: Mapping[str, str],
+    p: Params,
+    inputs: Inputs,
+    *,
+    cache: LLMCache | None,
+) -> Fetched:
     """``v``'s runs: read back when its inputs did not change since :func:`store` (and ``p.reuse_runs``), else
     searched (:func:`rerankeval.retrieve.search.search`) on the settings of ``searcher``."""
     settings, extra = searcher.settings, None
@@ -412,8 +486,14 @@ def fetch(dp: DatasetPaths, searcher: search.Searcher, v: str, queries: Mapping[
             return Fetched(skipped=f"Skipping {v}: {cross_encoder.NOT_ON_DISK}")
     elif v == names.HYBRID_REFORMULATE:
         extra = rewrite_identity(settings)
-    budget = {"leg_k": p.leg_k, "pool_k": p.pool_k, "rrf_k": p.rrf_k, "weights": None,
-              "threshold": p.reformulate_threshold, "guard_k": p.reformulate_guard_k}
+    budget = {
+        "leg_k": p.leg_k,
+        "pool_k": p.pool_k,
+        "rrf_k": p.rrf_k,
+        "weights": None,
+        "threshold": p.reformulate_threshold,
+        "guard_k": p.reformulate_guard_k,
+    }
     parts = key_parts(inputs, v, budget, extra)
     why = _read_back(dp, v, parts, queries, p, cache) if p.reuse_runs else "reuse_runs is off"
     if isinstance(why, Fetched):
@@ -428,8 +508,9 @@ def fetch(dp: DatasetPaths, searcher: search.Searcher, v: str, queries: Mapping[
     return out
 
 
-def _read_back(dp: DatasetPaths, v: str, parts: dict, queries: Mapping[str, str], p: Params,
-               cache: LLMCache | None) -> Fetched | str:
+def _read_back(
+    dp: DatasetPaths, v: str, parts: dict, queries: Mapping[str, str], p: Params, cache: LLMCache | None
+) -> Fetched | str:
     """``v``'s saved runs, or why they cannot be read back."""
     ledger = dp.retrieve_dir / reformulate.LEDGER if v == names.HYBRID_REFORMULATE else None
     hit = load(dp, v, parts, ledger)
@@ -444,8 +525,13 @@ def _read_back(dp: DatasetPaths, v: str, parts: dict, queries: Mapping[str, str]
         rows = reformulate.read_ledger(dp)
     found = variants.complete(variants.Runs(hit.run, hit.chunk_run), queries)
     record = {**hit.entry["record"], **p.budget().record()}
-    return Fetched(Retrieval(v, found.run, found.chunk_run, hit.seconds, record), "unchanged, read back",
-                   parts=parts, read_back=float(hit.entry.get("seconds") or 0.0), ledger=rows)
+    return Fetched(
+        Retrieval(v, found.run, found.chunk_run, hit.seconds, record),
+        "unchanged, read back",
+        parts=parts,
+        read_back=float(hit.entry.get("seconds") or 0.0),
+        ledger=rows,
+    )
 
 
 def _rewrites_saved(out: Fetched, queries: Mapping[str, str], settings: Settings, why: str) -> str:
@@ -464,16 +550,25 @@ def _rewrites_saved(out: Fetched, queries: Mapping[str, str], settings: Settings
 COMPARISON = "qdrant_comparison.json"  # in dp.retrieve_dir: the Qdrant comparison and its key
 
 
-def comparison(dp: DatasetPaths, searcher: search.Searcher, found: Mapping[str, Retrieval],
-               keys: Mapping[str, Mapping[str, Any]], queries: Mapping[str, str],
-               p: Params) -> tuple[search.QdrantComparison | None, str | None]:
+def comparison(
+    dp: DatasetPaths,
+    searcher: search.Searcher,
+    found: Mapping[str, Retrieval],
+    keys: Mapping[str, Mapping[str, Any]],
+    queries: Mapping[str, str],
+    p: Params,
+) -> tuple[search.QdrantComparison | None, str | None]:
     """(the Qdrant comparison, its key): read back when both hybrids' inputs (``keys``) and its own did not change,
     else computed (:func:`rerankeval.retrieve.search.compare_qdrant`); (None, None) unless both hybrids ran."""
     if not {names.HYBRID, names.QDRANT_HYBRID} <= set(found):
         return None, None
-    key = sha256_json({
-        "runs": [key_of(keys[v]) for v in (names.HYBRID, names.QDRANT_HYBRID) if v in keys],
-        "params": [p.explain_queries, p.final_k, p.leg_k, p.rrf_k], "code": code_version(names.QDRANT_HYBRID)})
+    key = sha256_json(
+        {
+            "runs": [key_of(keys[v]) for v in (names.HYBRID, names.QDRANT_HYBRID) if v in keys],
+            "params": [p.explain_queries, p.final_k, p.leg_k, p.rrf_k],
+            "code": code_version(names.QDRANT_HYBRID),
+        }
+    )
     try:
         saved = json.loads((dp.retrieve_dir / COMPARISON).read_text(encoding="utf-8"))
         if p.reuse_runs and saved["key"] == key:

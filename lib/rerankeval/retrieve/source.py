@@ -33,7 +33,15 @@ class Source(Legs, Protocol):
     texts: Mapping[str, str]
     progress: bool
 
-    def qdrant_fused(self, queries: Mapping[str, str], *, leg_k: int, limit: int, rrf_k: int,
-                     weights: Sequence[float] | None = None, fusion: str = "rrf") -> Run:
+    def qdrant_fused(
+        self,
+        queries: Mapping[str, str],
+        *,
+        leg_k: int,
+        limit: int,
+        rrf_k: int,
+        weights: Sequence[float] | None = None,
+        fusion: str = "rrf",
+    ) -> Run:
         """Qdrant's own fusion of its dense and sparse legs, top ``limit`` chunks."""
         ...

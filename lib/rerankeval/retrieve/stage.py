@@ -94,11 +94,19 @@ class Result:
 
     def table(self, dp: DatasetPaths) -> pd.DataFrame:
         """One row per variant: seconds, whether it was read back, mean units and chunks per query, its run file."""
-        return pd.DataFrame([{
-            "variant": v, "seconds": round(res.seconds, 2), "read back": v in self.read_back,
-            "units per query (mean)": sum(map(len, res.run.values())) / max(1, len(res.run)),
-            "chunks per query (mean)": sum(map(len, res.chunk_run.values())) / max(1, len(res.chunk_run)),
-            "run file": str(dp.run_file(v).relative_to(dp.root))} for v, res in self.retrievals.items()])
+        return pd.DataFrame(
+            [
+                {
+                    "variant": v,
+                    "seconds": round(res.seconds, 2),
+                    "read back": v in self.read_back,
+                    "units per query (mean)": sum(map(len, res.run.values())) / max(1, len(res.run)),
+                    "chunks per query (mean)": sum(map(len, res.chunk_run.values())) / max(1, len(res.chunk_run)),
+                    "run file": str(dp.run_file(v).relative_to(dp.root)),
+                }
+                for v, res in self.retrievals.items()
+            ]
+        )
 
     def add(self, v: str, got: runcache.Fetched) -> None:
         """Put variant ``v`` as the run cache fetched it (read back, searched or skipped)."""
@@ -131,8 +139,9 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, cache: LLMCache
     with Searcher(dp, settings) as searcher:
         for v in params.variants:
             result.add(v, runcache.fetch(dp, searcher, v, queries, params, inputs, cache=cache))
-        result.qdrant, result.qdrant_key = runcache.comparison(dp, searcher, result.retrievals, result.keys,
-                                                               queries, params)
+        result.qdrant, result.qdrant_key = runcache.comparison(
+            dp, searcher, result.retrievals, result.keys, queries, params
+        )
     return result
 
 
@@ -152,8 +161,9 @@ def write(dp: DatasetPaths, result: Result) -> list[Path]:
         if v == HYBRID_REFORMULATE and result.ledger is not None:
             out.append(ledger := reformulate.write_ledger(dp, result.ledger))
         if v in result.keys:
-            runcache.store(dp, v, result.keys[v], res.params, res.seconds, ledger=ledger,
-                           llm_keys=result.llm_keys.get(v))
+            runcache.store(
+                dp, v, result.keys[v], res.params, res.seconds, ledger=ledger, llm_keys=result.llm_keys.get(v)
+            )
         else:
             runcache.forget(dp, v)
     if result.qdrant is not None and result.qdrant_key:
@@ -166,6 +176,14 @@ def _write_record(dp: DatasetPaths, res: Retrieval, *, seconds: float | None = N
     read back keeps those of the search that made it, ``read_back`` true) and the query count."""
     record = variants.REGISTRY.get(res.variant, variants.Variant).record(res.params)
     seconds = res.seconds if seconds is None else seconds
-    return atomic_write_json(dp.variant_record(res.variant), {
-        "variant": res.variant, **res.params, **record, "seconds": round(seconds, 3), "queries": len(res.run),
-        **({"read_back": True} if read_back else {})})
+    return atomic_write_json(
+        dp.variant_record(res.variant),
+        {
+            "variant": res.variant,
+            **res.params,
+            **record,
+            "seconds": round(seconds, 3),
+            "queries": len(res.run),
+            **({"read_back": True} if read_back else {}),
+        },
+    )

@@ -68,8 +68,12 @@ class Budget:
 
     def record(self) -> dict:
         """The parameters as written to ``dp.stage_dir("retrieve")/<variant>.json``."""
-        return {"leg_k": self.leg_k, "pool_k": self.pool_k, "rrf_k": self.rrf_k,
-                "weights": list(self.weights) if self.weights else None}
+        return {
+            "leg_k": self.leg_k,
+            "pool_k": self.pool_k,
+            "rrf_k": self.rrf_k,
+            "weights": list(self.weights) if self.weights else None,
+        }
 
 
 class Runs(NamedTuple):
@@ -119,8 +123,10 @@ def register(cls: type[Variant], *, replace: bool = False) -> type[Variant]:
     if not cls.name or any(c.isspace() for c in cls.name):
         raise ValueError(f"{cls.__name__}.name must be a non-empty word (it tags TREC lines), got {cls.name!r}")
     if cls.name in REGISTRY and not replace and REGISTRY[cls.name] is not cls:
-        raise ValueError(f"variant {cls.name!r} is already registered by {REGISTRY[cls.name].__name__}; "
-                         "choose another name or pass replace=True")
+        raise ValueError(
+            f"variant {cls.name!r} is already registered by {REGISTRY[cls.name].__name__}; "
+            "choose another name or pass replace=True"
+        )
     REGISTRY[cls.name] = cls
     return cls
 
@@ -130,8 +136,10 @@ def get(name: str) -> type[Variant]:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown variant {name!r}; choose from {', '.join(REGISTRY)} "
-                         "(or register a Variant class with rerankeval.retrieve.variants.register)") from None
+        raise ValueError(
+            f"unknown variant {name!r}; choose from {', '.join(REGISTRY)} "
+            "(or register a Variant class with rerankeval.retrieve.variants.register)"
+        ) from None
 
 
 def names() -> tuple[str, ...]:
@@ -190,8 +198,7 @@ class Hybrid(Variant):
         p, s = self.budget, self.source
         dense, lex = s.dense_leg(queries, p.leg_k), s.bm25_leg(queries, p.leg_k)
         chunk_run = fuse([dense, lex], self.fusion, k=p.rrf_k, weights=p.weights)
-        run = fuse([to_units(dense, s.unit_of), to_units(lex, s.unit_of)], self.fusion, k=p.rrf_k,
-                   weights=p.weights)
+        run = fuse([to_units(dense, s.unit_of), to_units(lex, s.unit_of)], self.fusion, k=p.rrf_k, weights=p.weights)
         return Runs(run, chunk_run)
 
 
@@ -201,8 +208,9 @@ class QdrantHybrid(Variant):
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         p = self.budget
-        chunk_run = self.source.qdrant_fused(queries, leg_k=p.leg_k, limit=2 * p.leg_k, rrf_k=p.rrf_k,
-                                             weights=p.weights)
+        chunk_run = self.source.qdrant_fused(
+            queries, leg_k=p.leg_k, limit=2 * p.leg_k, rrf_k=p.rrf_k, weights=p.weights
+        )
         return Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
 
     @classmethod
@@ -243,8 +251,9 @@ class QdrantDbsf(QdrantHybrid):
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         p = self.budget
-        chunk_run = self.source.qdrant_fused(queries, leg_k=p.leg_k, limit=2 * p.leg_k, rrf_k=p.rrf_k,
-                                             weights=p.weights, fusion="dbsf")
+        chunk_run = self.source.qdrant_fused(
+            queries, leg_k=p.leg_k, limit=2 * p.leg_k, rrf_k=p.rrf_k, weights=p.weights, fusion="dbsf"
+        )
         return Runs(to_units(chunk_run, self.source.unit_of), chunk_run)
 
     @classmethod
@@ -275,7 +284,7 @@ class CrossEncoderRerank(Variant):
         for q in base.run:
             head = list(scored[q])
             in_head = set(head)
-            units = [s.unit_of[c] for c in head] + list(base.run[q])[len(head):]
+            units = [s.unit_of[c] for c in head] + list(base.run[q])[len(head) :]
             chunk_run[q] = rank_scores(head + [c for c in base.chunk_run[q] if c not in in_head])
             run[q] = rank_scores(units)
         return Runs(run, chunk_run)

@@ -45,15 +45,21 @@ if TYPE_CHECKING:
 
 __all__ = ["Params", "Result", "answer", "run", "write"]
 
-_HOME = {"Params": "rerankeval.apps.ask.params", "Result": "rerankeval.apps.ask.answers",
-         "run": "rerankeval.apps.ask.stage", "write": "rerankeval.apps.ask.stage",
-         "answer": "rerankeval.apps.ask.stage"}
+_HOME = {
+    "Params": "rerankeval.apps.ask.params",
+    "Result": "rerankeval.apps.ask.answers",
+    "run": "rerankeval.apps.ask.stage",
+    "write": "rerankeval.apps.ask.stage",
+    "answer": "rerankeval.apps.ask.stage",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-                             "(other names: import them from their module under rerankeval.apps.ask)")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
+            "(other names: import them from their module under rerankeval.apps.ask)"
+        )
     return getattr(importlib.import_module(_HOME[name]), name)
 
 

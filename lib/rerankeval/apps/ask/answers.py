@@ -66,14 +66,16 @@ def checked(ans: Answer, reply: AnswerReply | None, qrels: Mapping[str, Mapping[
 class Asker(AsksLLM):
     """Asks one endpoint for cited answers through the reranker's client and reply cache (a context manager)."""
 
-    def __init__(self, settings: Settings, params: Params, cache: LLMCache | None = None,
-                 client: LLMClient | None = None):
+    def __init__(
+        self, settings: Settings, params: Params, cache: LLMCache | None = None, client: LLMClient | None = None
+    ):
         """``params``: the answer's token budget, re-asks, timeout and whether the reply cache serves (``cache``,
         None: the default one); ``client``: a client to use instead of one opened on ``settings``."""
         self.settings = settings
         cache = cache if cache is not None else LLMCache(enabled=params.use_cache)
-        self.llm = CachedLLM.open(settings, cache, client, timeout=params.timeout_s, keep_failures=True,
-                                  retry_failed=params.retry_failed)
+        self.llm = CachedLLM.open(
+            settings, cache, client, timeout=params.timeout_s, keep_failures=True, retry_failed=params.retry_failed
+        )
         self.cache, self.client, self.model = self.llm.cache, self.llm.client, self.llm.model
         self.endpoint = self.llm.endpoint
         self.max_tokens, self.seed, self.content_retries = params.max_answer_tokens, SEED, params.content_retries
@@ -82,16 +84,26 @@ class Asker(AsksLLM):
     def material(self, question: str, passages: Sequence[Passage], max_tokens: int) -> dict[str, Any]:
         """Everything the reply depends on: its cache key."""
         return {
-            "v": CACHE_VERSION, "task": "ask", "model": self.model, "endpoint": self.endpoint,
-            "template": template_hash(), "schema": schemas.schema_hash(AnswerStrict),
+            "v": CACHE_VERSION,
+            "task": "ask",
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "template": template_hash(),
+            "schema": schemas.schema_hash(AnswerStrict),
             "gen": {"temperature": 0, "seed": self.seed, "max_tokens": max_tokens},
-            "question": question, "passages": [[p.label, p.unit, sha256_text(p.text)] for p in passages],
+            "question": question,
+            "passages": [[p.label, p.unit, sha256_text(p.text)] for p in passages],
         }
 
     def call(self, question: str, passages: Sequence[Passage], max_tokens: int) -> Call:
         """The call for one question (its messages, reply schema and cache key)."""
-        return Call(messages(question, passages), self.material(question, passages, max_tokens), max_tokens,
-                    response_format=schemas.response_format(AnswerStrict, "cited_answer"), seed=self.seed)
+        return Call(
+            messages(question, passages),
+            self.material(question, passages, max_tokens),
+            max_tokens,
+            response_format=schemas.response_format(AnswerStrict, "cited_answer"),
+            seed=self.seed,
+        )
 
     def ask(self, q: Question, passages: list[Passage], qrels: Mapping[str, Mapping[str, int]]) -> Answer:
         """One question: ask, re-ask after an unusable reply (twice the tokens after a cut-off one), then
@@ -103,8 +115,14 @@ class Asker(AsksLLM):
         def reask(call: Call, reply: Reply) -> Call:
             return self.call(q.text, passages, call.max_tokens * 2) if reply.finish_reason == "length" else call
 
-        got = self.llm.call(self.call(q.text, passages, self.max_tokens), read_answer, self.stats,
-                            retries=self.content_retries, label=label, reask=reask)
+        got = self.llm.call(
+            self.call(q.text, passages, self.max_tokens),
+            read_answer,
+            self.stats,
+            retries=self.content_retries,
+            label=label,
+            reask=reask,
+        )
         ans.cached = got.cached
         if got.ok:
             return checked(ans, got.value, qrels)
@@ -120,11 +138,13 @@ class Asker(AsksLLM):
         for i, (q, ps) in enumerate(zip(questions, passages, strict=True)):
             call = self.call(q.text, ps, self.max_tokens)
             hit = self.llm.cached(call.material)
-            tasks.append((q.qid or f"free-{i}", "ask", [budget.call_estimate(hit, call.prompt, previous,
-                                                                               self.max_tokens)]))
+            tasks.append(
+                (q.qid or f"free-{i}", "ask", [budget.call_estimate(hit, call.prompt, previous, self.max_tokens)])
+            )
             previous = call.prompt
-        plan = budget.plan(tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=s_per_token,
-                           rate_source=source)
+        plan = budget.plan(
+            tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=s_per_token, rate_source=source
+        )
         plan.what = "questions"
         return plan
 
@@ -153,15 +173,22 @@ class Result:
         prec, n = self.precision()
         judged = [a for a in self.answers if a.gold_cited is not None]
         return {
-            "variant": self.variant, "k": self.k, "model": self.model, "endpoint": self.endpoint, "notes": self.notes,
-            "questions": len(self.answers), "judged": len(judged),
+            "variant": self.variant,
+            "k": self.k,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "notes": self.notes,
+            "questions": len(self.answers),
+            "judged": len(judged),
             "status": {s: sum(a.status == s for a in self.answers) for s in ("ok", "repaired", "failed")},
             "flagged": sum(a.flagged for a in self.answers),
             "not_in_documents": sum(a.not_in_documents for a in self.answers),
             "citations": sum(len(a.citations) for a in self.answers),
-            "citation_checks": {s: sum(c.status == s for a in self.answers for c in a.citations)
-                                for s in (citations.OK, *citations.BAD)},
-            "citation_precision": None if math.isnan(prec) else round(prec, 4), "precision_over": n,
+            "citation_checks": {
+                s: sum(c.status == s for a in self.answers for c in a.citations) for s in (citations.OK, *citations.BAD)
+            },
+            "citation_precision": None if math.isnan(prec) else round(prec, 4),
+            "precision_over": n,
             "gold_cited": sum(bool(a.gold_cited) for a in judged),
             "gold_given": sum(bool(a.gold_given) for a in self.answers),
         }

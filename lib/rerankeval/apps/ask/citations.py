@@ -28,7 +28,9 @@ BAD = (FABRICATED, QUOTE_NOT_FOUND)
 
 NOT_IN_DOCS = re.compile(
     r"\bnot\s+(?:in|found\s+in|mentioned\s+in|covered\s+(?:in|by))\s+the\s+(?:provided\s+|given\s+)?"
-    r"(?:documents?|passages?|context)\b", re.I)
+    r"(?:documents?|passages?|context)\b",
+    re.I,
+)
 _PAGE = re.compile(r"\bp\.\s*(\d+)\b")
 
 
@@ -69,8 +71,9 @@ def check_citation(label: str, quote: str | None, labels: Mapping[str, str], tex
     return Cited(label, quote or "", OK, unit)
 
 
-def check_citations(cites: Sequence[tuple[str, str | None]], labels: Mapping[str, str],
-                    texts: Mapping[str, str]) -> list[Cited]:
+def check_citations(
+    cites: Sequence[tuple[str, str | None]], labels: Mapping[str, str], texts: Mapping[str, str]
+) -> list[Cited]:
     """:func:`check_citation` for each ``(label, quote)``."""
     return [check_citation(label, quote, labels, texts) for label, quote in cites]
 

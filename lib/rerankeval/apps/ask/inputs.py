@@ -43,8 +43,9 @@ def resolve_variant(dp: DatasetPaths, variant: str) -> tuple[str, str]:
     if best:
         if winner_is_distinguishable(dp):
             return best, f"variant {best}: the analysis' winner on its headline metric (05-analyse)"
-        return best, (f"variant {best}: the best mean on the headline metric (05-analyse), not distinguishable from "
-                      "the next")
+        return best, (
+            f"variant {best}: the best mean on the headline metric (05-analyse), not distinguishable from the next"
+        )
     return HYBRID, f"variant {HYBRID}: no analysis yet (run 05-analyse to use its winner)"
 
 
@@ -111,10 +112,13 @@ class PassageSource:
         if variant not in self._saved:
             path = self.dp.run_file(variant)
             if not path.exists():
-                raise corpus.StageMissing(f"{path} is missing: run the stage that writes the {variant} run "
-                                          "(03-retrieve, or 04-rerank for hybrid_rerank), or pick another variant.")
-            chunk_path = next((p for p in (self.dp.chunk_run_file(variant), self.dp.chunk_run_file(HYBRID))
-                               if p.exists()), None)
+                raise corpus.StageMissing(
+                    f"{path} is missing: run the stage that writes the {variant} run "
+                    "(03-retrieve, or 04-rerank for hybrid_rerank), or pick another variant."
+                )
+            chunk_path = next(
+                (p for p in (self.dp.chunk_run_file(variant), self.dp.chunk_run_file(HYBRID)) if p.exists()), None
+            )
             best = runs.best_chunks(runs.read_trec(chunk_path), self.unit_of) if chunk_path else {}
             self._saved[variant] = (runs.read_trec(path), best)
         return self._saved[variant]
@@ -136,8 +140,10 @@ class PassageSource:
         variant = self.variant
         if variant not in BASE_VARIANTS:
             variant = HYBRID
-            self.notes.append(f"free-text questions are searched with {HYBRID}: {self.variant} cannot search "
-                              "new text here (it needs the LLM stage or a model)")
+            self.notes.append(
+                f"free-text questions are searched with {HYBRID}: {self.variant} cannot search "
+                "new text here (it needs the LLM stage or a model)"
+            )
         defaults = RetrieveParams()
         with Retriever(self.dp, settings, progress=False) as r:
             res = r.search(variant, texts, leg_k=defaults.leg_k, pool_k=defaults.pool_k, rrf_k=defaults.rrf_k)

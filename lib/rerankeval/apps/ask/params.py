@@ -30,9 +30,11 @@ class Params:
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.max_answer_tokens < 16 or self.content_retries < 0:
-            raise ValueError(f"need k >= 1 (passages per question), max_answer_tokens >= 16 and content_retries >= 0, "
-                             f"got {self.k}/{self.max_answer_tokens}/{self.content_retries}: set them in 07's "
-                             "parameters (or ask.Params)")
+            raise ValueError(
+                f"need k >= 1 (passages per question), max_answer_tokens >= 16 and content_retries >= 0, "
+                f"got {self.k}/{self.max_answer_tokens}/{self.content_retries}: set them in 07's "
+                "parameters (or ask.Params)"
+            )
 
     @classmethod
     def of(cls, values: Params | Mapping[str, Any]) -> Params:

@@ -61,8 +61,10 @@ class AnswerReply(BaseModel):
 
 def messages(question: str, passages: Sequence[Passage]) -> list[dict[str, str]]:
     body = "\n\n".join(f"[{p.label}] {p.text}" for p in passages)
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": USER.format(question=question, passages=body)}]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": USER.format(question=question, passages=body)},
+    ]
 
 
 def template_hash() -> str:
@@ -103,7 +105,7 @@ def salvage(content: str) -> AnswerReply | None:
     body = (content or "").strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     m = _ANSWER.search(body)
     if m:
-        tail = body[m.end():]
+        tail = body[m.end() :]
         cites = []
         for raw in re.findall(r"\{[^{}]*\}", tail):
             try:

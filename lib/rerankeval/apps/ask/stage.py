@@ -29,8 +29,15 @@ from rerankeval.rerank.stage import endpoint_kind
 log = get_logger(__name__)
 
 
-def run(dp: DatasetPaths, params: Params, settings: Settings, *, cache: LLMCache | None = None,
-        client: LLMClient | None = None, progress: bool = True) -> Result:
+def run(
+    dp: DatasetPaths,
+    params: Params,
+    settings: Settings,
+    *,
+    cache: LLMCache | None = None,
+    client: LLMClient | None = None,
+    progress: bool = True,
+) -> Result:
     """Answer ``params.questions`` (judged query ids or texts, or free text; none: ``params.n_questions`` judged
     queries) from the top ``params.k`` passages of ``params.variant`` (empty: the analysis' winner), with
     citations checked (the package's docstring); writes nothing (:func:`write`). The LLM is the one of
@@ -49,8 +56,9 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, cache: LLMCache
             log.info(text)
         answers = _ask_all(asker, qs, passages, qrels, progress)
         model, stats = asker.model, asker.stats
-    result = Result(answers, variant, params.k, [note, *source.notes], model, endpoint_kind(settings),
-                    plan.to_dict(), stats)
+    result = Result(
+        answers, variant, params.k, [note, *source.notes], model, endpoint_kind(settings), plan.to_dict(), stats
+    )
     if progress and plan.fresh_calls:
         progress_mod.say(final_line(result, time.perf_counter() - t0))
     return result
@@ -62,15 +70,19 @@ def answer(dp: DatasetPaths, questions: Sequence[str], settings: Settings, param
     return run(dp, dataclasses.replace(params or Params(), questions=tuple(questions)), settings)
 
 
-def _ask_all(asker: Asker, qs: Sequence[Question], passages: Sequence[list[Passage]],
-             qrels: Mapping[str, Mapping[str, int]], progress: bool) -> list[Answer]:
+def _ask_all(
+    asker: Asker,
+    qs: Sequence[Question],
+    passages: Sequence[list[Passage]],
+    qrels: Mapping[str, Mapping[str, int]],
+    progress: bool,
+) -> list[Answer]:
     """Every question's answer, with a progress line per question done (after the first seconds) and the
     heartbeat while an answer is awaited."""
     beat = progress_mod.Heartbeat(total=len(qs), unit="answer") if progress else progress_mod.QUIET
     asker.heartbeat = beat
     answers: list[Answer] = []
-    with beat, progress_mod.Progress(len(qs), desc="answers", unit="question",
-                                     mode=None if progress else "off") as bar:
+    with beat, progress_mod.Progress(len(qs), desc="answers", unit="question", mode=None if progress else "off") as bar:
         for q, ps in zip(qs, passages, strict=True):
             answers.append(asker.ask(q, ps, qrels))
             bar.update(1, calls=asker.stats.calls, cache_hits=asker.stats.cache_hits)
@@ -80,17 +92,26 @@ def _ask_all(asker: Asker, qs: Sequence[Question], passages: Sequence[list[Passa
 def final_line(result: Result, seconds: float) -> str:
     """The console's last line of a run: answers and their status, calls, cache hits, seconds."""
     status = result.summary()["status"]
-    return (f"answers: {len(result.answers)} answered ({status['ok']} ok, {status['repaired']} repaired, "
-            f"{status['failed']} failed); {result.stats.calls} calls, {result.stats.cache_hits} from the cache; "
-            f"{seconds:.0f} s")
+    return (
+        f"answers: {len(result.answers)} answered ({status['ok']} ok, {status['repaired']} repaired, "
+        f"{status['failed']} failed); {result.stats.calls} calls, {result.stats.cache_hits} from the cache; "
+        f"{seconds:.0f} s"
+    )
 
 
 def write(dp: DatasetPaths, result: Result) -> dict[str, Path]:
     """``ask/answers.jsonl`` (one answer per line, with its passages and checks) and ``ask/summary.json``, their
     text redacted (an answer may echo a key the model was shown)."""
     stage = dp.stage_dir("ask")
-    rows = [{**{k: v for k, v in asdict(a).items() if k != "cached"},
-             "precision": None if math.isnan(a.precision) else a.precision, "flagged": a.flagged}
-            for a in result.answers]
-    return {"answers": atomic_write_jsonl(stage / "answers.jsonl", redact_tree(rows)),
-            "summary": atomic_write_json(stage / "summary.json", redact_tree(result.summary()))}
+    rows = [
+        {
+            **{k: v for k, v in asdict(a).items() if k != "cached"},
+            "precision": None if math.isnan(a.precision) else a.precision,
+            "flagged": a.flagged,
+        }
+        for a in result.answers
+    ]
+    return {
+        "answers": atomic_write_jsonl(stage / "answers.jsonl", redact_tree(rows)),
+        "summary": atomic_write_json(stage / "summary.json", redact_tree(result.summary())),
+    }

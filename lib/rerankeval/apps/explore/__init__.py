@@ -59,20 +59,36 @@ if TYPE_CHECKING:
     from rerankeval.apps.explore.search import close_all
     from rerankeval.apps.explore.session import explorer, judge, judging_table, next_to_judge, show, widget
 
-__all__ = ["add_question", "close_all", "draft_source", "drafts", "explorer", "judge", "judging_table",
-           "next_to_judge", "promote", "review", "show", "widget"]
+__all__ = [
+    "add_question",
+    "close_all",
+    "draft_source",
+    "drafts",
+    "explorer",
+    "judge",
+    "judging_table",
+    "next_to_judge",
+    "promote",
+    "review",
+    "show",
+    "widget",
+]
 
 _SESSION = ("explorer", "judge", "judging_table", "next_to_judge", "show", "widget")
 _QUESTIONS = ("add_question", "draft_source", "drafts", "promote", "review")
-_HOME = {**dict.fromkeys(_SESSION, "rerankeval.apps.explore.session"),
-         **dict.fromkeys(_QUESTIONS, "rerankeval.apps.explore.questions"),
-         "close_all": "rerankeval.apps.explore.search"}
+_HOME = {
+    **dict.fromkeys(_SESSION, "rerankeval.apps.explore.session"),
+    **dict.fromkeys(_QUESTIONS, "rerankeval.apps.explore.questions"),
+    "close_all": "rerankeval.apps.explore.search",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-                             "(other names: import them from their module under rerankeval.apps.explore)")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
+            "(other names: import them from their module under rerankeval.apps.explore)"
+        )
     return getattr(importlib.import_module(_HOME[name]), name)
 
 

@@ -43,11 +43,16 @@ class Explorer:
         self.by_text = {" ".join(t.lower().split()): q for q, t in self.table.items()}
         files = runs.discover_runs(dp.runs_dir) if dp.runs_dir.is_dir() else {}
         if not files:
-            raise corpus.StageMissing(f"no run files in {dp.runs_dir}: run the chain first (make report, or "
-                                      "notebooks 01-05); the explorer reads their saved outputs")
+            raise corpus.StageMissing(
+                f"no run files in {dp.runs_dir}: run the chain first (make report, or "
+                "notebooks 01-05); the explorer reads their saved outputs"
+            )
         self.runs = {v: runs.read_trec(p) for v, p in files.items()}
-        self.best = {v: runs.best_chunks(runs.read_trec(dp.chunk_run_file(v)), self.texts.unit_of)
-                     for v in files if dp.chunk_run_file(v).exists()}
+        self.best = {
+            v: runs.best_chunks(runs.read_trec(dp.chunk_run_file(v)), self.texts.unit_of)
+            for v in files
+            if dp.chunk_run_file(v).exists()
+        }
         from rerankeval.rerank.ledger import read_ledger
 
         self.ledger = read_ledger(dp.ledger, missing_ok=True)
@@ -129,16 +134,37 @@ class Explorer:
         columns = [self._column(v, *found[v], terms, k, gold, hybrid) for v in self.runs if v in found]
         for h in (h for c in columns if c.variant == HYBRID_RERANK for h in c.hits):
             h.llm_score = scored.get(h.unit_id)
-        return Exploration(self.dp.name, text, qid, qid is None, k, columns, gold, ledger, terms,
-                           time.perf_counter() - t0, lambda s: self.texts.marked(s, terms), note)
+        return Exploration(
+            self.dp.name,
+            text,
+            qid,
+            qid is None,
+            k,
+            columns,
+            gold,
+            ledger,
+            terms,
+            time.perf_counter() - t0,
+            lambda s: self.texts.marked(s, terms),
+            note,
+        )
 
     def _best(self, v: str) -> dict[str, dict[str, str]]:
         """qid -> unit -> the chunk that brought it in: the variant's chunk run, else (a reranker without one)
         the hybrid run's, whose best chunk is the passage the reranker saw."""
         return self.best.get(v) or (self.best.get(HYBRID, {}) if v in RERANKED else {})
 
-    def _column(self, v: str, run: Mapping[str, float], best: Mapping[str, str], why: str, terms: frozenset[str],
-                k: int, gold: Mapping[str, int], hybrid: Mapping[str, float]) -> Column:
+    def _column(
+        self,
+        v: str,
+        run: Mapping[str, float],
+        best: Mapping[str, str],
+        why: str,
+        terms: frozenset[str],
+        k: int,
+        gold: Mapping[str, int],
+        hybrid: Mapping[str, float],
+    ) -> Column:
         if why:
             return Column(v, unavailable=why)
         before = {d: i for i, (d, _) in enumerate(ranked(hybrid), start=1)} if v in RERANKED else {}

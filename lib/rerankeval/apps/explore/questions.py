@@ -30,8 +30,9 @@ def review(dp: DatasetPaths, qid: str, action: str, text: str | None = None) -> 
     from rerankeval.questions import review as review_mod
 
     d = review_mod.review(dp, qid, action, text)
-    return (f"{qid}: {d.status} ({d.text!r}); {review_mod.progress(dp)}. The next make report evaluates the "
-            f"reviewed set.")
+    return (
+        f"{qid}: {d.status} ({d.text!r}); {review_mod.progress(dp)}. The next make report evaluates the reviewed set."
+    )
 
 
 def promote(dp: DatasetPaths) -> str:
@@ -57,8 +58,10 @@ def add_question(dp: DatasetPaths, text: str, relevant: Sequence[str] | Mapping[
     given = dict(relevant) if isinstance(relevant, Mapping) else {u: top for u in relevant}
     grades = {str(u): judgments.as_grade(g, top) for u, g in given.items()}
     if not any(grades.values()):
-        raise ValueError("add_question needs at least one relevant unit (grade above 0), e.g. relevant="
-                         "['debian-faq.en.pdf#p12']: a question with no relevant unit is not evaluated")
+        raise ValueError(
+            "add_question needs at least one relevant unit (grade above 0), e.g. relevant="
+            "['debian-faq.en.pdf#p12']: a question with no relevant unit is not evaluated"
+        )
     units = set(corpus.unit_of(dp).values())
     for u in grades:
         if u not in units:
@@ -67,10 +70,18 @@ def add_question(dp: DatasetPaths, text: str, relevant: Sequence[str] | Mapping[
     had_human = queryset.query_source(dp, split).kind == queryset.HUMAN
     meta = {"source": "explorer", "added_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     qid = queryset.append_human(dp, [{"_id": None, "text": question, "metadata": meta}], {None: grades}, split)[0]
-    tail = "" if had_human else (" The dataset now has human questions, which win over drafts: the drafts are no "
-                                 "longer evaluated (promote the accepted ones with explore.promote(dp)).")
-    return (f"{qid} added to {dp.source_queries} with {len(grades)} grade(s) in {dp.source_qrels(split)}; the next "
-            f"make report evaluates it (then explore.show(dp, {qid!r})).{tail}")
+    tail = (
+        ""
+        if had_human
+        else (
+            " The dataset now has human questions, which win over drafts: the drafts are no "
+            "longer evaluated (promote the accepted ones with explore.promote(dp))."
+        )
+    )
+    return (
+        f"{qid} added to {dp.source_queries} with {len(grades)} grade(s) in {dp.source_qrels(split)}; the next "
+        f"make report evaluates it (then explore.show(dp, {qid!r})).{tail}"
+    )
 
 
 def draft_source(dp: DatasetPaths, qid: str) -> str:

@@ -60,8 +60,9 @@ def comparisons(dp: Any, variants: Sequence[str]) -> tuple[list[tuple[str, str]]
     """The first screen's comparisons (each variant vs the baseline 05 recorded, else vector, else the first
     variant; each reranker vs its first stage) and the headline cutoff k."""
     summary = read_summary(dp)
-    base = (summary.baseline if summary and summary.baseline in variants else
-            VECTOR if VECTOR in variants else variants[0])
+    base = (
+        summary.baseline if summary and summary.baseline in variants else VECTOR if VECTOR in variants else variants[0]
+    )
     return incomplete.default_pairs(list(variants), base), int(summary.k) if summary else 10
 
 
@@ -78,19 +79,24 @@ def status_line(judging: incomplete.Judging, pair: tuple[str, str], done: int) -
     left = sum(1 for q, p in judging.pools.items() for u in p.units if u in p.ranks[a] or u in p.ranks[b])
     span = f"\u0394 {metrics.label(judging.metric)} {lo:+.3f} to {hi:+.3f}"
     if all(t[a] == t[b] for t in judging.tops.values()):
-        return (f"{a} vs {b}: identical \u2014 the same top {judging.k} for every query, nothing to compare "
-                f"(a degenerate comparison); {done} done")
+        return (
+            f"{a} vs {b}: identical \u2014 the same top {judging.k} for every query, nothing to compare "
+            f"(a degenerate comparison); {done} done"
+        )
     if lo > 0 or hi < 0:
-        return (f"{a} vs {b}: decided \u2014 {a if lo > 0 else b} is better whatever the {left} unjudged units "
-                f"turn out to be ({span}); {done} done")
+        return (
+            f"{a} vs {b}: decided \u2014 {a if lo > 0 else b} is better whatever the {left} unjudged units "
+            f"turn out to be ({span}); {done} done"
+        )
     if lo == hi:
         return f"{a} vs {b}: tied \u2014 every unit of their top {judging.k} is judged; {done} done"
     return f"{a} vs {b}: undecided \u2014 at most {left} judgments could decide it ({span}); {done} done"
 
 
 def _why(by: Mapping[tuple[str, str], float], label: str) -> str:
-    return "; ".join(f"moves {a} vs {b} by up to {w:.3f} {label}" for (a, b), w in
-                     sorted(by.items(), key=lambda kv: -kv[1]) if w > 0)
+    return "; ".join(
+        f"moves {a} vs {b} by up to {w:.3f} {label}" for (a, b), w in sorted(by.items(), key=lambda kv: -kv[1]) if w > 0
+    )
 
 
 def next_units(ex: Any, n: int = 5, mode: str = "queue", seed: int = 0) -> NextUnits:
@@ -112,24 +118,29 @@ def next_units(ex: Any, n: int = 5, mode: str = "queue", seed: int = 0) -> NextU
         which = "unjudged units can move an open comparison"
     else:
         picked, drawn = _sample(ex.runs, ex.original_qrels, qrels, qids, k, seed)
-        status.append(f"random sample: {drawn[0]} of its first {drawn[1]} units graded; prediction-powered intervals "
-                      f"need at least {PPI_MIN_HUMAN}")
+        status.append(
+            f"random sample: {drawn[0]} of its first {drawn[1]} units graded; prediction-powered intervals "
+            f"need at least {PPI_MIN_HUMAN}"
+        )
         empty = "every unit of the pool is judged: there is nothing left to sample"
         which = "units of the sample are still unjudged"
     if len(picked) < n:
-        notes.append(f"asked for {n} units, but only {len(picked)} {which}: all {len(picked)} are shown"
-                     if picked else empty)
+        notes.append(
+            f"asked for {n} units, but only {len(picked)} {which}: all {len(picked)} are shown" if picked else empty
+        )
     rows = [_row(ex, q, u, w, why) for q, u, w, why in picked[: int(n)]]
     return NextUnits(mode, pd.DataFrame(rows, columns=COLUMNS), status, notes, time.perf_counter() - t0)
 
 
-def _sample(runs: Mapping[str, Run], original: Qrels, qrels: Qrels, qids: Sequence[str], k: int,
-            seed: int) -> tuple[list[tuple[str, str, float, str]], tuple[int, int]]:
+def _sample(
+    runs: Mapping[str, Run], original: Qrels, qrels: Qrels, qids: Sequence[str], k: int, seed: int
+) -> tuple[list[tuple[str, str, float, str]], tuple[int, int]]:
     """The sample: the holes of the dataset's own qrels in every variant's top k, in a seeded random order (fixed:
     grading does not reshuffle it). Returns its ungraded units in that order, and (graded, drawn): the graded units
     before the first ungraded one, and that prefix's length with the next unit."""
-    pool = sorted({(q, u) for q in qids for r in runs.values() for u in top_k(r.get(q, {}), k)
-                   if u not in original.get(q, {})})
+    pool = sorted(
+        {(q, u) for q in qids for r in runs.values() for u in top_k(r.get(q, {}), k) if u not in original.get(q, {})}
+    )
     random.Random(seed).shuffle(pool)
     out, graded = [], 0
     for i, (q, u) in enumerate(pool, start=1):
@@ -156,8 +167,10 @@ def unretrieved_note(runs: Mapping[str, Run], qid: str, unit: str) -> str:
     """Said after a grade for a unit no saved run retrieved for the query (the grade is kept), else ""."""
     if retrieved_by(runs, qid, unit):
         return ""
-    return (f"note: no saved run retrieved {unit} for {qid}; the grade is kept and counts in the query's ideal (a "
-            "relevant unit nobody found lowers every run's nDCG), but it moves no comparison")
+    return (
+        f"note: no saved run retrieved {unit} for {qid}; the grade is kept and counts in the query's ideal (a "
+        "relevant unit nobody found lowers every run's nDCG), but it moves no comparison"
+    )
 
 
 def judgments_signature(dp: Any) -> tuple[int, int] | None:
@@ -173,6 +186,7 @@ def changed_note(dp: Any) -> str:
     """What the explorer says when the judgments file changed on disk since it was read."""
     path = dp.judgments(judgments.split_of(dp))
     n = len(judgments.read_judgments(path))
-    return (f"the judgments file {path} changed on disk since the explorer read it (another explorer, a process or "
-            f"an edit): re-read, {n} grades in it now; nothing was lost (each grade is recorded under a lock)")
-
+    return (
+        f"the judgments file {path} changed on disk since the explorer read it (another explorer, a process or "
+        f"an edit): re-read, {n} grades in it now; nothing was lost (each grade is recorded under a lock)"
+    )

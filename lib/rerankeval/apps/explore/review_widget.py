@@ -26,14 +26,20 @@ class ReviewUI:
     def __init__(self, w: Any, ui: Any, dp: DatasetPaths) -> None:
         self.ui, self.dp = ui, dp
         self.pick = w.Dropdown(description="draft", options=[], layout=w.Layout(width="60%"))
-        self.text = w.Text(description="edit", placeholder="the question as it should read",
-                           layout=w.Layout(width="60%"))
-        self.buttons = {a: w.Button(description=d, tooltip=t, disabled=True) for a, d, t in (
-            ("accept", "Accept", "the draft is a good question as it reads"),
-            ("edit", "Save edit", "accept the question as written in the edit box (the drafted text is kept)"),
-            ("reject", "Reject", "never evaluated, never proposed again"))}
-        self.promote = w.Button(description="Promote accepted",
-                                tooltip="move the accepted drafts into queries.jsonl and the human qrels")
+        self.text = w.Text(
+            description="edit", placeholder="the question as it should read", layout=w.Layout(width="60%")
+        )
+        self.buttons = {
+            a: w.Button(description=d, tooltip=t, disabled=True)
+            for a, d, t in (
+                ("accept", "Accept", "the draft is a good question as it reads"),
+                ("edit", "Save edit", "accept the question as written in the edit box (the drafted text is kept)"),
+                ("reject", "Reject", "never evaluated, never proposed again"),
+            )
+        }
+        self.promote = w.Button(
+            description="Promote accepted", tooltip="move the accepted drafts into queries.jsonl and the human qrels"
+        )
         self.source = w.Textarea(description="source", disabled=True, layout=w.Layout(width="90%", height="8em"))
         self.pick.observe(lambda ch: ch["new"] and self.show(ch["new"]), names="value")
         for action, b in self.buttons.items():
@@ -46,8 +52,7 @@ class ReviewUI:
         """List the drafts again (not reviewed first, each with its status) and say the review progress."""
         drafts = sorted(queryset.read_drafts(self.dp.source_draft_queries), key=lambda d: ORDER.get(d.status, 3))
         keep = self.pick.value
-        self.pick.options = [("(pick a draft)", "")] + [(f"[{d.status}] {d.qid}: {d.text[:70]}", d.qid)
-                                                        for d in drafts]
+        self.pick.options = [("(pick a draft)", "")] + [(f"[{d.status}] {d.qid}: {d.text[:70]}", d.qid) for d in drafts]
         self.pick.value = keep if keep in {d.qid for d in drafts} else ""
         self.box.layout.display = None if drafts else "none"
         self.say(self.progress() if drafts else NO_DRAFTS)

@@ -68,8 +68,9 @@ class LiveSearch:
     """Free-text search through stage 03's :class:`~rerankeval.retrieve.retriever.Retriever` over the saved indexes,
     with each variant's recorded parameters, and stage 04's cached LLM reranker with its recorded configuration."""
 
-    def __init__(self, dp: DatasetPaths, unit_of: Mapping[str, str], settings: Settings,
-                 say: Callable[[str], None] = print):
+    def __init__(
+        self, dp: DatasetPaths, unit_of: Mapping[str, str], settings: Settings, say: Callable[[str], None] = print
+    ):
         from rerankeval.retrieve.retriever import Retriever
 
         self.dp, self.unit_of, self.settings, self.say = dp, unit_of, settings, say
@@ -81,7 +82,8 @@ class LiveSearch:
                 f"free-text search needs the saved indexes of {dp.name}, and they are missing or stale ({exc}). "
                 f"Fix: run the chain up to 02 (make report DATASET={dp.name}, or python -m rerankeval.chain "
                 f"--dataset {dp.name} --only 01 --only 02); the explorer never builds indexes. Query ids of "
-                "queries.jsonl still work: they read the saved runs.") from None
+                "queries.jsonl still work: they read the saved runs."
+            ) from None
         self._ce: Any = None
         _OPEN.add(self)
 

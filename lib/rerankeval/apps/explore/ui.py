@@ -32,8 +32,9 @@ def _markdown(text: str) -> Any:
     return Markdown(text)
 
 
-def widget(dp: DatasetPaths, k: int, open_explorer: Callable[[DatasetPaths], Any],
-           add_question: Callable[..., str]) -> Any:
+def widget(
+    dp: DatasetPaths, k: int, open_explorer: Callable[[DatasetPaths], Any], add_question: Callable[..., str]
+) -> Any:
     """The ipywidgets explorer over ``open_explorer(dp)`` (an :class:`~rerankeval.apps.explore.engine.Explorer`,
     whose settings say whether this is a chain run), adding free text as a question with ``add_question(dp, text,
     [unit])`` (``explore.add_question``); its :class:`ExplorerUI` is the box's ``ui`` attribute. Without ipywidgets
@@ -41,9 +42,11 @@ def widget(dp: DatasetPaths, k: int, open_explorer: Callable[[DatasetPaths], Any
     try:
         import ipywidgets as w
     except ImportError:
-        return _markdown("**ipywidgets is not installed**: call `explore.show(dp, query, k)` and "
-                         "`explore.judge(dp, qid, unit_id, grade)` instead, or `pip install -r requirements.txt` "
-                         "(it pins ipywidgets) for the interactive explorer.")
+        return _markdown(
+            "**ipywidgets is not installed**: call `explore.show(dp, query, k)` and "
+            "`explore.judge(dp, qid, unit_id, grade)` instead, or `pip install -r requirements.txt` "
+            "(it pins ipywidgets) for the interactive explorer."
+        )
     ex = open_explorer(dp)
     if in_chain(ex.settings):
         return _markdown("Interactive explorer: open this notebook in JupyterLab (`make lab`).")
@@ -83,8 +86,11 @@ class ExplorerUI:
     def __init__(self, w: Any, ex: Any, dp: DatasetPaths, k: int, add_question: Callable[..., str]) -> None:
         self.w, self.ex, self.dp, self.add_question = w, ex, dp, add_question
         picks = [(f"{q}: {ex.table[q][:70]}", q) for q in dict.fromkeys(ex.examples(5) + list(ex.table))]
-        self.text = w.Text(placeholder="type a question, or a query id, and press Enter",
-                           layout=w.Layout(width="60%"), continuous_update=False)
+        self.text = w.Text(
+            placeholder="type a question, or a query id, and press Enter",
+            layout=w.Layout(width="60%"),
+            continuous_update=False,
+        )
         self.search = w.Button(description="Search", button_style="primary")
         self.pick = w.Dropdown(options=[("(pick a query)", "")] + picks, layout=w.Layout(width="60%"))
         self.depth = w.BoundedIntText(value=k, min=1, max=100, description="k")
@@ -96,8 +102,13 @@ class ExplorerUI:
         # a layout and a style of its own (most of the time it takes to draw)
         from ipywidgets.widgets.widget_string import HTMLStyle
 
-        self.looks = {"grade": w.Layout(width="2.6em"), "auto": w.Layout(width="auto"), "box": w.Layout(),
-                      "style": w.ButtonStyle(), "text": HTMLStyle()}
+        self.looks = {
+            "grade": w.Layout(width="2.6em"),
+            "auto": w.Layout(width="auto"),
+            "box": w.Layout(),
+            "style": w.ButtonStyle(),
+            "text": HTMLStyle(),
+        }
         self.state: dict[str, Any] = {}
         self.rows: dict[str, list[HitRow]] = {}
         self.titles: list[tuple[Any, Any]] = []  # (column, its title's HTML widget)
@@ -106,14 +117,26 @@ class ExplorerUI:
         self.text.observe(lambda ch: ch["new"].strip() and self.run(ch["new"]), names="value")
         self.search.on_click(lambda _: self.text.value.strip() and self.run(self.text.value))
         self.pick.observe(lambda ch: ch["new"] and self.run(ch["new"]), names="value")
-        self.next = w.Button(description="Next to judge", tooltip="show the unjudged unit that moves an undecided "
-                             "comparison most (explore.next_to_judge), with why it matters")
+        self.next = w.Button(
+            description="Next to judge",
+            tooltip="show the unjudged unit that moves an undecided "
+            "comparison most (explore.next_to_judge), with why it matters",
+        )
         self.judging = w.HTML()  # the comparisons' status, refreshed after each grade
         self.next.on_click(self.on_next)
-        self.box = w.VBox([w.HBox([self.text, self.search, self.next]), w.HBox([self.pick, self.depth]),
-                           self.status, self.view, self.judging])
-        self.say("type a question or a query id (Enter), or pick a query; then grade units with the buttons under "
-                 f"each hit (0-{self.top})")
+        self.box = w.VBox(
+            [
+                w.HBox([self.text, self.search, self.next]),
+                w.HBox([self.pick, self.depth]),
+                self.status,
+                self.view,
+                self.judging,
+            ]
+        )
+        self.say(
+            "type a question or a query id (Enter), or pick a query; then grade units with the buttons under "
+            f"each hit (0-{self.top})"
+        )
 
     def say(self, text: object, error: bool = False) -> None:
         """Put ``text`` on the status line (red when ``error``): progress, what was recorded, what went wrong."""
@@ -140,8 +163,12 @@ class ExplorerUI:
         for c in x.columns:
             self.titles.append((c, w.HTML(widget_column_html(c, x))))
             hits = [self._row(h, x).box for h in ([] if c.unavailable else c.hits)]
-            cols.append(w.VBox([self.titles[-1][1], *hits], layout=w.Layout(flex="1 1 300px", min_width="280px",
-                                                                              margin="0 12px 0 0")))
+            cols.append(
+                w.VBox(
+                    [self.titles[-1][1], *hits],
+                    layout=w.Layout(flex="1 1 300px", min_width="280px", margin="0 12px 0 0"),
+                )
+            )
         self.head = w.HTML(widget_head_html(x, self.top))
         self.view.children = [self.head, w.HBox(cols, layout=w.Layout(flex_flow="row wrap"))]
         _close(old)
@@ -149,13 +176,26 @@ class ExplorerUI:
     def _row(self, h: Hit, x: Exploration) -> HitRow:
         w, look = self.w, self.looks
         if x.qid is None:
-            buttons = [w.Button(description="answers it", layout=look["auto"], style=look["style"],
-                                tooltip=f"add this free text as a question with {h.unit_id} relevant "
-                                        f"(grade {self.top}) to queries.jsonl")]
+            buttons = [
+                w.Button(
+                    description="answers it",
+                    layout=look["auto"],
+                    style=look["style"],
+                    tooltip=f"add this free text as a question with {h.unit_id} relevant "
+                    f"(grade {self.top}) to queries.jsonl",
+                )
+            ]
             buttons[0].on_click(lambda _, u=h.unit_id: self.on_add(u))
         else:
-            buttons = [w.Button(description=str(g), tooltip=f"grade {g} for {h.unit_id} (scale 0-{self.top})",
-                                layout=look["grade"], style=look["style"]) for g in range(self.top + 1)]
+            buttons = [
+                w.Button(
+                    description=str(g),
+                    tooltip=f"grade {g} for {h.unit_id} (scale 0-{self.top})",
+                    layout=look["grade"],
+                    style=look["style"],
+                )
+                for g in range(self.top + 1)
+            ]
             for g, b in enumerate(buttons):
                 b.on_click(lambda _, u=h.unit_id, g=g: self.on_grade(u, g))
         bar = w.HBox(buttons, layout=look["box"])
@@ -200,14 +240,20 @@ class ExplorerUI:
             self.say(exc, error=True)
             return
         old = self.ex.qrels.get(x.qid, {}).get(unit)
-        replace = self.w.Button(description=f"Replace with {grade}", button_style="warning",
-                                tooltip=f"record {grade} instead of {old} for {unit}")
+        replace = self.w.Button(
+            description=f"Replace with {grade}",
+            button_style="warning",
+            tooltip=f"record {grade} instead of {old} for {unit}",
+        )
         replace.on_click(lambda _: self.on_grade(unit, grade, replace=True))
         for row in self.rows.get(unit, []):
             row.bar.children = [*row.buttons, replace]
-        self.say(f"{x.qid} / {unit} was already graded {old} in {self.dp.judgments(judgments.split_of(self.dp))}; "
-                 f"the new grade {grade} is not recorded. Press \u201cReplace with {grade}\u201d beside its grade "
-                 "buttons to record it instead.", error=True)
+        self.say(
+            f"{x.qid} / {unit} was already graded {old} in {self.dp.judgments(judgments.split_of(self.dp))}; "
+            f"the new grade {grade} is not recorded. Press \u201cReplace with {grade}\u201d beside its grade "
+            "buttons to record it instead.",
+            error=True,
+        )
 
     def show_judging(self, n: int = 0) -> Any:
         """Refresh the comparisons' status from the saved runs and the judgments (``n`` > 0: with the next ``n``
@@ -226,8 +272,12 @@ class ExplorerUI:
         self.say("finding the unit that moves an undecided comparison most\u2026")
         got = self.show_judging(1)
         if got is None or not len(got.units):
-            self.say("nothing to judge next: see the comparisons' status below" if got is not None else
-                     "the judging queue failed: see the message below", error=got is None)
+            self.say(
+                "nothing to judge next: see the comparisons' status below"
+                if got is not None
+                else "the judging queue failed: see the message below",
+                error=got is None,
+            )
             return
         qid, unit = got.units.qid.iloc[0], got.units.unit_id.iloc[0]
         self.run(qid)

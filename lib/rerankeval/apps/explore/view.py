@@ -53,17 +53,22 @@ class Exploration:
 
     def frame(self) -> pd.DataFrame:
         """One row per variant and rank: variant, rank, unit_id, score, llm_score, grade, rank_before, snippet."""
-        rows = [[c.variant, h.rank, h.unit_id, h.score, h.llm_score, h.grade, h.before, h.snippet]
-                for c in self.columns for h in c.hits]
-        return pd.DataFrame(rows, columns=["variant", "rank", "unit_id", "score", "llm_score", "grade", "rank_before",
-                                           "snippet"])
+        rows = [
+            [c.variant, h.rank, h.unit_id, h.score, h.llm_score, h.grade, h.before, h.snippet]
+            for c in self.columns
+            for h in c.hits
+        ]
+        return pd.DataFrame(
+            rows, columns=["variant", "rank", "unit_id", "score", "llm_score", "grade", "rank_before", "snippet"]
+        )
 
     def _repr_html_(self) -> str:
         return render_html(self)
 
     def __repr__(self) -> str:
-        return (f"<Exploration of {self.qid or 'free text'} in {self.dataset}: {len(self.columns)} variants, "
-                f"top {self.k}>")
+        return (
+            f"<Exploration of {self.qid or 'free text'} in {self.dataset}: {len(self.columns)} variants, top {self.k}>"
+        )
 
 
 def _ledger(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -71,36 +76,58 @@ def _ledger(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not row:
         return None
     repairs = sum(int(row.get(c) or 0) for c in ("n_invalid", "n_duplicate", "n_missing"))
-    parts = [f"repairs {repairs}", f"failed calls {row.get('n_failed', 0)}", f"retries {row.get('retries', 0)}",
-             f"latency {float(row.get('latency_s') or 0):.2f} s",
-             f"LLM calls {row.get('llm_calls', 0)} ({row.get('cache_hits', 0)} from the cache)",
-             f"model {row.get('model', '')}"]
-    return {"variant": HYBRID_RERANK, "status": str(row.get("status", "")), "parts": parts,
-            "error": row.get("error") or ""}
+    parts = [
+        f"repairs {repairs}",
+        f"failed calls {row.get('n_failed', 0)}",
+        f"retries {row.get('retries', 0)}",
+        f"latency {float(row.get('latency_s') or 0):.2f} s",
+        f"LLM calls {row.get('llm_calls', 0)} ({row.get('cache_hits', 0)} from the cache)",
+        f"model {row.get('model', '')}",
+    ]
+    return {
+        "variant": HYBRID_RERANK,
+        "status": str(row.get("status", "")),
+        "parts": parts,
+        "error": row.get("error") or "",
+    }
 
 
 def _hit(h: Hit, x: Exploration) -> dict[str, Any]:
     g = "" if h.grade is None else (f"gold {h.grade}" if h.grade > 0 else "0")
     score = f"score {h.score:.4g}" if h.llm_score is None else f"LLM score {h.llm_score:.3g}"
-    return {"gold": (h.grade or 0) > 0, "rank": h.rank, "grade": "?" if h.grade is None and x.gold else g,
-            "unit": h.unit_id, "score": score + ("" if h.before is None else f" \u00b7 hybrid #{h.before}"),
-            "where": h.where, "snippet": x.mark(h.snippet) if x.mark else [(h.snippet, False)]}
+    return {
+        "gold": (h.grade or 0) > 0,
+        "rank": h.rank,
+        "grade": "?" if h.grade is None and x.gold else g,
+        "unit": h.unit_id,
+        "score": score + ("" if h.before is None else f" \u00b7 hybrid #{h.before}"),
+        "where": h.where,
+        "snippet": x.mark(h.snippet) if x.mark else [(h.snippet, False)],
+    }
 
 
 def _column(c: Column, x: Exploration) -> dict[str, Any]:
     judged = sum(h.grade is not None for h in c.hits)
     cov = f" \u00b7 Judged@{x.k} {judged / len(c.hits):.2f}" if x.gold and c.hits else ""
-    return {"variant": c.variant, "unavailable": c.unavailable, "coverage": cov,
-            "hits": [_hit(h, x) for h in c.hits]}
+    return {"variant": c.variant, "unavailable": c.unavailable, "coverage": cov, "hits": [_hit(h, x) for h in c.hits]}
 
 
 def render_html(x: Exploration) -> str:
     """The side-by-side view of ``x`` (``templates/explore.html.j2``: every text escaped, query terms marked)."""
     how = "live search over the saved indexes" if x.live else "the saved runs of stages 03/04"
-    judged = (f"{len(x.gold)} judged units ({sum(g > 0 for g in x.gold.values())} relevant); ? = not judged"
-              if x.gold else "no judgments for this query")
-    return fragments.render("explore.html.j2", x=x, how=how, judged=judged, ledger=_ledger(x.ledger),
-                            columns=[_column(c, x) for c in x.columns])
+    judged = (
+        f"{len(x.gold)} judged units ({sum(g > 0 for g in x.gold.values())} relevant); ? = not judged"
+        if x.gold
+        else "no judgments for this query"
+    )
+    return fragments.render(
+        "explore.html.j2",
+        x=x,
+        how=how,
+        judged=judged,
+        ledger=_ledger(x.ledger),
+        columns=[_column(c, x) for c in x.columns],
+    )
 
 
 # --------------------------------------------------------------------------- the widget's view, part by part
@@ -113,16 +140,24 @@ def widget_head_html(x: Exploration, top: int) -> str:
     """The widget view's head: the query, where the lists come from, the ledger, and how to grade (scale 0-``top``,
     how many shown units are unjudged), with the rules of ``.rre-x`` (the view box carries that class)."""
     how = "live search over the saved indexes" if x.live else "the saved runs of stages 03/04"
-    judged = (f"{len(x.gold)} judged units ({sum(g > 0 for g in x.gold.values())} relevant)" if x.gold
-              else "no judgments for this query")
+    judged = (
+        f"{len(x.gold)} judged units ({sum(g > 0 for g in x.gold.values())} relevant)"
+        if x.gold
+        else "no judgments for this query"
+    )
     if x.qid is None:
         how_to = "free text: press \u201canswers it\u201d under the unit that answers it to add it as a question"
     else:
         shown = {h.unit_id for c in x.columns for h in c.hits if unjudged(h, x)}
-        how_to = (f"grade a unit with the buttons under it (0-{top}); ? marks the {len(shown)} shown unit(s) nobody "
-                  "judged yet" if shown else "every shown unit is judged")
-    return fragments.render("explore_widget.html.j2", part="head", x=x, how=how, judged=judged, how_to=how_to,
-                            ledger=_ledger(x.ledger))
+        how_to = (
+            f"grade a unit with the buttons under it (0-{top}); ? marks the {len(shown)} shown unit(s) nobody "
+            "judged yet"
+            if shown
+            else "every shown unit is judged"
+        )
+    return fragments.render(
+        "explore_widget.html.j2", part="head", x=x, how=how, judged=judged, how_to=how_to, ledger=_ledger(x.ledger)
+    )
 
 
 def widget_column_html(c: Column, x: Exploration) -> str:

@@ -60,15 +60,18 @@ def backend(settings: Settings) -> str:
     ``QDRANT_URL`` means a server, so with it the backend is :data:`CLIENT` unless ``edge`` is set
     explicitly, which is an error (edge runs in-process)."""
     if settings.qdrant_backend not in (CLIENT, EDGE):  # settings built without validation (model_copy, construct)
-        raise ValueError(f"unknown Qdrant backend {settings.qdrant_backend!r}: set RERANKEVAL_QDRANT_BACKEND to "
-                         f"{CLIENT!r} or {EDGE!r}")
+        raise ValueError(
+            f"unknown Qdrant backend {settings.qdrant_backend!r}: set RERANKEVAL_QDRANT_BACKEND to "
+            f"{CLIENT!r} or {EDGE!r}"
+        )
     if not settings.qdrant_url:
         return settings.qdrant_backend
     if settings.qdrant_backend == EDGE and "qdrant_backend" in settings.model_fields_set:
         raise ValueError(
             f"RERANKEVAL_QDRANT_BACKEND=edge runs Qdrant in-process and cannot use the server at "
             f"QDRANT_URL={scrub_url(settings.qdrant_url)}: unset QDRANT_URL to use the edge store, or unset "
-            "RERANKEVAL_QDRANT_BACKEND (or set it to client) to use the server.")
+            "RERANKEVAL_QDRANT_BACKEND (or set it to client) to use the server."
+        )
     return CLIENT
 
 
@@ -97,7 +100,8 @@ def _edge():
         raise ImportError(
             "the qdrant-edge backend needs the package qdrant-edge-py: "
             "`pip install qdrant-edge-py==0.9.0` into the project venv, or use the qdrant-client store "
-            "(rerankeval.index.qdrant.store)") from exc
+            "(rerankeval.index.qdrant.store)"
+        ) from exc
     return qdrant_edge
 
 
@@ -109,8 +113,11 @@ def config(dim: int, indexing_threshold_kb: int | None = None, *, wal: bool | No
     updates go through a write-ahead log, fixed when a shard is created (None: the shard's own setting when
     it is loaded, Qdrant's default, on, when it is created)."""
     qe = _edge()
-    optimizers = None if indexing_threshold_kb is None else qe.EdgeOptimizersConfig(
-        indexing_threshold=int(indexing_threshold_kb))
+    optimizers = (
+        None
+        if indexing_threshold_kb is None
+        else qe.EdgeOptimizersConfig(indexing_threshold=int(indexing_threshold_kb))
+    )
     return qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=int(dim), distance=qe.Distance.Cosine)},
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
@@ -150,8 +157,16 @@ def hnsw_points(shard, sparse_points: int) -> int:
     return max(int(shard.info().indexed_vectors_count) - int(sparse_points), 0)
 
 
-def upsert_chunks(shard, chunk_ids: Sequence[str], unit_ids: Sequence[str], dense: np.ndarray,
-                  sparse: Sequence[Sparse], *, batch_size: int = EDGE_UPSERT_BATCH, optimize: bool = True) -> int:
+def upsert_chunks(
+    shard,
+    chunk_ids: Sequence[str],
+    unit_ids: Sequence[str],
+    dense: np.ndarray,
+    sparse: Sequence[Sparse],
+    *,
+    batch_size: int = EDGE_UPSERT_BATCH,
+    optimize: bool = True,
+) -> int:
     """Upsert one point per chunk (idempotent ids), then build the index (``optimize``) and flush."""
     qe = _edge()
     n = len(chunk_ids)
@@ -163,8 +178,11 @@ def upsert_chunks(shard, chunk_ids: Sequence[str], unit_ids: Sequence[str], dens
             vec = {DENSE: row}
             if sparse[i][0]:  # like the qdrant-client store: a chunk with no terms has no sparse vector
                 vec[SPARSE] = qe.SparseVector(indices=list(sparse[i][0]), values=list(sparse[i][1]))
-            pts.append(qe.Point(id=point_id(chunk_ids[i]), vector=vec,
-                                payload={"chunk_id": chunk_ids[i], "unit_id": unit_ids[i]}))
+            pts.append(
+                qe.Point(
+                    id=point_id(chunk_ids[i]), vector=vec, payload={"chunk_id": chunk_ids[i], "unit_id": unit_ids[i]}
+                )
+            )
         shard.update(qe.UpdateOperation.upsert_points(pts))
     if optimize:
         shard.optimize()
@@ -204,17 +222,20 @@ def _sparse_query(s: Sparse):
     return qe.Query.Nearest(qe.SparseVector(indices=list(s[0]), values=[float(x) for x in s[1]]), using=SPARSE)
 
 
-def search_dense(shard, qids: Sequence[str], vectors: np.ndarray, limit: int, id_to_chunk: Mapping[str, str],
-                 *, exact: bool = False) -> Run:
+def search_dense(
+    shard, qids: Sequence[str], vectors: np.ndarray, limit: int, id_to_chunk: Mapping[str, str], *, exact: bool = False
+) -> Run:
     """Cosine top-``limit`` chunks per query (HNSW once indexed; ``exact`` for an exhaustive search)."""
     qe = _edge()
-    reqs = [qe.QueryRequest(limit=limit, query=_dense_query(v), params=_params(exact), with_payload=False)
-            for v in vectors]
+    reqs = [
+        qe.QueryRequest(limit=limit, query=_dense_query(v), params=_params(exact), with_payload=False) for v in vectors
+    ]
     return _batched(shard, qids, reqs, id_to_chunk)
 
 
-def search_sparse(shard, qids: Sequence[str], sparse: Sequence[Sparse], limit: int,
-                  id_to_chunk: Mapping[str, str]) -> Run:
+def search_sparse(
+    shard, qids: Sequence[str], sparse: Sequence[Sparse], limit: int, id_to_chunk: Mapping[str, str]
+) -> Run:
     """Qdrant's sparse BM25 (IDF modifier) top-``limit`` chunks; a query with no known term gets []."""
     qe = _edge()
     run: Run = {q: {} for q in qids}
@@ -224,9 +245,20 @@ def search_sparse(shard, qids: Sequence[str], sparse: Sequence[Sparse], limit: i
     return run
 
 
-def search_hybrid(shard, qids: Sequence[str], vectors: np.ndarray, sparse: Sequence[Sparse], *, leg_k: int,
-                  limit: int, id_to_chunk: Mapping[str, str], rrf_k: int = RRF_K,
-                  weights: Sequence[float] | None = None, exact: bool = False, fusion: str = "rrf") -> Run:
+def search_hybrid(
+    shard,
+    qids: Sequence[str],
+    vectors: np.ndarray,
+    sparse: Sequence[Sparse],
+    *,
+    leg_k: int,
+    limit: int,
+    id_to_chunk: Mapping[str, str],
+    rrf_k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+    exact: bool = False,
+    fusion: str = "rrf",
+) -> Run:
     """Prefetch dense and sparse (``leg_k`` each), fuse with RRF (``k = rrf_k + 1``, Qdrant's convention)
     or DBSF (``fusion="dbsf"``), as :func:`rerankeval.index.qdrant.store.search_hybrid` does."""
     qe = _edge()

@@ -99,21 +99,27 @@ class DenseSearch:
         """One line for notebook 02: the mode, why, and the measured recall (``exact_in_03``: stage 03 is told to
         search exactly anyway, ``RERANKEVAL_DENSE_EXACT``)."""
         if self.mode == HNSW:
-            how = (f"approximate (HNSW graph over {self.hnsw_points:,} of {self.points:,} vectors: the collection "
-                   f"is above Qdrant's indexing threshold of about {self.threshold_points:,} vectors)")
+            how = (
+                f"approximate (HNSW graph over {self.hnsw_points:,} of {self.points:,} vectors: the collection "
+                f"is above Qdrant's indexing threshold of about {self.threshold_points:,} vectors)"
+            )
         else:
-            below = (f"{self.points:,} vectors, below Qdrant's indexing threshold of about "
-                     f"{self.threshold_points:,} vectors" if self.threshold_points else self.reason or "exhaustive")
+            below = (
+                f"{self.points:,} vectors, below Qdrant's indexing threshold of about {self.threshold_points:,} vectors"
+                if self.threshold_points
+                else self.reason or "exhaustive"
+            )
             how = f"exact ({below})"
         if self.recall_at_10 is None:
             measured = f"recall@10 not measured: {self.reason}" if self.reason else "recall@10 not measured"
         else:
-            measured = (f"recall@10 against exact search on {self.queries} sampled queries: "
-                        f"{self.recall_at_10:.3f}")
+            measured = f"recall@10 against exact search on {self.queries} sampled queries: {self.recall_at_10:.3f}"
             if self.recall_at_10_eps is not None and self.recall_at_10 < 1.0:
-                measured += (f" ({self.recall_at_10_eps:.3f} of its top 10 within {EPS:.0%} of the exact 10th "
-                             "neighbour's distance: the difference between the two is hits missed for near-ties, "
-                             "the rest of the shortfall from 1 is closer neighbours missed)")
+                measured += (
+                    f" ({self.recall_at_10_eps:.3f} of its top 10 within {EPS:.0%} of the exact 10th "
+                    "neighbour's distance: the difference between the two is hits missed for near-ties, "
+                    "the rest of the shortfall from 1 is closer neighbours missed)"
+                )
         if exact_in_03 and self.mode == HNSW:
             measured += "; stage 03 scores every vector instead (RERANKEVAL_DENSE_EXACT), so its search is exact"
         elif self.mode == HNSW and self.recall_at_10 is not None and self.recall_at_10 < LOW_RECALL:
@@ -124,8 +130,9 @@ class DenseSearch:
 Search = Callable[..., Run]  # search(qids, vectors, limit, id_to_chunk, *, exact) -> Run
 
 
-def measure(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chunk: Mapping[str, str],
-            k: int = K) -> tuple[float | None, float | None]:
+def measure(
+    search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chunk: Mapping[str, str], k: int = K
+) -> tuple[float | None, float | None]:
     """(:func:`recall_at_k`, :func:`recall_within`) of ``search`` as stage 03 calls it (``exact=False``) against
     ``exact=True``."""
     if not len(qids):
@@ -135,14 +142,35 @@ def measure(search: Search, qids: Sequence[str], vectors: np.ndarray, id_to_chun
     return recall_at_k(approx, exact, k), recall_within(approx, exact, k)
 
 
-def check(search: Search, queries: Mapping[str, str], embedder, chunk_ids: Sequence[str], *, backend: str, dim: int,
-          hnsw: int | None) -> DenseSearch:
+def check(
+    search: Search,
+    queries: Mapping[str, str],
+    embedder,
+    chunk_ids: Sequence[str],
+    *,
+    backend: str,
+    dim: int,
+    hnsw: int | None,
+) -> DenseSearch:
     """:func:`measure` on :func:`sample_queries` of ``queries`` (encoded by ``embedder``, through its cache), as a
     :class:`DenseSearch` of a collection of ``chunk_ids`` with ``hnsw`` dense vectors in an HNSW graph."""
     t = time.perf_counter()
     sample = sample_queries(queries)
-    qvecs = (embedder.encode(list(sample.values()), desc="embedding sampled queries") if sample
-             else np.zeros((0, dim), dtype=np.float32))
+    qvecs = (
+        embedder.encode(list(sample.values()), desc="embedding sampled queries")
+        if sample
+        else np.zeros((0, dim), dtype=np.float32)
+    )
     r, r_eps = measure(search, list(sample), qvecs, {point_id(c): c for c in chunk_ids})
-    return DenseSearch(backend, HNSW if hnsw else EXACT, len(chunk_ids), hnsw, threshold_points(dim), r, len(sample),
-                       time.perf_counter() - t, "" if sample else "the dataset has no queries", r_eps)
+    return DenseSearch(
+        backend,
+        HNSW if hnsw else EXACT,
+        len(chunk_ids),
+        hnsw,
+        threshold_points(dim),
+        r,
+        len(sample),
+        time.perf_counter() - t,
+        "" if sample else "the dataset has no queries",
+        r_eps,
+    )

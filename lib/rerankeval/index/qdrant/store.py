@@ -77,15 +77,22 @@ class Location:
         return f"Location({self.describe()})"
 
 
-def location(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] | None = None,
-             url: str | None = None, settings: Settings | None = None) -> Location:
+def location(
+    dp: DatasetPaths | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    url: str | None = None,
+    settings: Settings | None = None,
+) -> Location:
     """``url`` or ``settings.qdrant_url`` (``QDRANT_URL``; server, key ``QDRANT_API_KEY``), else ``path`` or
     ``dp.qdrant_path`` (embedded). Without ``settings`` the location must be explicit: ``url`` (``""``: the
     embedded store at ``path`` or ``dp.qdrant_path``)."""
     if url is None:
         if settings is None:
-            raise TypeError("qdrant store location: pass the settings (their QDRANT_URL chooses between a server "
-                            "and the embedded store), or url='' for the embedded store, or the server's url")
+            raise TypeError(
+                "qdrant store location: pass the settings (their QDRANT_URL chooses between a server "
+                "and the embedded store), or url='' for the embedded store, or the server's url"
+            )
         url = settings.qdrant_url
     if url:
         return Location(None, url, settings.qdrant_api_key if settings is not None else None)
@@ -97,8 +104,14 @@ def location(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] | N
 
 
 @contextmanager
-def open_client(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] | None = None,
-                url: str | None = None, timeout: int = 10, settings: Settings | None = None) -> Iterator:
+def open_client(
+    dp: DatasetPaths | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    url: str | None = None,
+    timeout: int = 10,
+    settings: Settings | None = None,
+) -> Iterator:
     """A connected ``QdrantClient`` (closed on exit). See :func:`location` for where it points."""
     from qdrant_client import QdrantClient
 
@@ -109,12 +122,15 @@ def open_client(dp: DatasetPaths | None = None, *, path: str | os.PathLike[str] 
             client.get_collections()
         except Exception as exc:  # noqa: BLE001 - any transport error means "unreachable"
             client.close()
-            raise QdrantUnavailable(redact(
-                f"Cannot reach the Qdrant server at QDRANT_URL={scrub_url(loc.url)} ({type(exc).__name__}: {exc}). "
-                "Start the server (e.g. `docker run -p 6333:6333 qdrant/qdrant`), fix QDRANT_URL / "
-                "QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store under "
-                "RERANKEVAL_QDRANT_PATH (default data/.qdrant).", [loc.api_key]
-            )) from exc
+            raise QdrantUnavailable(
+                redact(
+                    f"Cannot reach the Qdrant server at QDRANT_URL={scrub_url(loc.url)} ({type(exc).__name__}: {exc}). "
+                    "Start the server (e.g. `docker run -p 6333:6333 qdrant/qdrant`), fix QDRANT_URL / "
+                    "QDRANT_API_KEY, or unset QDRANT_URL to use the embedded store under "
+                    "RERANKEVAL_QDRANT_PATH (default data/.qdrant).",
+                    [loc.api_key],
+                )
+            ) from exc
     else:
         loc.path.mkdir(parents=True, exist_ok=True)
         try:
@@ -267,8 +283,13 @@ def upsert_chunks(
                 vec = {DENSE: dense[i].tolist()}
                 if idx:  # Qdrant rejects an empty sparse vector: a chunk with no terms has none
                     vec[SPARSE] = models.SparseVector(indices=list(idx), values=list(val))
-                pts.append(models.PointStruct(id=point_id(chunk_ids[i]), vector=vec,
-                                              payload={"chunk_id": chunk_ids[i], "unit_id": unit_ids[i]}))
+                pts.append(
+                    models.PointStruct(
+                        id=point_id(chunk_ids[i]),
+                        vector=vec,
+                        payload={"chunk_id": chunk_ids[i], "unit_id": unit_ids[i]},
+                    )
+                )
             client.upsert(name, points=pts, wait=True)
             bar.update(len(pts))
     return n
@@ -292,15 +313,25 @@ def _batched(client, name: str, qids: Sequence[str], requests: list, id_to_chunk
     return run
 
 
-def search_dense(client, name: str, qids: Sequence[str], vectors: np.ndarray, limit: int,
-                 id_to_chunk: Mapping[str, str], *, exact: bool = False) -> Run:
+def search_dense(
+    client,
+    name: str,
+    qids: Sequence[str],
+    vectors: np.ndarray,
+    limit: int,
+    id_to_chunk: Mapping[str, str],
+    *,
+    exact: bool = False,
+) -> Run:
     """Cosine top-``limit`` chunks per query (``exact`` asks a server for exact, not HNSW, search;
     local mode is always exact and warns if asked)."""
     from qdrant_client import models
 
     params = models.SearchParams(exact=True) if exact else None
-    reqs = [models.QueryRequest(query=v.tolist(), using=DENSE, limit=limit, params=params, with_payload=False)
-            for v in vectors]
+    reqs = [
+        models.QueryRequest(query=v.tolist(), using=DENSE, limit=limit, params=params, with_payload=False)
+        for v in vectors
+    ]
     return _batched(client, name, qids, reqs, id_to_chunk)
 
 
@@ -310,15 +341,20 @@ def _sparse(vec: tuple[list[int], list[float]]):
     return models.SparseVector(indices=list(vec[0]), values=list(vec[1]))
 
 
-def search_sparse(client, name: str, qids: Sequence[str], sparse: Sequence[tuple[list[int], list[float]]],
-                  limit: int, id_to_chunk: Mapping[str, str]) -> Run:
+def search_sparse(
+    client,
+    name: str,
+    qids: Sequence[str],
+    sparse: Sequence[tuple[list[int], list[float]]],
+    limit: int,
+    id_to_chunk: Mapping[str, str],
+) -> Run:
     """Qdrant's native sparse BM25 (IDF modifier) top-``limit`` chunks; a query with no known term gets []."""
     from qdrant_client import models
 
     run: Run = {q: {} for q in qids}
     keep = [i for i, s in enumerate(sparse) if s[0]]
-    reqs = [models.QueryRequest(query=_sparse(sparse[i]), using=SPARSE, limit=limit, with_payload=False)
-            for i in keep]
+    reqs = [models.QueryRequest(query=_sparse(sparse[i]), using=SPARSE, limit=limit, with_payload=False) for i in keep]
     run.update(_batched(client, name, [qids[i] for i in keep], reqs, id_to_chunk))
     return run
 
@@ -358,8 +394,11 @@ def search_hybrid(
         if s[0]:  # a query with no known term has no sparse leg
             pre.append(models.Prefetch(query=_sparse(s), using=SPARSE, limit=leg_k))
             w = [float(x) for x in weights] if weights is not None else None
-        query = (models.FusionQuery(fusion=models.Fusion.DBSF) if fusion == "dbsf"
-                 else models.RrfQuery(rrf=models.Rrf(k=qdrant_k(rrf_k), weights=w)))
+        query = (
+            models.FusionQuery(fusion=models.Fusion.DBSF)
+            if fusion == "dbsf"
+            else models.RrfQuery(rrf=models.Rrf(k=qdrant_k(rrf_k), weights=w))
+        )
         reqs.append(models.QueryRequest(prefetch=pre, query=query, limit=limit, with_payload=False))
     return _batched(client, name, qids, reqs, id_to_chunk)
 
@@ -370,10 +409,14 @@ QDRANT_FUSIONS = ("rrf", "dbsf")  # the fusions Qdrant's Query API runs server-s
 def check_fusion(fusion: str, weights: Sequence[float] | None) -> None:
     """Refuse a fusion Qdrant does not run, weights for DBSF, and weights that are not (dense, sparse)."""
     if fusion not in QDRANT_FUSIONS:
-        raise ValueError(f"Qdrant fuses with {' or '.join(QDRANT_FUSIONS)}, not {fusion!r}; use "
-                         "rerankeval.retrieve.fusion.fuse for the other methods")
+        raise ValueError(
+            f"Qdrant fuses with {' or '.join(QDRANT_FUSIONS)}, not {fusion!r}; use "
+            "rerankeval.retrieve.fusion.fuse for the other methods"
+        )
     if weights is not None and fusion == "dbsf":
-        raise ValueError("Qdrant's DBSF takes no weights: pass weights=None (or fuse client-side with "
-                         "rerankeval.retrieve.fusion.fuse(..., 'dbsf', weights=...))")
+        raise ValueError(
+            "Qdrant's DBSF takes no weights: pass weights=None (or fuse client-side with "
+            "rerankeval.retrieve.fusion.fuse(..., 'dbsf', weights=...))"
+        )
     if weights is not None and len(weights) != 2:
         raise ValueError(f"weights must be (dense, sparse), got {weights!r}")
