@@ -313,6 +313,12 @@ def _discrimination(dp: DatasetPaths, qrels: runs.Qrels, qids: list[str], p: Ana
     return disc
 
 
+def _llm_grades(dp: DatasetPaths) -> runs.Qrels | None:
+    """The LLM judge's grades 05 reads (the first of ``agreement.llm_qrels_files``), or None without any."""
+    files = agree.llm_qrels_files(dp)
+    return agree.read_llm_qrels(files[0]) if files else None
+
+
 def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any], settings: Settings) -> Analysis:
     """Load and check the runs, evaluate, cross-check, bootstrap, compare, attribute: see the module doc.
     ``settings`` (the caller's, e.g. ``load_settings()`` in notebook 05) are what :func:`write`'s manifest records."""
@@ -320,7 +326,8 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any], settings: 
 
     p = AnalysisParams.of(params)
     stats_ = corpus.load_stats(dp)
-    human, merge = judgments.merged_qrels(dp, corpus.load_qrels(dp))
+    original = corpus.load_qrels(dp)  # stage 01's own: the holes a random sample of human grades is drawn from
+    human, merge = judgments.merged_qrels(dp, original)
     qrels, grades = agree.analysis_qrels(dp, human, p.qrels_source)
     table_q = corpus.load_query_table(dp)
     queries = {q.qid: q.text for q in table_q}
@@ -406,7 +413,9 @@ def run(dp: DatasetPaths, params: AnalysisParams | Mapping[str, Any], settings: 
         human_qrels=human,
         other=other,
         injection=injection.analyse(dp, loaded, qrels, human, qs.qids, headline, p.missing_queries),
-        holes=holes.analyse(loaded, qrels, qs.qids, summary.baseline, k=p.final_k),
+        holes=holes.analyse(
+            loaded, qrels, qs.qids, summary.baseline, k=p.final_k, llm=_llm_grades(dp), original=original, human=human
+        ),
     )
 
 

@@ -32,11 +32,15 @@ def analyse(
     k: int = 10,
     n_sim: int = 3,
     budget_s: float = EXPECTED_BUDGET_S,
+    llm: Qrels | None = None,
+    original: Qrels | None = None,
+    human: Qrels | None = None,
 ) -> dict[str, Any] | None:
     """:func:`incomplete.first_screen` of ``runs`` against ``baseline`` (the first run when ``baseline`` is empty),
     with ``baseline`` recorded; None without runs or queries. The expected judgments of the undecided comparisons
     (``n_sim`` simulations of the queue each) are added in order while ``budget_s`` lasts; a comparison past it
-    keeps only the most judgments it can need (``expected`` None, said in its sentence)."""
+    keeps only the most judgments it can need (``expected`` None, said in its sentence). With an LLM judge's grades
+    (``llm``), also ``ppi``: :func:`prediction_powered` over the holes of ``original`` with the ``human`` grades."""
     if not runs or not qids:
         return None
     base = baseline if baseline in runs else next(iter(runs))
@@ -50,7 +54,30 @@ def analyse(
         )
         c["sentence"] = incomplete.Comparison(**c).describe()
     skipped = sum(1 for c in rec["comparisons"] if c["status"] == "undecided" and c.get("expected") is None)
-    return {"baseline": base, **rec, "expected_skipped": skipped}
+    out = {"baseline": base, **rec, "expected_skipped": skipped}
+    if llm:  # an LLM judge's grades exist: the human+LLM numbers with prediction-powered intervals, or why not
+        out["ppi"] = prediction_powered(runs, original or {}, human or qrels, llm, list(qids), k)
+    return out
+
+
+def prediction_powered(
+    runs: Mapping[str, Run], original: Qrels, human: Qrels, llm: Qrels, qids: Sequence[str], k: int
+) -> dict[str, Any]:
+    """Each run's nDCG@``k`` with the holes of ``original`` (the dataset's own qrels) filled by the LLM's grades (on
+    the human scale) and rectified by the human grades of the judged prefix of :func:`incomplete.sample_order`
+    (Angelopoulos et al., Science 2023); with fewer than :data:`rerankeval.evaluate.ppi.PPI_MIN_HUMAN` such grades,
+    why not (the bounds stand instead)."""
+    from rerankeval.evaluate import agreement, ppi
+    from rerankeval.evaluate.judgments import grade_scale
+
+    mapped, _ = agreement.merge_llm({}, llm, grade_scale(human) or 1)
+    sample = incomplete.sampled_grades(incomplete.sample_order(runs, original, qids, k), human)
+    rec: dict[str, Any] = {"n_human": len(sample), "metric": f"ndcg@{k}"}
+    try:
+        rec["variants"] = {v: ppi.ppi_metric(r, original, mapped, sample, qids, f"ndcg@{k}") for v, r in runs.items()}
+    except ppi.TooFewHumanGrades as exc:
+        rec.update(refused=str(exc), fallback="the [worst, best] bounds over every grading of the unjudged units")
+    return rec
 
 
 def review_weights(

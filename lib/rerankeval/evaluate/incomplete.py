@@ -541,6 +541,30 @@ def _ppi(
         return {"refused": str(exc), "fallback": "the [worst, best] bounds over every completion"}
 
 
+def sample_order(
+    runs: Mapping[str, Run], original: Qrels, qids: Sequence[str], k: int, seed: int = 0
+) -> list[tuple[str, str]]:
+    """The holes of the dataset's own qrels (``original``) in every run's top ``k``, in a seeded random order, fixed
+    (grading does not reshuffle it): a prefix of it is a uniform random sample of the holes, what prediction-powered
+    inference needs from the human grades (``explore.next_to_judge(dp, n, mode="sample")`` walks it)."""
+    pool = sorted(
+        {(q, u) for q in qids for r in runs.values() for u in top_k(r.get(q, {}), k) if u not in original.get(q, {})}
+    )
+    random.Random(seed).shuffle(pool)
+    return pool
+
+
+def sampled_grades(order: Sequence[tuple[str, str]], human: Qrels) -> dict[tuple[str, str], int]:
+    """The human grades of the longest prefix of ``order`` that is graded throughout: a uniform random sample
+    (stopping at the first ungraded unit keeps it one; a grade further on is not part of the sample)."""
+    out: dict[tuple[str, str], int] = {}
+    for q, u in order:
+        if u not in human.get(q, {}):
+            break
+        out[(q, u)] = int(human[q][u])
+    return out
+
+
 def review_weights(
     runs: Mapping[str, Run], qrels: Qrels, qids: Sequence[str], baseline: str, k: int = 10
 ) -> dict[tuple[str, str], tuple[float, str]]:

@@ -601,6 +601,30 @@ def holes_block(dp: DatasetPaths) -> dict[str, Any] | None:
         "queue_size": int(rec.get("queue_size") or 0),
         "top_grade": rec.get("top_grade"),
         "expected_skipped": int(rec.get("expected_skipped") or 0),
+        "ppi": _ppi_view(rec.get("ppi")),
+    }
+
+
+def _ppi_view(got: Any) -> dict[str, Any] | None:
+    """The human+LLM numbers with prediction-powered intervals (``analyse/incomplete.json`` → ``ppi``), or why
+    they were not computed; None without LLM grades."""
+    if not isinstance(got, dict):
+        return None
+    rows = [
+        {
+            "variant": v,
+            "estimate": verdict.fmt(r.get("estimate")),
+            "ci": f"[{verdict.fmt(r.get('ci_low'))}, {verdict.fmt(r.get('ci_high'))}]",
+            "llm_only": verdict.fmt(r.get("llm_only")),
+        }
+        for v, r in (got.get("variants") or {}).items()
+        if isinstance(r, dict)
+    ]
+    return {
+        "n_human": int(got.get("n_human") or 0),
+        "rows": rows,
+        "refused": str(got.get("refused") or ""),
+        "fallback": str(got.get("fallback") or ""),
     }
 
 

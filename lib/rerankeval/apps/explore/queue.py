@@ -13,7 +13,6 @@ saved runs and the qrels with the explorer's judgments, without re-running the c
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,6 @@ from rerankeval.core.names import VECTOR
 from rerankeval.core.runs import Qrels, Run
 from rerankeval.evaluate import incomplete, judgments, metrics
 from rerankeval.evaluate.analysis_records import read_summary
-from rerankeval.evaluate.bounds import top_k
 from rerankeval.evaluate.ppi import PPI_MIN_HUMAN
 
 MODES = ("queue", "sample")
@@ -138,10 +136,7 @@ def _sample(
     """The sample: the holes of the dataset's own qrels in every variant's top k, in a seeded random order (fixed:
     grading does not reshuffle it). Returns its ungraded units in that order, and (graded, drawn): the graded units
     before the first ungraded one, and that prefix's length with the next unit."""
-    pool = sorted(
-        {(q, u) for q in qids for r in runs.values() for u in top_k(r.get(q, {}), k) if u not in original.get(q, {})}
-    )
-    random.Random(seed).shuffle(pool)
+    pool = incomplete.sample_order(runs, original, qids, k, seed)
     out, graded = [], 0
     for i, (q, u) in enumerate(pool, start=1):
         if u in qrels.get(q, {}):
