@@ -287,9 +287,11 @@ def test_ask_does_not_cache_an_unusable_reply_and_replaces_a_cached_one(tmp_path
     with FakeLLM(rule=lambda n, b: {"content": '{"relevant": "no"}'}) as f:
         with Asker(_settings(f.base_url), ask.Params(content_retries=0), LLMCache(tmp_path / "llm")) as asker:
             assert asker.ask(q, passages, {}).status == "failed"
-    assert not list((tmp_path / "llm").rglob("*.json"))
-    with FakeLLM(rule=lambda n, b: good) as f:
-        with Asker(_settings(f.base_url), ask.Params(content_retries=0), LLMCache(tmp_path / "llm")) as asker:
+            key = asker.cache.key(asker.material(q.text, passages, asker.max_tokens))
+            assert asker.cache.get(key) is None  # kept only as a failure record (issue 35 item 3), never as good
+    with FakeLLM(rule=lambda n, b: good) as f:  # retry_failed asks again; the good reply replaces the record
+        params = ask.Params(content_retries=0, retry_failed=True)
+        with Asker(_settings(f.base_url), params, LLMCache(tmp_path / "llm")) as asker:
             key = asker.cache.key(asker.material(q.text, passages, asker.max_tokens))
             atomic_write_json(asker.cache.path(key), {"key": key, "reply": {"content": "prose, no JSON"}})
             a = asker.ask(q, passages, {})
