@@ -175,12 +175,12 @@ def test_the_qrels_comparison_searches_the_human_questions_once_and_scores_them_
 
     class Counting(validate.Engine):
         @classmethod
-        def open(cls, dp, queries, max_leg_k, **kw):
+        def open(cls, dp, queries, max_leg_k, *args, **kw):
             opened.append(sorted(queries))
-            return super().open(dp, queries, max_leg_k, **kw)
+            return super().open(dp, queries, max_leg_k, *args, **kw)
 
     monkeypatch.setattr(validate, "Engine", Counting)
-    check = validate.qrels_validation(dp)
+    check = validate.qrels_validation(dp, settings=load_settings())
     points = [p for p in validate.load_grid("small").points(validate.Point(leg_k=100), pdf=True) if not p.chunk_size]
     assert opened == [["t1", "t2", "t3", "t4"]]  # one search of the human questions for both qrels
     assert len(check.table) == check.tau["n_systems"] == len(points) and check.record["llm_added"] == 1
