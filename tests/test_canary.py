@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ from fakellm import FakeLLM, behave
 
 pytestmark = pytest.mark.slow
 
-KEY = "sk-CANARY-key-7f3a9c0d5e1b2468"
+KEY = "sk-" + "CANARY-" + secrets.token_hex(8)  # made at run time: no key-shaped literal in the repository
 USER, PASSWORD = "canary", "CANARY-pw/9@z"  # a '/' and an '@': percent-encoded in the URL
 PASSWORD_IN_URL = "CANARY-pw%2F9%40z"
 TOKEN = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()

@@ -83,6 +83,19 @@ class CallStats:
         """Prompt and completion tokens the cache saved."""
         return self.saved_prompt_tokens + self.saved_completion_tokens
 
+    def summary(self) -> dict[str, Any]:
+        """The counts a stage's ``summary.json`` records (08's and 09's ``calls``)."""
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "requests": self.requests,
+            "failed": self.failed,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "llm_seconds": round(self.llm_seconds, 2),
+            "errors": list(self.errors),
+        }
+
     @property
     def fresh_calls(self) -> int:
         """Requests sent (the name notebook 07 prints)."""

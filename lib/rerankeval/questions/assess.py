@@ -492,16 +492,7 @@ def summary(res: AssessResult, legacy: str = "") -> dict[str, Any]:
         "warning": " ".join(warnings(res, legacy)),
         "drops": {r: int(res.drops.get(r, 0)) for r in REASONS},
         "plan": res.plan.to_dict() if res.plan else None,
-        "calls": {
-            "calls": s.calls,
-            "cache_hits": s.cache_hits,
-            "requests": s.requests,
-            "failed": s.failed,
-            "prompt_tokens": s.prompt_tokens,
-            "completion_tokens": s.completion_tokens,
-            "llm_seconds": round(s.llm_seconds, 2),
-            "errors": list(s.errors),
-        },
+        "calls": s.summary(),
         "seconds": res.seconds,
     }
 
