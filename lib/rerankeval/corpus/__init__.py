@@ -16,8 +16,9 @@ May import rerankeval.core only. The face's names load on first use (PEP 562), s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rerankeval.core.face import lazy
 
 if TYPE_CHECKING:
     from rerankeval.corpus import contract
@@ -33,16 +34,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name == "contract":
-        return importlib.import_module("rerankeval.corpus.contract")
-    if name not in _HOME:
-        raise AttributeError(
-            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-            "(other names: import them from their module under rerankeval.corpus)"
-        )
-    return getattr(importlib.import_module(_HOME[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy(__name__, _HOME, submodules=("contract",))

@@ -16,8 +16,9 @@ importing one module behind it (``rerankeval.index.qdrant.rrf``, ``.bm25``) does
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rerankeval.core.face import lazy
 
 if TYPE_CHECKING:
     from rerankeval.index.build import Params, Result, run, write
@@ -49,14 +50,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(
-            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-            "(other names: import them from their module under rerankeval.index)"
-        )
-    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy(__name__, _HOME)

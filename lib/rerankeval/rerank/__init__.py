@@ -20,8 +20,9 @@ face's names load on first use (PEP 562), so importing one module behind it (``r
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rerankeval.core.face import lazy
 
 if TYPE_CHECKING:
     from rerankeval.rerank.config import Params
@@ -42,14 +43,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(
-            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-            "(other names: import them from their module under rerankeval.rerank)"
-        )
-    return getattr(importlib.import_module(_HOME[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy(__name__, _HOME)

@@ -18,8 +18,9 @@ behind it (``rerankeval.retrieve.fusion``, ``.variants``) does not import the st
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rerankeval.core.face import lazy
 
 if TYPE_CHECKING:
     from rerankeval.retrieve.params import Params
@@ -37,14 +38,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(
-            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-            "(other names: import them from their module under rerankeval.retrieve)"
-        )
-    return getattr(importlib.import_module(_HOME[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy(__name__, _HOME)

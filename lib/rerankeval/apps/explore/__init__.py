@@ -51,8 +51,9 @@ does not import the rest.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rerankeval.core.face import lazy
 
 if TYPE_CHECKING:
     from rerankeval.apps.explore.questions import add_question, draft_source, drafts, promote, review
@@ -83,14 +84,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(
-            f"module {__name__!r} has no attribute {name!r}; its face is {', '.join(__all__)} "
-            "(other names: import them from their module under rerankeval.apps.explore)"
-        )
-    return getattr(importlib.import_module(_HOME[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy(__name__, _HOME)
