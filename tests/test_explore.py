@@ -14,7 +14,8 @@ import pytest
 
 from fakellm import FakeLLM
 from rerankeval import rerank
-from rerankeval.apps import chain_params, explore
+from rerankeval.apps import explore
+from rerankeval.apps.chain import params as chain_params
 from rerankeval.apps.explore.engine import Explorer, example_queries
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
