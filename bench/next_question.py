@@ -372,6 +372,7 @@ def run(
 ) -> dict[str, Any]:
     """Seed a copy (or take ``work``, one an earlier ``--keep`` run seeded), freeze the code, warm it, then the
     follow-ups in :data:`ORDER`."""
+    from rerankeval.core.settings import load_settings
     from rerankeval.llm import server as llm_server
 
     dp = paths.resolve_dataset(dataset)
@@ -392,7 +393,7 @@ def run(
             contextlib.ExitStack() as stack,
         ):
             t0 = time.perf_counter()
-            endpoint = stack.enter_context(llm_server.ensure_endpoint())
+            endpoint = stack.enter_context(llm_server.ensure_endpoint(load_settings()))
             out["endpoint_start_s"] = round(time.perf_counter() - t0, 1)
             if not resume:  # else: the warm-up, frozen code and snapshot of the earlier run
                 out["warm_up"] = warm_up(ws, endpoint, list(skip))

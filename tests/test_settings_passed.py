@@ -35,10 +35,6 @@ PENDING = {
         "callers (corpus.extract, index.embed, questions, rerank.reranker, experiments.grid, llm.budget ...)"
     ),
     ("rerankeval/core/progress.py", "_label"): "RERANKEVAL_STAGE, the kernel's notebook: the same callers",
-    ("rerankeval/llm/server.py", "ensure_endpoint"): (
-        "its default when no settings are given, for callers not moved to endpoint(settings) yet: "
-        "questions/assess.py (gives settings), tests/test_llm_server.py, tests/test_rerank_llm.py, bench"
-    ),
 }
 
 

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -293,21 +293,16 @@ def endpoint(
 
 @contextlib.contextmanager
 def ensure_endpoint(
-    environ: Mapping[str, str] | None = None,
+    settings: Settings,
     *,
     ctx: int = DEFAULT_CTX,
     parallel: int = DEFAULT_PARALLEL,
     threads: int | None = None,
     wait: float = 180.0,
-    settings: Settings | None = None,
     backend: str | None = None,
     model: str | None = None,
 ) -> Iterator[dict[str, str]]:
-    """:func:`endpoint` as the environment variables of a child process (:func:`endpoint_env`).
-
-    ``settings`` default: ``load_settings(environ)`` (this module's CLI; a library caller passes its own).
-    """
-    settings = settings if settings is not None else load_settings(environ)
+    """:func:`endpoint` as the environment variables of a child process (:func:`endpoint_env`)."""
     with endpoint(
         settings, ctx=ctx, parallel=parallel, threads=threads, wait=wait, backend=backend, model=model
     ) as served:
