@@ -259,9 +259,9 @@ def _states(msgs: list[dict]) -> str:
 
 def test_the_explorer_widget_works_in_a_real_jupyterlab(tmp_path):
     pytest.importorskip("jupyter_server", reason="jupyter-server is not installed: pip install -r requirements.txt")
+    from explore_data import UNITS, _dataset
     from rerankeval.core.paths import NOTEBOOKS_DIR
     from rerankeval.evaluate import judgments
-    from test_explore import UNITS, _dataset
 
     dp = _dataset(tmp_path)
     cells = [c for c in nbformat.read(NOTEBOOKS_DIR / "00-explore.ipynb", as_version=4).cells if c.cell_type == "code"]

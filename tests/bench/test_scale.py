@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def _run(n: int, wall: float, peak: float) -> dict:
 
 
 def test_the_fit_needs_two_positive_points(scale):
-    # the exact power law itself: tests/test_backend_parity.py
+    # the exact power law itself: tests/bench/test_backend_parity.py
     assert scale.exponent([5_000], [1.0]) is None
     assert scale.exponent([5_000, 10_000], [0.0, 2.0]) is None  # a non-positive point is left out
     assert scale.extrapolate([5_000], [1.0]) == {}

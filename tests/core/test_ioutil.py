@@ -15,12 +15,12 @@ import threading
 
 import pytest
 
+from promote_data import UNITS, _dataset
 from rerankeval.core import ioutil
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.corpus import queryset
 from rerankeval.evaluate import judgments
 from rerankeval.questions import draft, review
-from test_promote import UNITS, _dataset
 
 WRITERS, PER_WRITER = 4, 10
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from assess_data import _dataset, gold_judge
 from fakellm import FakeLLM
 from rerankeval.core import judge_grades
 from rerankeval.core.settings import Settings
 from rerankeval.evaluate import agreement
 from rerankeval.llm.cache import LLMCache
 from rerankeval.questions import assess
-from test_assess import _dataset, gold_judge
 
 KEY = "test-key-not-a-secret-0001"
 

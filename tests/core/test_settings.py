@@ -238,7 +238,7 @@ def test_progress_mode_and_stage_are_settings(tmp_path):
 
 
 # -- Settings is the only reader of our variables in the environment (issue 20) --
-LIB = Path(__file__).resolve().parents[1] / "lib" / "rerankeval"
+LIB = Path(__file__).resolve().parents[2] / "lib" / "rerankeval"
 READERS = {LIB / "core" / "settings.py", LIB / "core" / "envfile.py"}
 OURS = re.compile(r"^(RERANKEVAL_|OPENAI_|QDRANT_|LOCAL_MODEL|RERANK_|JUDGE_|EMBED_)")
 

@@ -194,10 +194,10 @@ MISSING_LOOKING = ("NA", "null")  # with q3: pandas' default read turns the firs
 
 
 def _rerank_dataset(tmp_path: Path, qids: tuple[str, ...]):
-    """Stage 03's outputs for ``qids`` on the stage-04 test's hand-made chunks (tests/test_rerank_stage.py)."""
+    """Stage 03's outputs for ``qids`` on the stage-04 test's hand-made chunks (tests/support/rerank_data.py)."""
+    from rerank_data import CHUNKS
     from rerankeval.core import runs
     from rerankeval.core.ioutil import atomic_write_jsonl
-    from test_rerank_stage import CHUNKS
 
     src = tmp_path / "ids"
     src.mkdir()

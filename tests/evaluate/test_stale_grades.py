@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import logging
 
+from judgments_data import UNITS as J_UNITS
+from judgments_data import _dataset as judged_dataset
+from promote_data import UNITS, _dataset
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_jsonl, read_jsonl, sha256_text
 from rerankeval.corpus import queryset
 from rerankeval.corpus.contract import load_qrels
 from rerankeval.evaluate import judgments
 from rerankeval.questions import review
-from test_judgments import UNITS as J_UNITS
-from test_judgments import _dataset as judged_dataset
-from test_promote import UNITS, _dataset
 
 GARDENING = "how to prune roses and water tomatoes in a dry summer"
 

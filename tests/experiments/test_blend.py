@@ -11,7 +11,7 @@ import pytest
 from rerankeval.experiments import blend
 from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments.replay import RecordedLLM
-from test_sweep import FakeSource
+from sweep_data import FakeSource
 
 # identical legs, so combsum_minmax's fused score is 2 * minmax(leg): q2's pool of 3 is fused 2, 1, 0 -> 1, .5, 0
 LEG = {"q1": {"A": 2.0, "B": 1.0}, "q2": {"C": 3.0, "D": 2.0, "E": 1.0}, "q3": {"F": 2.0, "G": 1.0}}

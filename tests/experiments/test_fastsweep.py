@@ -17,7 +17,7 @@ from rerankeval.experiments import fastsweep as fs
 from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments.replay import RecordedLLM, replay
 from rerankeval.retrieve.fusion import FUSION_METHODS, fuse
-from test_sweep import LEX, QRELS, QUERIES, UNIT_OF, FakeSource
+from sweep_data import LEX, QRELS, QUERIES, UNIT_OF, FakeSource
 
 COLS = ["ndcg@3", "mrr@3", "recall@2", "recall@3", "success@2", "precision@3"]
 

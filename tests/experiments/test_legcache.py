@@ -14,7 +14,7 @@ from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
 from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments import legcache
-from test_sweep import QRELS, QUERIES, FakeSource
+from sweep_data import QRELS, QUERIES, FakeSource
 
 
 @pytest.fixture

@@ -15,38 +15,7 @@ from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments import replay, splits, sweep
 from rerankeval.index import bm25 as bm25mod
 from rerankeval.retrieve.fusion import fuse, rrf
-
-# chunk-level legs over 3 queries; chunks c<unit>.<n> belong to unit d<unit>
-DENSE = {
-    "q1": {"c1.0": 0.9, "c2.0": 0.8, "c3.0": 0.7, "c1.1": 0.6, "c4.0": 0.5},
-    "q2": {"c2.0": 0.9, "c4.0": 0.8, "c1.0": 0.7, "c3.0": 0.6, "c2.1": 0.5},
-    "q3": {"c3.0": 0.9, "c3.1": 0.8, "c4.0": 0.7, "c1.0": 0.6, "c2.0": 0.5},
-}
-LEX = {
-    "q1": {"c2.0": 9.0, "c1.1": 8.0, "c4.0": 7.0, "c3.0": 6.0, "c1.0": 5.0},
-    "q2": {"c4.0": 9.0, "c2.1": 8.0, "c3.0": 7.0, "c1.0": 6.0, "c2.0": 5.0},
-    "q3": {"c1.0": 9.0, "c3.0": 8.0, "c2.0": 7.0, "c4.0": 6.0, "c3.1": 5.0},
-}
-UNIT_OF = {c: "d" + c[1] for q in DENSE for c in [*DENSE[q], *LEX[q]]}
-QUERIES = {"q1": "one", "q2": "two", "q3": "three"}
-QRELS = {"q1": {"d2": 1}, "q2": {"d4": 1}, "q3": {"d1": 1, "d3": 1}}
-
-
-class FakeSource:
-    """Hand-built legs with call counters (a stand-in for a Retriever)."""
-
-    def __init__(self) -> None:
-        self.unit_of = UNIT_OF
-        self.bm25 = bm25mod.BM25Index.from_tokens(["x"], [["a"]])
-        self.calls: list[tuple[str, int]] = []
-
-    def dense_leg(self, queries: Mapping[str, str], k: int):
-        self.calls.append(("dense", k))
-        return truncate({q: DENSE[q] for q in queries}, k)
-
-    def bm25_leg(self, queries: Mapping[str, str], k: int):
-        self.calls.append(("bm25", k))
-        return truncate({q: LEX[q] for q in queries}, k)
+from sweep_data import DENSE, LEX, QRELS, QUERIES, UNIT_OF, FakeSource
 
 
 def test_legs_are_searched_once_and_cut_for_every_fusion_point():
@@ -343,12 +312,11 @@ def test_replayed_rerank_equals_stage_04(tmp_path, alpha):
     """The sweep reorders a pool from stage 04's recorded yes/no scores exactly as stage 04 did, never calling
     the LLM again, and skips the queries whose pool was not (wholly) scored."""
     from fakellm import FakeLLM
-    from rerank_data import run_cached
+    from rerank_data import make_dataset, run_cached
     from rerankeval import rerank
     from rerankeval.core.settings import Settings
     from rerankeval.llm.cache import LLMCache
     from rerankeval.rerank.config import Params
-    from test_rerank_stage import make_dataset
 
     _, dp = make_dataset(tmp_path)
     with FakeLLM() as f:

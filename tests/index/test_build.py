@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from hashembed import CHUNKS, QUERIES, HashEmbedder
 from rerankeval import index
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
@@ -17,7 +18,6 @@ from rerankeval.core.settings import Settings
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import build
 from rerankeval.index.qdrant import edge as qdrant_edge
-from test_backend_choice import CHUNKS, QUERIES, HashEmbedder
 
 FACE = {
     "Params": "build",

@@ -1,6 +1,6 @@
 """Embeddings from an OpenAI-compatible server (issue 36 item 3): batched, concurrent, retried, cached by the
 server's model identity; every bad answer refused naming the setting; an index never searched with another
-encoder's vectors. Faults come from tests/fakeembed.py; the real server is tests/test_embed_server.py."""
+encoder's vectors. Faults come from tests/support/fakeembed.py; the real server: tests/index/test_embed_server.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Invalidation: every cache and index is keyed by what it depends on; one change rebuilds exactly the
 stages that depend on it and nothing else.
 
-One test per key, on the tiny PDF dataset of tests/builders.py built in tmp with its own cache (so the
+One test per key, on the tiny PDF dataset of tests/support/builders.py built in tmp with its own cache (so the
 counters are exact): the corpus content (a PDF's text; the queries), the chunking parameters, the BM25
 parameters (the analyser is checked at the key level: ``index.Params`` has no analyser), the embedding
 model (a second local model folder), and for the LLM cache the prompt template, the reply schema and the
@@ -50,7 +50,7 @@ def ds(tmp_path, monkeypatch, minilm):
     """A fresh tiny PDF dataset, cache and Qdrant store per test; built once (cold)."""
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("QDRANT_URL", raising=False)
-    # these tests list the client store's collections; edge's shards: tests/test_qdrant_edge.py, test_backend_choice.py
+    # these tests list the client store's collections; edge's shards: qdrant/test_edge.py, test_store_backend.py
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
     folder = tiny_pdf_dataset(tmp_path / "tiny")
     dp = paths.resolve_dataset(folder)

@@ -129,7 +129,7 @@ def rewriting(n: int, body: dict) -> dict:
 
 
 def fake_tokens(fake: FakeLLM) -> int:
-    """The tokens the fake counted in its usage replies (tests/fakellm.py's formula)."""
+    """The tokens the fake counted in its usage replies (tests/support/fakellm.py's formula)."""
     total = 0
     for n, (_, _, body) in enumerate(r for r in fake.requests if r[1].endswith("/chat/completions")):
         total += sum(len(m.get("content", "").split()) for m in body["messages"])

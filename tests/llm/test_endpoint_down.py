@@ -1,7 +1,7 @@
 """The LLM endpoint is down for the whole run: every query falls back to its fused order, the stage still
 writes its outputs, and the analysis and the report say so (fallback rate 100%, shown as a warning).
 
-A single refused connection is covered by tests/test_rerank_faults.py; this is the whole run, through
+A single refused connection is covered by tests/rerank/test_faults.py; this is the whole run, through
 the stage outputs, the analysis helpers notebook 05 uses, and the report index page.
 """
 

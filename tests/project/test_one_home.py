@@ -172,7 +172,7 @@ def test_names_are_imported_from_their_home(package):
 
 def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     """Each check finds its violation in a module written for it (so an empty result means something)."""
-    monkeypatch.setattr(f"{__name__}.LIB", tmp_path / "rerankeval")
+    monkeypatch.setitem(globals(), "LIB", tmp_path / "rerankeval")
     mod = tmp_path / "rerankeval" / "pkg" / "mod.py"
     mod.parent.mkdir(parents=True)
     (mod.parent / "__init__.py").write_text("", encoding="utf-8")
@@ -193,8 +193,8 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
 def test_a_sub_package_is_checked_on_its_own(tmp_path, monkeypatch):
     """A sub-package named with dots (``apps.ask``) is found by its folder, its names have their dotted home, and
     its parent package's count leaves it out (so each module is counted once)."""
-    monkeypatch.setattr(f"{__name__}.LIB", tmp_path / "rerankeval")
-    monkeypatch.setattr(f"{__name__}.ENFORCED", ["pkg.sub"])
+    monkeypatch.setitem(globals(), "LIB", tmp_path / "rerankeval")
+    monkeypatch.setitem(globals(), "ENFORCED", ["pkg.sub"])
     sub = tmp_path / "rerankeval" / "pkg" / "sub"
     sub.mkdir(parents=True)
     for init in (sub.parent / "__init__.py", sub / "__init__.py"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rerankeval.report.captions import CAPTIONS, caption_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fixed_and_patterned_stems():

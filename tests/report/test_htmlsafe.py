@@ -11,7 +11,7 @@ import pytest
 
 from rerankeval.report import fragments, htmlsafe
 
-LIB = Path(__file__).resolve().parents[1] / "lib" / "rerankeval"
+LIB = Path(__file__).resolve().parents[2] / "lib" / "rerankeval"
 SCOPES = ("rre-x", "rre-ask", "rre-diff", "rre-verdict", "rre-status", "rre-banner")
 
 

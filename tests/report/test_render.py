@@ -1,4 +1,4 @@
-"""The report index page and the notebook renderer (no browser needed here; see test_report_screenshot)."""
+"""The report index page and the notebook renderer (no browser needed here; see test_screenshot.py)."""
 
 from __future__ import annotations
 

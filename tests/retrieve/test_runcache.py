@@ -4,7 +4,7 @@ the rewrite LLM), and corrupted, missing or foreign key and run files are ignore
 
 "Searched" is counted where it happens: the indexes are opened (a ``Retriever`` is constructed) only when a
 variant is searched, and the fake LLM counts the rewrite requests. Each test builds the tiny manual corpus of
-tests/builders.py in tmp (its own results, Qdrant store and caches)."""
+tests/support/builders.py in tmp (its own results, Qdrant store and caches)."""
 
 from __future__ import annotations
 

@@ -68,3 +68,43 @@ def rerank_made(
 ) -> Result:
     """Stage 04 on a hand-made hybrid run (:func:`stage03` at ``folder``), through :func:`run_cached`."""
     return run_cached(stage03(folder, fused, queries, texts), params, settings, cache, progress=progress)
+
+
+# two chunks per page unit; the chunk run decides which chunk's text represents the unit
+CHUNKS = [
+    ("a.pdf#p1#0", "a.pdf#p1", "alpha intro"),
+    ("a.pdf#p1#1", "a.pdf#p1", "alpha GOLD answer"),
+    ("a.pdf#p2#0", "a.pdf#p2", "alpha other"),
+    ("b.pdf#p1#0", "b.pdf#p1", "beta text"),
+    ("b.pdf#p2#0", "b.pdf#p2", "beta more"),
+    ("c.pdf#p1#0", "c.pdf#p1", "gamma GOLD"),
+]
+
+
+def make_dataset(tmp_path):
+    src = tmp_path / "tinyds"
+    src.mkdir()
+    dp = resolve_dataset(str(src))
+    atomic_write_jsonl(
+        dp.chunks,
+        [
+            {
+                "chunk_id": c,
+                "unit_id": u,
+                "source": u.split("#")[0],
+                "page": 1,
+                "start": 0,
+                "title": "",
+                "text": t,
+            }
+            for c, u, t in CHUNKS
+        ],
+    )
+    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2", "q3")])
+    runs.write_qrels({"q1": {"a.pdf#p1": 1}, "q2": {"c.pdf#p1": 1}, "q3": {"b.pdf#p1": 1}}, dp.qrels)
+    order = ["b.pdf#p1#0", "a.pdf#p1#1", "b.pdf#p2#0", "a.pdf#p1#0", "a.pdf#p2#0", "c.pdf#p1#0"]
+    chunk_run = {q: {c: 1.0 / (i + 1) for i, c in enumerate(order)} for q in ("q1", "q2", "q3")}
+    unit_of = {c: u for c, u, _ in CHUNKS}
+    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
+    runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file("hybrid"), "hybrid")
+    return src, dp

@@ -146,7 +146,7 @@ def test_unknown_parameter_is_reported(tmp_path, tiny_pdf):
 def test_every_page_the_chain_rendered_is_clean(chain_twice):
     """The tiny chain's own pages (every notebook and the index, as CI renders them: no default results needed)
     hold no NaN/None/True/False cell, no dict or list repr, no 17-digit float, no table without its scroll box."""
-    from test_pages_clean import defects
+    from pagecheck import defects
 
     pages = sorted((chain_twice["out"] / "report").glob("*.html"))
     assert len(pages) >= 8

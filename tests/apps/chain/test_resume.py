@@ -35,7 +35,7 @@ from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank.config import Params
 
-TESTS_DIR = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parents[2] / "support"  # tests/support, for the child process
 SHARD = 8
 N_TEXTS = 48  # six shards of eight
 ENTRY = re.compile(r"^[0-9a-f]{32}\.npz$")  # an embedding shard, as EmbeddingCache.store names it
@@ -223,7 +223,7 @@ def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, mo
     killed_out = tmp_path / "killed.trec"
     delay = {"s": 0.15}  # per request, so the run is slow enough to be killed mid-way
     with FakeLLM(rule=lambda n, body: {"delay": delay["s"]}) as fake:
-        args = [str(TESTS_DIR), fake.base_url, str(N_QUERIES), str(killed_out)]
+        args = [str(SUPPORT), fake.base_url, str(N_QUERIES), str(killed_out)]
         proc = subprocess.Popen(
             [sys.executable, "-c", RERANK_CHILD, *args],
             env=_child_env(cache),

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-import test_one_home as one_home
+import testfiles
+from explore_data import _dataset
 from rerankeval.apps import explore
 from rerankeval.apps.explore import session
 from rerankeval.apps.explore.engine import Explorer
 from rerankeval.core import paths
 from rerankeval.core.settings import Settings
-from test_explore import _dataset
 
+one_home = testfiles.load("project/test_one_home.py")  # its checks, run on the explorer
 PACKAGE = "apps.explore"
 DOCS = [paths.ROOT / "README.md", paths.ROOT / "docs" / "guide.md"]
 

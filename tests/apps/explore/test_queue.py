@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from explore_data import UNITS, _dataset
 from rerankeval.apps import explore
 from rerankeval.core import runs
 from rerankeval.evaluate import judgments
-from test_explore import UNITS, _dataset
 
 
 def test_the_queue_gives_units_with_query_snippet_and_why_and_a_status_per_comparison(tmp_path):

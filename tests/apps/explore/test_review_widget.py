@@ -10,14 +10,14 @@ import json
 
 import pytest
 
+from explore_data import UNITS, _dataset
 from rerankeval.apps import explore
 from rerankeval.corpus import queryset
 from rerankeval.evaluate import judgments
-from test_explore import UNITS, _dataset
 
 
 def _with_drafts(tmp_path):
-    """test_explore's dataset, its three evaluated queries being drafts (a folder of PDFs with no human questions)."""
+    """explore_data's dataset, its three evaluated queries being drafts (a folder of PDFs with no human questions)."""
     dp = _dataset(tmp_path)
     rows = [
         ("q1", "alpha configuration", queryset.ACCEPTED, UNITS[0]),

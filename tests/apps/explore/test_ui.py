@@ -1,6 +1,6 @@
 """Issue 23 item 3: the explorer's ipywidgets UI (``explore.widget``) driven in-process: a picked query is shown, a
 grade button records into the judgments file, a conflict is refused, free text is added as a question; and the
-fallback is Markdown, not a quoted string. The same widget in a real JupyterLab server: ``tests/test_lab.py``."""
+fallback is Markdown, not a quoted string. The same widget in a real JupyterLab server: ``tests/apps/test_lab.py``."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from explore_data import UNITS, _dataset
 from rerankeval.apps import explore
 from rerankeval.apps.explore.engine import Explorer
 from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import judgments
-from test_explore import UNITS, _dataset
 
 
 @pytest.fixture

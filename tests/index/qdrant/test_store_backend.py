@@ -5,48 +5,22 @@ and cross-checked with ranx). Skips the edge cases when qdrant-edge-py is not in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 
 import numpy as np
 import pytest
 
+from hashembed import CHUNKS, DIM, QUERIES, HashEmbedder
 from indexing import build_index
 from rerankeval import index
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import write_qrels
 from rerankeval.core.settings import Settings, load_settings
-from rerankeval.index.embed import EncodeStats
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import recall
 from rerankeval.index.qdrant import store as qdrant_store
-
-DIM = 16
-CHUNKS = [
-    (f"m.pdf#p{i}:0", f"m.pdf#p{i}", f"page {i} about topic{i % 4} and word{i % 7} or term{i % 3}")
-    for i in range(1, 41)
-]
-QUERIES = {f"q{i}": f"topic{i % 4} word{i % 7}" for i in range(12)}
-
-
-class HashEmbedder:
-    """A deterministic stand-in for the sentence embedder: a unit vector seeded by each text's hash."""
-
-    key = "hash-embedder-test"
-    model_id = "hash-embedder"
-
-    def __init__(self) -> None:
-        self.stats = EncodeStats()
-
-    def encode(self, texts, *, desc: str = "") -> np.ndarray:
-        rows = [
-            np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:12], 16)).normal(size=DIM) for t in texts
-        ]
-        out = np.asarray(rows, dtype=np.float32).reshape(len(texts), DIM)
-        self.stats = EncodeStats(texts=len(texts), unique=len(set(texts)), encoded=len(texts))
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 @pytest.fixture

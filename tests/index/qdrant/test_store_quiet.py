@@ -11,20 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from hashembed import CHUNKS, QUERIES, HashEmbedder
 from indexing import build_index
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import write_qrels
-from test_backend_choice import CHUNKS, QUERIES, HashEmbedder
 
-TESTS = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parents[2] / "support"  # tests/support, for the child script
 
 # a retriever in a reference cycle, never closed, and a with-block abandoned half-way; gc off so that both are
 # left to the interpreter's teardown, where qdrant-client's close fails (what a notebook-less script hits)
 SCRIPT = """
 import gc, sys
-sys.path.insert(0, {tests!r})
-from test_backend_choice import HashEmbedder
+sys.path.insert(0, {support!r})
+from hashembed import HashEmbedder
 from rerankeval.core import paths
 from rerankeval.index.qdrant import store
 from rerankeval.core.settings import load_settings
@@ -89,7 +89,7 @@ def test_a_script_that_leaves_the_store_open_exits_without_a_traceback(tmp_path,
     script.write_text(
         textwrap.dedent(
             SCRIPT.format(
-                tests=str(TESTS), dataset=str(dataset), client=backend == "client", other=str(tmp_path / "other")
+                support=str(SUPPORT), dataset=str(dataset), client=backend == "client", other=str(tmp_path / "other")
             )
         )
     )
