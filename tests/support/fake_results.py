@@ -1,6 +1,6 @@
-"""A small hand-made dataset with everything 05-analyse reads (runs, qrels, records, a ledger) and strings planted
-to be escaped (``<script>``, ``<img onerror>``, a key that must not leak), for the report's end-to-end tests; also
-the fixture the analysis notebook is developed on."""
+"""A tiny PDF-like dataset's saved results (corpus, runs, index records, a ledger) with strings planted to be escaped
+(``<script>``, ``<img onerror>``, a key that must not leak), for the report's end-to-end tests; also the fixture the
+analysis notebook is developed on."""
 
 from __future__ import annotations
 
