@@ -127,13 +127,13 @@ LLAMA_LOG := $(CACHE)/llama-build.log
 report: ## run every notebook on DATASET and render results/<dataset>/report/index.html
 	@mkdir -p "$(CACHE)"; ( $(MAKE) --no-print-directory llama-if-local >"$(LLAMA_LOG)" 2>&1 || true ) </dev/null &
 	@$(MAKE) --no-print-directory setup
-	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" $(P_ARG) $(if $(FORCE),--force)
+	$(PY) -m rerankeval.apps.chain --dataset "$(DATASET_ARG)" $(P_ARG) $(if $(FORCE),--force)
 
 questions: setup llama-if-local ## draft questions for DATASET with the LLM (01 then 08-questions): queries.draft.jsonl, qrels/draft.tsv
-	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 01 --only 08 --set draft=always $(P_ARG)
+	$(PY) -m rerankeval.apps.chain --dataset "$(DATASET_ARG)" --only 01 --only 08 --set draft=always $(P_ARG)
 
 sweep: setup ## run notebook 06-sweep with the large grid on DATASET (needs 01-03 done) and write runs/hybrid_tuned.trec
-	$(PY) -m rerankeval.chain --dataset "$(DATASET_ARG)" --only 06 --set grid=large --set write_tuned=true \
+	$(PY) -m rerankeval.apps.chain --dataset "$(DATASET_ARG)" --only 06 --set grid=large --set write_tuned=true \
 	  $(P_ARG)
 
 bench-sweep: setup ## fusion points/s and the grids' wall times on SciFact (results/bench/sweep.json)

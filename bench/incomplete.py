@@ -179,7 +179,7 @@ def dataset(name: str, keeps: Sequence[float], reps: int, bm25_only: bool) -> di
     dp = resolve_dataset(str(path))
     if not dp.chunks.is_file():
         return {
-            "skipped": f"{name} has no corpus: run python -m rerankeval.chain --dataset {path} --only 01 "
+            "skipped": f"{name} has no corpus: run python -m rerankeval.apps.chain --dataset {path} --only 01 "
             "(and --only 02 for the dense systems)"
         }
     ev = splits.judged(splits.eval_split(dp))
@@ -247,7 +247,7 @@ def status_time(tmp: Path) -> dict:
     src = SHARED / "cranfield"
     if not resolve_dataset(str(src)).index_manifest.is_file():
         return {
-            "skipped": f"{src} is absent or has no indexes (python -m rerankeval.chain --dataset {src} --only 01 "
+            "skipped": f"{src} is absent or has no indexes (python -m rerankeval.apps.chain --dataset {src} --only 01 "
             "--only 02)"
         }
     ev = splits.judged(splits.eval_split(resolve_dataset(str(src))))

@@ -28,6 +28,7 @@ from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.llm import local_server
 from rerankeval.llm import server as llm_server
 from rerankeval.rerank import prompts, stage
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             backend, no_repack = BACKENDS[name]
-            server_bin, model = llm_server.setup_paths(backend=backend)
+            server_bin, model = llm_server.setup_paths(backend=backend, model=load_settings().local_model)
             servers[name] = local_server.LocalServer(server_bin, model, no_repack=no_repack)
             servers[name].start()
         for kind, items in (("yesno", short), ("long", long)):

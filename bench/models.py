@@ -79,14 +79,14 @@ def local_settings(model: str) -> Iterator[Settings]:
         timeout=max(base.timeout, 300.0),
         max_retries=base.max_retries,
     )
-    with llm_server.ensure_endpoint(settings=own) as env:
+    with llm_server.endpoint(own) as served:
         yield Settings(
-            base_url=env["OPENAI_BASE_URL"],
-            api_key=env["OPENAI_API_KEY"],
-            model=env["RERANK_MODEL"],
-            endpoint_id=env["RERANK_ENDPOINT_ID"],
-            timeout=float(env["RERANK_TIMEOUT"]),
-            max_retries=int(env["RERANK_MAX_RETRIES"]),
+            base_url=served.base_url,
+            api_key=served.api_key,
+            model=served.model,
+            endpoint_id=served.endpoint_id,
+            timeout=served.timeout,
+            max_retries=served.max_retries,
         )
 
 

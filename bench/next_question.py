@@ -2,7 +2,7 @@
 
 On a copy of the default dataset's state (its folder, ``results/<dataset>/``, its Qdrant store, and the embedding
 and LLM caches; the venv, the llama.cpp build and the model weights are linked, not copied) it warms the chain
-(``python -m rerankeval.chain``, what ``make report`` runs), keeps a snapshot, and times each follow-up from that
+(``python -m rerankeval.apps.chain``, what ``make report`` runs), keeps a snapshot, and times each follow-up from that
 snapshot, as a user makes it:
 
 - ``rrf_k``: ``make report P="rrf_k=30"``;
@@ -184,8 +184,8 @@ def read_back(ws: Workspace) -> list[str]:
 def chain(
     ws: Workspace, endpoint: dict[str, str], params: str = "", only: list[str] | None = None, force: bool = False
 ) -> dict[str, Any]:
-    """``python -m rerankeval.chain --dataset <copy> [--params P] [--only NN ...] [--force]``, timed, counted."""
-    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(ws.data), *(["--force"] if force else [])]
+    """``python -m rerankeval.apps.chain --dataset <copy> [--params P] [--only NN ...] [--force]``, timed, counted."""
+    cmd = [sys.executable, "-m", "rerankeval.apps.chain", "--dataset", str(ws.data), *(["--force"] if force else [])]
     cmd += [*(["--params", params] if params else []), *(a for nb in only or [] for a in ("--only", nb))]
     env, before = {**os.environ, **ws.env(), **endpoint, "PYTHONHASHSEED": "0"}, counters(ws)
     t0, cpu0 = time.perf_counter(), sum(os.times()[2:4])  # user + system seconds of the finished children
@@ -194,7 +194,7 @@ def chain(
     notebooks = {m.group(1): float(m.group(3)) for m in CHAIN_LINE.finditer(r.stdout)}
     failed = [m.group(1) for m in CHAIN_LINE.finditer(r.stdout) if m.group(2).lower() != "ok"]
     out = {
-        "command": " ".join(["python -m rerankeval.chain", *cmd[3:]]),
+        "command": " ".join(["python -m rerankeval.apps.chain", *cmd[3:]]),
         "wall_s": round(wall, 1),
         "cpu_s": round(cpu, 1),
         "exit": r.returncode,
@@ -372,6 +372,7 @@ def run(
 ) -> dict[str, Any]:
     """Seed a copy (or take ``work``, one an earlier ``--keep`` run seeded), freeze the code, warm it, then the
     follow-ups in :data:`ORDER`."""
+    from rerankeval.core.settings import load_settings
     from rerankeval.llm import server as llm_server
 
     dp = paths.resolve_dataset(dataset)
@@ -392,7 +393,7 @@ def run(
             contextlib.ExitStack() as stack,
         ):
             t0 = time.perf_counter()
-            endpoint = stack.enter_context(llm_server.ensure_endpoint())
+            endpoint = stack.enter_context(llm_server.ensure_endpoint(load_settings()))
             out["endpoint_start_s"] = round(time.perf_counter() - t0, 1)
             if not resume:  # else: the warm-up, frozen code and snapshot of the earlier run
                 out["warm_up"] = warm_up(ws, endpoint, list(skip))

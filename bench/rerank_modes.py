@@ -115,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    with llm_server.ensure_endpoint() as env:
-        settings = load_settings(env)
+    with llm_server.endpoint(load_settings()) as settings:
         for name in [m.strip() for m in args.modes.split(",") if m.strip()]:
             kw = {
                 **MODES[name],

@@ -1,7 +1,8 @@
 """Behaviour unchanged: run the chain with an earlier commit's code and with this tree's, and compare every run file.
 
 A refactor must not move a number. This checks out ``--base`` (a commit, tag or branch) into a temporary git
-worktree, runs ``python -m rerankeval.chain --only ...`` with each tree's own package (``PYTHONPATH``), each into
+worktree, runs the chain (``python -m rerankeval.apps.chain --only ...``, ``rerankeval.chain`` in a tree from before
+it moved) with each tree's own package (``PYTHONPATH``), each into
 its own results folder and Qdrant store but with the same caches (embeddings, LLM replies): so a reply-cache key
 that changed shows up as LLM calls in the second run, and a changed ranking as a differing run file.
 
@@ -38,7 +39,8 @@ def run_chain(tree: Path, dataset: str, only: list[str], out: Path) -> dict[str,
         "TOKENIZERS_PARALLELISM": "false",
         "PYTHONHASHSEED": "0",
     }
-    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", dataset]
+    chain = "rerankeval.apps.chain" if (tree / "lib" / "rerankeval" / "apps" / "chain").is_dir() else "rerankeval.chain"
+    cmd = [sys.executable, "-m", chain, "--dataset", dataset]
     for nb in only:
         cmd += ["--only", nb]
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ one (and that they give identical per-query values), and the wall time of each g
     PYTHONPATH=lib nice -n 10 python bench/sweep.py                       # SciFact (../shared/data/scifact)
     PYTHONPATH=lib nice -n 10 python bench/sweep.py --grids small large --old-sample 40
 
-Needs SciFact's corpus and indexes (``python -m rerankeval.chain --dataset ../shared/data/scifact --only 01 --only
+Needs SciFact's corpus and indexes (``python -m rerankeval.apps.chain --dataset ../shared/data/scifact --only 01 --only
 02``); skips with a message otherwise. "Warm" means the caches on disk are warm (embeddings, corpus, indexes) and the
 grid is run a second time in this process by :func:`rerankeval.experiments.sweep.run` (a fresh engine: the legs are
 searched again, from the embedding cache). Writes ``results/bench/sweep.json``; the last line is ``name=value ...``.
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     dp = resolve_dataset(args.dataset)
     if not dp.index_manifest.is_file():
         print(
-            f"SKIP: {dp.name} is not prepared ({dp.index_manifest} is missing): run python -m rerankeval.chain "
+            f"SKIP: {dp.name} is not prepared ({dp.index_manifest} is missing): run python -m rerankeval.apps.chain "
             f"--dataset {args.dataset} --only 01 --only 02 first."
         )
         return 0

@@ -13,7 +13,7 @@ from rerankeval.core.errors import ReRankEvalError
 def _package_exceptions() -> dict[str, type[BaseException]]:
     found = {}
     for mod in pkgutil.walk_packages(rerankeval.__path__, "rerankeval."):
-        if mod.name in ("rerankeval.chain", "rerankeval.llm.xllama_server"):
+        if mod.name in ("rerankeval.apps.chain.__main__", "rerankeval.llm.xllama_server"):
             continue  # entry points: importing them is harmless, but they define no errors
         module = importlib.import_module(mod.name)
         for name, obj in vars(module).items():

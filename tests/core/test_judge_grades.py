@@ -133,8 +133,9 @@ def _run_09(tmp_path, dp, **params):
 
 @pytest.mark.slow
 def test_notebook_09_judges_with_judge_model_on_judge_base_url_and_the_fingerprint_says_so(tmp_path, monkeypatch):
-    from rerankeval.apps import chain_files
+    from rerankeval.apps.chain import files as chain_files
     from rerankeval.core.paths import NOTEBOOKS_DIR
+    from rerankeval.core.settings import load_settings
 
     dp = _dataset(tmp_path)
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
@@ -154,7 +155,7 @@ def test_notebook_09_judges_with_judge_model_on_judge_base_url_and_the_fingerpri
         assert {b["model"] for _, p, b in judge.requests if p.endswith("/chat/completions")} == {"judge-model"}
         summary = json.loads((dp.stage_dir("assess") / "summary.json").read_text())
         nb = NOTEBOOKS_DIR / "09-assess.ipynb"
-        key = chain_files.notebook_key(nb, {"assess": True}, "code", {})
+        key = chain_files.notebook_key(nb, {"assess": True}, "code", {}, load_settings())
         assert summary["model"] == key["settings"]["judge_model"] == "judge-model"  # what ran is what is recorded
 
         monkeypatch.setenv("JUDGE_BASE_URL", f"http://127.0.0.1:{_closed_port()}/v1")

@@ -113,8 +113,8 @@ def test_bar_mode_draws_a_tqdm_bar_with_counters(monkeypatch):
 CHILD = """
 import json, os, sys
 from pathlib import Path
-from rerankeval.apps import chain
-from rerankeval.apps import chain_signals
+from rerankeval.apps.chain import runner as chain
+from rerankeval.apps.chain import signals as chain_signals
 from rerankeval.core import paths
 nb, dataset = Path(sys.argv[1]), Path(sys.argv[2])
 dp = paths.resolve_dataset(str(dataset))

@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from rerankeval.apps import chain_params
+from rerankeval.apps.chain import params as chain_params
 from rerankeval.core import paths, yamlsafe
 from rerankeval.experiments import grid
 

@@ -165,14 +165,15 @@ def test_a_sweep_with_fewer_than_two_judged_queries_finishes_with_a_note(tmp_pat
     for stale in (dp.sweep_dir / "folds.csv", dp.figures_dir / "06-lines.png"):  # an earlier sweep's files
         stale.parent.mkdir(parents=True, exist_ok=True)
         stale.write_text("old", encoding="utf-8")
-    res = sweep.run_sweep(dp, gridmod.load_grid("small"), leg_k=4, final_k=3, n_boot=50, settings=load_settings())
+    params = sweep.SweepParams(grid="small", leg_k=4, final_k=3, stats_seed=0, n_boot=50, write_tuned=True)
+    res = sweep.run(dp, params, load_settings())
     assert res.tuning is None
     assert (
         f"the sweep needs at least 2 judged queries (each with a relevant unit, grade >= 1) to choose a "
         f"setting on some and report it on others; this dataset has {n}: add judgments" in res.skipped
     )
     assert "qrels/test.tsv" in res.skipped and sweep.describe(res) == [res.skipped]
-    out = sweep.write_sweep(dp, res, write_tuned=True)
+    out = sweep.write(dp, res)
     summary = json.loads(out["summary"].read_text(encoding="utf-8"))
     assert summary["skipped"] == res.skipped and summary["chosen"] == {} and summary["protocol"] is None
     table = pd.read_csv(out["sweep_csv"])
@@ -185,7 +186,8 @@ def test_a_train_split_without_a_relevant_judgment_falls_back_to_kfold(tmp_path,
     dp = _built(tmp_path / "kf", "q1\td0\t1\nq2\td2\t1\n", model)
     (dp.source / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td4\t0\n", encoding="utf-8")
     assert splits.train_split(dp) is None  # before: an empty train split, and "nothing to choose from"
-    res = sweep.run_sweep(dp, gridmod.Grid(rrf_k=[1, 60]), leg_k=4, final_k=3, n_boot=50, settings=load_settings())
+    params = sweep.SweepParams(grid=gridmod.Grid(rrf_k=[1, 60]), leg_k=4, final_k=3, stats_seed=0, n_boot=50)
+    res = sweep.run(dp, params, load_settings())
     assert not res.skipped and res.tuning.protocol == "k-fold" and len(res.tuning.chosen) == 2
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.evaluate import holes, incomplete
-from rerankeval.report import render
+from rerankeval.report import judged
 
 QIDS = [f"q{i}" for i in range(6)]
 # two runs over the same 5 units per query; the dataset's own qrels judge only u0 of each query (grade 1)
@@ -69,7 +69,7 @@ def test_05s_record_and_the_index_show_the_prediction_powered_numbers(tmp_path):
     rec = holes.analyse(RUNS, _human(12), QIDS, "a", k=5, n_sim=0, llm=LLM_UMBRELA, original=ORIGINAL, human=_human(12))
     assert rec["ppi"]["n_human"] == 12 and set(rec["ppi"]["variants"]) == {"a", "b"}
     holes.write(dp, rec)
-    view = render.holes_block(dp)
+    view = judged.holes_block(dp)
     assert view["ppi"]["n_human"] == 12 and [r["variant"] for r in view["ppi"]["rows"]] == ["a", "b"]
     no_llm = holes.analyse(RUNS, _human(12), QIDS, "a", k=5, n_sim=0)
     assert "ppi" not in no_llm  # no LLM grades: nothing to rectify

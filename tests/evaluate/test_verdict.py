@@ -8,7 +8,7 @@ import pytest
 
 from rerankeval.evaluate import verdict
 from rerankeval.evaluate.analysis_records import Summary
-from rerankeval.report import render
+from rerankeval.report import judged, render
 
 METRICS = pd.DataFrame(
     {
@@ -88,10 +88,10 @@ def test_the_headline_table_has_a_difference_column_with_ci_and_mark():
 
 def test_a_mostly_unjudged_top_k_is_warned_about_with_the_next_step():
     low = Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.27, "vector": 0.31}})
-    text = render.judged_warning(low)
+    text = judged.judged_warning(low)
     assert "only 27% of hybrid's top 10 has a judgment" in text and "00-explore" in text and "assess" in text
-    assert render.judged_warning(Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.8}})) is None
-    assert render.judged_warning(None) is None
+    assert judged.judged_warning(Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.8}})) is None
+    assert judged.judged_warning(None) is None
 
 
 def test_an_id_like_string_that_is_no_id_gets_a_did_you_mean():
@@ -123,9 +123,9 @@ def test_the_index_shows_the_llm_assessor_and_which_grades_the_tables_use():
             },
         },
     }
-    parts = render._assessor(Summary(grades=grades))
+    parts = judged.assessor(Summary(grades=grades))
     assert parts["assessor"]["warning"] and parts["assessor"]["rows"][0] == [1, 0, 0, 1]
-    assert parts["grades_caption"] and render._assessor(None) == {"assessor": None, "grades_caption": ""}
+    assert parts["grades_caption"] and judged.assessor(None) == {"assessor": None, "grades_caption": ""}
 
 
 def test_a_baseline_the_user_chose_is_said_to_be_chosen():

@@ -14,6 +14,7 @@ from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
 from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments import legcache
+from rerankeval.retrieve import codeversion
 from sweep_data import QRELS, QUERIES, FakeSource
 
 
@@ -60,8 +61,8 @@ def test_a_changed_input_searches_again(dp, change, monkeypatch):
     elif change == "queries":
         queries["q1"] = "another text"
     else:
-        real = legcache.runcache.code_parts
-        monkeypatch.setattr(legcache.runcache, "code_parts", lambda v: {**real(v), "modules": {"changed": "1"}})
+        real = codeversion.code_parts
+        monkeypatch.setattr(codeversion, "code_parts", lambda v: {**real(v), "modules": {"changed": "1"}})
     src = FakeSource()
     eng = _engine(dp, src, queries)
     eng.leg("dense", gridmod.Point())

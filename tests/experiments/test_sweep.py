@@ -215,7 +215,10 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
             dp, load_settings(), embedder=embed.Embedder(model_obj=model, progress=False), progress=False
         ) as r:
             eng = gridmod.Engine(r, {**train.queries, **split.queries}, max_leg_k=4)
-            res = sweep.run_sweep(dp, grid, leg_k=4, final_k=2, n_boot=200, engine=eng)
+            params = sweep.SweepParams(
+                grid=grid, leg_k=4, pool_k=2, final_k=2, stats_seed=0, n_boot=200, write_tuned=True
+            )
+            res = sweep.run(dp, params, load_settings(), engine=eng)
             after_legs = list(encoded)
             more = gridmod.Grid(rrf_k=[5, 20, 80], weights=[[0.25, 1]], leg_k=[1, 3]).points(gridmod.Point(leg_k=4))
             gridmod.score_points(eng, more, split.qids, split.qrels, gridmod.columns(2, [2]))
@@ -226,7 +229,7 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
     assert set(res.table[res.table.split == "test"].point) == {res.default.name, *res.tuning.chosen.values()}
     assert {"seconds_per_query", "llm_tokens_per_query", "pool_ceiling", "pool_k"} <= set(res.table.columns)
     assert (res.table.llm_tokens_per_query == 0).all()
-    out = sweep.write_sweep(dp, res, write_tuned=True)
+    out = sweep.write(dp, res)
     assert pd.read_csv(out["sweep_csv"]).shape[0] == len(res.table)
     tuned = read_trec(dp.run_file(sweep.TUNED_VARIANT))
     assert set(tuned) <= set(split.queries)  # the tuned run answers only the queries that did not choose it
@@ -262,6 +265,16 @@ def test_the_stage_shape_and_what_notebook_06_shows(tiny_built):
     skipped = replace(res, skipped="too few")
     assert sweep.timing_note(skipped, True).startswith("Nothing was swept or tuned (see above)")
     assert sweep.header(dp, skipped, {}).splitlines()[-1] == "Skipped: too few"
+
+
+def test_a_grid_of_your_own_is_said_so(tmp_path):
+    grid = gridmod.Grid(rrf_k=[1, 60])
+    res = sweep.SweepResult(
+        pd.DataFrame(), None, grid.points(), grid, "ndcg@10", {}, params=sweep.SweepParams(grid=grid)
+    )
+    dp = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs")
+    head = sweep.header(dp, res, {})
+    assert head.startswith(f"Dataset docs: a grid of your own, {len(res.points)} points (method: rrf; rrf_k: 1, 60;")
 
 
 def test_pareto_front_is_closed_form():
@@ -346,9 +359,8 @@ def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pd
     extract_corpus(dp, chunk_size=120, chunk_overlap=30)
     build_index(dp)
     main_chunks = dp.chunks.read_bytes()
-    res = sweep.run_sweep(
-        dp, gridmod.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, n_boot=50, settings=load_settings()
-    )
+    params = sweep.SweepParams(grid=gridmod.Grid(chunking=[[60, 10]]), leg_k=10, final_k=3, stats_seed=0, n_boot=50)
+    res = sweep.run(dp, params, load_settings())
     point = res.table[res.table.chunk_size == 60]
     assert len(point) and point["ndcg@3"].between(0, 1).all()  # scored on the main dataset's qrels
     assert dp.chunks.read_bytes() == main_chunks  # the main results are untouched

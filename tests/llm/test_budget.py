@@ -173,7 +173,7 @@ def test_the_rewrite_tokens_reach_the_cost_table(tmp_path):
 
 def test_the_documented_p_syntax_gives_04_a_price_and_a_budget():
     """.env.example and the README: make report P="price_per_mtok=[0.15, 0.6] max_cost=1" (a list through P)."""
-    from rerankeval.apps import chain_params
+    from rerankeval.apps.chain import params as chain_params
     from rerankeval.core import paths
 
     nbs = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))

@@ -91,13 +91,13 @@ def test_configured_endpoint_starts_nothing(monkeypatch):
         llm_server, "setup_paths", lambda timeout=0, backend="", model=None: pytest.fail("must not set up a server")
     )
     env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m"}
-    with llm_server.ensure_endpoint(env) as got:
+    with llm_server.ensure_endpoint(settings.load_settings(env)) as got:
         assert got["OPENAI_BASE_URL"] == "https://example.test/v1" and got["RERANK_MODEL"] == "m"
 
 
 def test_starts_and_stops_local_server(fake_setup):
     server, model, args_file = fake_setup
-    with llm_server.ensure_endpoint({}) as env:
+    with llm_server.ensure_endpoint(settings.load_settings({})) as env:
         assert env["RERANK_MODEL"] == "tiny-model"
         assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/9.9/tiny-model@")
         base = env["OPENAI_BASE_URL"].removesuffix("/v1")
@@ -115,10 +115,10 @@ def test_local_model_picks_the_model_the_server_runs_and_names(fake_setup, monke
     """LOCAL_MODEL (issue 22): the setup is asked for that model, the server runs its GGUF, RERANK_MODEL and the
     endpoint id (the reply cache's key) name it; the default stays the 0.5B."""
     _, _, args_file = fake_setup
-    with llm_server.ensure_endpoint({}) as env:
+    with llm_server.ensure_endpoint(settings.load_settings({})) as env:
         assert ASKED[-1] == "qwen2.5-coder-0.5b" and env["RERANK_MODEL"] == "tiny-model"
     monkeypatch.setenv("LOCAL_MODEL", "qwen2.5-coder-1.5b")
-    with llm_server.ensure_endpoint() as env:
+    with llm_server.ensure_endpoint(settings.load_settings()) as env:
         args = args_file.read_text().split()
     assert ASKED[-1] == "qwen2.5-coder-1.5b"
     assert args[args.index("-m") + 1].endswith("qwen2.5-coder-1.5b-instruct.gguf")
@@ -126,14 +126,14 @@ def test_local_model_picks_the_model_the_server_runs_and_names(fake_setup, monke
     gguf = args[args.index("-m") + 1]
     digest = hashlib.sha256(open(gguf, "rb").read()).hexdigest()[:16]  # the file's own, never the table's
     assert env["RERANK_ENDPOINT_ID"] == f"llama-server/9.9/qwen2.5-coder-1.5b-instruct@{digest}"
-    with llm_server.ensure_endpoint({}, model="qwen2.5-coder-0.5b"):
+    with llm_server.ensure_endpoint(settings.load_settings({}), model="qwen2.5-coder-0.5b"):
         assert ASKED[-1] == "qwen2.5-coder-0.5b"
 
 
 def test_stops_on_exception(fake_setup):
     server, _, _ = fake_setup
     with pytest.raises(RuntimeError, match="boom"):
-        with llm_server.ensure_endpoint({}):
+        with llm_server.ensure_endpoint(settings.load_settings({})):
             pid = _server_pid(server)
             raise RuntimeError("boom")
     assert not _alive(pid)
@@ -150,7 +150,7 @@ def test_stops_on_sigterm(fake_setup, tmp_path):
         from rerankeval.llm import server as llm_server
         llm_server.setup_paths = lambda timeout=0, backend="", model=None: (Path({str(server)!r}),
                                                                             Path({str(model)!r}))
-        with llm_server.ensure_endpoint({{}}) as env:
+        with llm_server.ensure_endpoint(settings.load_settings({{}})) as env:
             print("READY", flush=True)
             time.sleep(60)
     """)
@@ -206,7 +206,7 @@ def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
         encoding="utf-8",
     )
     # the llama threads: the local server's command line
-    with llm_server.ensure_endpoint():
+    with llm_server.ensure_endpoint(settings.load_settings()):
         args = args_file.read_text().split()
     assert args[args.index("--threads") + 1] == "1"
     # QDRANT_URL and QDRANT_API_KEY: where the store lives, and the server the client tries (password hidden)
@@ -259,7 +259,7 @@ def test_a_server_that_segfaults_is_restarted_with_no_repack(fake_setup, capsys,
     comes up anyway, with --no-repack, says so on the terminal, and its identity (cache, manifest) says so."""
     server, _, args_file = fake_setup
     server.write_text(CRASHING_SERVER.format(python=sys.executable, when=when))
-    with llm_server.ensure_endpoint({}) as env:
+    with llm_server.ensure_endpoint(settings.load_settings({})) as env:
         base = env["OPENAI_BASE_URL"].removesuffix("/v1")
         with urllib.request.urlopen(base + "/health", timeout=2) as r:
             assert r.status == 200
@@ -277,7 +277,7 @@ def test_a_build_that_segfaults_even_with_no_repack_falls_back_to_the_prebuilt_s
             'crash = "--no-repack" not in args', "crash = True"
         )
     )
-    with llm_server.ensure_endpoint({}) as env:
+    with llm_server.ensure_endpoint(settings.load_settings({})) as env:
         assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
         assert (args_file.parent / "wheel-args.txt").exists()
     assert len(args_file.read_text().splitlines()) == 2  # one retry with --no-repack, not a loop
@@ -296,7 +296,7 @@ def test_a_prebuilt_server_that_crashes_is_an_error_naming_the_signal(fake_setup
         llm_server, "setup_paths", lambda timeout=0, backend="build", model=None: ([sys.executable, str(server)], gguf)
     )
     with pytest.raises(local_server.EndpointError, match="SIGSEGV"):
-        with llm_server.ensure_endpoint({}, backend="wheel"):
+        with llm_server.ensure_endpoint(settings.load_settings({}), backend="wheel"):
             pass
     assert len(args_file.read_text().splitlines()) == 2
 
@@ -307,7 +307,7 @@ def test_a_build_that_exits_with_an_error_is_not_retried_with_no_repack(fake_set
         f"#!{sys.executable}\nimport os, sys\nopen(os.environ['FAKE_SERVER_ARGS'], 'a').write('x\\n')\n"
         "print('error: failed to load model'); sys.exit(1)\n"
     )
-    with llm_server.ensure_endpoint({}) as env:
+    with llm_server.ensure_endpoint(settings.load_settings({})) as env:
         assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
     assert len(args_file.read_text().splitlines()) == 1
     assert "failed to load model" in capsys.readouterr().err
@@ -323,7 +323,7 @@ def test_a_build_that_cannot_be_built_falls_back_to_the_prebuilt_server(fake_set
         return wheel_paths(timeout, backend, model)
 
     monkeypatch.setattr(llm_server, "setup_paths", no_compiler)
-    with llm_server.ensure_endpoint({}) as env:
+    with llm_server.ensure_endpoint(settings.load_settings({})) as env:
         assert env["RERANK_ENDPOINT_ID"].startswith("llama-server/xllamacpp-")
     assert "llama_setup.sh failed" in capsys.readouterr().err
 
@@ -402,7 +402,7 @@ JUDGE = {
 def test_a_configured_endpoint_carries_the_judges_settings(monkeypatch):
     monkeypatch.setattr(settings, "ENV_FILE", Path("/nonexistent/.env"))
     env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m", **JUDGE}
-    with llm_server.ensure_endpoint(env) as got:
+    with llm_server.ensure_endpoint(settings.load_settings(env)) as got:
         assert {k: got.get(k) for k in JUDGE} == JUDGE and got["RERANK_MODEL"] == "m"
         judge = settings.load_settings(got)
     assert (judge.judge_model, judge.judge_base_url, judge.judge_api_key) == tuple(JUDGE.values())
@@ -412,12 +412,14 @@ def test_the_local_endpoint_carries_the_judges_settings(fake_setup, monkeypatch)
     monkeypatch.setenv("JUDGE_MODEL", "acme/judge-large")
     for k in ("JUDGE_BASE_URL", "JUDGE_API_KEY"):
         monkeypatch.delenv(k, raising=False)
-    with llm_server.ensure_endpoint() as env:
+    with llm_server.ensure_endpoint(settings.load_settings()) as env:
         assert env["JUDGE_MODEL"] == "acme/judge-large" and "JUDGE_BASE_URL" not in env
         assert env["RERANK_MODEL"] == "tiny-model"  # the reranker stays the local model
 
 
 def test_no_judge_configured_yields_no_judge_keys(monkeypatch):
     monkeypatch.setattr(settings, "ENV_FILE", Path("/nonexistent/.env"))
-    with llm_server.ensure_endpoint({"OPENAI_BASE_URL": "https://example.test/v1", "RERANK_MODEL": "m"}) as got:
+    with llm_server.ensure_endpoint(
+        settings.load_settings({"OPENAI_BASE_URL": "https://example.test/v1", "RERANK_MODEL": "m"})
+    ) as got:
         assert not [k for k in got if k.startswith("JUDGE_")]

@@ -1,6 +1,6 @@
 """Issue 32's target: a canary key, a URL password and its Basic form are in no file after a full run.
 
-A real ``python -m rerankeval.chain`` on a bare folder of PDFs (so 08 drafts the questions, in the dataset folder),
+A real ``python -m rerankeval.apps.chain`` on a bare folder of PDFs (so 08 drafts the questions, in the dataset folder),
 with ``assess=true`` (09 judges) and 07 answering, against the fake LLM as the configured endpoint: its URL holds
 ``user:password@`` (httpx sends it as ``Authorization: Basic ...``), and every reply echoes the API key, the URL
 password (as written and decoded) and the Basic token, inside the drafted questions and the answers themselves, and
@@ -78,7 +78,7 @@ def test_no_form_of_a_secret_is_in_any_file_after_a_full_run(tmp_path):
             RERANK_MODEL="fake",
             OPENAI_BASE_URL=fake.base_url.replace("http://", f"http://{USER}:{PASSWORD_IN_URL}@"),
         )
-        cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(folder), "--kernel", "python3"]
+        cmd = [sys.executable, "-m", "rerankeval.apps.chain", "--dataset", str(folder), "--kernel", "python3"]
         for s in SMALL:
             cmd += ["--set", s]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)

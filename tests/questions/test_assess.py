@@ -138,7 +138,8 @@ def test_the_prompt_follows_umbrelas_structure():
 
 
 def test_the_chain_runs_09_after_04_and_wants_the_llm_only_when_asked():
-    from rerankeval.apps import chain_params, chain_preflight
+    from rerankeval.apps.chain import params as chain_params
+    from rerankeval.apps.chain import preflight as chain_preflight
     from rerankeval.core.paths import NOTEBOOKS_DIR
 
     names = [p.name[:2] for p in chain_params.notebooks()]

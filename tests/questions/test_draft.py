@@ -246,7 +246,8 @@ def test_drafts_are_stratified_over_the_files_of_the_real_sampling(tmp_path):
 
 
 def test_the_chain_drafts_right_after_02_and_wants_the_llm_unless_told_never():
-    from rerankeval.apps import chain_params, chain_preflight
+    from rerankeval.apps.chain import params as chain_params
+    from rerankeval.apps.chain import preflight as chain_preflight
 
     names = [p.stem for p in chain_params.notebooks()]
     assert names.index("08-questions") == names.index("02-build-indexes") + 1
@@ -309,7 +310,7 @@ def test_make_report_on_a_bare_folder_drafts_then_evaluates_and_labels_every_pag
     }
     with FakeLLM() as fake:
         env.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="test-key-not-a-secret-0001")
-        cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(folder), "--kernel", "python3"]
+        cmd = [sys.executable, "-m", "rerankeval.apps.chain", "--dataset", str(folder), "--kernel", "python3"]
         for s in (
             "leg_k=10",
             "pool_k=3",

@@ -17,7 +17,7 @@ from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import load_settings
 from rerankeval.corpus.snippets import Snippets
 from rerankeval.evaluate import analyse, verdict
-from rerankeval.report import fragments, htmlsafe
+from rerankeval.report import fragments, htmlsafe, judged
 from rerankeval.report import pages as report_pages
 from rerankeval.report import render as report
 
@@ -528,9 +528,9 @@ def test_the_llm_judge_s_warning_from_09_is_shown_on_the_index(dp):
         dp.stage_dir("assess") / "summary.json",
         {"warning": ["100 % of grades are 1", "the LLM judge graded its own drafts"]},
     )
-    assert report.assess_warnings(dp) == ["100 % of grades are 1", "the LLM judge graded its own drafts"]
+    assert judged.assess_warnings(dp) == ["100 % of grades are 1", "the LLM judge graded its own drafts"]
     assert "the LLM judge graded its own drafts" in report.write_index(dp, []).read_text()
     atomic_write_json(dp.stage_dir("assess") / "summary.json", {"warning": None, "grades": 3})
-    assert report.assess_warnings(dp) == []
+    assert judged.assess_warnings(dp) == []
     own = "WARNING: the LLM judge graded questions its own model wrote."  # what 05 recorded about the judge it read
-    assert report.assess_warnings(dp, analyse.Summary(grades={"judge_warning": own})) == [own]
+    assert judged.assess_warnings(dp, analyse.Summary(grades={"judge_warning": own})) == [own]

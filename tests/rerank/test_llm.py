@@ -23,7 +23,7 @@ PASSAGES = {
 
 @pytest.fixture(scope="module")
 def endpoint():
-    with llm_server.ensure_endpoint() as env:
+    with llm_server.ensure_endpoint(load_settings()) as env:
         yield env if isinstance(env, Settings) else load_settings(env)
 
 

@@ -175,7 +175,8 @@ def test_reformulate_uses_the_llm_only_through_rerankeval_llm():
 
 
 def test_the_chain_starts_the_llm_for_03_only_when_hybrid_reformulate_is_listed():
-    from rerankeval.apps import chain_params, chain_preflight
+    from rerankeval.apps.chain import params as chain_params
+    from rerankeval.apps.chain import preflight as chain_preflight
 
     nb03 = next(nb for nb in chain_params.notebooks() if nb.name.startswith("03"))
     assert chain_preflight.wants_llm(nb03, {})  # listed by default

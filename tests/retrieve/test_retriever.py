@@ -17,8 +17,8 @@ from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.retrieve import stage, variants
 from rerankeval.retrieve.fusion import rrf
+from rerankeval.retrieve.qdrant_compare import overlap_at_k
 from rerankeval.retrieve.retriever import VARIANTS, Retriever
-from rerankeval.retrieve.search import overlap_at_k
 
 CHUNKS = [
     ("man.pdf#p1:0", "man.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),

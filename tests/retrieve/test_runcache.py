@@ -26,7 +26,7 @@ from rerankeval.corpus.contract import StageMissing
 from rerankeval.evaluate import costs
 from rerankeval.index import embed
 from rerankeval.llm.cache import LLMCache
-from rerankeval.retrieve import reformulate, runcache, search, variants
+from rerankeval.retrieve import codeversion, reformulate, runkey, runstore, search, variants
 from rerankeval.retrieve.retriever import Retriever
 
 QUERIES = {"q1": "install a package with apt", "q2": "where do network settings live", "q3": "grub boot loader"}
@@ -99,7 +99,7 @@ def fresh(dp, params=PARAMS, **kw) -> retrieve.Result:
 def test_nothing_changed_reads_every_run_back_without_opening_the_indexes(tiny, opened):
     first = run_and_write(tiny)
     assert len(opened) == 1 and not first.read_back
-    assert all(runcache.key_file(tiny, v).is_file() for v in BASE)
+    assert all(runstore.key_file(tiny, v).is_file() for v in BASE)
     records = {v: json.loads(tiny.variant_record(v).read_text()) for v in BASE}
     second = run_and_write(tiny)
     assert len(opened) == 1  # the indexes were never opened again
@@ -141,7 +141,7 @@ def test_a_changed_parameter_searches_only_the_variants_that_read_it(tiny, opene
     leg = run03(tiny, replace(PARAMS, rrf_k=30, leg_k=4))
     assert not leg.read_back and leg.reuse["vector"] == "searched (changed: leg_k 5 -> 4)"
     assert len(opened) == 4  # first run, rrf_k, leg_k (twice for the fresh search); pool_k opened nothing
-    assert runcache.reads("hybrid_dbsf") == ("leg_k", "weights")
+    assert runkey.reads("hybrid_dbsf") == ("leg_k", "weights")
 
 
 def test_a_changed_query_is_searched_again(tiny):
@@ -178,7 +178,7 @@ def test_another_code_version_is_searched_again_but_a_comment_is_not_code(tiny, 
     module.parent.mkdir()
     module.write_text("def score(x):\n    return x + 1\n")
     monkeypatch.syspath_prepend(str(module.parent))
-    monkeypatch.setattr(runcache, "COMMON_MODULES", (*runcache.COMMON_MODULES, "my_scoring"))
+    monkeypatch.setattr(codeversion, "COMMON_MODULES", (*codeversion.COMMON_MODULES, "my_scoring"))
     run_and_write(tiny)
     module.write_text("# a comment, and another layout\ndef score( x ):\n    return x + 1  # same code\n")
     assert list(run03(tiny, PARAMS).read_back) == BASE
@@ -192,7 +192,7 @@ def test_another_code_version_is_searched_again_but_a_comment_is_not_code(tiny, 
 )
 def test_a_damaged_or_foreign_file_is_ignored_and_the_run_rebuilt(tiny, damage):
     run_and_write(tiny)
-    key, run, chunks = runcache.key_file(tiny, "hybrid"), tiny.run_file("hybrid"), tiny.chunk_run_file("hybrid")
+    key, run, chunks = runstore.key_file(tiny, "hybrid"), tiny.run_file("hybrid"), tiny.chunk_run_file("hybrid")
     good = read_trec(run)
     if damage == "key garbage":
         key.write_text("{not json")
@@ -201,7 +201,7 @@ def test_a_damaged_or_foreign_file_is_ignored_and_the_run_rebuilt(tiny, damage):
     elif damage == "key of another code":
         entry = json.loads(key.read_text())
         entry["parts"]["code"]["modules"]["rerankeval.retrieve.fusion"] = "0" * 64
-        entry["key"] = runcache.key_of(entry["parts"])
+        entry["key"] = runkey.key_of(entry["parts"])
         key.write_text(json.dumps(entry))
     elif damage == "run edited":
         run.write_text(run.read_text().replace(" 1 ", " 1 9", 1))
@@ -240,13 +240,13 @@ def test_hybrid_reformulate_is_read_back_only_while_its_replies_are_cached(tiny,
         assert second.runs["hybrid_reformulate"] == read_trec(tiny.run_file("hybrid_reformulate"))
         other = run03(tiny, p, settings=s.model_copy(update={"model": "another"}), cache=cache)
         assert other.reuse["hybrid_reformulate"] == "searched (changed: the model)" and f.count == asked + 3
-        entry = json.loads(runcache.key_file(tiny, "hybrid_reformulate").read_text())
+        entry = json.loads(runstore.key_file(tiny, "hybrid_reformulate").read_text())
         cache.path(entry["llm_keys"][0]).unlink()
         gone = run03(tiny, p, settings=s, cache=LLMCache(tmp_path / "llm"))
         assert gone.reuse["hybrid_reformulate"] == "searched (a rewrite's reply is no longer in the LLM cache)"
     down = run_and_write(tiny, p, settings=Settings(base_url=None), cache=cache)  # no endpoint: llm_failed
     assert "not saved for reading back: a rewrite failed" in down.reuse["hybrid_reformulate"]
-    assert not runcache.key_file(tiny, "hybrid_reformulate").exists()
+    assert not runstore.key_file(tiny, "hybrid_reformulate").exists()
     assert set(down.ledger.status) == {reformulate.LLM_FAILED}
 
 
@@ -256,8 +256,8 @@ def test_a_variant_this_module_does_not_know_reads_every_parameter():
 
     variants.register(Mine)
     try:
-        assert runcache.reads(Mine.name) == runcache.BUDGET
-        assert __name__ in runcache.variant_modules(Mine.name)  # its own module is part of its code version
+        assert runkey.reads(Mine.name) == runkey.BUDGET
+        assert __name__ in codeversion.variant_modules(Mine.name)  # its own module is part of its code version
     finally:
         variants.REGISTRY.pop(Mine.name)
 

@@ -171,33 +171,33 @@ def test_stage_03_imports_no_reranker_and_no_llm_module():
 
 
 def test_a_modules_tree_hash_is_kept_by_its_text_and_a_bad_file_is_rebuilt(tmp_path, monkeypatch):
-    """runcache's code version parses each module once per text (issue 24: ~0.3 s a warm 03): a second process reads
+    """stage 03's code version parses each module once per text (issue 24: ~0.3 s a warm 03): a second process reads
     the syntax-tree hash from <cache>/code-trees.json; a file that does not read is ignored and written again."""
-    from rerankeval.retrieve import runcache
+    from rerankeval.retrieve import codeversion
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     mod = tmp_path / "m.py"
     mod.write_text("x = 1  # a comment\n", encoding="utf-8")
-    monkeypatch.setattr(runcache, "_trees", None)
-    runcache._tree_hash.cache_clear()
-    first = runcache.source_hash(mod)
-    kept = json.loads((tmp_path / "cache" / runcache.TREES).read_text(encoding="utf-8"))
+    monkeypatch.setattr(codeversion, "_trees", None)
+    codeversion._tree_hash.cache_clear()
+    first = codeversion.source_hash(mod)
+    kept = json.loads((tmp_path / "cache" / codeversion.TREES).read_text(encoding="utf-8"))
     assert list(kept.values()) == [first]
     # another process (nothing in memory) that cannot parse: served from the file, the same hash
-    monkeypatch.setattr(runcache, "_trees", None)
-    runcache._tree_hash.cache_clear()
+    monkeypatch.setattr(codeversion, "_trees", None)
+    codeversion._tree_hash.cache_clear()
     with monkeypatch.context() as m:
-        m.setattr(runcache.ast, "parse", lambda *a, **k: pytest.fail("parsed although the text's hash was kept"))
-        assert runcache.source_hash(mod) == first
+        m.setattr(codeversion.ast, "parse", lambda *a, **k: pytest.fail("parsed although the text's hash was kept"))
+        assert codeversion.source_hash(mod) == first
     # only the syntax tree counts, as before: a new comment is a new text with the same tree
     mod.write_text("x = 1  # another comment\n", encoding="utf-8")
-    assert runcache.source_hash(mod) == first and len(runcache._known_trees()) == 2
-    (tmp_path / "cache" / runcache.TREES).write_text("{not json", encoding="utf-8")
-    monkeypatch.setattr(runcache, "_trees", None)
-    runcache._tree_hash.cache_clear()
+    assert codeversion.source_hash(mod) == first and len(codeversion._known_trees()) == 2
+    (tmp_path / "cache" / codeversion.TREES).write_text("{not json", encoding="utf-8")
+    monkeypatch.setattr(codeversion, "_trees", None)
+    codeversion._tree_hash.cache_clear()
     mod.write_text("x = 2\n", encoding="utf-8")
-    assert runcache.source_hash(mod) != first
-    assert len(json.loads((tmp_path / "cache" / runcache.TREES).read_text(encoding="utf-8"))) == 1
+    assert codeversion.source_hash(mod) != first
+    assert len(json.loads((tmp_path / "cache" / codeversion.TREES).read_text(encoding="utf-8"))) == 1
 
 
 def test_no_hub_cache_means_no_cross_encoder_without_importing_the_hubs_downloader(tmp_path):

@@ -4,7 +4,7 @@
 added for root, as in most containers, and one line says what that means: the token gives a root terminal),
 with or without a display (no browser is opened without one), and prints the URL with its token once the
 server answers. New notebooks get the project kernel (``rerankeval``, installed by ``make setup``). The LLM
-endpoint comes from :func:`rerankeval.llm.server.ensure_endpoint`: the configured one (``OPENAI_BASE_URL``),
+endpoint comes from :func:`rerankeval.llm.server.endpoint`: the configured one (``OPENAI_BASE_URL``),
 else the local llama-server, started here and given to every kernel through its environment. Ctrl-C (or
 SIGTERM) stops JupyterLab, its kernels and the local server.
 
@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.core import paths
+from rerankeval.core.settings import Settings, load_settings
 
 KERNEL = "rerankeval"
 DEFAULT_PORT = 8888
@@ -243,13 +244,21 @@ def _announce(base: str, token: str, notebook_dir: Path, llm_env: dict[str, str]
     )
 
 
-def serve(port: int, notebook_dir: Path, ip: str, browser: bool, dataset: paths.DatasetPaths | None = None) -> int:
-    """Run JupyterLab beside the LLM endpoint until it exits or Ctrl-C; its exit status (0 on Ctrl-C). Its kernels
-    get ``DATASET`` (``dataset``'s folder: what 00-explore opens)."""
-    from rerankeval.llm.server import ensure_endpoint
+def serve(
+    port: int,
+    notebook_dir: Path,
+    ip: str,
+    browser: bool,
+    settings: Settings,
+    dataset: paths.DatasetPaths | None = None,
+) -> int:
+    """Run JupyterLab beside the LLM endpoint of ``settings`` until it exits or Ctrl-C; its exit status (0 on
+    Ctrl-C). Its kernels get ``DATASET`` (``dataset``'s folder: what 00-explore opens)."""
+    from rerankeval.llm.server import endpoint, endpoint_env
 
     token = secrets.token_hex(24)
-    with ensure_endpoint() as llm_env, config_env() as quiet_env:
+    with endpoint(settings) as served, config_env() as quiet_env:
+        llm_env = endpoint_env(served)
         opened = {DATASET_ENV: str(dataset.source)} if dataset else {}
         # its own session: the terminal's Ctrl-C reaches only us, and we stop it without its y/n prompt
         proc = subprocess.Popen(
@@ -283,8 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     try:
+        settings = load_settings()  # the lab's one read of the environment and .env: its LLM endpoint
         dataset = paths.resolve_dataset(args.dataset)
-    except paths.DatasetNotFound as exc:
+    except (ValueError, paths.DatasetNotFound) as exc:
         print(f"[lab] ERROR: {exc}", file=sys.stderr)
         return 2
     port = args.port or free_port(DEFAULT_PORT, "127.0.0.1" if args.ip in ("0.0.0.0", "") else args.ip)
@@ -296,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     if runs_as_root():
         print(ROOT_NOTE, file=sys.stderr, flush=True)
     try:
-        return serve(port, args.notebook_dir.resolve(), args.ip, has_display() and not args.no_browser, dataset)
+        browser = has_display() and not args.no_browser
+        return serve(port, args.notebook_dir.resolve(), args.ip, browser, settings, dataset)
     except KeyboardInterrupt:  # while the LLM endpoint was starting
         return 0
 

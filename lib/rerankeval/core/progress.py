@@ -10,7 +10,7 @@ is the same bar driven by hand, with counters shown beside it::
 
 Where it writes: the process's original standard error. A Jupyter kernel replaces ``sys.stderr`` with a
 stream that goes into the notebook; its ``fileno()`` is a copy of the stderr the kernel inherited from
-``python -m rerankeval.chain`` (papermill does not redirect it), so the bar reaches the chain's terminal
+``python -m rerankeval.apps.chain`` (papermill does not redirect it), so the bar reaches the chain's terminal
 and stays out of the executed notebook. How it writes (``RERANKEVAL_PROGRESS``, read by
 :mod:`rerankeval.core.settings` like every variable, else chosen from that stream): ``bar`` on a terminal (a
 tqdm bar with items done, rate and ETA), ``plain`` in logs and CI (one line per 10% of the total, or at 1, 2, 4,

@@ -83,7 +83,7 @@ def split_of(dp: DatasetPaths) -> str:
 
 def _looked_at(path: Path) -> bool:
     """Whether the judgments file exists, found by opening it: the chain's read trace sees the look also when there
-    is no file yet, so a grade recorded later re-runs the analysis (``apps.chain_files``)."""
+    is no file yet, so a grade recorded later re-runs the analysis (``apps.chain.files``)."""
     try:
         with path.open("rb"):
             return True

@@ -140,7 +140,7 @@ def unit_mapping_note(variant: str, bad: int) -> str:
     if variant in LEGS:
         return (
             head + " For a single retriever the two files should agree, so they come from different runs or one "
-            "was edited: re-run 03-retrieve (python -m rerankeval.chain --only 03 --force) to write both again."
+            "was edited: re-run 03-retrieve (python -m rerankeval.apps.chain --only 03 --force) to write both again."
         )
     return (
         head + " For a fused variant this is by design: it fuses the legs' page rankings, while its chunk run "

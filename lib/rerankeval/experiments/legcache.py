@@ -2,7 +2,7 @@
 
 A leg (dense or BM25 at the sweep's deepest ``leg_k``, for one BM25 ``k1``/``b``) is a function of the chunk table,
 the indexes, the Qdrant backend, the queries, its depth and parameters, and the code that searches: the key is stage
-03's run-cache key of the matching variant (:func:`rerankeval.retrieve.runcache.key_parts`: ``vector`` or ``bm25``)
+03's run key of the matching variant (:func:`rerankeval.retrieve.runkey.key_parts`: ``vector`` or ``bm25``)
 with the BM25 parameters and the sweep engine's own source hash added. An entry
 (``results/<dataset>/sweep/legs/<leg>-<key>.json.gz``) holds its full key and is used only when that key equals the
 one computed now and the file reads; anything else (another input or code version, a damaged file) is ignored and
@@ -22,7 +22,7 @@ from rerankeval.core.ioutil import atomic_write_bytes, sha256_json
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run
 from rerankeval.core.settings import Settings
-from rerankeval.retrieve import runcache
+from rerankeval.retrieve import codeversion, runkey
 
 FORMAT = 1
 VARIANT = {"dense": "vector", "bm25": "bm25"}  # the stage 03 variant whose search a leg is
@@ -33,8 +33,8 @@ class LegCache:
 
     def __init__(self, dp: DatasetPaths, queries: Mapping[str, str], settings: Settings) -> None:
         self.dir = dp.sweep_dir / "legs"
-        self.inputs = runcache.Inputs.of(dp, queries, settings)
-        self.engine_code = runcache.source_hash(Path(__file__).with_name("grid.py"))
+        self.inputs = runkey.Inputs.of(dp, queries, settings)
+        self.engine_code = codeversion.source_hash(Path(__file__).with_name("grid.py"))
         self.hits, self.misses = 0, 0
         self.reasons: list[str] = []
 
@@ -45,7 +45,7 @@ class LegCache:
 
     def parts(self, which: str, leg_k: int, bm25: tuple[float, float] | None) -> dict[str, Any]:
         extra = {"bm25": list(bm25) if bm25 else None, "sweep_engine": self.engine_code}
-        return runcache.key_parts(self.inputs, VARIANT[which], {"leg_k": int(leg_k)}, extra)
+        return runkey.key_parts(self.inputs, VARIANT[which], {"leg_k": int(leg_k)}, extra)
 
     def path(self, which: str, key: str) -> Path:
         return self.dir / f"{which}-{key[:24]}.json.gz"

@@ -5,10 +5,10 @@ The layers under it: :mod:`.grid` (points, grids, the engine that searches each 
 :mod:`.replay` (stage 04's recorded LLM scores) and :mod:`.splits` (choose on some queries, report on others).
 The stage (notebook 06)::
 
-    res = sweep.run(dp, SweepParams(grid="small", pool_k=10))   # the grid file's grid, the chain's pool_k added
-    sweep.write(dp, res)                                         # sweep.csv, summary, the tuned run if asked
+    res = sweep.run(dp, SweepParams(grid="small", pool_k=10), settings)   # the grid file's grid, the chain's pool_k
+    sweep.write(dp, res)                                                   # sweep.csv, summary, the tuned run if asked
 
-or, with a grid of your own, ``run_sweep(dp, grid, leg_k=100, final_k=10)`` and ``write_sweep(dp, res)``.
+or, with a grid of your own, ``sweep.run(dp, SweepParams(grid=Grid(rrf_k=[1, 60])), settings)``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -48,12 +48,10 @@ __all__ = [  # the grid's own names (Engine, Grid, Point, load_grid ...) are imp
     "pareto_front",
     "reranked_table",
     "run",
-    "run_sweep",
     "table_columns",
     "timing_note",
     "two_axis_views",
     "write",
-    "write_sweep",
 ]
 
 NOTEBOOK = "06"  # the prefix of the notebook's figures (plots.show(..., notebook="06"))
@@ -69,7 +67,7 @@ class SweepParams:
     """Stage 06's parameters: notebook 06's parameters cell has the same names and defaults (a test checks)."""
 
     dataset: str = DEFAULT_DATASET  # the caller resolves it to the DatasetPaths given to run()
-    grid: str = "small"  # grid of params/sweep.yaml
+    grid: str | Grid = "small"  # grid of params/sweep.yaml, or a Grid of your own
     leg_k: int = 100  # leg depth of the default setting; the grid's leg_k values are swept around it
     pool_k: int = 10  # the chain's pool size, added to the grid's pool_k values
     final_k: int = 10  # headline cutoff: the setting is chosen on nDCG@final_k
@@ -91,7 +89,7 @@ class SweepResult:
     seconds: dict[str, float]  # legs (searched once), points (fusion + evaluation), total
     llm_note: str = ""  # whether reranked results were replayed from stage 04's recorded scores, and why not
     skipped: str = ""  # why nothing was swept or tuned (too few judged queries, see splits.too_few), else ""
-    params: SweepParams | None = None  # the stage's parameters when run by :func:`run`
+    params: SweepParams | None = None  # the stage's parameters (:func:`run` sets them)
     blend: blendmod.Blend | None = None  # the rerank blend (alpha x pool_k) chosen from stage 04's scores, if any
 
     @property
@@ -104,28 +102,28 @@ class SweepResult:
         return n / self.seconds["points"] if self.seconds["points"] > 0 else math.nan
 
 
-def run_sweep(
-    dp: DatasetPaths,
-    grid: Grid,
-    *,
-    leg_k: int = 100,
-    final_k: int = 10,
-    folds: int = 5,
-    seed: int = 0,
-    n_boot: int = N_BOOT,
-    engine: Engine | None = None,
-    settings: Settings | None = None,
-) -> SweepResult:
-    """Sweep ``grid`` around the default setting (``leg_k``, RRF k = 60) and tune it honestly: on the
-    train split when the dataset has one, else by ``folds``-fold cross-validation (seeded), both over the
-    judged queries (a relevant unit each). With too few of them (:func:`rerankeval.experiments.splits.too_few`) nothing
-    is swept: the result says why in ``skipped`` and :func:`write_sweep` writes that."""
+def run(dp: DatasetPaths, params: SweepParams, settings: Settings, *, engine: Engine | None = None) -> SweepResult:
+    """Stage 06: sweep ``params.grid`` (a grid of the grid file, or a :class:`~.grid.Grid` of your own), with the
+    chain's ``pool_k`` among its pool sizes, around the default setting at ``leg_k`` (RRF k = 60), and tune it
+    honestly: on the train split when the dataset has one, else by ``folds``-fold cross-validation (seeded by
+    ``stats_seed``), both over the judged queries (a relevant unit each). With too few of them
+    (:func:`rerankeval.experiments.splits.too_few`) nothing is swept: the result says why in ``skipped`` and
+    :func:`write` writes that. ``engine``: legs already open (else opened on ``settings``). Writes nothing."""
+    grid = load_grid(params.grid) if isinstance(params.grid, str) else replace(params.grid)
+    grid.pool_k = sorted({*grid.pool_k, params.pool_k})
+    res = _sweep(dp, grid, params, engine=engine, settings=settings)
+    res.params = params
+    return res
+
+
+def _sweep(dp: DatasetPaths, grid: Grid, p: SweepParams, *, engine: Engine | None, settings: Settings) -> SweepResult:
+    """:func:`run` on ``grid`` (``p.grid`` resolved)."""
     evaluated, train = splits.judged(splits.eval_split(dp)), splits.train_split(dp)
-    points = grid.points(Point(leg_k=leg_k), pdf=corpus.load_stats(dp).get("kind") == "pdf")
-    cols, objective = columns(final_k, grid.pool_k), f"ndcg@{final_k}"
+    points = grid.points(Point(leg_k=p.leg_k), pdf=corpus.load_stats(dp).get("kind") == "pdf")
+    cols, objective = columns(p.final_k, grid.pool_k), f"ndcg@{p.final_k}"
     if why := splits.too_few(evaluated, train):
         return SweepResult(
-            pd.DataFrame(columns=table_columns(final_k)),
+            pd.DataFrame(columns=table_columns(p.final_k)),
             None,
             points,
             grid,
@@ -136,20 +134,24 @@ def run_sweep(
     queries = {**(train.queries if train else {}), **evaluated.queries}
     t0 = time.perf_counter()
     llm, llm_note = recorded_llm(dp)
-    with _engine(dp, queries, max(grid.max_leg_k, leg_k), engine, settings) as eng:
+    with _engine(dp, queries, max(grid.max_leg_k, p.leg_k), engine, settings) as eng:
         eng.llm = llm
         for which in ("dense", "bm25"):
             eng.leg(which, points[0])
         t1 = time.perf_counter()
         if train is not None:
-            tuning = splits.train_test(eng, points, train, evaluated, cols, objective, n_boot=n_boot, seed=seed)
+            tuning = splits.train_test(
+                eng, points, train, evaluated, cols, objective, n_boot=p.n_boot, seed=p.stats_seed
+            )
         else:
-            k = min(folds, len(evaluated.qids))  # a tiny query set: leave-one-out
-            tuning = splits.kfold(eng, points, evaluated, cols, objective, k=k, seed=seed, n_boot=n_boot)
-        blend = _blend(eng, points[0], grid, train, evaluated, objective, folds=folds, seed=seed, n_boot=n_boot)
+            k = min(p.folds, len(evaluated.qids))  # a tiny query set: leave-one-out
+            tuning = splits.kfold(eng, points, evaluated, cols, objective, k=k, seed=p.stats_seed, n_boot=p.n_boot)
+        blend = _blend(
+            eng, points[0], grid, train, evaluated, objective, folds=p.folds, seed=p.stats_seed, n_boot=p.n_boot
+        )
     t2 = time.perf_counter()
     table = pd.concat(
-        [summarise(pq, points, secs, name, final_k, grid.pool_k, llm) for name, pq, secs in tuning.scored],
+        [summarise(pq, points, secs, name, p.final_k, grid.pool_k, llm) for name, pq, secs in tuning.scored],
         ignore_index=True,
     )
     table["chosen"] = table.point.isin(set(tuning.chosen.values()))
@@ -175,42 +177,13 @@ def _blend(
     )
 
 
-def run(
-    dp: DatasetPaths, params: SweepParams, settings: Settings | None = None, *, engine: Engine | None = None
-) -> SweepResult:
-    """Stage 06: sweep ``params.grid`` of the grid file, with the chain's ``pool_k`` among its pool sizes, around the
-    default setting at ``leg_k`` (:func:`run_sweep`); writes nothing (:func:`write`)."""
-    grid = load_grid(params.grid)
-    grid.pool_k = sorted({*grid.pool_k, params.pool_k})
-    res = run_sweep(
-        dp,
-        grid,
-        leg_k=params.leg_k,
-        final_k=params.final_k,
-        folds=params.folds,
-        seed=params.stats_seed,
-        n_boot=params.n_boot,
-        engine=engine,
-        settings=settings,
-    )
-    res.params = params
-    return res
-
-
-def write(dp: DatasetPaths, res: SweepResult) -> dict[str, Path]:
-    """:func:`write_sweep`, the tuned run written when the stage's ``write_tuned`` says so."""
-    return write_sweep(dp, res, write_tuned=bool(res.params and res.params.write_tuned))
-
-
 @contextmanager
 def _engine(
-    dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given: Engine | None, settings: Settings | None
+    dp: DatasetPaths, queries: Mapping[str, str], max_leg_k: int, given: Engine | None, settings: Settings
 ) -> Iterator[Engine]:
     if given is not None:
         yield given
         return
-    if settings is None:
-        raise ValueError("run_sweep needs the settings (settings=...) when no engine is given")
     with Engine.open(dp, queries, max_leg_k, settings) as eng:
         yield eng
 
@@ -238,13 +211,14 @@ def table_columns(final_k: int) -> list[str]:
     ]
 
 
-def write_sweep(dp: DatasetPaths, res: SweepResult, *, write_tuned: bool = False) -> dict[str, Path]:
-    """``sweep.csv``, the sweep's summary (and folds) and, when ``write_tuned``, the tuned run as the variant
-    ``hybrid_tuned`` (``runs/hybrid_tuned.trec`` over the reported queries only, with its stage record).
+def write(dp: DatasetPaths, res: SweepResult) -> dict[str, Path]:
+    """``sweep.csv``, the sweep's summary (and folds) and, when the stage's ``write_tuned`` says so, the tuned run as
+    the variant ``hybrid_tuned`` (``runs/hybrid_tuned.trec`` over the reported queries only, with its stage record).
 
     A skipped sweep (``res.skipped``) writes ``sweep.csv`` with its header only and a summary saying why,
     and removes what an earlier sweep left that would now be stale: ``folds.csv``, the notebook's figures
     (the report index shows every figure it finds) and, when ``write_tuned``, the tuned run."""
+    write_tuned = bool(res.params and res.params.write_tuned)
     out = {"sweep_csv": atomic_write_text(dp.sweep_csv, res.table.to_csv(index=False, float_format="%.6g"))}
     if res.skipped:
         return {**out, **_write_skipped(dp, res, write_tuned)}
@@ -333,9 +307,10 @@ def _axis(values: object) -> str:
 
 def header(dp: DatasetPaths, res: SweepResult, written: Mapping[str, Path]) -> str:
     """The grid and its points, the files written (relative to the dataset's results), why nothing was swept."""
-    name = res.params.grid if res.params else ""
+    grid = res.params.grid if res.params else ""
+    named = f"grid {grid!r}" if isinstance(grid, str) else "a grid of your own"
     lines = [
-        f"Dataset {dp.name}: grid {name!r}, {len(res.points)} points "
+        f"Dataset {dp.name}: {named}, {len(res.points)} points "
         f"({'; '.join(f'{k}: {_axis(v)}' for k, v in res.grid.axes().items())}).",
         f"Wrote {', '.join(str(p.relative_to(dp.root)) for p in written.values())}.",
     ]

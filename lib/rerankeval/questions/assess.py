@@ -48,7 +48,7 @@ from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_text, dataset_lock, sha256_json, sha256_text
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels
-from rerankeval.core.settings import FIELDS_ENV, Settings
+from rerankeval.core.settings import Settings
 from rerankeval.corpus import queryset
 from rerankeval.corpus.contract import load_chunks, load_qrels, load_queries
 from rerankeval.corpus.unithash import read_grade_lines, unit_texts
@@ -256,21 +256,13 @@ def judge_settings(settings: Settings, judge_model: str = "") -> Settings:
     return settings.model_copy(update=update) if update else settings
 
 
-def _on_endpoint(settings: Settings, env: dict[str, str]) -> Settings:
-    """``settings`` with the endpoint variables ``env`` (what :func:`~rerankeval.llm.server.ensure_endpoint`
-    yields) in place of theirs; the judge's variables are kept."""
-    by_var = {var: name for name, var in FIELDS_ENV.items()}
-    update = {by_var[k]: v for k, v in env.items() if k in by_var and v}
-    return Settings(**{**settings.model_dump(), **update}) if update else settings
-
-
 @contextlib.contextmanager
 def judge_endpoint(settings: Settings, judge_model: str = "") -> Iterator[Settings]:
     """The settings 09 judges with (give them to :func:`run`). With ``JUDGE_BASE_URL`` the judge's own endpoint,
     checked first: one that does not answer raises :class:`JudgeEndpointError` (09 never judges with the
     reranker's endpoint instead). Without it the reranker's endpoint, the local server started when none is set."""
     from rerankeval.llm.client import UNREACHABLE_HINT
-    from rerankeval.llm.server import check_endpoint, ensure_endpoint
+    from rerankeval.llm.server import check_endpoint, endpoint
 
     if settings.judge_base_url:
         problem = check_endpoint(judge_settings(settings, judge_model))
@@ -284,8 +276,8 @@ def judge_endpoint(settings: Settings, judge_model: str = "") -> Iterator[Settin
             )
         yield settings
         return
-    with ensure_endpoint(settings=settings) as env:
-        yield _on_endpoint(settings, env)
+    with endpoint(settings) as served:
+        yield served
 
 
 def drafted_by(dp: DatasetPaths) -> list[str]:

@@ -1,6 +1,6 @@
 """The index's red banners for a stage that fell back or failed (issue 35 item 7): which stage, the HTTP status the
 endpoint answered with (when it answered), and why, from the chain's per-page record (``llm_problem``, set by
-:func:`rerankeval.apps.chain_preflight.llm_fell_back`, and the page's status) and the rerank ledger
+:func:`rerankeval.apps.chain.preflight.llm_fell_back`, and the page's status) and the rerank ledger
 (:func:`rerankeval.rerank.ledger.fallback_cause`). A run whose LLM calls fell back must never look successful."""
 
 from __future__ import annotations

@@ -5,15 +5,17 @@
 
 :data:`__all__` is the stage's public face: its parameters (``Params``, the one home of their defaults), its
 ``Result``, ``run(dp, params, settings)``, ``write(dp, result)`` and the reader of the file it saves that others
-read (``read_ledger``: the rewrite ledger). Behind it, each name has one home: ``stage`` (run/write), ``params``,
-``runcache`` (read back a variant whose inputs did not change, else ask ``search``), ``search`` (one variant
-searched, the Qdrant comparison), ``retriever`` (the built indexes searched; ``Retriever``, ``VARIANTS``,
-``BASE_VARIANTS``, ``REWRITES``), ``variants`` (the registry of the variants that search, their ``Budget``),
-``reformulate`` (the LLM query-rewriting step in front of the hybrid), ``fusion``, ``cross_encoder`` and ``source``
-(the protocol the variants search through); import those from their module. Names come from the catalogue,
-rerankeval.core.names. May import llm (lazily: only the rewrite step asks a model), index, corpus and core; never
-rerank (they meet only through run files). The face's names load on first use (PEP 562), so importing one module
-behind it (``rerankeval.retrieve.fusion``, ``.variants``) does not import the stage.
+read (``read_ledger``: the rewrite ledger). Behind it, each name has one home: ``stage`` (run/write; each variant
+fetched: read back when its key did not change, else searched), ``params``, ``runkey`` (the key of a variant's run:
+its inputs, parameters, model), ``codeversion`` (the code version in that key), ``runstore`` (the key files: saved
+runs read back and vouched for), ``search`` (one variant searched), ``qdrant_compare`` (Qdrant's own fusion against
+ours), ``retriever`` (the built indexes searched; ``Retriever``, ``VARIANTS``, ``BASE_VARIANTS``, ``REWRITES``),
+``variants`` (the registry of the variants that search, their ``Budget``), ``reformulate`` (the LLM query-rewriting
+step in front of the hybrid), ``fusion``, ``cross_encoder`` and ``source`` (the protocol the variants search
+through); import those from their module. Names come from the catalogue, rerankeval.core.names. May import llm
+(lazily: only the rewrite step asks a model), index, corpus and core; never rerank (they meet only through run
+files). The face's names load on first use (PEP 562), so importing one module behind it
+(``rerankeval.retrieve.fusion``, ``.variants``) does not import the stage.
 """
 
 from __future__ import annotations

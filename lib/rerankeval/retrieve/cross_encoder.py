@@ -4,7 +4,8 @@ Weights are only ever read from local files (``local_files_only=True``): give a 
 model name already in the local Hugging Face cache, or set ``RERANKEVAL_CROSS_ENCODER`` to one (in the
 environment or ``.env``, see :mod:`rerankeval.core.settings`; :func:`model_name` picks one of them from the
 settings it is given). :func:`find_cross_encoder` returns None when nothing local exists, so a notebook can skip
-the variant with a plain message instead of downloading.
+the variant with a plain message instead of downloading; :func:`identity` names the weights found (the files of
+their folder), the part of stage 03's run key that says which model reordered a run.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +76,33 @@ def find_cross_encoder(spec: str | os.PathLike[str]) -> Path | str | None:
         if isinstance(hit, str):
             return c
     return None
+
+
+def identity(spec: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The cross-encoder ``spec`` found on disk (:func:`find_cross_encoder`) as its folder's files (name, size,
+    modification time; no weights are read), or None when none is on disk: what stage 03's run key holds of it."""
+    found = find_cross_encoder(spec)
+    if found is None:
+        return None
+    folder = found if isinstance(found, Path) else _hub_folder(found)
+    files = (
+        sorted(
+            (p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*")
+            if p.is_file()
+        )
+        if folder is not None
+        else None
+    )
+    return {"model": str(found) if isinstance(found, Path) else found, "files": files}
+
+
+def _hub_folder(name: str) -> Path | None:
+    """The local Hugging Face cache's folder of the model ``name`` (its snapshot), or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    hit = try_to_load_from_cache(name, "config.json")
+    return Path(hit).parent if isinstance(hit, str) else None
 
 
 def load_cross_encoder(spec: str | os.PathLike[str], *, device: str = "cpu", max_length: int = 512):

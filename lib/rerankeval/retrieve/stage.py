@@ -6,9 +6,10 @@ The stage (notebook 03), through its face :mod:`rerankeval.retrieve`::
     result = retrieve.run(dp, retrieve.Params(variants=["bm25", "hybrid"]), settings)   # searches, writes nothing
     retrieve.write(dp, result)                         # run files, records, the rewrite ledger, the keys
 
-Each variant goes through the run cache (:func:`rerankeval.retrieve.runcache.fetch`: read back, or searched by
-:mod:`rerankeval.retrieve.search`); the walk of a parameter goes one way, stage -> runcache -> search -> retriever.
-One variant over the built indexes, written by the same :func:`write`::
+Each variant is fetched (:func:`fetch`): its key (:mod:`rerankeval.retrieve.runkey`), its saved runs read back
+when the key did not change (:mod:`rerankeval.retrieve.runstore`), else searched (:mod:`rerankeval.retrieve.search`);
+the walk of a parameter goes one way, stage -> runkey -> runstore -> search -> retriever, and none of them calls
+back. One variant over the built indexes, written by the same :func:`write`::
 
     with Retriever(dp, settings) as r:   # rerankeval.retrieve.retriever
         res = r.search("hybrid", queries, leg_k=100, pool_k=10, rrf_k=60)   # -> Retrieval(variant, run, ...)
@@ -46,25 +47,42 @@ headline metric (nDCG@final_k). Runs are written at full depth, never truncated 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from rerankeval.core.ioutil import atomic_write_json
-from rerankeval.core.names import HYBRID_REFORMULATE
+from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_REFORMULATE, QDRANT_HYBRID
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Run, write_trec
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
-from rerankeval.retrieve import reformulate, runcache, variants
+from rerankeval.retrieve import cross_encoder, qdrant_compare, reformulate, runkey, runstore, search, variants
 from rerankeval.retrieve.params import Params
+from rerankeval.retrieve.qdrant_compare import QdrantComparison
 from rerankeval.retrieve.retriever import Retrieval
-from rerankeval.retrieve.search import QdrantComparison, Searcher
+from rerankeval.retrieve.search import Searcher
 
 if TYPE_CHECKING:
     from rerankeval.llm.cache import LLMCache
+
+
+@dataclass
+class Fetched:
+    """One variant as :func:`fetch` got it: its runs (``retrieval``; None: skipped, ``skipped`` says why), read
+    back or searched (``note``), the key parts :func:`write` saves (None: not to be read back), the seconds of the
+    search that made a run read back, the rewrite ledger and the LLM cache keys of its replies."""
+
+    retrieval: Retrieval | None = None
+    note: str = ""
+    skipped: str = ""
+    parts: dict[str, Any] | None = None
+    read_back: float | None = None
+    ledger: pd.DataFrame | None = None
+    llm_keys: list[str] | None = None
 
 
 @dataclass
@@ -108,8 +126,8 @@ class Result:
             ]
         )
 
-    def add(self, v: str, got: runcache.Fetched) -> None:
-        """Put variant ``v`` as the run cache fetched it (read back, searched or skipped)."""
+    def add(self, v: str, got: Fetched) -> None:
+        """Put variant ``v`` as :func:`fetch` got it (read back, searched or skipped)."""
         if got.retrieval is None:
             self.skipped[v] = got.skipped
             return
@@ -127,28 +145,87 @@ class Result:
 def run(dp: DatasetPaths, params: Params, settings: Settings, *, cache: LLMCache | None = None) -> Result:
     """Search each of ``params.variants`` for the judged queries of ``dp``, in order; writes nothing (:func:`write`).
 
-    A variant whose inputs did not change since :func:`write` saved its run is read back instead
-    (:mod:`rerankeval.retrieve.runcache`; ``reuse_runs=False`` searches every one). ``cross_encoder`` is skipped
-    (with the reason in ``skipped``) when no weights are on disk; ``hybrid_reformulate`` asks the LLM of
-    ``settings`` (the reply cache ``cache``, None: the default one) and falls back to ``hybrid`` without one.
-    ``settings`` also name the Qdrant store and the configured cross-encoder: nothing below reads the
-    environment."""
+    A variant whose inputs did not change since :func:`write` saved its run is read back instead (:func:`fetch`;
+    ``reuse_runs=False`` searches every one). ``cross_encoder`` is skipped (with the reason in ``skipped``) when no
+    weights are on disk; ``hybrid_reformulate`` asks the LLM of ``settings`` (the reply cache ``cache``, None: the
+    default one) and falls back to ``hybrid`` without one. ``settings`` also name the Qdrant store and the
+    configured cross-encoder: nothing below reads the environment."""
     queries = corpus.load_queries(dp)
     result = Result()
-    inputs = runcache.Inputs.of(dp, queries, settings)
+    inputs = runkey.Inputs.of(dp, queries, settings)
     with Searcher(dp, settings) as searcher:
         for v in params.variants:
-            result.add(v, runcache.fetch(dp, searcher, v, queries, params, inputs, cache=cache))
-        result.qdrant, result.qdrant_key = runcache.comparison(
-            dp, searcher, result.retrievals, result.keys, queries, params
-        )
+            result.add(v, fetch(dp, searcher, v, queries, params, inputs, cache=cache))
+        result.qdrant, result.qdrant_key = comparison(dp, searcher, result, queries, params)
     return result
+
+
+def fetch(
+    dp: DatasetPaths,
+    searcher: Searcher,
+    v: str,
+    queries: Mapping[str, str],
+    p: Params,
+    inputs: runkey.Inputs,
+    *,
+    cache: LLMCache | None,
+) -> Fetched:
+    """``v``'s runs: read back when its key did not change since :func:`write` saved them (and ``p.reuse_runs``),
+    else searched (:func:`rerankeval.retrieve.search.search`) on the settings of ``searcher``."""
+    settings, extra = searcher.settings, None
+    if v == CROSS_ENCODER:
+        extra = cross_encoder.identity(cross_encoder.model_name(p.cross_encoder_model, settings))
+        if extra is None:
+            return Fetched(skipped=f"Skipping {v}: {cross_encoder.NOT_ON_DISK}")
+    elif v == HYBRID_REFORMULATE:
+        extra = runkey.rewrite_identity(settings)
+    budget = {
+        "leg_k": p.leg_k,
+        "pool_k": p.pool_k,
+        "rrf_k": p.rrf_k,
+        "weights": None,
+        "threshold": p.reformulate_threshold,
+        "guard_k": p.reformulate_guard_k,
+    }
+    parts = runkey.key_parts(inputs, v, budget, extra)
+    why = "reuse_runs is off"
+    if p.reuse_runs:
+        saved = runstore.read_back(dp, v, parts, queries, p.budget().record(), cache=cache)
+        if saved.retrieval is not None:
+            back = saved.searched_seconds
+            return Fetched(saved.retrieval, "unchanged, read back", parts=parts, read_back=back, ledger=saved.ledger)
+        why = saved.reason
+    found = search.search(searcher, v, queries, p, cache=cache)
+    if found.retrieval is None:
+        return Fetched(skipped=found.skipped)
+    out = Fetched(found.retrieval, parts=parts, ledger=found.ledger)
+    if v == HYBRID_REFORMULATE:
+        why = why if extra is not None else "no LLM model named"
+        out.llm_keys, not_saved = runkey.rewrite_replies(found.ledger, queries, settings)
+        if out.llm_keys is None:
+            out.parts, why = None, f"{why}; not saved for reading back: {not_saved}"
+    out.note = f"searched ({why})"
+    return out
+
+
+def comparison(
+    dp: DatasetPaths, searcher: Searcher, result: Result, queries: Mapping[str, str], p: Params
+) -> tuple[QdrantComparison | None, str | None]:
+    """(the Qdrant comparison, its key): read back when both hybrids' keys and its own parameters did not change,
+    else computed (:func:`rerankeval.retrieve.qdrant_compare.compare_qdrant`); (None, None) unless both hybrids ran."""
+    if not {HYBRID, QDRANT_HYBRID} <= set(result.retrievals):
+        return None, None
+    key = runkey.comparison_key(result.keys, p)
+    saved = runstore.read_comparison(dp, key) if p.reuse_runs else None
+    if saved is not None:
+        return saved, key
+    return qdrant_compare.compare_qdrant(searcher.get(), result.retrievals, queries, p), key
 
 
 def write(dp: DatasetPaths, result: Result) -> list[Path]:
     """Write each searched variant's runs (``dp.run_file``: units, ``dp.chunk_run_file``: chunks, full depth) and
     record (``dp.variant_record``), the rewrite ledger and, last, the key file that lets the next run read them back
-    (:func:`rerankeval.retrieve.runcache.store`); a variant read back gets its record only (its files are intact:
+    (:func:`rerankeval.retrieve.runstore.store`); a variant read back gets its record only (its files are intact:
     their hashes were checked). The files written."""
     out: list[Path] = []
     for v, res in result.retrievals.items():
@@ -161,13 +238,13 @@ def write(dp: DatasetPaths, result: Result) -> list[Path]:
         if v == HYBRID_REFORMULATE and result.ledger is not None:
             out.append(ledger := reformulate.write_ledger(dp, result.ledger))
         if v in result.keys:
-            runcache.store(
+            runstore.store(
                 dp, v, result.keys[v], res.params, res.seconds, ledger=ledger, llm_keys=result.llm_keys.get(v)
             )
         else:
-            runcache.forget(dp, v)
+            runstore.forget(dp, v)
     if result.qdrant is not None and result.qdrant_key:
-        out.append(runcache.store_comparison(dp, result.qdrant_key, result.qdrant))
+        out.append(runstore.store_comparison(dp, result.qdrant_key, result.qdrant))
     return out
 
 

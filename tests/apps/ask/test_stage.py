@@ -198,7 +198,7 @@ def test_notebook_07_answers_judged_and_free_questions(tmp_path, tiny_pdf):
         cmd = [
             sys.executable,
             "-m",
-            "rerankeval.chain",
+            "rerankeval.apps.chain",
             "--dataset",
             str(tiny_pdf),
             "--kernel",

@@ -34,7 +34,7 @@ def run_chain(dataset: Path, results: Path, *extra: str, only: list[str] | None 
         }
     )
     env.pop("OPENAI_BASE_URL", None)
-    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(dataset), "--kernel", "python3"]
+    cmd = [sys.executable, "-m", "rerankeval.apps.chain", "--dataset", str(dataset), "--kernel", "python3"]
     for s in [*SMALL, *extra]:
         cmd += ["--set", s]
     for o in only or []:

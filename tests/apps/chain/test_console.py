@@ -10,7 +10,7 @@ import tempfile
 import nbformat
 import pytest
 
-from rerankeval.apps.chain_signals import kernel_manager_class
+from rerankeval.apps.chain.signals import kernel_manager_class
 from rerankeval.core import paths
 
 TCP_WARNING = "running over TCP without encryption"

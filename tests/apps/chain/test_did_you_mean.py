@@ -14,9 +14,11 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from rerankeval.apps import chain, chain_params, chain_preflight
-from rerankeval.apps.chain_params import unknown_parameters
-from rerankeval.apps.chain_preflight import check_baseline
+from rerankeval.apps import chain
+from rerankeval.apps.chain import params as chain_params
+from rerankeval.apps.chain import preflight as chain_preflight
+from rerankeval.apps.chain.params import unknown_parameters
+from rerankeval.apps.chain.preflight import check_baseline
 from rerankeval.core import paths
 from rerankeval.evaluate import verdict
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rerankeval.apps import chain
+from rerankeval.apps.chain import runner as chain
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 
 READ = "from rerankeval.core import paths\ndp = paths.resolve_dataset(dataset)\n"
 NOTEBOOKS = {
@@ -63,7 +64,8 @@ def _run(
     capsys, dataset: Path, *overrides: str, force: bool = False, only: list[str] | None = None
 ) -> tuple[set[str], set[str]]:
     """(the notebooks that ran, those skipped)"""
-    assert chain.run_chain(str(dataset), list(overrides), only=only, kernel="python3", force=force) == 0
+    settings = load_settings()  # the environment as each test sets it
+    assert chain.run_chain(str(dataset), settings, list(overrides), only=only, kernel="python3", force=force) == 0
     lines = capsys.readouterr().out.splitlines()
     ran = {ln.split()[1][:2] for ln in lines if ln.startswith("[chain] ") and ln.endswith(" ...")}
     skipped = {ln.split()[1][:2] for ln in lines if ln.endswith("up to date (skipped)")}
@@ -133,7 +135,7 @@ def test_a_failed_notebook_leaves_no_fingerprint(tiny_chain, capsys):
     _run(capsys, dataset)
     (out / "a.txt").unlink()  # 03 reads it: a changed input, and 03 now fails
     (out / "a.txt").mkdir()
-    assert chain.run_chain(str(dataset), [], kernel="python3") == chain.EXIT_FAILED
+    assert chain.run_chain(str(dataset), load_settings(), [], kernel="python3") == chain.EXIT_FAILED
     assert not (out / "executed" / "03-retrieve.fingerprint.json").exists()
 
 
@@ -183,7 +185,7 @@ def test_a_run_where_some_llm_calls_fell_back_is_not_recorded_as_up_to_date(
 def test_the_fingerprint_holds_no_url_password(tmp_path, monkeypatch):
     """Issue 32, defect 9: a password in OPENAI_BASE_URL (or JUDGE_BASE_URL, QDRANT_URL) was written into every
     ``executed/*.fingerprint.json`` (the endpoint's identity was the raw URL)."""
-    from rerankeval.apps.chain_files import notebook_key
+    from rerankeval.apps.chain.files import notebook_key
     from rerankeval.core import settings
 
     monkeypatch.setattr(settings, "ENV_FILE", tmp_path / "no.env")
@@ -193,7 +195,7 @@ def test_the_fingerprint_holds_no_url_password(tmp_path, monkeypatch):
     monkeypatch.setenv("QDRANT_URL", "http://q:qdrantpw@127.0.0.1:6333")
     nb = tmp_path / "05-analyse.ipynb"
     nbformat.write(_notebook("ks: list = [1]", "print(1)"), nb)
-    key = json.dumps(notebook_key(nb, {"ks": [1]}, "code-1", {}))
+    key = json.dumps(notebook_key(nb, {"ks": [1]}, "code-1", {}, settings.load_settings()))
     for secret in ("secretpw", "judgepw", "qdrantpw"):
         assert secret not in key, key
     assert "127.0.0.1:9/v1" in key  # the endpoint still counts (another endpoint runs the notebooks again)

@@ -1,6 +1,6 @@
 """Issue 14: ``--only`` keeps the index whole, and Ctrl-C (or SIGTERM, issue 19) stops a run cleanly and resumably.
 
-The interrupt is a real SIGINT or SIGTERM sent to a real ``python -m rerankeval.chain`` on the tiny PDF dataset,
+The interrupt is a real SIGINT or SIGTERM sent to a real ``python -m rerankeval.apps.chain`` on the tiny PDF dataset,
 with the fake LLM as the configured endpoint (so no llama-server starts), once notebook 01 has been rendered,
 or once 02 is inside its cells (a test hook blocks its ``index.run`` call, whatever the machine's speed).
 """
@@ -19,13 +19,16 @@ from pathlib import Path
 import pytest
 
 from fakellm import FakeLLM
-from rerankeval.apps import chain, chain_params, chain_signals
+from rerankeval.apps.chain import params as chain_params
+from rerankeval.apps.chain import runner as chain
+from rerankeval.apps.chain import signals as chain_signals
+from rerankeval.core.settings import load_settings
 
 SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]"]
 
 
 def chain_cmd(dataset: Path, *args: str) -> list[str]:
-    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(dataset), "--kernel", "python3"]
+    cmd = [sys.executable, "-m", "rerankeval.apps.chain", "--dataset", str(dataset), "--kernel", "python3"]
     for s in SMALL:
         cmd += ["--set", s]
     return cmd + list(args)
@@ -137,7 +140,7 @@ def test_a_ctrl_c_between_two_notebooks_keeps_what_finished(tmp_path, tiny_pdf, 
         }
 
     monkeypatch.setattr(chain, "run_notebook", fake_run_notebook)
-    rc = chain.run_chain(str(tiny_pdf), SMALL, only=["01", "02"])
+    rc = chain.run_chain(str(tiny_pdf), load_settings(), SMALL, only=["01", "02"])
     assert rc == chain_signals.EXIT_INTERRUPTED and calls == ["01-extract-corpus", "02-build-indexes"]
     msg = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[chain] interrupted")]
     assert len(msg) == 1 and "finished: 01-extract-corpus;" in msg[0], msg
@@ -200,7 +203,7 @@ def test_a_signal_stops_the_run_cleanly_updates_the_index_and_a_rerun_resumes(tm
         sent = [body for _, path, body in fake.requests if path.endswith("/chat/completions")]
         assert all(b["max_tokens"] == 1 for b in sent)  # 02 never finished: only the preflight's probes were sent
     assert proc.returncode == status, f"{stdout}\n{stderr[-3000:]}"
-    own = str(Path(chain.__file__).with_name("chain"))  # the chain's own modules: chain.py, chain_*.py
+    own = str(Path(chain.__file__).parent)  # the chain's own modules: apps/chain/*.py
     assert "KeyboardInterrupt" not in stderr and own not in stderr, stderr[-3000:]
     if where == "inside-02":  # a kernel terminated while it starts may log a zmq traceback of its own (harmless)
         assert "Traceback" not in stderr, stderr[-3000:]

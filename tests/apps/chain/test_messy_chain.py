@@ -22,7 +22,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from rerankeval.apps import chain, chain_params
+from rerankeval.apps import chain
+from rerankeval.apps.chain import params as chain_params
 from rerankeval.core import paths
 from rerankeval.core.settings import ENV_KEYS, load_settings
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from rerankeval import corpus, index, retrieve
-from rerankeval.apps import ask, chain_params
+from rerankeval.apps import ask
+from rerankeval.apps.chain import params as chain_params
 from rerankeval.core import paths
 from rerankeval.evaluate.analysis_records import AnalysisParams
 from rerankeval.experiments.sweep import SweepParams

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rerankeval.apps import chain, chain_params, chain_preflight
+from rerankeval.apps.chain import params as chain_params
+from rerankeval.apps.chain import preflight as chain_preflight
+from rerankeval.apps.chain import runner as chain
+from rerankeval.core.settings import Settings
 
 SENTINEL = "sk-SENTINEL-preflight-0123456789"
 PASSWORD = "hunter2-url-password"
@@ -33,7 +36,7 @@ def run(
             **(env_extra or {}),
         }
     )
-    cmd = [sys.executable, "-m", "rerankeval.chain", "--dataset", str(dataset), "--kernel", "python3", *args]
+    cmd = [sys.executable, "-m", "rerankeval.apps.chain", "--dataset", str(dataset), "--kernel", "python3", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -134,7 +137,7 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
         "error": None,
         "llm_problem": msg,
     }
-    assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
+    assert chain._finish(dp, [page], False, time.perf_counter(), Settings()) == chain.EXIT_FAILED
     err = capsys.readouterr().err
     assert "fell back to the fused order" in err and "allow_fallback=true" in err
     # replies served from the cache alone (no request sent): the message blames the cache, not OPENAI_BASE_URL
@@ -143,7 +146,7 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
     msg = chain_preflight.llm_fell_back(dp)
     assert msg and not msg["endpoint"] and "use_cache=false" in msg["text"]
     page["llm_problem"] = msg
-    assert chain._finish(dp, [page], False, time.perf_counter()) == chain.EXIT_FAILED
+    assert chain._finish(dp, [page], False, time.perf_counter(), Settings()) == chain.EXIT_FAILED
     err = capsys.readouterr().err
     assert "reply cache" in err and "OPENAI_BASE_URL" not in err
     # a query that fell back only partly is not a failed run
@@ -165,7 +168,7 @@ def _settings(tmp_path: Path, base_url: str):
 
 
 def test_the_request_kinds_follow_what_each_notebook_will_send():
-    from rerankeval.apps.chain_preflight import RequestKind, request_kinds
+    from rerankeval.apps.chain.preflight import RequestKind, request_kinds
 
     nbs = chain_params.notebooks
     rerank, retrieve, questions = nbs(["04"]), nbs(["03"]), nbs(["08"])
@@ -181,7 +184,7 @@ def test_the_request_kinds_follow_what_each_notebook_will_send():
 
 def test_the_probe_sends_one_tiny_request_of_each_kind(tmp_path):
     from fakellm import FakeLLM, no_json_schema
-    from rerankeval.apps.chain_preflight import RequestKind, probe_chat
+    from rerankeval.apps.chain.preflight import RequestKind, probe_chat
 
     kinds = [RequestKind(False, 10), RequestKind(True, 0)]
     with FakeLLM() as fake:

@@ -4,9 +4,9 @@ Ctrl-C pressed 2-3 times during 04 crashed the chain 4 of 4 times (a segfault, r
 half-done import of pandas/numpy while the index was written); SIGTERM during 08 left no "[chain] ... report
 (partial)" line (the local LLM server's context had replaced the chain's SIGTERM handler with its own).
 
-A real ``python -m rerankeval.chain``-like process (``chain.main``) runs stand-in notebooks on the python3 kernel; the
-LLM stage's notebook announces itself with a marker file and blocks, so every signal lands inside it, on any
-machine. The endpoint is the fake LLM, given by a stand-in of ``llm.server.ensure_endpoint`` that, like the local
+A real ``python -m rerankeval.apps.chain``-like process (``chain.main``) runs stand-in notebooks on the python3
+kernel; the LLM stage's notebook announces itself with a marker file and blocks, so every signal lands inside it, on
+any machine. The endpoint is the fake LLM, given by a stand-in of ``llm.server.endpoint`` that, like the local
 server's, installs its own SIGTERM handler while it lives.
 """
 
@@ -24,7 +24,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from fakellm import FakeLLM
-from rerankeval.apps import chain_signals
+from rerankeval.apps.chain import signals as chain_signals
 
 RUNNER = '''\
 import contextlib, os, pathlib, signal, sys, time
@@ -55,7 +55,7 @@ from rerankeval.llm import server
 
 
 @contextlib.contextmanager
-def ensure_endpoint(*args, **kwargs):
+def endpoint(settings, **kwargs):
     """As the local server's context does: its own SIGTERM handler while it lives (it stops the server)."""
     def on_term(signum, frame):
         raise SystemExit(128 + signum)
@@ -65,12 +65,13 @@ def ensure_endpoint(*args, **kwargs):
         if os.environ.get("TEST_START_MARKER"):  # a server that takes its time to start
             pathlib.Path(os.environ["TEST_START_MARKER"]).touch()
             time.sleep(60)
-        yield {"OPENAI_BASE_URL": sys.argv[3], "OPENAI_API_KEY": "sk-fake", "RERANK_MODEL": "fake-reranker"}
+        served = {"base_url": sys.argv[3], "api_key": "sk-fake", "model": "fake-reranker"}
+        yield settings.model_copy(update=served)
     finally:
         signal.signal(signal.SIGTERM, old)
 
 
-server.ensure_endpoint = ensure_endpoint
+server.endpoint = endpoint
 from rerankeval.apps import chain
 
 sys.exit(chain.main(["--dataset", sys.argv[2], "--kernel", "python3"]))
@@ -230,7 +231,7 @@ def test_sigterm_while_the_llm_server_starts_says_report_partial(tmp_path, tiny_
 
 def test_a_signal_raises_at_most_once_and_never_inside_a_deferred_section(monkeypatch):
     """The rules of :class:`Interrupt`, in this process (the third signal's exit is replaced by an exception)."""
-    from rerankeval.apps import chain_signals
+    from rerankeval.apps.chain import signals as chain_signals
 
     class Quit(Exception):
         pass

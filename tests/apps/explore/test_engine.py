@@ -15,7 +15,8 @@ import pytest
 from explore_data import UNITS, _dataset
 from fakellm import FakeLLM
 from rerankeval import rerank
-from rerankeval.apps import chain_params, explore
+from rerankeval.apps import explore
+from rerankeval.apps.chain import params as chain_params
 from rerankeval.apps.explore.engine import Explorer, example_queries
 from rerankeval.core.paths import NOTEBOOKS_DIR, resolve_dataset
 from rerankeval.core.settings import load_settings

@@ -80,7 +80,7 @@ class LiveSearch:
         except FileNotFoundError as exc:  # StageMissing: no index manifest, or one built from other chunks
             raise corpus.StageMissing(
                 f"free-text search needs the saved indexes of {dp.name}, and they are missing or stale ({exc}). "
-                f"Fix: run the chain up to 02 (make report DATASET={dp.name}, or python -m rerankeval.chain "
+                f"Fix: run the chain up to 02 (make report DATASET={dp.name}, or python -m rerankeval.apps.chain "
                 f"--dataset {dp.name} --only 01 --only 02); the explorer never builds indexes. Query ids of "
                 "queries.jsonl still work: they read the saved runs."
             ) from None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rerankeval.apps.chain_params import PreflightError, effective_parameters
+from rerankeval.apps.chain.params import PreflightError, effective_parameters
 from rerankeval.core import paths
 from rerankeval.rerank.config import MAIN_PASS
 
@@ -44,16 +43,6 @@ def wants_llm(nb: Path, params: Mapping[str, Any]) -> bool:
     if nb.stem.endswith("assess"):
         return effective.get("assess") is True
     return HYBRID_REFORMULATE in (effective.get("variants") or [])
-
-
-def check_settings() -> None:
-    """The environment's and ``.env``'s settings must be readable (``RERANK_TIMEOUT=0`` is not)."""
-    from rerankeval.core.settings import load_settings
-
-    try:
-        load_settings()
-    except ValueError as exc:
-        raise PreflightError(str(exc)) from None
 
 
 def check_writable(dp: paths.DatasetPaths) -> None:
@@ -146,7 +135,7 @@ def endpoint_fix(configured: bool) -> str:
     )
     return (
         f"Fix: {where}. To run anyway with every rerank call falling back to the fused order: "
-        f'make report P="{ALLOW_FALLBACK}=true" (or python -m rerankeval.chain --allow-fallback).'
+        f'make report P="{ALLOW_FALLBACK}=true" (or python -m rerankeval.apps.chain --allow-fallback).'
     )
 
 
@@ -235,20 +224,21 @@ def probe_chat(settings: Settings, kinds: Sequence[RequestKind]) -> str | None:
 
 
 def start_endpoint(
-    stack: contextlib.ExitStack, allow_fallback: bool, kinds: Sequence[RequestKind] = ()
+    stack: contextlib.ExitStack, settings: Settings, allow_fallback: bool, kinds: Sequence[RequestKind] = ()
 ) -> dict[str, str]:
-    """The LLM settings for the kernels (starting the local server when none is configured), checked: the endpoint
-    answers, and one tiny chat completion of each of ``kinds`` (:func:`request_kinds`) succeeds."""
-    from rerankeval.core.settings import load_settings, redact
+    """The LLM endpoint's variables for the kernels (``settings``' endpoint, else the local server, started here),
+    checked: the endpoint answers, and one tiny chat completion of each of ``kinds`` (:func:`request_kinds`)
+    succeeds."""
+    from rerankeval.core.settings import redact
+    from rerankeval.llm import server
     from rerankeval.llm.local_server import EndpointError
-    from rerankeval.llm.server import check_endpoint, ensure_endpoint
 
-    configured = load_settings().configured
+    configured = settings.configured
     env: dict[str, str] = {}
     try:
-        env = stack.enter_context(ensure_endpoint())
-        settings = load_settings(environ={**os.environ, **env})
-        problem = check_endpoint(settings, timeout=PROBE_TIMEOUT) or probe_chat(settings, kinds)
+        served = stack.enter_context(server.endpoint(settings))
+        env = server.endpoint_env(served)
+        problem = server.check_endpoint(served, timeout=PROBE_TIMEOUT) or probe_chat(served, kinds)
     except EndpointError as exc:
         problem = redact(f"the local LLM server could not be started: {exc}")
     if problem is None:

@@ -11,11 +11,14 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rerankeval.apps.chain_params import notebooks
+from rerankeval.apps.chain.params import notebooks
 from rerankeval.core import paths
 from rerankeval.core.ioutil import sha256_file
+
+if TYPE_CHECKING:
+    from rerankeval.core.settings import Settings
 
 
 def redact_file(path: Path) -> None:
@@ -272,7 +275,7 @@ def install_read_trace(log: str, roots: list[str]) -> None:
 def trace_line(log: Path, roots: list[Path]) -> str:
     """The kernel's start-up line that installs :func:`install_read_trace` (an ``IPKernelApp.exec_lines`` item)."""
     return (
-        f"__import__('rerankeval.apps.chain_files', fromlist=['_']).install_read_trace("
+        f"__import__('rerankeval.apps.chain.files', fromlist=['_']).install_read_trace("
         f"{str(log)!r}, {[str(r) for r in roots]!r})"
     )
 
@@ -290,15 +293,16 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-def notebook_key(nb: Path, nb_params: Mapping[str, Any], code: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+def notebook_key(
+    nb: Path, nb_params: Mapping[str, Any], code: str, extra: Mapping[str, Any], settings: Settings
+) -> dict[str, Any]:
     """What must be equal for a notebook to be skipped, besides its inputs: the notebook file, its parameters,
-    the code version, the settings that choose models, endpoints and backends (no secret), and ``extra``."""
+    the code version, the ``settings`` that choose models, endpoints and backends (no secret), and ``extra``."""
     import hashlib
 
-    from rerankeval.core.settings import load_settings, redact
+    from rerankeval.core.settings import redact
     from rerankeval.llm.scrub import endpoint_identity
 
-    settings = load_settings()
     chosen = {f: None if getattr(settings, f, None) is None else redact(getattr(settings, f)) for f in _SETTING_FIELDS}
     chosen["endpoint"] = endpoint_identity(settings) or None  # without user:password@ (issue 32, defect 9)
     return {

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_TERMINATED = 143  # SIGTERM
 SIGNALS = {
     signal.SIGINT: ("interrupted", "Ctrl-C", EXIT_INTERRUPTED),
     signal.SIGTERM: ("terminated", "SIGTERM", EXIT_TERMINATED),
@@ -177,7 +178,7 @@ def quiet_exit(log: str) -> None:
 
 def quiet_exit_line(log: Path) -> str:
     """The kernel's start-up line that installs :func:`quiet_exit` (an ``IPKernelApp.exec_lines`` item)."""
-    return f"__import__('rerankeval.apps.chain_signals', fromlist=['_']).quiet_exit({str(log)!r})"
+    return f"__import__('rerankeval.apps.chain.signals', fromlist=['_']).quiet_exit({str(log)!r})"
 
 
 def kernel_manager_class(

@@ -1,26 +1,27 @@
 """Run the numbered notebooks in order with papermill and render the HTML report.
 
-``python -m rerankeval.chain --dataset NAME_OR_PATH [--set key=value ...] [--only NN] [--allow-fallback]``
-is what ``make report`` calls. Parameters come from ``params/default.yaml``, then ``params/<dataset>.yaml``,
-then ``--set``; each notebook receives only the parameters its ``parameters`` cell declares. Executed
-notebooks go to ``results/<dataset>/executed/``, HTML to ``results/<dataset>/report/``; the index links
-every notebook that has a rendered page, this run's or an earlier one's (marked "earlier run"). The explorer
-``00-explore`` (what ``make lab`` opens first) reads what 01-05 saved, so the chain runs it after 05 and before 06+.
+``python -m rerankeval.apps.chain --dataset NAME_OR_PATH [--set key=value ...] [--only NN] [--allow-fallback]``
+(or the console command ``rerankeval-chain``) is what ``make report`` calls. Parameters come from
+``params/default.yaml``, then ``params/<dataset>.yaml``, then ``--set``; each notebook receives only the parameters
+its ``parameters`` cell declares. Executed notebooks go to ``results/<dataset>/executed/``, HTML to
+``results/<dataset>/report/``; the index links every notebook that has a rendered page, this run's or an earlier
+one's (marked "earlier run"). The explorer ``00-explore`` (what ``make lab`` opens first) reads what 01-05 saved,
+so the chain runs it after 05 and before 06+.
 
-Before any notebook runs the chain checks what it can: the settings (environment and ``.env``), each
-parameter against the type its notebook's ``parameters`` cell declares (``rrf_k: int = 60``), parameters that
-must agree (``pool_k >= final_k``), that the results folder is writable, the dataset's files, and, when the
-LLM notebook is in the run, that the LLM endpoint answers (the local llama-server is started and must become
-healthy). A dead endpoint stops the run with its URL and the fix,
-unless fallbacks were asked for: ``--allow-fallback`` or ``--set allow_fallback=true``
-(``make report P="allow_fallback=true"``), in which case every rerank call falls back to the fused order.
-The endpoint's settings reach the notebook kernels through their environment only.
+Before any notebook runs the chain checks what it can: the settings (environment and ``.env``, read once by
+:func:`main` and passed down), each parameter against the type its notebook's ``parameters`` cell declares
+(``rrf_k: int = 60``), parameters that must agree (``pool_k >= final_k``), that the results folder is writable, the
+dataset's files, and, when the LLM notebook is in the run, that the LLM endpoint answers (the local llama-server is
+started and must become healthy). A dead endpoint stops the run with its URL and the fix, unless fallbacks were
+asked for: ``--allow-fallback`` or ``--set allow_fallback=true`` (``make report P="allow_fallback=true"``), in which
+case every rerank call falls back to the fused order. The endpoint's settings reach the notebook kernels through
+their environment only.
 
 A notebook whose inputs are unchanged since its last success is skipped (``[chain] 03-retrieve.ipynb up to date
 (skipped)``) and its executed copy and page are reused: its fingerprint (``executed/<stem>.fingerprint.json``) holds
 the notebook file, its parameters, the package's code, the settings that choose models, endpoints and backends, and
 every file it read and folder it listed under the dataset folder and ``results/<dataset>/``, traced in its kernel
-(:mod:`~rerankeval.apps.chain_files`). ``--force`` (``make report FORCE=1``) runs every notebook.
+(:mod:`~rerankeval.apps.chain.files`). ``--force`` (``make report FORCE=1``) runs every notebook.
 
 Executed notebooks and pages are replaced atomically (a temporary file, then ``os.replace``): a full disk
 leaves the last complete copy, never a truncated one, and ends the run with one ``[chain] ERROR`` line naming
@@ -32,10 +33,10 @@ folder, endpoint); 130 interrupted by Ctrl-C, 143 by SIGTERM (the index shows wh
 command to resume: every finished stage is cached). A second Ctrl-C kills a notebook's kernel that did not stop; a
 third ends the chain at once with one line, without updating the index (:class:`Interrupt`).
 
-This module runs the notebooks and reports; the parts it uses live beside it and are re-exported here:
-:mod:`~rerankeval.apps.chain_params` (the notebooks, their parameters and the type checks),
-:mod:`~rerankeval.apps.chain_preflight` (the checks before the run, the endpoint, the fallback verdict),
-:mod:`~rerankeval.apps.chain_signals` (Ctrl-C and SIGTERM) and :mod:`~rerankeval.apps.chain_files` (atomic
+This module runs the notebooks and reports; the parts it uses live beside it:
+:mod:`~rerankeval.apps.chain.params` (the notebooks, their parameters and the type checks),
+:mod:`~rerankeval.apps.chain.preflight` (the checks before the run, the endpoint, the fallback verdict),
+:mod:`~rerankeval.apps.chain.signals` (Ctrl-C and SIGTERM) and :mod:`~rerankeval.apps.chain.files` (atomic
 saves, OS errors as the user reads them, the index's page records).
 """
 
@@ -52,7 +53,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rerankeval.apps.chain_files import (
+from rerankeval.apps.chain.files import (
     atomic_saves,
     chain_engine,
     code_version,
@@ -68,7 +69,7 @@ from rerankeval.apps.chain_files import (
     trace_line,
     up_to_date,
 )
-from rerankeval.apps.chain_params import (
+from rerankeval.apps.chain.params import (
     PreflightError,
     declared_parameters,
     load_params,
@@ -78,12 +79,11 @@ from rerankeval.apps.chain_params import (
     typed_parameters,
     unknown_parameters,
 )
-from rerankeval.apps.chain_preflight import (
+from rerankeval.apps.chain.preflight import (
     ALLOW_FALLBACK,
     check_baseline,
     check_dataset,
     check_parameters,
-    check_settings,
     check_writable,
     endpoint_fix,
     llm_fallbacks,
@@ -93,21 +93,22 @@ from rerankeval.apps.chain_preflight import (
     start_endpoint,
     wants_llm,
 )
-from rerankeval.apps.chain_signals import (
+from rerankeval.apps.chain.signals import (
     EXIT_TERMINATED,
     SIGNALS,
     Interrupt,
     kernel_manager_class,
 )
 from rerankeval.core import paths
-from rerankeval.core.settings import load_settings
+from rerankeval.core.settings import Settings, load_settings
 
 # jsonschema (under nbformat and papermill) imports its optional IRI checker, rfc3987_syntax, which builds 38 lark
 # grammars at import: 3 of a warm run's seconds. Nothing here validates an IRI (nbformat's schema has none).
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 KERNEL = "rerankeval"
-EXIT_FAILED, EXIT_PREFLIGHT = 1, 2
+EXIT_FAILED = 1  # a notebook failed
+EXIT_PREFLIGHT = 2  # a problem found before the run
 
 
 def notebook_params(nb: Path, dp: paths.DatasetPaths, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,18 +205,24 @@ def _render_page(dp: paths.DatasetPaths, nb: Path, status: str, error: str | Non
 
 class Freshness:
     """Which notebooks are up to date (skipped) and the fingerprints of those that ran (see
-    :mod:`~rerankeval.apps.chain_files`); ``force``: none is up to date, every notebook runs."""
+    :mod:`~rerankeval.apps.chain.files`); ``force``: none is up to date, every notebook runs."""
 
     def __init__(
-        self, dp: paths.DatasetPaths, params: Mapping[str, Any], allow_fallback: bool, force: bool, trace_dir: Path
+        self,
+        dp: paths.DatasetPaths,
+        params: Mapping[str, Any],
+        settings: Settings,
+        allow_fallback: bool,
+        force: bool,
+        trace_dir: Path,
     ) -> None:
-        self.dp, self.params, self.force, self.trace_dir = dp, params, force, trace_dir
+        self.dp, self.params, self.settings, self.force, self.trace_dir = dp, params, settings, force, trace_dir
         self.extra = {"allow_fallback": allow_fallback}
         self.code = code_version()
         self.started: dict[str, int] = {}
 
     def key(self, nb: Path) -> dict[str, Any]:
-        return notebook_key(nb, notebook_params(nb, self.dp, self.params), self.code, self.extra)
+        return notebook_key(nb, notebook_params(nb, self.dp, self.params), self.code, self.extra, self.settings)
 
     def skips(self, nb: Path) -> bool:
         return not self.force and up_to_date(self.dp, nb, self.key(nb))
@@ -228,7 +235,7 @@ class Freshness:
 
     def after(self, nb: Path, used_llm: bool = False) -> None:
         """Record ``nb``'s fingerprint, unless some of its LLM calls fell back (``used_llm``: it may have made some;
-        :func:`~rerankeval.apps.chain_preflight.llm_fallbacks`): then it runs again next time."""
+        :func:`~rerankeval.apps.chain.preflight.llm_fallbacks`): then it runs again next time."""
         fell_back = llm_fallbacks(self.dp, nb, self.started[nb.stem]) if used_llm else None
         if fell_back:
             print(
@@ -263,6 +270,7 @@ def _execute_all(
     dp: paths.DatasetPaths,
     nbs: list[Path],
     params: Mapping[str, Any],
+    settings: Settings,
     kernel: str,
     allow_fallback: bool,
     interrupt: Interrupt,
@@ -282,6 +290,7 @@ def _execute_all(
         fresh = Freshness(
             dp,
             params,
+            settings,
             allow_fallback,
             force,
             Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rerankeval-reads-"))),
@@ -292,15 +301,15 @@ def _execute_all(
         # a configured endpoint is checked before the first notebook (a dead one stops the run in a second); the
         # local server is started only when the first LLM notebook comes, so its build (make report runs it in the
         # background) is off the critical path of 01 and 02 (issue 36 item 1)
-        if load_settings().configured and any(_uses_llm(nb, params) for nb in stale):
-            env = start_endpoint(stack, allow_fallback or not any(needs_llm(nb) for nb in stale), kinds)
+        if settings.configured and any(_uses_llm(nb, params) for nb in stale):
+            env = start_endpoint(stack, settings, allow_fallback or not any(needs_llm(nb) for nb in stale), kinds)
             interrupt.reclaim()  # the local server's SIGTERM handler would skip the partial report's line
         for nb in nbs:
             if fresh.skips(nb):
                 pages.append(_skipped_page(dp, nb))
                 continue
             if env is None and _uses_llm(nb, params):
-                env = start_endpoint(stack, allow_fallback or not needs_llm(nb), kinds)
+                env = start_endpoint(stack, settings, allow_fallback or not needs_llm(nb), kinds)
                 interrupt.reclaim()
             pages.append(run_notebook(nb, dp, params, kernel, env or {}, interrupt, fresh.before(nb)))
             interrupt.in_notebook = False  # only now: a Ctrl-C while its page is rendered must not lose it
@@ -332,7 +341,12 @@ def _write_index(dp: paths.DatasetPaths, pages: list[dict[str, Any]]) -> tuple[s
 
 
 def _finish(
-    dp: paths.DatasetPaths, pages: list[dict[str, Any]], interrupted: bool, t0: float, signum: int = signal.SIGINT
+    dp: paths.DatasetPaths,
+    pages: list[dict[str, Any]],
+    interrupted: bool,
+    t0: float,
+    settings: Settings,
+    signum: int = signal.SIGINT,
 ) -> int:
     """Write the index and print the last lines; the exit status (``signum``: what interrupted the run)."""
     index, index_error = _write_index(dp, pages)
@@ -367,7 +381,7 @@ def _finish(
         return EXIT_FAILED
     fell_back = next((p["llm_problem"] for p in pages if p.get("llm_problem")), None)
     if fell_back:
-        fix = f"\n{endpoint_fix(load_settings().configured)}" if fell_back["endpoint"] else ""
+        fix = f"\n{endpoint_fix(settings.configured)}" if fell_back["endpoint"] else ""
         print(f"\n[chain] ERROR: {fell_back['text']}.{fix}\n[chain] report: {index}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     times = ", ".join(
@@ -382,16 +396,17 @@ def _finish(
 
 def run_chain(
     dataset: str,
+    settings: Settings,
     overrides: list[str] | None = None,
     only: list[str] | None = None,
     kernel: str = KERNEL,
     allow_fallback: bool = False,
     force: bool = False,
 ) -> int:
-    """Check, run and report; the exit status (see the module docstring). Raises :class:`PreflightError`.
-    ``force``: run every notebook, also those whose inputs are unchanged since their last success."""
+    """Check, run and report with ``settings`` (:func:`main`'s); the exit status (see the module docstring).
+    Raises :class:`PreflightError`. ``force``: run every notebook, also those whose inputs are unchanged since their
+    last success."""
     t0 = time.perf_counter()
-    check_settings()
     dp = paths.resolve_dataset(dataset)
     params = load_params(dp.name, overrides or [])
     allow_fallback = bool(params.pop(ALLOW_FALLBACK, False)) or allow_fallback
@@ -413,7 +428,7 @@ def run_chain(
         try:
             with interrupt.deferred():
                 _preload()
-            _execute_all(dp, nbs, params, kernel, allow_fallback, interrupt, pages, force)
+            _execute_all(dp, nbs, params, settings, kernel, allow_fallback, interrupt, pages, force)
         except KeyboardInterrupt:
             interrupt.hit = True
         except SystemExit as exc:  # SIGTERM while the local LLM server started: its own handler stopped it
@@ -421,11 +436,13 @@ def run_chain(
                 raise
             interrupt.hit, interrupt.signum = True, signal.SIGTERM
         with interrupt.deferred(finishing=True):  # the index and the last line, whatever is pressed meanwhile
-            return _finish(dp, pages, interrupt.hit, t0, interrupt.signum)
+            return _finish(dp, pages, interrupt.hit, t0, settings, interrupt.signum)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rerankeval.chain", description=__doc__.splitlines()[0])
+    """The chain's entry point (``python -m rerankeval.apps.chain``, ``rerankeval-chain``): the one place it reads
+    the settings (environment and ``.env``); the exit status."""
+    ap = argparse.ArgumentParser(prog="python -m rerankeval.apps.chain", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--dataset",
         default=os.environ.get("DATASET", paths.DEFAULT_DATASET),
@@ -466,8 +483,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     try:
+        settings = load_settings()  # the chain's one read of the environment and .env: passed down from here
+    except ValueError as exc:  # a malformed value (RERANK_TIMEOUT=0)
+        print(f"[chain] ERROR: {exc}", file=sys.stderr)
+        return EXIT_PREFLIGHT
+    try:
         overrides = [*split_params(args.params), *args.overrides]
-        return run_chain(args.dataset, overrides, args.only, args.kernel, args.allow_fallback, args.force)
+        return run_chain(args.dataset, settings, overrides, args.only, args.kernel, args.allow_fallback, args.force)
     except (paths.DatasetNotFound, PreflightError) as exc:
         print(f"[chain] ERROR: {exc}", file=sys.stderr)
         return EXIT_PREFLIGHT
@@ -475,7 +497,3 @@ def main(argv: list[str] | None = None) -> int:
         verb, what, status = SIGNALS.get(getattr(exc, "signum", signal.SIGINT), SIGNALS[signal.SIGINT])
         print(f"\n[chain] {verb} ({what}); the report index may be out of date", file=sys.stderr)
         return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
