@@ -1,15 +1,15 @@
-"""Shared fixtures. Every test writes results and the Qdrant store under tmp, never into the repo."""
+"""Shared fixtures. Every test writes results and the Qdrant store under tmp, never into the repo.
+
+The helper modules the tests import (``from fakellm import FakeLLM``) are in ``tests/support``, on the path by
+pyproject's ``pythonpath``."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # for tests/builders.py and tests/fakellm.py
-
-from rerankeval.core import paths  # noqa: E402
+from rerankeval.core import paths
 
 SHARED = paths.SHARED_DATA_DIR
 
