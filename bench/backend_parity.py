@@ -1,7 +1,7 @@
 """Benchmark: the two Qdrant backends' top 10, variant by variant, on every dataset here.
 
 For each dataset (the default ``data/debian-manuals``, ``../shared/data/scifact``, ``../shared/data/cranfield``
-and the tiny PDF and BEIR sets of ``tests/builders.py``), stage 01 and 02 run into a scratch results root
+and the tiny PDF and BEIR sets of ``tests/support/builders.py``), stage 01 and 02 run into a scratch results root
 (``--work``; the embedding cache is the shared one, so nothing is encoded twice), once with
 ``RERANKEVAL_QDRANT_BACKEND=client`` (qdrant-client's local mode) and once with ``edge`` (Qdrant's engine
 in-process). Every variant that uses the dense leg (``vector``, the five hybrids) is searched through
@@ -47,10 +47,10 @@ RTOL = 1e-5
 
 
 def sources(names: list[str], scratch: Path) -> dict[str, Path]:
-    """Dataset name -> its source folder (the tiny sets written by tests/builders.py into ``scratch``)."""
+    """Dataset name -> its source folder (the tiny sets written by tests/support/builders.py into ``scratch``)."""
     from rerankeval.core import paths
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     import builders
 
     out = {}

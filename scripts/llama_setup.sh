@@ -5,7 +5,7 @@
 # Usage: scripts/llama_setup.sh [server|model|all|pyserver|server-path|models]   (prints the path(s) it provides;
 # server-path: where this CPU's build is or would be, building nothing; models: the table of local models)
 # LOCAL_MODEL (the environment, else .env, else qwen2.5-coder-0.5b) names the model that `model` and `all` assemble.
-# source DIR / configure SRC BUILD [cmake args]: the steps of the server build alone (tests/test_llama_build.py)
+# source DIR / configure SRC BUILD [cmake args]: the steps of the server build alone (tests/llm/test_llama_build.py)
 # pyserver: pip-installs llama-cpp-python[server] (same version, same llama.cpp) into $PYTHON's environment,
 # a second OpenAI-compatible server for the endpoint tests; pip caches the built wheel, so it compiles once.
 set -euo pipefail

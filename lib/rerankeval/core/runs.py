@@ -4,7 +4,7 @@ A run is ``dict[qid, dict[docid, score]]`` (as in BEIR, ranx and ir_measures). I
 dict's insertion order is the intended ranking; :func:`ranked` gives it back for any run.
 
 trec_eval, ir_measures and pytrec_eval order a run by score and break ties by document id, not by the
-rank column (``tests/test_runs.py::test_ir_measures_sees_the_intended_order_on_ties`` shows it); and
+rank column (``tests/core/test_runs.py::test_ir_measures_sees_the_intended_order_on_ties`` shows it); and
 pytrec_eval compares scores in single precision (1.0 and 0.999999999 tie there). :func:`write_trec`
 therefore writes strictly decreasing scores in the intended order: a score that is not below the previous
 one *in float32* is lowered to ``TIE_REL`` (relative) below it, so every evaluator sees the order the

@@ -73,7 +73,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the repository (as rerankeval.core
 ENV_FILE = ROOT / ".env"
 REDACTED = "[REDACTED]"
 DEFAULT_LLAMA_THREADS = 2  # the 2-core reference machine; see rerankeval.llm.server
-# the local models scripts/llama_setup.sh knows (its LOCAL_MODELS table; tests/test_local_model.py keeps both equal)
+# the local models scripts/llama_setup.sh knows (its LOCAL_MODELS table; tests/llm/test_local_model.py keeps both equal)
 LOCAL_MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
 _MIN_SECRET_LEN = 4  # shorter "keys" (e.g. "x") are placeholders; replacing them would mangle text

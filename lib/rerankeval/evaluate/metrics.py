@@ -1,7 +1,7 @@
 """Retrieval metrics computed by ir_measures, checked by a second evaluator, on one common query set.
 
 Conventions (trec_eval's, ``docs/CONVENTIONS.md#metrics``; each is pinned by a closed-form case in
-``tests/test_metrics.py``):
+``tests/evaluate/test_metrics.py``):
 
 - a unit is *relevant* when its qrels grade is >= 1 (:data:`REL_LEVEL`); grade 0 means judged non-relevant;
 - nDCG uses the grade as a linear gain, a log2 discount and the ideal DCG of **all judged units of the

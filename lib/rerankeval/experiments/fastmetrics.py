@@ -3,7 +3,7 @@
 The input is the graded gain of the unit at each rank, ``gains[..., query, rank]`` (0 for an unjudged unit or a
 position past the end of a list), and per query the qrels' grades. The values are trec_eval's, computed in its
 order of operations so that they equal, bit for bit, what :func:`rerankeval.evaluate.metrics.evaluate` gets from
-ir_measures (pytrec_eval) on the same ranking (``tests/test_sweep_vectorised.py`` checks it, and checks ranx):
+ir_measures (pytrec_eval) on the same ranking (``tests/experiments/test_fastsweep.py`` checks it, and checks ranx):
 
 - ``ndcg@k``: sum over ranks ``i = 1..k`` of ``grade / log2(i + 1)`` (grades > 0 only, linear gain), accumulated
   rank by rank, over the same sum for the ideal ordering of **all judged units of the query** (Jarvelin and

@@ -9,7 +9,7 @@ is then a few array operations on the block, for all queries at once, in the sam
 (columns are already in tie-break order). The top ``depth`` gains go to :mod:`.fastmetrics`.
 
 Scores, order and metrics equal the per-point path's (:func:`rerankeval.experiments.grid.score_points` with
-``vectorised=False``): ``tests/test_sweep_vectorised.py`` compares them on every method and on random runs.
+``vectorised=False``): ``tests/experiments/test_fastsweep.py`` compares them on every method and on random runs.
 Only the fusion and evaluation are vectorised: a BM25 or chunking point's legs are still searched by the engine.
 """
 

@@ -9,7 +9,7 @@
   that was chosen on it.
 
 :func:`choose` sees a per-query table and nothing else; :func:`train_test` and :func:`kfold` hand it only
-the choosing queries' values (tests: ``tests/test_sweep.py``).
+the choosing queries' values (tests: ``tests/experiments/test_sweep.py``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 It lives in its own venv, ``<cache>/embed-server-venv`` (``make embed-server``, i.e. ``scripts/embed_server_setup.sh``:
 once, never the project's venv), and serves the very model folder the in-process encoder loads
 (:func:`rerankeval.index.embed.bundled_model_path`) under the name :data:`SERVED_NAME`, offline, on 127.0.0.1. The
-endpoint test (``tests/test_embed_server.py``) and ``bench/embed_server.py`` start it with :func:`serve`::
+endpoint test (``tests/index/test_embed_server.py``) and ``bench/embed_server.py`` start it with :func:`serve`::
 
     with serve() as base_url:      # e.g. http://127.0.0.1:41234/v1 ; EMBED_BASE_URL=base_url EMBED_MODEL=SERVED_NAME
         ...

@@ -2,7 +2,7 @@
 
 :func:`count_terms` gives exactly what ``BM25Index.from_tokens(ids, [analyzer(t) for t in texts])`` builds
 (:mod:`rerankeval.index.bm25`): the sorted vocabulary and the documents x vocabulary matrix of raw counts,
-the same arrays and dtypes (``tests/test_bm25_build.py``). The analyser's work per text is split in two:
+the same arrays and dtypes (``tests/index/test_terms.py``). The analyser's work per text is split in two:
 
 - ``analyzer.raw_tokens(text)``: lowercase and the token regular expression, one C call each per text;
 - ``analyzer.terms_of(raw)``: stopwords out and the stemmer, once per *distinct* raw token of the corpus.

@@ -2,7 +2,7 @@
 
 Transport faults (timeouts, refused connections, 408/409/429/5xx) are retried by the ``openai`` client
 itself (``max_retries``): exponential backoff from 0.5 s to 8 s with jitter, and a ``Retry-After`` /
-``retry-after-ms`` header of up to 120 s is honoured as the wait (checked in tests/test_rerank_faults.py).
+``retry-after-ms`` header of up to 120 s is honoured as the wait (checked in tests/rerank/test_faults.py).
 We count the attempts per call with an httpx request hook, so the ledger's ``retries`` is exact even when
 the call finally fails.
 

@@ -26,7 +26,7 @@ by score (:func:`rerankeval.core.runs.ranked`).
 Tie policy (every method, deterministic): fused score descending, then the best (smallest) single-leg
 rank, then the document id ascending.
 
-Conventions elsewhere, for cross-checks (``tests/test_fusion.py``):
+Conventions elsewhere, for cross-checks (``tests/retrieve/test_fusion.py``):
 
 - ``ranx.fuse(runs, method="rrf", norm=None, params={"k": 60})`` is the same RRF (it ranks each run by
   its dict order); ``method="sum"``/``"mnz"`` with ``norm="min-max"``/``"zmuv"`` are our CombSUM/CombMNZ

@@ -4,7 +4,7 @@ with IDF, RRF fusion), with the operations the retriever needs, mirroring :mod:`
 One shard is one folder holding one collection's points: the same named vectors (``dense``, cosine;
 ``bm25``, sparse with ``Modifier.Idf``), the same point ids (``uuid5`` of the chunk id) and payload
 (``chunk_id``, ``unit_id``), the same run convention (ties ordered by chunk id) as the qdrant-client
-store, so a run from either backend can be compared line by line (``tests/test_qdrant_edge.py``).
+store, so a run from either backend can be compared line by line (``tests/index/qdrant/test_edge.py``).
 
 Differences from qdrant-client's local mode: upserts are applied by Rust (no per-point pickling, no write-ahead log),
 :func:`upsert_chunks` ends with ``optimize()``, which builds the HNSW graph once the segment passes
