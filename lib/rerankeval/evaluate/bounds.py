@@ -15,8 +15,8 @@ its grades sit at an extreme (all 0 or all top). Two runs share one completion, 
 in both (its weight is the difference of its discounts). Beyond :data:`MAX_MULTISETS` multisets a sound, looser
 bound is used (numerator and denominator bounded separately) and flagged ``exact=False``. Success and MRR depend on
 the first relevant rank only; their bounds are exact by trying "no new relevant unit" and "exactly this unit
-relevant" for each pool unit (an optimum never needs two). ``tests/evaluate/test_incomplete.py`` checks every family against
-all completions enumerated by brute force.
+relevant" for each pool unit (an optimum never needs two). ``tests/evaluate/test_incomplete.py`` checks every
+family against all completions enumerated by brute force.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ hash of what the figure depends on, and the PNG's own hash:
   cannot hash, makes the figure uncached (always drawn).
 
 A key file that does not match, or a PNG that changed on disk, means: draw it. Drawing is deterministic (a forced
-chain run writes byte-identical figures, ``tests/apps/chain/test_chain.py``), so a figure shown again is the figure drawing
-would give.
+chain run writes byte-identical figures, ``tests/apps/chain/test_chain.py``), so a figure shown again is the
+figure drawing would give.
 """
 
 from __future__ import annotations
