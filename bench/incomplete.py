@@ -19,7 +19,7 @@ Per dataset (stage 01 must have run; skipped with a message otherwise):
   evaluated queries fixed (those with a relevant unit in the full judgments).
 - **Kendall tau** (scipy, tau-b) between the system ranking by each metric under the kept judgments and the ranking by
   zero-fill nDCG@10 under the full ones.
-- **Judgments to decide** the headline pair (:func:`rerankeval.evaluate.incomplete.judgments_to_decide`; the hidden
+- **Judgments to decide** the headline pair (:func:`rerankeval.evaluate.judging_queue.judgments_to_decide`; the hidden
   grades answer): the queue (adaptive, MTC weights), random order of the pair's unjudged units, and today's pool
   order (``review/unjudged.tsv``'s: by query, then units most variants share, then best rank; over vector, bm25 and
   hybrid). ``None``: never decided (a tie under full judgments).
@@ -45,7 +45,7 @@ import numpy as np
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
 from rerankeval.core.runs import Qrels, Run, ranked, to_units
-from rerankeval.evaluate import incomplete, judgments
+from rerankeval.evaluate import incomplete, judging_queue, judgments
 from rerankeval.evaluate.bounds import top_k
 from rerankeval.experiments import splits
 from rerankeval.experiments.grid import Point, load_grid
@@ -159,12 +159,12 @@ def effort(
     }
     out: dict = {}
     for name, order in orders.items():
-        j = incomplete.Judging(sub, kept, qids, METRIC, [pair], top)
+        j = judging_queue.Judging(sub, kept, qids, METRIC, [pair], top)
         if name == "queue":
             out["start_interval"] = [round(x, 4) for x in j.interval(pair)]
             out["pair_unjudged"] = sum(len(p.units) for p in j.pools.values())
         t0 = time.perf_counter()
-        out[name] = incomplete.judgments_to_decide(j, pair, lambda q, u: int(full[q].get(u, 0)), order, seed)
+        out[name] = judging_queue.judgments_to_decide(j, pair, lambda q, u: int(full[q].get(u, 0)), order, seed)
         out[f"{name}_s"] = round(time.perf_counter() - t0, 1)
         lo, hi = j.interval(pair)
         out[f"{name}_sign"] = 1 if lo > 0 else -1 if hi < 0 else 0
@@ -191,7 +191,7 @@ def dataset(name: str, keeps: Sequence[float], reps: int, bm25_only: bool) -> di
     full = full_judgments(systems, ev.qrels, qids)
     top = judgments.grade_scale(ev.qrels)
     truth = incomplete.robust_means(systems, full, qids, METRIC).loc[list(systems), "zero_fill"].to_numpy()
-    d_full = incomplete.Judging({v: systems[v] for v in pair}, full, qids, METRIC, [pair], top).interval(pair)
+    d_full = judging_queue.Judging({v: systems[v] for v in pair}, full, qids, METRIC, [pair], top).interval(pair)
     out = {
         "systems": len(systems),
         "systems_are": how,

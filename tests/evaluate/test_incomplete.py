@@ -19,6 +19,7 @@ import pytest
 from rerankeval.core.runs import from_ranking
 from rerankeval.evaluate import bounds, ppi
 from rerankeval.evaluate import incomplete as inc
+from rerankeval.evaluate import judging_queue as jq
 
 L3 = 1 / math.log2(3)  # the discount of rank 2
 
@@ -172,7 +173,7 @@ def _two_query_case():
 
 def test_the_queue_puts_the_unit_that_moves_the_open_difference_most_first():
     runs, qrels = _two_query_case()
-    j = inc.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], top=2)
+    j = jq.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], top=2)
     assert j.is_open(("A", "B"))
     q = j.queue()
     assert [(qq, u) for qq, u, _, _ in q] == [("q1", "x1"), ("q1", "x3")]  # z moves nothing: not in the queue
@@ -188,17 +189,15 @@ def test_the_queue_decides_with_fewer_judgments_than_a_worse_order():
     def oracle(q, u):
         return hidden.get((q, u), 0)
 
-    queue = inc.judgments_to_decide(
-        inc.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2), ("A", "B"), oracle
-    )
-    worse = inc.judgments_to_decide(
-        inc.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2),
+    queue = jq.judgments_to_decide(jq.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2), ("A", "B"), oracle)
+    worse = jq.judgments_to_decide(
+        jq.Judging(runs, qrels, ["q1", "q2"], "ndcg@3", [("A", "B")], 2),
         ("A", "B"),
         oracle,
         order=[("q1", "x3"), ("q1", "x1")],
     )
     assert queue == 1 and worse == 2  # x1 = 2 alone decides it for A
-    exp = inc.expected_judgments(runs, qrels, ["q1", "q2"], ("A", "B"), "ndcg@3", top=2, n_sim=8)
+    exp = jq.expected_judgments(runs, qrels, ["q1", "q2"], ("A", "B"), "ndcg@3", top=2, n_sim=8)
     assert 1 <= exp <= 2
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.evaluate import holes, incomplete
+from rerankeval.evaluate import holes, judging_queue
 from rerankeval.report import judged
 
 QIDS = [f"q{i}" for i in range(6)]
@@ -25,7 +25,7 @@ LLM_UMBRELA = {q: {u: (3 if g else 0) for u, g in rel.items() if u != "u0"} for 
 
 def _human(n: int, skip_first: bool = False) -> dict:
     """The dataset's qrels plus a person's grades of the first ``n`` units of the sample order."""
-    order = incomplete.sample_order(RUNS, ORIGINAL, QIDS, 5)
+    order = judging_queue.sample_order(RUNS, ORIGINAL, QIDS, 5)
     out = {q: dict(rel) for q, rel in ORIGINAL.items()}
     for i, (q, u) in enumerate(order[:n]):
         if skip_first and i == 0:
@@ -35,11 +35,11 @@ def _human(n: int, skip_first: bool = False) -> dict:
 
 
 def test_the_sample_is_the_graded_prefix_of_a_fixed_random_order():
-    order = incomplete.sample_order(RUNS, ORIGINAL, QIDS, 5)
+    order = judging_queue.sample_order(RUNS, ORIGINAL, QIDS, 5)
     assert len(order) == 4 * len(QIDS) and all(u != "u0" for _, u in order)  # the holes, each once
-    assert order == incomplete.sample_order(RUNS, ORIGINAL, QIDS, 5)  # fixed: grading does not reshuffle it
-    assert len(incomplete.sampled_grades(order, _human(12))) == 12
-    assert incomplete.sampled_grades(order, _human(12, skip_first=True)) == {}  # a gap ends the sample
+    assert order == judging_queue.sample_order(RUNS, ORIGINAL, QIDS, 5)  # fixed: grading does not reshuffle it
+    assert len(judging_queue.sampled_grades(order, _human(12))) == 12
+    assert judging_queue.sampled_grades(order, _human(12, skip_first=True)) == {}  # a gap ends the sample
 
 
 def test_too_few_human_grades_are_refused_and_the_bounds_stand():

@@ -15,7 +15,7 @@ from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.log import get_logger
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.runs import Qrels, Run
-from rerankeval.evaluate import incomplete
+from rerankeval.evaluate import incomplete, judging_queue
 
 FILE_NAME = "incomplete.json"
 log = get_logger(__name__)
@@ -49,7 +49,7 @@ def analyse(
     for c in rec["comparisons"]:
         if c["status"] != "undecided" or not n_sim or time.monotonic() - start >= budget_s:
             continue
-        c["expected"] = incomplete.expected_judgments(
+        c["expected"] = judging_queue.expected_judgments(
             runs, qrels, list(qids), (c["a"], c["b"]), rec["metric"], rec["top_grade"], n_sim=n_sim
         )
         c["sentence"] = incomplete.Comparison(**c).describe()
@@ -64,14 +64,14 @@ def prediction_powered(
     runs: Mapping[str, Run], original: Qrels, human: Qrels, llm: Qrels, qids: Sequence[str], k: int
 ) -> dict[str, Any]:
     """Each run's nDCG@``k`` with the holes of ``original`` (the dataset's own qrels) filled by the LLM's grades (on
-    the human scale) and rectified by the human grades of the judged prefix of :func:`incomplete.sample_order`
+    the human scale) and rectified by the human grades of the judged prefix of :func:`judging_queue.sample_order`
     (Angelopoulos et al., Science 2023); with fewer than :data:`rerankeval.evaluate.ppi.PPI_MIN_HUMAN` such grades,
     why not (the bounds stand instead)."""
     from rerankeval.evaluate import agreement, ppi
     from rerankeval.evaluate.judgments import grade_scale
 
     mapped, _ = agreement.merge_llm({}, llm, grade_scale(human) or 1)
-    sample = incomplete.sampled_grades(incomplete.sample_order(runs, original, qids, k), human)
+    sample = judging_queue.sampled_grades(judging_queue.sample_order(runs, original, qids, k), human)
     rec: dict[str, Any] = {"n_human": len(sample), "metric": f"ndcg@{k}"}
     try:
         rec["variants"] = {v: ppi.ppi_metric(r, original, mapped, sample, qids, f"ndcg@{k}") for v, r in runs.items()}

@@ -22,7 +22,7 @@ import pandas as pd
 
 from rerankeval.core.names import VECTOR
 from rerankeval.core.runs import Qrels, Run
-from rerankeval.evaluate import incomplete, judgments, metrics
+from rerankeval.evaluate import incomplete, judging_queue, judgments, metrics
 from rerankeval.evaluate.analysis_records import read_summary
 from rerankeval.evaluate.ppi import PPI_MIN_HUMAN
 
@@ -64,13 +64,13 @@ def comparisons(dp: Any, variants: Sequence[str]) -> tuple[list[tuple[str, str]]
     return incomplete.default_pairs(list(variants), base), int(summary.k) if summary else 10
 
 
-def _done(dp: Any, judging: incomplete.Judging, pair: tuple[str, str]) -> int:
+def _done(dp: Any, judging: judging_queue.Judging, pair: tuple[str, str]) -> int:
     """Grades of the judgments file for units in the top k of either run of ``pair`` (evaluated queries)."""
     rows = judgments.read_judgments(dp.judgments(judgments.split_of(dp)))
     return sum(1 for q, u, _, _ in rows if q in judging.tops and any(u in judging.tops[q][v] for v in pair))
 
 
-def status_line(judging: incomplete.Judging, pair: tuple[str, str], done: int) -> str:
+def status_line(judging: judging_queue.Judging, pair: tuple[str, str], done: int) -> str:
     """``hybrid vs vector: undecided — at most 23 judgments could decide it; 6 done`` (or decided, tied, identical)."""
     a, b = pair
     lo, hi = judging.interval(pair)
@@ -108,7 +108,7 @@ def next_units(ex: Any, n: int = 5, mode: str = "queue", seed: int = 0) -> NextU
     qrels = ex.qrels
     qids = evaluated(ex.runs, qrels, list(ex.table))
     pairs, k = comparisons(ex.dp, list(ex.runs))
-    judging = incomplete.Judging(ex.runs, qrels, qids, f"ndcg@{k}", pairs)
+    judging = judging_queue.Judging(ex.runs, qrels, qids, f"ndcg@{k}", pairs)
     status = [status_line(judging, p, _done(ex.dp, judging, p)) for p in pairs]
     if mode == "queue":
         picked = [(q, u, w, _why(by, metrics.label(judging.metric))) for q, u, w, by in judging.queue()]
@@ -136,7 +136,7 @@ def _sample(
     """The sample: the holes of the dataset's own qrels in every variant's top k, in a seeded random order (fixed:
     grading does not reshuffle it). Returns its ungraded units in that order, and (graded, drawn): the graded units
     before the first ungraded one, and that prefix's length with the next unit."""
-    pool = incomplete.sample_order(runs, original, qids, k, seed)
+    pool = judging_queue.sample_order(runs, original, qids, k, seed)
     out, graded = [], 0
     for i, (q, u) in enumerate(pool, start=1):
         if u in qrels.get(q, {}):
