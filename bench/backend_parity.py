@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rerankeval.core.settings import load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 DENSE_VARIANTS = ("vector", "hybrid", "hybrid_combsum", "hybrid_combmnz", "hybrid_dbsf", "qdrant_hybrid", "qdrant_dbsf")
 QDRANT_FUSED = ("qdrant_hybrid", "qdrant_dbsf")
@@ -149,7 +151,6 @@ def compare(client: dict, edge: dict, k: int | None = TOP, legs_explain: dict | 
 def search_backend(dp, backend: str, emb, queries: dict, leg_k: int, pool_k: int) -> dict:
     """Stage 02 with ``backend``, then every dense variant and the Qdrant legs through the Retriever."""
     from rerankeval import index
-    from rerankeval.core.settings import load_settings
     from rerankeval.index.qdrant import edge as qdrant_edge
     from rerankeval.retrieve.params import Params
     from rerankeval.retrieve.retriever import Retriever
@@ -210,14 +211,14 @@ def dataset_parity(name: str, source: Path, leg_k: int, pool_k: int) -> dict:
     """Stage 01 once, then both backends; the comparison of every dense variant and leg."""
     from rerankeval import corpus
     from rerankeval.core import paths
-    from rerankeval.core.settings import load_settings
-    from rerankeval.index.embed import Embedder
+    from rerankeval.index.embed import Embedder, embeddings_root
 
-    dp = paths.resolve_dataset(source)
+    settings = load_settings()
+    dp = paths.resolve_dataset(source, settings)
     t = time.perf_counter()
-    corpus.write(dp, corpus.run(dp, corpus.Params(), load_settings()))
+    corpus.write(dp, corpus.run(dp, corpus.Params(), settings))
     queries = corpus.contract.load_queries(dp)
-    emb = Embedder(progress=True)
+    emb = Embedder(progress=True, cache_root=embeddings_root(dp.roots.cache))
     per = {b: search_backend(dp, b, emb, queries, leg_k, pool_k) for b in BACKENDS}
     c, e = per["client"], per["edge"]
     ties = {"hybrid": leg_ties(c, e, ("dense_leg",)), "qdrant": leg_ties(c, e, ("dense_leg", "sparse_leg"))}
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from rerankeval.core import paths
 
-    out = args.out or paths.results_dir() / "bench" / "backend_parity.json"
+    out = args.out or paths.Roots.of(load_settings()).results / "bench" / "backend_parity.json"
     with tempfile.TemporaryDirectory(prefix="rerankeval-parity-") as tmp:
         work = args.work or Path(tmp)
         os.environ.update({"RERANKEVAL_RESULTS": str(work / "results"), "RERANKEVAL_QDRANT_PATH": str(work / "qdrant")})

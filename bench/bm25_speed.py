@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.index.bm25 import Analyzer, BM25Index, BM25Params
 
@@ -33,9 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SKIP: {paths.SHARED_DATA_DIR / args.dataset} is absent (this benchmark needs ../shared/data).")
         return 0
     from rerankeval import corpus as corpus_stage
-    from rerankeval.core.settings import load_settings
 
-    dp = paths.resolve_dataset(args.dataset)
+    dp = paths.resolve_dataset(args.dataset, load_settings())
     # skipped when already up to date
     corpus_stage.write(dp, corpus_stage.run(dp, corpus_stage.Params(), load_settings()))
     texts = corpus.chunk_texts(dp)

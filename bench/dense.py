@@ -30,6 +30,7 @@ import numpy as np
 
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_json, sha256_text
+from rerankeval.core.settings import load_settings
 from rerankeval.index.qdrant import store as qs
 
 NAME = "bench-0123456789abcdef"
@@ -39,16 +40,16 @@ def real_corpus(dataset: str) -> dict | None:
     """Chunks, cached vectors, sparse vectors and queries of ``dataset``, or None if anything is missing."""
     from rerankeval.corpus import contract as corpus
     from rerankeval.index import bm25
-    from rerankeval.index.embed import Embedder
+    from rerankeval.index.embed import Embedder, embeddings_root
 
     try:
-        dp = paths.resolve_dataset(dataset)
+        dp = paths.resolve_dataset(dataset, load_settings())
         texts, queries = corpus.chunk_texts(dp), corpus.load_queries(dp)
     except Exception as exc:  # noqa: BLE001 - no stage-01 output: fall back to synthetic data
         print(f"no stage-01 output for {dataset} ({type(exc).__name__}): using a synthetic corpus")
         return None
     ids = sorted(texts)
-    emb = Embedder(progress=False)
+    emb = Embedder(progress=False, cache_root=embeddings_root(dp.roots.cache))
     want = [sha256_text(texts[i]) for i in ids] + [sha256_text(t) for t in queries.values()]
     have = emb.cache.lookup(set(want))
     if len(have) < len(set(want)):
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         "reopen_s": round(reopen, 2),
         "query": queries,
     }
-    path = atomic_write_json(paths.results_dir() / "bench" / "dense.json", out)
+    path = atomic_write_json(paths.Roots.of(load_settings()).results / "bench" / "dense.json", out)
     print(f"reopen the store: {reopen:.2f} s; wrote {path}")
     print(f"upsert_speedup={upsert['speedup']}")
     return 0

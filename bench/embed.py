@@ -23,6 +23,7 @@ import time
 
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.index import embed
 
 WORDS = "package install system file configuration server network user kernel boot disk mount service log".split()
@@ -31,7 +32,7 @@ WORDS = "package install system file configuration server network user kernel bo
 def sample_texts(dataset: str, n: int, seed: int = 0) -> tuple[list[str], str]:
     """``n`` chunk texts of the dataset's corpus (stage 01), else synthetic ones; and where they came from."""
     try:
-        path = resolve_dataset(dataset).chunks
+        path = resolve_dataset(dataset, load_settings()).chunks
         lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     except (FileNotFoundError, ValueError):
         lines = []

@@ -30,8 +30,8 @@ import time
 import numpy as np
 
 from rerankeval.core.ioutil import atomic_write_json
-from rerankeval.core.paths import ROOT, SHARED_DATA_DIR
-from rerankeval.core.settings import Settings
+from rerankeval.core.paths import ROOT, SHARED_DATA_DIR, Roots
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index import embed, embed_server
 from rerankeval.index.embed_remote import RemoteEmbedder
 
@@ -96,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         "in_process_texts_per_s": round(len(texts) / local_s, 1),
         "runs": [],
     }
-    server = contextlib.nullcontext(args.base_url) if args.base_url else embed_server.serve(batch_size=args.batch)
+    server = (
+        contextlib.nullcontext(args.base_url)
+        if args.base_url
+        else embed_server.serve(Roots.of(load_settings()).cache, batch_size=args.batch)
+    )
     with server as base_url:
         for c in (int(x) for x in args.concurrency.split(",")):
             secs, remote, d_remote = run_remote(base_url, args.model, texts, args.batch, c)

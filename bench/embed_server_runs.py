@@ -35,11 +35,11 @@ from rerankeval import corpus, index, retrieve
 from rerankeval.core import progress
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.names import BM25, HYBRID, QDRANT_HYBRID, VECTOR
-from rerankeval.core.paths import DEFAULT_DATASET, ROOT, DatasetPaths, resolve_dataset
+from rerankeval.core.paths import DEFAULT_DATASET, ROOT, DatasetPaths, Roots, resolve_dataset
 from rerankeval.core.runs import read_trec
 from rerankeval.core.settings import load_settings
 from rerankeval.index import embed_server
-from rerankeval.index.embed import Embedder
+from rerankeval.index.embed import Embedder, embeddings_root
 
 VARIANTS = (VECTOR, BM25, HYBRID, QDRANT_HYBRID)  # 03's variants without an LLM or cross-encoder weights
 
@@ -55,13 +55,14 @@ def scratch(dp: DatasetPaths, work: Path) -> dict[str, str]:
 def resolve_dataset_in(work: Path, dataset: str) -> DatasetPaths:
     """``dataset``'s paths with its results in the scratch folder ``work`` (what :func:`scratch` made)."""
     with mock.patch.dict(os.environ, {"RERANKEVAL_RESULTS": str(work / "results")}):
-        return resolve_dataset(dataset)
+        return resolve_dataset(dataset, load_settings())
 
 
 def build(dataset: str, variants: list[str], env: dict[str, str]) -> dict[str, Any]:
     """02 and 03 of ``dataset`` with ``env`` set: the encoder, its counts and seconds, the runs' folder."""
     with mock.patch.dict(os.environ, env):
-        dp, settings = resolve_dataset(dataset), load_settings()
+        settings = load_settings()
+        dp = resolve_dataset(dataset, settings)
         t0 = time.perf_counter()
         built = index.run(dp, index.Params(dataset=dataset), settings)  # the encoder of EMBED_BASE_URL, if set
         index.write(dp, built)
@@ -112,9 +113,11 @@ def cosines(dp: DatasetPaths, env: dict[str, str]) -> dict[str, Any]:
     """The lowest cosine between the served (from the scratch cache: no text is sent again) and the in-process
     vector (the machine's cache) of every chunk and query."""
     texts = list(corpus.contract.chunk_texts(dp).values()) + list(corpus.contract.load_queries(dp).values())
-    local = Embedder(progress=False).encode(texts)
+    local = Embedder(progress=False, cache_root=embeddings_root(dp.roots.cache)).encode(texts)
     with mock.patch.dict(os.environ, env):
-        served = index.open_embedder(None, settings=load_settings(), progress=False).encode(texts)
+        settings = load_settings()
+        served = index.open_embedder(None, settings=settings, progress=False, cache=Roots.of(settings).cache)
+        served = served.encode(texts)
     cos = np.sum(local * served, axis=1)
     return {"texts": len(texts), "min_cosine": round(float(cos.min()), 6), "mean_cosine": round(float(cos.mean()), 6)}
 
@@ -128,14 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     variants = args.variants.split(",")
     os.environ.setdefault(progress.MODE_ENV, "plain")
-    dp = resolve_dataset(args.dataset)
-    batch = args.batch or load_settings().embed_batch
+    settings = load_settings()
+    progress.configure(settings)
+    dp = resolve_dataset(args.dataset, settings)
+    batch = args.batch or settings.embed_batch
     out: dict[str, Any] = {"dataset": dp.name, "variants": variants, "batch": batch, "saved_runs": str(dp.runs_dir)}
     out["loadavg_before"] = list(os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="embed-server-runs-") as tmp:
         work = Path(tmp)
         server_env = {**scratch(dp, work / "server"), "RERANKEVAL_CACHE": str(work / "server" / "cache")}
-        with embed_server.serve(batch_size=batch) as base_url:
+        with embed_server.serve(dp.roots.cache, batch_size=batch) as base_url:
             server_env.update(EMBED_BASE_URL=base_url, EMBED_MODEL=embed_server.SERVED_NAME, EMBED_BATCH=str(batch))
             out["server"] = {
                 "what": f"infinity-emb {embed_server.VERSION}, torch, cpu, this machine",

@@ -118,11 +118,11 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="the JSON written (default results/bench/explore.json)")
     ap.add_argument("--prepare", action="store_true", help="build the indexes and runs first, then stop")
     args = ap.parse_args()
-    dp = paths.resolve_dataset(args.dataset)
+    settings = load_settings()
+    dp = paths.resolve_dataset(args.dataset, settings)
     if args.prepare:
         prepare(dp)
         return
-    settings = load_settings()
     t0 = time.perf_counter()
     ex = Explorer(dp, settings)
     out: dict = {"dataset": dp.name, "k": args.k, "open_s": round(time.perf_counter() - t0, 3)}
@@ -139,7 +139,7 @@ def main() -> None:
     ex.close()
     for key in ("judged_s", "free_text_s", "free_text_cached_s"):
         out[key.replace("_s", "_median_s")] = round(statistics.median(out[key]), 4) if out[key] else None
-    atomic_write_json(args.out or paths.results_dir() / "bench" / "explore.json", out)
+    atomic_write_json(args.out or dp.roots.results / "bench" / "explore.json", out)
     for key, value in out.items():
         print(f"{key}: {value}")
     print(f"explore_free_text_warm_s={out['free_text_median_s']}")

@@ -45,6 +45,7 @@ import numpy as np
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT, resolve_dataset
 from rerankeval.core.runs import Qrels, Run, ranked, to_units
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import incomplete, judging_queue, judgments
 from rerankeval.evaluate.bounds import top_k
 from rerankeval.experiments import splits
@@ -176,7 +177,7 @@ def dataset(name: str, keeps: Sequence[float], reps: int, bm25_only: bool) -> di
     path = SHARED / name
     if not path.is_dir():
         return {"skipped": f"{path} is absent (the shared data is not part of the repository)"}
-    dp = resolve_dataset(str(path))
+    dp = resolve_dataset(str(path), load_settings())
     if not dp.chunks.is_file():
         return {
             "skipped": f"{name} has no corpus: run python -m rerankeval.apps.chain --dataset {path} --only 01 "
@@ -245,20 +246,20 @@ def status_time(tmp: Path) -> dict:
     from rerankeval.core.settings import load_settings
 
     src = SHARED / "cranfield"
-    if not resolve_dataset(str(src)).index_manifest.is_file():
+    if not resolve_dataset(str(src), load_settings()).index_manifest.is_file():
         return {
             "skipped": f"{src} is absent or has no indexes (python -m rerankeval.apps.chain --dataset {src} --only 01 "
             "--only 02)"
         }
-    ev = splits.judged(splits.eval_split(resolve_dataset(str(src))))
+    ev = splits.judged(splits.eval_split(resolve_dataset(str(src), load_settings())))
     copy = tmp / "cranfield-status-bench"
-    dp = resolve_dataset(str(copy))
+    dp = resolve_dataset(str(copy), load_settings())
     names = ("vector", "bm25", "hybrid")
     if all(dp.run_file(v).is_file() for v in names):  # prepared by an earlier run: only the judgments are reset
         dp.judgments(judgments.split_of(dp)).unlink(missing_ok=True)
         three = {v: read_trec(dp.run_file(v)) for v in names}
     else:
-        systems, _, _ = grid_systems(resolve_dataset(str(src)), ev.queries)
+        systems, _, _ = grid_systems(resolve_dataset(str(src), load_settings()), ev.queries)
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(src, copy)
         shutil.rmtree(dp.root, ignore_errors=True)

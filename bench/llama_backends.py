@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_json
-from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.core.paths import ROOT, Roots, resolve_dataset
 from rerankeval.core.settings import load_settings
 from rerankeval.llm import local_server
 from rerankeval.llm import server as llm_server
@@ -54,7 +54,7 @@ def chat(base: str, messages: list[dict[str, str]]) -> dict[str, Any]:
 
 
 def prompt_set(dataset: str, n: int, n_long: int, chars: int) -> tuple[list[list[dict[str, str]]], list[Any]]:
-    dp = resolve_dataset(dataset)
+    dp = resolve_dataset(dataset, load_settings())
     inputs = stage.load(dp, Params(pool_k=10))
     queries, texts = inputs.queries, inputs.texts
     short = []
@@ -96,10 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     short, long = prompt_set(args.dataset, args.prompts, args.long, args.max_passage_chars)
     servers: dict[str, local_server.LocalServer] = {}
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {"yesno": [], "long": []} for n in names}
+    settings = load_settings()
     try:
         for name in names:
             backend, no_repack = BACKENDS[name]
-            server_bin, model = llm_server.setup_paths(backend=backend, model=load_settings().local_model)
+            server_bin, model = llm_server.setup_paths(
+                backend=backend, model=settings.local_model, cache=Roots.of(settings).cache
+            )
             servers[name] = local_server.LocalServer(server_bin, model, no_repack=no_repack)
             servers[name].start()
         for kind, items in (("yesno", short), ("long", long)):

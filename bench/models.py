@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     if set(modes) - set(MODES):
         ap.error(f"unknown mode(s) {sorted(set(modes) - set(MODES))}: choose from {', '.join(MODES)}")
-    dp = resolve_dataset(args.dataset)
+    dp = resolve_dataset(args.dataset, load_settings())
     params = Params(dataset=dp.name, pool_k=args.pool_k, max_queries=args.queries)
     inputs, qrels = stage.load(dp, params), corpus.load_qrels(dp)
     old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}

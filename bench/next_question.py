@@ -47,6 +47,7 @@ import numpy as np
 
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_json
+from rerankeval.core.settings import load_settings
 
 LINKED = ("venv", "models", "llama.cpp", "conformance")  # set-up, shared read-only
 COPIED = ("embeddings", "llm", "llm.rates.json")  # the caches a follow-up may add to (counted)
@@ -78,7 +79,7 @@ class Workspace:
         if dp.qdrant_path.exists():
             shutil.copytree(dp.qdrant_path, ws.qdrant / dp.name)
         atomic_write_json(ws.results / dp.name / paths.SOURCE_RECORD, {"source": str(ws.data)})
-        cache = paths.cache_dir()
+        cache = dp.roots.cache
         ws.cache.mkdir(parents=True)
         for name in LINKED:
             if (cache / name).exists():
@@ -110,7 +111,8 @@ class Workspace:
         }
 
     def dp(self) -> paths.DatasetPaths:
-        return paths.DatasetPaths(self.name, self.data, self.results / self.name)
+        roots = paths.Roots(results=self.results, cache=self.cache, qdrant=self.qdrant)  # what env() gives the chain
+        return paths.DatasetPaths(self.name, self.data, self.results / self.name, roots)
 
     def _parts(self) -> list[Path]:
         return [self.data, self.results, self.qdrant, *(self.cache / n for n in COPIED)]
@@ -253,7 +255,6 @@ def recording_cache(root: Path) -> Any:
 def pool_keys(ws: Workspace, endpoint: dict[str, str], pool_k: int, max_queries: int = 0) -> list[str]:
     """The LLM cache keys stage 04 asks for with ``pool_k`` (first attempts), the endpoint made unreachable so
     that nothing is sent (misses fail at once) and nothing stored."""
-    from rerankeval.core.settings import load_settings
     from rerankeval.rerank import stage as rstage
     from rerankeval.rerank.config import NO_STABILITY, Params
     from rerankeval.rerank.core import rerank
@@ -372,10 +373,9 @@ def run(
 ) -> dict[str, Any]:
     """Seed a copy (or take ``work``, one an earlier ``--keep`` run seeded), freeze the code, warm it, then the
     follow-ups in :data:`ORDER`."""
-    from rerankeval.core.settings import load_settings
     from rerankeval.llm import server as llm_server
 
-    dp = paths.resolve_dataset(dataset)
+    dp = paths.resolve_dataset(dataset, load_settings())
     root = Path(work) if work else Path(tempfile.mkdtemp(prefix="next_question-"))
     ws = Workspace(root, dp.name) if work else Workspace.seed(root, dp)
     out: dict[str, Any] = {

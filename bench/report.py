@@ -34,7 +34,8 @@ from typing import Any
 import psutil
 
 from rerankeval.core.ioutil import atomic_write_json
-from rerankeval.core.paths import ROOT, cache_dir, resolve_dataset
+from rerankeval.core.paths import ROOT, resolve_dataset
+from rerankeval.core.settings import load_settings
 
 CACHES = ("embeddings", "llm", "conformance")  # under the rerankeval cache; venv, llama.cpp and models are set-up
 NB_LINE = re.compile(r"^\[chain\] (\S+\.ipynb) (ok|FAILED) in ([0-9.]+) s")
@@ -124,11 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="debian-manuals")
     ap.add_argument("--warm-only", action="store_true", help="skip the cold run (nothing is moved aside)")
     args = ap.parse_args(argv)
-    dp = resolve_dataset(args.dataset)
+    dp = resolve_dataset(args.dataset, load_settings())
     logs = Path(tempfile.mkdtemp(prefix="bench-report-"))
     out: dict[str, Any] = {"dataset": dp.name, "loadavg_before": list(os.getloadavg())}
     if not args.warm_only:
-        aside = [dp.root, dp.qdrant_path, *(cache_dir() / c for c in CACHES)]
+        aside = [dp.root, dp.qdrant_path, *(dp.roots.cache / c for c in CACHES)]
         with moved_aside(aside):
             out["cold"] = make_report(args.dataset, logs / "cold.log")
             out["warm"] = make_report(args.dataset, logs / "warm.log")  # warm on the cold run's fresh caches

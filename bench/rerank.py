@@ -223,15 +223,16 @@ def main(argv: list[str] | None = None) -> int:
         help="default: results/bench/rerank.json (rerank-<model>.json for a model other than the default)",
     )
     args = ap.parse_args(argv)
-    args.model = args.model or load_settings().local_model
+    settings = load_settings()
+    args.model = args.model or settings.local_model
     if args.out is None:
         name = "rerank.json" if args.model == DEFAULT_LOCAL_MODEL else f"rerank-{args.model}.json"
         args.out = ROOT / "results" / "bench" / name
 
-    dp = resolve_dataset(args.dataset)
+    dp = resolve_dataset(args.dataset, settings)
     inputs = stage.load(dp, Params(pool_k=max(int(p) for p in args.pools.split(",")), max_queries=args.queries))
     fused, queries, texts, qids = inputs.fused, inputs.queries, inputs.texts, inputs.qids
-    server_bin, model = llm_server.setup_paths(backend=args.backend, model=args.model)
+    server_bin, model = llm_server.setup_paths(backend=args.backend, model=args.model, cache=dp.roots.cache)
     server_bin = args.server_bin or server_bin
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the servers
     srv, _ = started(server_bin, model, args.no_repack)

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=1)
     args = ap.parse_args(argv)
 
-    dp = resolve_dataset(args.dataset)
+    dp = resolve_dataset(args.dataset, load_settings())
     inputs = stage.load(dp, Params(pool_k=args.pool_k, max_queries=args.queries))
     fused, qids = inputs.fused, inputs.qids
     bench_dir = dp.stage_dir("rerank") / "bench"

@@ -36,7 +36,7 @@ TARGETS = {  # SciFact test, nDCG@10 (R@100 for vector): (low, high)
 
 
 def run_dataset(name: str, variants: list[str], leg_k: int, pool_k: int) -> pd.DataFrame:
-    dp = paths.resolve_dataset(name)
+    dp = paths.resolve_dataset(name, load_settings())
     t = time.perf_counter()
     rep = corpus.run(dp, corpus.Params(), load_settings())
     corpus.write(dp, rep)

@@ -50,6 +50,7 @@ import numpy as np
 from scale_corpus import SIGMA, DerivedEmbedder, prepare_base, synth_corpus, write_dataset
 
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import beir
 
 DEFAULT_SIZES = (5_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)
@@ -150,14 +151,14 @@ def _stage_02(dp, emb):
 
 def child(n: int, backend: str, base: Path, leg_k: int, max_queries: int, tmp_root: str | None) -> dict:
     """One size: synthesise, write the chunk table, run stage 02 and every variant; per-stage figures."""
-    from rerankeval.index.embed import Embedder
+    from rerankeval.index.embed import Embedder, embeddings_root
 
     z = np.load(base, allow_pickle=False)
     texts, vecs = [str(t) for t in z["texts"]], z["vectors"]
     queries = dict(
         zip([str(q) for q in z["qids"]][:max_queries], [str(t) for t in z["qtexts"]][:max_queries], strict=True)
     )
-    real = Embedder(progress=False)
+    real = Embedder(progress=False, cache_root=embeddings_root(paths.Roots.of(load_settings()).cache))
     st = Stages()
     ids, docs, dense = st.run("synthesise", synth_corpus, texts, vecs, n)
     with tempfile.TemporaryDirectory(prefix="rerankeval-scale-", dir=tmp_root) as tmp:
@@ -480,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=3600, help="seconds allowed per size")
     ap.add_argument("--tmp", type=Path, default=None, help="where the children's dataset folders go")
-    ap.add_argument("--out", type=Path, default=paths.results_dir() / "bench" / "scale.json")
+    ap.add_argument("--out", type=Path, default=paths.Roots.of(load_settings()).results / "bench" / "scale.json")
     ap.add_argument("--resume", type=Path, metavar="JSON", help="keep the sizes of an earlier scale.json, run the rest")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--base", type=Path, help=argparse.SUPPRESS)

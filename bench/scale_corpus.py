@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import beir
 
 SEED = 12
@@ -93,7 +94,7 @@ def write_dataset(folder: Path, ids: list[str], docs: list[str], queries: dict[s
     from rerankeval.core.runs import write_qrels
 
     folder.mkdir(parents=True)
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     atomic_write_jsonl(
         dp.chunks,
         (
@@ -109,13 +110,13 @@ def write_dataset(folder: Path, ids: list[str], docs: list[str], queries: dict[s
 def prepare_base(folder: Path, out: Path, n_queries: int, base_docs: int | None) -> dict:
     """Encode (or read from the embedding cache) the base SciFact documents and the first judged queries."""
     from rerankeval.core.ioutil import sha256_text
-    from rerankeval.index.embed import Embedder
+    from rerankeval.index.embed import Embedder, embeddings_root
 
     _, texts = base_texts(folder)
     queries = beir.read_queries(folder / "queries.jsonl")
     judged = beir.read_qrels(folder / "qrels" / "test.tsv")
     qids = [q for q in sorted(queries) if q in judged][:n_queries]
-    emb = Embedder(progress=True)
+    emb = Embedder(progress=True, cache_root=embeddings_root(paths.Roots.of(load_settings()).cache))
     cached = set(emb.cache.lookup({sha256_text(t) for t in texts}))
     texts = [texts[i] for i in pick_base(texts, base_docs, cached)]
     t = time.perf_counter()

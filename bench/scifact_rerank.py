@@ -43,7 +43,7 @@ from models import auc_summary, choose_alpha, cost, first_stage_auc, local_setti
 
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json
-from rerankeval.core.paths import ROOT, DatasetPaths, resolve_dataset
+from rerankeval.core.paths import ROOT, DatasetPaths, Roots, resolve_dataset
 from rerankeval.core.settings import LOCAL_MODELS, Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import metrics, stats
@@ -115,7 +115,7 @@ def plan(inputs: Sequence[Inputs], cfg: RerankConfig, settings: Settings, pool_k
     for i, (fused, qs, texts, qids) in enumerate(inputs):
         for q, cands in build_pools(fused, texts, qids, pool_k).items():
             pools[f"{i}:{q}"], queries[f"{i}:{q}"] = cands, qs[q]
-    with Reranker(cfg, settings, cache=LLMCache()) as rr:
+    with Reranker(cfg, settings, cache=LLMCache.under(Roots.of(settings).cache)) as rr:
         p = rr.estimate(queries, rr.tasks(pools, NO_STABILITY))
     print(p.message(priced=False), flush=True)
     return p.to_dict()
@@ -142,7 +142,7 @@ def rerank_batches(
             pool_k=pool_k,
             stability=NO_STABILITY,
             settings=settings,
-            cache=LLMCache(),
+            cache=LLMCache.under(Roots.of(settings).cache),
             progress=False,
         )  # rerank.run's reranking step, batch by batch
         wall += time.perf_counter() - t0
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     models = [m for m in args.models.split(",") if m]
     if set(models) - set(LOCAL_MODELS):
         ap.error(f"unknown model(s) {sorted(set(models) - set(LOCAL_MODELS))}: choose from {', '.join(LOCAL_MODELS)}")
-    dp = resolve_dataset(args.dataset)
+    dp = resolve_dataset(args.dataset, load_settings())
     name, point, why = first_stage(dp)
     print(f"[scifact] first stage: {why}", flush=True)
     test = test_inputs(dp, name, args.pool_k, args.max_queries)

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.dataset).is_dir():
         print(f"SKIP: {args.dataset} is absent; this benchmark times the sweep on SciFact's train queries.")
         return 0
-    dp = resolve_dataset(args.dataset)
+    dp = resolve_dataset(args.dataset, load_settings())
     if not dp.index_manifest.is_file():
         print(
             f"SKIP: {dp.name} is not prepared ({dp.index_manifest} is missing): run python -m rerankeval.apps.chain "

@@ -22,6 +22,16 @@ def _isolated_outputs(tmp_path_factory, monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _progress_unconfigured():
+    """No test inherits another's progress display (``progress.configure``: the mode and the stage label)."""
+    from rerankeval.core import progress
+
+    progress.configure()
+    yield
+    progress.configure()
+
+
 @pytest.fixture
 def tiny_pdf(tmp_path):
     from builders import tiny_pdf_dataset

@@ -15,6 +15,7 @@ import pytest
 
 from rerankeval.core import progress
 from rerankeval.core.progress import Progress, track
+from rerankeval.core.settings import Settings, load_settings
 
 
 class Tty(io.StringIO):
@@ -22,8 +23,7 @@ class Tty(io.StringIO):
         return True
 
 
-def test_plain_mode_prints_a_line_per_tenth_with_rate_and_counters(monkeypatch):
-    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
+def test_plain_mode_prints_a_line_per_tenth_with_rate_and_counters():
     out = io.StringIO()
     with Progress(100, desc="rerank", unit="query", file=out, quiet_s=0) as bar:
         for i in range(100):
@@ -35,8 +35,7 @@ def test_plain_mode_prints_a_line_per_tenth_with_rate_and_counters(monkeypatch):
     assert "query/s" in lines[-1] and "calls=100, cache_hits=49" in lines[-1]
 
 
-def test_plain_mode_small_total_and_unknown_total(monkeypatch):
-    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
+def test_plain_mode_small_total_and_unknown_total():
     out = io.StringIO()
     assert list(track(["a", "b", "c"], desc="embedding", unit="text", file=out, quiet_s=0)) == ["a", "b", "c"]
     assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == [
@@ -51,9 +50,8 @@ def test_plain_mode_small_total_and_unknown_total(monkeypatch):
     ]
 
 
-def test_a_stage_done_in_a_moment_prints_nothing_and_a_slow_one_starts_after_the_quiet_seconds(monkeypatch):
+def test_a_stage_done_in_a_moment_prints_nothing_and_a_slow_one_starts_after_the_quiet_seconds():
     """A warm stage (all 60 queries from the cache, no time passing) says nothing; ten lines were printed before."""
-    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
     out = io.StringIO()
     with Progress(60, desc="rerank", unit="query", file=out, clock=lambda: 0.0) as bar:
         for _ in range(60):
@@ -72,10 +70,9 @@ def test_a_stage_done_in_a_moment_prints_nothing_and_a_slow_one_starts_after_the
     assert lines == [f"pages: {n}/10 page ({n}0%)" for n in range(4, 11)], lines  # from 2 s on, each tenth
 
 
-def test_a_slow_stage_says_a_line_at_least_every_minute(monkeypatch):
+def test_a_slow_stage_says_a_line_at_least_every_minute():
     """120 units at 111 s each (the drafting stage on a loaded machine): a tenth is 12 units, 22 minutes of silence;
     now a line comes with the first unit done after each minute."""
-    monkeypatch.delenv(progress.STAGE_ENV, raising=False)
     out = io.StringIO()
     now = [0.0]
     with Progress(120, desc="drafting questions", unit="unit", file=out, clock=lambda: now[0]) as bar:
@@ -86,22 +83,27 @@ def test_a_slow_stage_says_a_line_at_least_every_minute(monkeypatch):
     assert lines == [f"drafting questions: {n}/120 unit ({round(100 * n / 120)}%)" for n in range(1, 14)], lines
 
 
-def test_mode_follows_the_stream_and_the_environment(monkeypatch):
-    monkeypatch.delenv(progress.MODE_ENV, raising=False)
+def test_mode_follows_the_stream_unless_configured(monkeypatch):
+    monkeypatch.setenv(progress.MODE_ENV, "off")  # the environment alone changes nothing: only configure() does
     assert progress.default_mode(Tty()) == "bar"
     assert progress.default_mode(io.StringIO()) == "plain"
     assert progress.default_mode(None) == "off"
-    monkeypatch.setenv(progress.MODE_ENV, "off")
+    progress.configure(load_settings())  # what an entry point does with its settings: RERANKEVAL_PROGRESS=off
     out = io.StringIO()
     list(track(range(5), desc="x", file=out))
-    assert out.getvalue() == ""
+    assert out.getvalue() == "" and progress.default_mode(Tty()) == "off"
+    assert progress.default_mode(Tty(), Settings(progress="bar")) == "bar"  # settings given win
+    progress.configure()
+    assert progress.default_mode(Tty()) == "bar"
+    with pytest.raises(ValueError, match="RERANKEVAL_PROGRESS"):
+        progress.configure(mode="sideways")
     monkeypatch.setenv(progress.MODE_ENV, "sideways")
     with pytest.raises(ValueError, match="RERANKEVAL_PROGRESS"):
-        progress.default_mode(Tty())
+        load_settings()
 
 
-def test_bar_mode_draws_a_tqdm_bar_with_counters(monkeypatch):
-    monkeypatch.setenv(progress.STAGE_ENV, "04-rerank")
+def test_bar_mode_draws_a_tqdm_bar_with_counters():
+    progress.configure(stage="04-rerank")  # as a chain kernel starts (progress.configure_line)
     out = Tty()
     with Progress(4, desc="rerank", unit="query", file=out, mode="bar", quiet_s=0) as bar:
         for _ in range(4):
@@ -110,14 +112,22 @@ def test_bar_mode_draws_a_tqdm_bar_with_counters(monkeypatch):
     assert "\r" in text and "[04-rerank] rerank: 100%" in text and "4/4" in text and "calls=3" in text
 
 
+def test_the_kernel_start_up_line_configures_the_kernel():
+    exec(progress.configure_line("plain", "05-analyse"), {})
+    assert (progress.DISPLAY.mode, progress.DISPLAY.stage) == ("plain", "05-analyse")
+    exec(progress.configure_line(None, "05-analyse"), {})
+    assert (progress.DISPLAY.mode, progress.DISPLAY.stage) == (None, "05-analyse")
+
+
 CHILD = """
 import json, os, sys
 from pathlib import Path
 from rerankeval.apps.chain import runner as chain
 from rerankeval.apps.chain import signals as chain_signals
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 nb, dataset = Path(sys.argv[1]), Path(sys.argv[2])
-dp = paths.resolve_dataset(str(dataset))
+dp = paths.resolve_dataset(str(dataset), load_settings())
 dp.executed_dir.mkdir(parents=True, exist_ok=True)
 dp.report_dir.mkdir(parents=True, exist_ok=True)
 page = chain.run_notebook(nb, dp, {}, "python3", {"RERANKEVAL_TEST_MARK": "from-the-chain"}, chain_signals.Interrupt())

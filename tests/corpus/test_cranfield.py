@@ -8,6 +8,7 @@ import types
 from collections import namedtuple
 
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import cranfield
 from rerankeval.corpus.extract import check_inputs
 
@@ -34,7 +35,7 @@ def test_the_export_numbers_queries_as_the_qrels_do_and_grades_by_cleverdon(tmp_
     qrels = (folder / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()
     assert qrels == ["query-id\tcorpus-id\tscore", "1\t1\t4", "2\t2\t1", "3\t3\t3"]  # grade = 5 - code
     assert "3\t4" in (folder / "qid_map.tsv").read_text(encoding="utf-8")
-    check_inputs(paths.resolve_dataset(folder), "test")  # a dataset the chain takes
+    check_inputs(paths.resolve_dataset(folder, load_settings()), "test")  # a dataset the chain takes
 
 
 def test_the_command_writes_the_folder_or_says_how_to_install_ir_datasets(tmp_path, monkeypatch, capsys):

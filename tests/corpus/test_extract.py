@@ -8,6 +8,7 @@ import pytest
 
 from builders import TINY_QUERIES, extract_corpus, write_pdf, write_queries
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import extract
 from rerankeval.corpus import views as corpus_views
@@ -15,7 +16,7 @@ from rerankeval.corpus.beir import InputError
 
 
 def build(folder, **kw):
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     return dp, extract_corpus(dp, **kw)
 
 
@@ -211,7 +212,7 @@ def test_folder_without_corpus_says_what_to_provide(tmp_path):
 
 def test_missing_folder_says_what_to_provide(tmp_path):
     with pytest.raises(paths.DatasetNotFound, match="queries.jsonl"):
-        paths.resolve_dataset(tmp_path / "missing")
+        paths.resolve_dataset(tmp_path / "missing", load_settings())
 
 
 # -- malformed user files: each names the file and line and how to fix it --
@@ -270,8 +271,9 @@ def test_two_thousand_page_pdf_is_streamed_with_bounded_memory(tmp_path):
     # VmHWM (peak RSS of this process image) rather than ru_maxrss, which Linux carries over from the
     # forking pytest process through execve
     code = (
-        "import re; from rerankeval import corpus; from rerankeval.core import paths;"
-        f"dp = paths.resolve_dataset({str(folder)!r}); r = corpus.run(dp, corpus.Params(), None); corpus.write(dp, r);"
+        "import re; from rerankeval import corpus; from rerankeval.core import paths, settings;"
+        f"dp = paths.resolve_dataset({str(folder)!r}, settings.load_settings());"
+        "r = corpus.run(dp, corpus.Params(), None); corpus.write(dp, r);"
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
         "print(r.stats['pages'], hwm)"
     )

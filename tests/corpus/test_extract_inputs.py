@@ -12,13 +12,14 @@ import pytest
 
 from builders import TINY_QUERIES, extract_corpus, write_corpus, write_pdf, write_pdf_bytes_name, write_queries
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.corpus import extract
 from rerankeval.corpus.beir import InputError
 
 
 def build(folder, **kw):
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     return dp, extract_corpus(dp, **kw)
 
 
@@ -165,7 +166,7 @@ def test_same_pair_graded_twice_alike_is_kept_once_with_a_warning(tiny_beir):
 def test_dataset_pointing_at_a_file_names_the_folder_meant(tiny_pdf, inside):
     # before: "Dataset ... not found" although the file exists
     with pytest.raises(paths.DatasetNotFound, match=rf"is a file .* a dataset is a folder. Did you mean {tiny_pdf}\?"):
-        paths.resolve_dataset(tiny_pdf / inside)
+        paths.resolve_dataset(tiny_pdf / inside, load_settings())
 
 
 @pytest.mark.parametrize(
@@ -197,9 +198,9 @@ def test_second_folder_with_the_same_name_is_refused_naming_both(tmp_path):
     assert json.loads(dp.source_record.read_text()) == {"source": str(first)}
     before = dp.chunks.read_bytes()
     with pytest.raises(paths.DatasetNameClash, match=rf"holds the results of another .*{first}.*{second}.*rename"):
-        paths.resolve_dataset(second)
+        paths.resolve_dataset(second, load_settings())
     with pytest.raises(paths.DatasetNameClash):  # also when the paths are built by hand
-        extract_corpus(paths.DatasetPaths("docs", second, dp.root))
+        extract_corpus(paths.DatasetPaths("docs", second, dp.root, dp.roots))
     assert dp.chunks.read_bytes() == before
     assert build(first)[1].reused  # the owner itself runs on
 
@@ -215,4 +216,4 @@ def test_chain_stops_at_once_with_the_message_and_exit_2(tmp_path, capsys):
     assert f"holds the results of another dataset folder with the same name, {first}" in capsys.readouterr().err
     assert chain.main(["--dataset", str(first / "queries.jsonl")]) == 2
     assert f"a dataset is a folder. Did you mean {first}?" in capsys.readouterr().err
-    assert not paths.resolve_dataset(first).executed_dir.exists()  # no notebook ran
+    assert not paths.resolve_dataset(first, load_settings()).executed_dir.exists()  # no notebook ran

@@ -17,7 +17,7 @@ def _files(folder):
 
 
 def test_run_writes_nothing_and_write_writes_the_corpus(tiny_pdf):
-    dp = paths.resolve_dataset(tiny_pdf)
+    dp = paths.resolve_dataset(tiny_pdf, load_settings())
     result = corpus.run(dp, corpus.Params(chunk_size=120, chunk_overlap=30), load_settings())
     assert _files(dp.corpus_dir) == {} and not dp.source_record.exists()  # run only computed
     assert result.stats["chunks"] == len(result.docs.chunks) and not result.reused
@@ -44,7 +44,7 @@ def test_params_are_the_one_home_of_the_defaults():
 
 
 def test_a_chunking_point_keeps_the_recorded_stage_01_parameters(tiny_beir):
-    dp = paths.resolve_dataset(tiny_beir)
+    dp = paths.resolve_dataset(tiny_beir, load_settings())
     corpus.write(dp, corpus.run(dp, corpus.Params(x_tolerance=2.5), load_settings()))
     point = grid.chunking_params(dp, 60, 10)
     assert point == corpus.Params(split="test", chunk_size=60, chunk_overlap=10, x_tolerance=2.5)

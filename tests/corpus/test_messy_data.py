@@ -18,10 +18,11 @@ from rerankeval.corpus import views as corpus_views
 from rerankeval.evaluate import analyse, analysis_records, limitations
 from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments import replay, splits, sweep
+from roots import env_embeddings, env_roots
 
 
 def build(folder: Path, **kw):
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     return dp, extract_corpus(dp, **kw)
 
 
@@ -146,9 +147,9 @@ def _built(folder: Path, qrels: str, model):
 
     tiny_beir_dataset(folder)
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     extract_corpus(dp)  # 01 accepts each of these
-    build_index(dp, embedder=embed.Embedder(model_obj=model, progress=False))
+    build_index(dp, embedder=embed.Embedder(model_obj=model, progress=False, cache_root=env_embeddings()))
     return dp
 
 
@@ -203,7 +204,7 @@ def _rerank_dataset(tmp_path: Path, qids: tuple[str, ...]):
 
     src = tmp_path / "ids"
     src.mkdir()
-    dp = paths.resolve_dataset(str(src))
+    dp = paths.resolve_dataset(str(src), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [
@@ -255,7 +256,7 @@ def test_query_ids_that_look_missing_keep_their_previous_run_in_known_limitation
         ),
         encoding="utf-8",
     )
-    dp = paths.DatasetPaths("ds", src, tmp_path / "results" / "ds")
+    dp = paths.DatasetPaths("ds", src, tmp_path / "results" / "ds", env_roots())
     dp.root.mkdir(parents=True)
     pd.DataFrame(
         [{"variant": "hybrid", "qid": q, "metric": "success@3", "value": 1.0} for q in MISSING_LOOKING]
@@ -270,7 +271,7 @@ def test_query_ids_that_look_missing_keep_their_previous_run_in_known_limitation
 # before: comparisons.csv was read back with pandas' defaults: a variant (an external run file) named "None"
 # or "NA" came back as NaN and dropped out of the verdict
 def test_variant_names_that_look_missing_survive_the_comparisons_file(tmp_path):
-    dp = paths.DatasetPaths("ds", tmp_path / "src", tmp_path / "results" / "ds")
+    dp = paths.DatasetPaths("ds", tmp_path / "src", tmp_path / "results" / "ds", env_roots())
     cmp = pd.DataFrame({"metric": ["ndcg@10"], "a": ["None"], "b": ["NA"], "n": [3], "p": [float("nan")]})
     analyse.write_summary(dp, analyse.Summary(), cmp)
     back = analysis_records.read_comparisons(dp)

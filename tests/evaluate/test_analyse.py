@@ -35,7 +35,7 @@ def _dataset(tmp_path, monkeypatch, pool_k: int | None = 5, **variants: runs.Run
     """A five-query dataset (chunk = unit) with the given unit-level runs and stage records."""
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "mini").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "mini"))
+    dp = resolve_dataset(str(tmp_path / "src" / "mini"), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [

@@ -9,7 +9,7 @@ import json
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.evaluate import analyse, manifest
 
 FAST = {"ks": [1, 3], "final_k": 3, "pool_k": 2, "n_boot": 20, "n_perm": 20, "verify_with": ["pytrec_eval"]}
@@ -18,7 +18,7 @@ FAST = {"ks": [1, 3], "final_k": 3, "pool_k": 2, "n_boot": 20, "n_perm": 20, "ve
 def _dataset(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     units = ["d1", "d2", "d3"]
     atomic_write_jsonl(
         dp.chunks,

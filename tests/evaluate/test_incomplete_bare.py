@@ -11,6 +11,7 @@ from builders import TINY_PAGES, write_pdf
 from rerankeval import corpus
 from rerankeval.apps import explore
 from rerankeval.core import paths, runs
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import holes
 
 # the source page each draft was written from (what 08 records: one line of qrels/draft.tsv per question, grade 2)
@@ -39,7 +40,7 @@ def _bare_with_drafts(tmp_path):
     (folder / "qrels" / "draft.tsv").write_text(
         "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t2\n" for q, u in SOURCES.items()), encoding="utf-8"
     )
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     corpus.write(dp, corpus.run(dp, corpus.Params(), None))  # stage 01: the drafts are what it evaluates
     vector, bm25 = {}, {}
     for q, src in SOURCES.items():

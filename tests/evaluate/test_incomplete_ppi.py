@@ -9,6 +9,7 @@ import math
 import pytest
 
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import holes, judging_queue
 from rerankeval.report import judged
 
@@ -65,7 +66,7 @@ def test_a_right_judge_and_enough_human_grades_give_the_metric_of_the_true_grade
 
 def test_05s_record_and_the_index_show_the_prediction_powered_numbers(tmp_path):
     (tmp_path / "ds").mkdir()
-    dp = resolve_dataset(str(tmp_path / "ds"))
+    dp = resolve_dataset(str(tmp_path / "ds"), load_settings())
     rec = holes.analyse(RUNS, _human(12), QIDS, "a", k=5, n_sim=0, llm=LLM_UMBRELA, original=ORIGINAL, human=_human(12))
     assert rec["ppi"]["n_human"] == 12 and set(rec["ppi"]["variants"]) == {"a", "b"}
     holes.write(dp, rec)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from rerankeval.core.paths import DatasetPaths
 from rerankeval.evaluate import limitations
+from roots import env_roots
 
 QUERIES = {"q1": "found by everyone", "q2": "the hard one", "q3": "the other hard one"}
 QRELS = {"q1": {"A": 1}, "q2": {"G": 2}, "q3": {"H": 1}}
@@ -22,7 +23,7 @@ def dataset(tmp_path) -> DatasetPaths:
         {"_id": "q3", "text": QUERIES["q3"], "metadata": {"slice": "x", "known_limitation": "answer split"}},
     ]
     (src / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return DatasetPaths("ds", src, tmp_path / "results" / "ds")
+    return DatasetPaths("ds", src, tmp_path / "results" / "ds", env_roots())
 
 
 def per_query(success3: dict[tuple[str, str], float]) -> pd.DataFrame:

@@ -77,7 +77,7 @@ def test_build_and_write_manifest(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "plainkey-987654321")
     monkeypatch.setenv("RERANK_MODEL", "qwen-test")
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     atomic_write_json(
         dp.corpus_stats,
         {

@@ -34,7 +34,7 @@ def _dataset(tmp_path: Path, qids=("q1", "q2", "q3"), name: str = "mj"):
     """A PDF-like dataset built by hand: one chunk per page of FILE (page NO_TEXT listed in pages.csv with no
     chunk), queries ``qids``, qrels on the first two, and hybrid/bm25 runs over the pages."""
     (tmp_path / "src" / name / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / name))
+    dp = resolve_dataset(str(tmp_path / "src" / name), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [
@@ -74,7 +74,7 @@ def _hand_edit(dp, *lines: str) -> Path:
 
 # --------------------------------------------------------------------------- bug 1: concurrent judging
 def _judge_many(root: str, qid: str, barrier, out) -> None:
-    dp = resolve_dataset(root)
+    dp = resolve_dataset(root, load_settings())
     barrier.wait()  # both processes start judging at once
     out.put([explore.judge(dp, qid, u, 1 + i % 2) for i, u in enumerate(UNITS[2:32])])
 
@@ -199,7 +199,7 @@ def test_a_real_pdf_page_with_only_an_annotation_cannot_be_judged(tmp_path):
     pdf.text_annotation(20, 20, "Only a note: reset the alpha cache")
     pdf.output(str(folder / "x.pdf"))
     write_queries(folder, [("q1", "where is the alpha configuration", "lexical", {"x.pdf#p1": 2})])
-    dp = resolve_dataset(str(folder))
+    dp = resolve_dataset(str(folder), load_settings())
     extract_corpus(dp)
     with pytest.raises(ValueError, match=r"page 2 of x.pdf has no text in the corpus \(it was skipped at extraction"):
         judgments.record(dp, "q1", "x.pdf#p2", 1)
@@ -254,7 +254,8 @@ SCRIPT = """
 import sys
 from rerankeval.apps import explore
 from rerankeval.core import paths
-dp = paths.resolve_dataset(sys.argv[1])
+from rerankeval.core.settings import load_settings
+dp = paths.resolve_dataset(sys.argv[1], load_settings())
 print(repr(explore.show(dp, "t1", k=3)))
 print(repr(explore.show(dp, "where do I wipe the alpha cache", k=3)))
 print("shown")
@@ -272,7 +273,7 @@ def test_explore_show_from_a_plain_script_exits_cleanly(tmp_path, tiny_pdf, monk
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    dp = resolve_dataset(str(tiny_pdf))
+    dp = resolve_dataset(str(tiny_pdf), load_settings())
     extract_corpus(dp)
     build_index(dp)
     retrieve.write(dp, retrieve.run(dp, retrieve.Params(leg_k=10, pool_k=3, variants=BASE_VARIANTS), load_settings()))

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from rerankeval.core import runs as R
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import conformance as C
 from rerankeval.evaluate import metrics as M
 from rerankeval.evaluate import stats
@@ -265,7 +266,7 @@ def test_stage_04s_quick_check_lives_in_evaluate(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     R.write_qrels({"q1": {"b": 1}, "q2": {"x": 1}}, dp.qrels)
     fused = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}
     reranked = {"q1": {"b": 3.0, "a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import verdict
 from rerankeval.evaluate.analysis_records import Summary
 from rerankeval.report import judged, render
@@ -143,7 +144,7 @@ def test_the_index_defines_every_variant_and_says_which_baseline_and_why(tmp_pat
 
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     dp.root.mkdir(parents=True)
     METRICS.assign(variant=["bm25", "vector", "hybrid"]).to_csv(dp.metrics_csv, index=False)
     text = render.write_index(dp, []).read_text()
@@ -159,7 +160,7 @@ def test_the_judged_warning_follows_the_baseline_sentence_and_the_exports_sit_un
 
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     dp.root.mkdir(parents=True)
     METRICS.to_csv(dp.metrics_csv, index=False)
     analyse.write_summary(dp, Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.27, "vector": 0.31}}), COMPARISONS)

@@ -10,6 +10,7 @@ import pytest
 
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import holes, judgments, stats, verdict
 from rerankeval.report import render
 
@@ -30,7 +31,7 @@ GOOD_WORST = 2.0 / (2.0 + 2.0 / math.log2(3))
 def dp(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    d = resolve_dataset(str(tmp_path / "src" / "ds"))
+    d = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     d.root.mkdir(parents=True)
     return d
 

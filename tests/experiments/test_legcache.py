@@ -15,12 +15,13 @@ from rerankeval.core.settings import load_settings
 from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments import legcache
 from rerankeval.retrieve import codeversion
+from roots import env_roots
 from sweep_data import QRELS, QUERIES, FakeSource
 
 
 @pytest.fixture
 def dp(tmp_path):
-    d = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs")
+    d = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs", env_roots())
     d.chunks.parent.mkdir(parents=True)
     d.chunks.write_text('{"chunk_id": "c1.0"}\n', encoding="utf-8")
     d.index_manifest.parent.mkdir(parents=True)
@@ -62,7 +63,7 @@ def test_a_changed_input_searches_again(dp, change, monkeypatch):
         queries["q1"] = "another text"
     else:
         real = codeversion.code_parts
-        monkeypatch.setattr(codeversion, "code_parts", lambda v: {**real(v), "modules": {"changed": "1"}})
+        monkeypatch.setattr(codeversion, "code_parts", lambda v, cache: {**real(v, cache), "modules": {"changed": "1"}})
     src = FakeSource()
     eng = _engine(dp, src, queries)
     eng.leg("dense", gridmod.Point())
@@ -93,7 +94,7 @@ def test_a_damaged_or_foreign_entry_is_ignored_and_rebuilt(dp):
 
 
 def test_without_a_chunk_table_nothing_is_cached(tmp_path):
-    bare = paths.DatasetPaths("bare", tmp_path / "s", tmp_path / "r")
+    bare = paths.DatasetPaths("bare", tmp_path / "s", tmp_path / "r", env_roots())
     c = legcache.LegCache(bare, QUERIES, load_settings())
     c.put("dense", 5, None, {"q1": {"d1": 1.0}}, 0.1)
     assert not c.usable and c.get("dense", 5, None) is None and not c.dir.exists()

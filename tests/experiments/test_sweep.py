@@ -11,10 +11,12 @@ import pytest
 
 from rerankeval.core import paths
 from rerankeval.core.runs import read_trec, to_units, truncate
+from rerankeval.core.settings import load_settings
 from rerankeval.experiments import grid as gridmod
 from rerankeval.experiments import replay, splits, sweep
 from rerankeval.index import bm25 as bm25mod
 from rerankeval.retrieve.fusion import fuse, rrf
+from roots import env_embeddings, env_roots
 from sweep_data import DENSE, LEX, QRELS, QUERIES, UNIT_OF, FakeSource
 
 
@@ -170,7 +172,7 @@ def test_grid_file_and_errors(tmp_path):
 
 
 def test_chunking_points_use_a_scratch_dataset(tmp_path):
-    dp = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs")
+    dp = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs", env_roots())
     s = gridmod.scratch_dataset(dp, 500, 100)
     assert s.root.is_relative_to(dp.sweep_dir) and s.name != dp.name and s.qdrant_path != dp.qdrant_path
     assert s.source == dp.source
@@ -186,10 +188,10 @@ def tiny_built(tiny_beir):
     from rerankeval.index import embed
 
     (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td4\t1\n", encoding="utf-8")
-    dp = paths.resolve_dataset(tiny_beir)
+    dp = paths.resolve_dataset(tiny_beir, load_settings())
     extract_corpus(dp)
     model = embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
-    build_index(dp, embedder=embed.Embedder(model_obj=model, progress=False))
+    build_index(dp, embedder=embed.Embedder(model_obj=model, progress=False, cache_root=env_embeddings()))
     return dp, model
 
 
@@ -212,7 +214,10 @@ def test_a_sweep_encodes_nothing_after_the_legs_and_never_calls_the_llm(tiny_bui
         train = splits.train_split(dp)
         assert train is not None and set(train.queries) == {"q3"} and set(split.queries) == {"q1", "q2"}
         with Retriever(
-            dp, load_settings(), embedder=embed.Embedder(model_obj=model, progress=False), progress=False
+            dp,
+            load_settings(),
+            embedder=embed.Embedder(model_obj=model, progress=False, cache_root=env_embeddings()),
+            progress=False,
         ) as r:
             eng = gridmod.Engine(r, {**train.queries, **split.queries}, max_leg_k=4)
             params = sweep.SweepParams(
@@ -272,7 +277,7 @@ def test_a_grid_of_your_own_is_said_so(tmp_path):
     res = sweep.SweepResult(
         pd.DataFrame(), None, grid.points(), grid, "ndcg@10", {}, params=sweep.SweepParams(grid=grid)
     )
-    dp = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs")
+    dp = paths.DatasetPaths("docs", tmp_path / "src", tmp_path / "results" / "docs", env_roots())
     head = sweep.header(dp, res, {})
     assert head.startswith(f"Dataset docs: a grid of your own, {len(res.points)} points (method: rrf; rrf_k: 1, 60;")
 
@@ -355,7 +360,7 @@ def test_a_chunking_point_re_extracts_and_re_indexes_in_a_scratch_folder(tiny_pd
     from rerankeval.core.settings import load_settings
     from rerankeval.corpus import contract as corpus
 
-    dp = paths.resolve_dataset(tiny_pdf)
+    dp = paths.resolve_dataset(tiny_pdf, load_settings())
     extract_corpus(dp, chunk_size=120, chunk_overlap=30)
     build_index(dp)
     main_chunks = dp.chunks.read_bytes()

@@ -21,7 +21,7 @@ def built(tmp_path):
     from indexing import build_index
 
     root = tmp_path
-    dp = paths.resolve_dataset(tiny_pdf_dataset(root / "human"))
+    dp = paths.resolve_dataset(tiny_pdf_dataset(root / "human"), load_settings())
     extract_corpus(dp)
     build_index(dp)
     return dp, root

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from rerankeval.core.settings import load_settings
 from rerankeval.index.bm25 import STOPWORDS_EN, Analyzer, BM25Index, BM25Params, build_or_load, index_key
 
 K1, B = 1.2, 0.75
@@ -159,7 +160,7 @@ def test_fast_path_equals_rank_bm25_on_scifact():
 
     if not (paths.SHARED_DATA_DIR / "scifact").is_dir():
         pytest.skip(f"{paths.SHARED_DATA_DIR / 'scifact'} is absent: this test needs ../shared/data/scifact")
-    dp = paths.resolve_dataset("scifact")
+    dp = paths.resolve_dataset("scifact", load_settings())
     extract_corpus(dp)  # into the test's own results dir (conftest)
     texts = corpus.chunk_texts(dp)
     ids = sorted(texts)

@@ -14,7 +14,7 @@ from rerankeval import index
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import write_qrels
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import build
 from rerankeval.index.qdrant import edge as qdrant_edge
@@ -35,7 +35,7 @@ FACE = {
 @pytest.fixture
 def dp(tmp_path):
     (tmp_path / "src" / "tiny").mkdir(parents=True)
-    d = paths.resolve_dataset(tmp_path / "src" / "tiny")
+    d = paths.resolve_dataset(tmp_path / "src" / "tiny", load_settings())
     atomic_write_jsonl(
         d.chunks,
         [

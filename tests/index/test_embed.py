@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rerankeval.index import embed
+from roots import env_embeddings
 
 TEXTS = [
     "BM25 is a lexical ranking function.",
@@ -73,7 +74,7 @@ def test_cache_key_depends_on_the_model(tmp_path):
     assert a.encode([]).shape[0] == 0 and not a.loaded
 
 
-def test_default_cache_lives_under_cache_dir(tmp_path, monkeypatch):
+def test_the_cache_lives_under_the_settings_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
-    e = embed.Embedder(progress=False)
+    e = embed.Embedder(progress=False, cache_root=env_embeddings())  # embeddings_root(Roots.of(settings).cache)
     assert e.cache.root.parent == tmp_path / "embeddings"

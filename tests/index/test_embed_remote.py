@@ -17,6 +17,7 @@ from rerankeval.core import paths
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index import embed
 from rerankeval.index.embed_remote import EmbeddingServerError, RemoteEmbedder
+from roots import env_embeddings
 
 TEXTS = [f"text number {i} about apt and dpkg" for i in range(10)]
 
@@ -150,7 +151,7 @@ def test_a_model_changed_between_runs_is_refused(tmp_path, first_run_fails):
 def tiny(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("QDRANT_URL", raising=False)
-    dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "tiny"))
+    dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "tiny"), load_settings())
     extract_corpus(dp)
     return dp
 
@@ -159,29 +160,39 @@ def test_index_built_through_the_server_and_mixed_encoders_refused(tiny):
     dp = tiny
     with FakeEmbed(dim=16) as fake:
         s = _settings(fake)
-        built = index.run(dp, index.Params(), s, embedder=index.open_embedder(None, settings=s, progress=False))
+        built = index.run(
+            dp, index.Params(), s, embedder=index.open_embedder(None, settings=s, progress=False, cache=dp.roots.cache)
+        )
         index.write(dp, built)
         info = built.info
         assert info.dim == 16 and info.embedder["kind"] == "server" and fake.base_url in info.embedder["describe"]
         assert index.load_index_info(dp).model_key == info.model_key
-        index.check_embedder(info, RemoteEmbedder(s, progress=False))  # the same encoder: accepted
-        local = index.open_embedder(None, settings=Settings(), progress=False)
+        same = RemoteEmbedder(s, progress=False, cache_root=env_embeddings())
+        index.check_embedder(info, same)  # the same encoder: accepted
+        local = index.open_embedder(None, settings=Settings(), progress=False, cache=dp.roots.cache)
         with pytest.raises(index.EmbedderMismatch) as err:
             index.check_embedder(index.load_index_info(dp), local)
         msg = str(err.value)
         assert f"fake-embed served at {fake.base_url}" in msg and "all-MiniLM-L6-v2 (in-process)" in msg
         with pytest.raises(index.EmbedderMismatch, match="two encoders given"):
-            index.open_embedder("/some/model", settings=s, progress=False)
+            index.open_embedder("/some/model", settings=s, progress=False, cache=dp.roots.cache)
 
 
 def test_a_failed_encode_leaves_the_previous_index_whole(tiny):
     dp = tiny
     with FakeEmbed(dim=16) as fake:
-        first = index.run(dp, index.Params(), load_settings(), embedder=RemoteEmbedder(_settings(fake), progress=False))
+        first = index.run(
+            dp,
+            index.Params(),
+            load_settings(),
+            embedder=RemoteEmbedder(_settings(fake), progress=False, cache_root=env_embeddings()),
+        )
         index.write(dp, first)
         manifest = dp.index_manifest.read_bytes()
     with FakeEmbed(dim=16, model="fake-embed-2", rule=lambda n, body: {"status": 500} if n == 2 else None) as two:
-        emb = RemoteEmbedder(_settings(two, embed_model="fake-embed-2", embed_max_retries=0), progress=False)
+        emb = RemoteEmbedder(
+            _settings(two, embed_model="fake-embed-2", embed_max_retries=0), progress=False, cache_root=env_embeddings()
+        )
         with pytest.raises(EmbeddingServerError, match="HTTP 500"):
             index.run(dp, index.Params(), load_settings(), embedder=emb)
     assert dp.index_manifest.read_bytes() == manifest  # nothing half-written: the old index still stands

@@ -13,6 +13,7 @@ import pytest
 from rerankeval.core.settings import Settings
 from rerankeval.index import embed, embed_server
 from rerankeval.index.embed_remote import RemoteEmbedder
+from roots import env_roots
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ def corpus(n: int, seed: int = 7) -> list[str]:
 @pytest.fixture(scope="module")
 def server():
     try:
-        with embed_server.serve() as base_url:
+        with embed_server.serve(env_roots().cache) as base_url:
             yield base_url
     except embed_server.EmbedServerUnavailable as exc:
         pytest.skip(f"no local embeddings server: {exc}")

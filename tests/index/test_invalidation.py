@@ -35,6 +35,7 @@ from rerankeval.llm import schemas
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank import prompts
 from rerankeval.rerank.config import Params
+from roots import env_embeddings
 
 ALL_REUSED = {"read chunks": "loaded", "bm25": "loaded", "embeddings": "reused", "qdrant": "reused"}
 
@@ -53,7 +54,7 @@ def ds(tmp_path, monkeypatch, minilm):
     # these tests list the client store's collections; edge's shards: qdrant/test_edge.py, test_store_backend.py
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")
     folder = tiny_pdf_dataset(tmp_path / "tiny")
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     rep = extract_corpus(dp)
     built = build_index(dp)
     info = built.info
@@ -198,7 +199,7 @@ def test_embedding_model_change_reencodes_and_rebuilds_only_the_dense_side(ds, t
                 shutil.copyfile(f, dst)
     cfg = other / "sentence_bert_config.json"
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "max_seq_length": 128}))
-    emb2 = embed.Embedder(other, progress=False)
+    emb2 = embed.Embedder(other, progress=False, cache_root=env_embeddings())
     assert emb2.key != info.model_key and emb2.max_seq_length == 128
 
     assert extract_corpus(dp).reused

@@ -23,7 +23,7 @@ from rerankeval.retrieve import reformulate, variants
 def console(monkeypatch) -> Console:
     c = Console()
     monkeypatch.setattr(progress, "terminal", lambda: c)
-    monkeypatch.setenv(progress.MODE_ENV, "plain")
+    progress.configure(mode="plain")
     return c
 
 

@@ -71,7 +71,9 @@ date +%s.%N >"$RERANKEVAL_CACHE/build-started"; sleep 4; date +%s.%N >"$RERANKEV
 STUB_CHAIN = """#!/usr/bin/env bash
 # stands in for the venv's python running the chain: notes when it starts, then waits as the first LLM step does
 date +%s.%N >"$RERANKEVAL_CACHE/chain-started"
-exec {python} -c 'from rerankeval.llm.build_wait import wait_for_build; wait_for_build(every=1)'
+sleep 1  # the chain's first LLM step comes later than its start: by then the background build holds its lock
+exec {python} -c 'import os, pathlib; from rerankeval.llm.build_wait import wait_for_build; \
+wait_for_build(pathlib.Path(os.environ["RERANKEVAL_CACHE"]), every=1)'
 """
 
 

@@ -33,7 +33,7 @@ POOL_K = 3
 def _dataset(tmp_path):
     """Chunks (one per page), six judged queries and a hybrid run whose order differs per query."""
     (tmp_path / "src" / "down").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "down"))
+    dp = resolve_dataset(str(tmp_path / "src" / "down"), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [

@@ -127,7 +127,7 @@ def test_an_unknown_local_model_lists_the_known_names(tmp_path):
     with pytest.raises(ValueError, match="LOCAL_MODEL='qwen-7b'.*qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
         st.load_settings({"LOCAL_MODEL": "qwen-7b"}, env_file=os.devnull)
     with pytest.raises(local_server.EndpointError, match="qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
-        llm_server.setup_paths(model="qwen-7b")
+        llm_server.setup_paths(model="qwen-7b", cache=tmp_path / "cache")
 
 
 def test_the_model_named_in_env_file_is_assembled_beside_the_other_and_cached(tmp_path):

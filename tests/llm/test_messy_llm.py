@@ -18,7 +18,7 @@ import pytest
 
 from builders import hand_made_stages
 from fakellm import FakeLLM, make_inputs
-from rerank_data import stage03
+from rerank_data import run_cached, stage03
 from rerankeval import rerank
 from rerankeval.apps import ask
 from rerankeval.apps.ask.answers import Asker
@@ -66,12 +66,9 @@ def _rerank(
 ):
     """Stage 04 (``rerank.run``) on a hand-made hybrid run, with ``cache``'s folder and ``use_cache``."""
     fused, queries, texts = make_inputs(n_queries=n_queries, n_docs=max(6, pool_k + 2), gold=(2,))
-    assert cache.root.name == "llm", "the stage's cache is <RERANKEVAL_CACHE>/llm"
     dp = stage03(cache.root.parent / f"ds-{n_queries}", fused, queries, texts)
-    params = Params(mode=mode, alpha=1.0, window=window, step=window, pool_k=pool_k, use_cache=cache.enabled)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RERANKEVAL_CACHE", str(cache.root.parent))
-        return rerank.run(dp, params, _settings(url, endpoint_id=endpoint_id), progress=progress_)
+    params = Params(mode=mode, alpha=1.0, window=window, step=window, pool_k=pool_k)
+    return run_cached(dp, params, _settings(url, endpoint_id=endpoint_id), cache, progress=progress_)
 
 
 def _files_with(roots: list[Path], needles: list[str]) -> dict[str, list[str]]:
@@ -125,7 +122,7 @@ def test_no_canary_on_disk_after_rerank_ask_and_reformulate(tmp_path, monkeypatc
         ask.write(dp, answered)
         assert {a.status for a in answered.answers} == {"ok"}
         # stage 03's rewriter
-        with reformulate.open_rewriter(settings) as (rewriter, problem):
+        with reformulate.open_rewriter(settings, LLMCache.under(dp.roots.cache)) as (rewriter, problem):
             assert not problem
             rewrite = rewriter.rewrite("question q1")
         assert rewrite[0] and rewrite[2] == ""
@@ -155,7 +152,7 @@ def test_an_echoed_key_is_redacted_in_answers_jsonl_and_the_cache(tmp_path):
             got = asker.ask(Question("what is the key"), passages, {})
     res = ask.Result([got], "hybrid", 1, [], "fake", "127.0.0.1", {}, asker.stats)
     (tmp_path / "ds").mkdir()
-    written = ask.write(resolve_dataset(str(tmp_path / "ds")), res)
+    written = ask.write(resolve_dataset(str(tmp_path / "ds"), load_settings()), res)
     assert key not in got.answer and "[REDACTED]" in got.answer  # the one cached call redacts it before reading
     text = written["answers"].read_text()
     assert key not in text and "[REDACTED]" in text
@@ -464,9 +461,15 @@ def test_ask_marks_each_answer_for_the_heartbeat(tmp_path, monkeypatch):
 def test_a_re_ask_past_the_planned_total_is_not_counted_as_answer_6_of_5(monkeypatch):
     monkeypatch.delenv(progress.STAGE_ENV, raising=False)
     clock = Clock()
-    hb = progress.Heartbeat(total=1, unit="answer", interval=60, file=io.StringIO(), mode="plain", clock=clock)
+    hb = progress.Heartbeat(total=2, unit="answer", interval=60, file=io.StringIO(), mode="plain", clock=clock)
     with hb.waiting("question a"):
         pass
-    with hb.waiting("question a"):  # the same answer asked again after an unusable reply
+    with hb.waiting("question a", again=True):  # the same answer asked again after an unusable reply keeps its number
         clock.t = 1061.0
-        assert hb.beat() == "waiting for the endpoint: 61 s on answer 2, a re-ask beyond the 1 planned (question a)"
+        assert hb.beat() == "waiting for the endpoint: 61 s on answer 1 of 2 (question a, asked again)"
+    with hb.waiting("question b"):  # the next question is answer 2, not 3
+        clock.t = 2122.0
+        assert hb.beat().endswith("s on answer 2 of 2 (question b)")
+    with hb.waiting("question b"), hb.waiting("question b"):  # calls past the total are said to be beyond it
+        clock.t = 3183.0
+        assert "answer 3, a re-ask beyond the 2 planned" in hb.beat()

@@ -21,7 +21,7 @@ import pytest
 
 from rerank_data import rerank_made
 from rerankeval.core import paths
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.llm import local_server
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import LLMClient
@@ -52,9 +52,10 @@ def _model() -> str:
         import llama_cpp.server  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"llama_cpp.server is not importable ({exc}): run `bash scripts/llama_setup.sh pyserver`")
-    models = sorted((paths.cache_dir() / "models").glob("*.gguf"))
+    folder = paths.Roots.of(load_settings()).cache / "models"
+    models = sorted(folder.glob("*.gguf"))
     if not models:
-        pytest.skip(f"no GGUF model under {paths.cache_dir() / 'models'}: run `make llama`")
+        pytest.skip(f"no GGUF model under {folder}: run `make llama`")
     return str(models[0])
 
 

@@ -17,6 +17,7 @@ import pytest
 from fakellm import FakeLLM
 from rerankeval.core import settings
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm import local_server, model_file
 from rerankeval.llm import server as llm_server
@@ -59,7 +60,7 @@ def fake_setup(tmp_path, monkeypatch):
     ASKED.clear()
     model_path = model
 
-    def setup_paths(timeout=0, backend="build", model=None):
+    def setup_paths(timeout=0, backend="build", model=None, cache=None):
         ASKED.append(model)
         gguf = model_path if model in (None, "qwen2.5-coder-0.5b") else tmp_path / f"{model}-instruct.gguf"
         if not gguf.exists():
@@ -88,7 +89,9 @@ def _alive(pid: int) -> bool:
 
 def test_configured_endpoint_starts_nothing(monkeypatch):
     monkeypatch.setattr(
-        llm_server, "setup_paths", lambda timeout=0, backend="", model=None: pytest.fail("must not set up a server")
+        llm_server,
+        "setup_paths",
+        lambda timeout=0, backend="", model=None, cache=None: pytest.fail("must not set up a server"),
     )
     env = {"OPENAI_BASE_URL": "https://example.test/v1", "OPENAI_API_KEY": "sk-x-123", "RERANK_MODEL": "m"}
     with llm_server.ensure_endpoint(settings.load_settings(env)) as got:
@@ -148,7 +151,7 @@ def test_stops_on_sigterm(fake_setup, tmp_path):
         from pathlib import Path
         from rerankeval.core import settings
         from rerankeval.llm import server as llm_server
-        llm_server.setup_paths = lambda timeout=0, backend="", model=None: (Path({str(server)!r}),
+        llm_server.setup_paths = lambda timeout=0, backend="", model=None, cache=None: (Path({str(server)!r}),
                                                                             Path({str(model)!r}))
         with llm_server.ensure_endpoint(settings.load_settings({{}})) as env:
             print("READY", flush=True)
@@ -211,7 +214,9 @@ def test_env_file_alone_takes_effect(fake_setup, tmp_path, monkeypatch):
     assert args[args.index("--threads") + 1] == "1"
     # QDRANT_URL and QDRANT_API_KEY: where the store lives, and the server the client tries (password hidden)
     (tmp_path / "ds").mkdir()
-    loc = qdrant_store.location(resolve_dataset(str(tmp_path / "ds")), settings=settings.load_settings())
+    loc = qdrant_store.location(
+        resolve_dataset(str(tmp_path / "ds"), load_settings()), settings=settings.load_settings()
+    )
     assert (loc.url, loc.api_key) == (f"http://qd-user:qd-pass-0002@127.0.0.1:{port}", "qd-key-0003")
     assert loc.describe() == f"server http://127.0.0.1:{port}" and "qd-" not in repr(loc)
     with pytest.raises(qdrant_store.QdrantUnavailable) as err:
@@ -293,7 +298,9 @@ def test_a_prebuilt_server_that_crashes_is_an_error_naming_the_signal(fake_setup
     )
     gguf = model
     monkeypatch.setattr(
-        llm_server, "setup_paths", lambda timeout=0, backend="build", model=None: ([sys.executable, str(server)], gguf)
+        llm_server,
+        "setup_paths",
+        lambda timeout=0, backend="build", model=None, cache=None: ([sys.executable, str(server)], gguf),
     )
     with pytest.raises(local_server.EndpointError, match="SIGSEGV"):
         with llm_server.ensure_endpoint(settings.load_settings({}), backend="wheel"):
@@ -317,10 +324,10 @@ def test_a_build_that_cannot_be_built_falls_back_to_the_prebuilt_server(fake_set
     _, model, _ = fake_setup
     wheel_paths = llm_server.setup_paths
 
-    def no_compiler(timeout=0, backend="build", model=None):
+    def no_compiler(timeout=0, backend="build", model=None, cache=None):
         if backend == "build":
             raise local_server.EndpointError("scripts/llama_setup.sh failed (1):\ncmake: command not found")
-        return wheel_paths(timeout, backend, model)
+        return wheel_paths(timeout, backend, model, cache=cache)
 
     monkeypatch.setattr(llm_server, "setup_paths", no_compiler)
     with llm_server.ensure_endpoint(settings.load_settings({})) as env:
@@ -338,17 +345,19 @@ def _table(tmp_path, monkeypatch, content: bytes) -> tuple[Path, str]:
     sha = hashlib.sha256(content).hexdigest()
     row = llm_server.LocalModel(name, gguf.name, sha, "parts", "1.0", 1)
     monkeypatch.setattr(llm_server, "local_models", lambda script=None: {name: row})
-    monkeypatch.setattr(llm_server, "_setup_script", lambda what, timeout, model: [str(tmp_path / "srv"), str(gguf)])
+    monkeypatch.setattr(
+        llm_server, "_setup_script", lambda what, timeout, model, cache: [str(tmp_path / "srv"), str(gguf)]
+    )
     return gguf, sha
 
 
 def test_a_model_file_replaced_under_the_same_name_is_refused_at_start(tmp_path, monkeypatch):
     gguf, sha = _table(tmp_path, monkeypatch, b"GGUF the assembled model")
     gguf.write_bytes(b"GGUF the assembled model")
-    assert llm_server.setup_paths(model="qwen2.5-coder-0.5b")[1] == gguf
+    assert llm_server.setup_paths(model="qwen2.5-coder-0.5b", cache=tmp_path)[1] == gguf
     gguf.write_bytes(b"GGUF another model, same name")
     with pytest.raises(model_file.ModelFileMismatch) as err:
-        llm_server.setup_paths(model="qwen2.5-coder-0.5b")
+        llm_server.setup_paths(model="qwen2.5-coder-0.5b", cache=tmp_path)
     msg = str(err.value)
     assert str(gguf) in msg and sha in msg and hashlib.sha256(gguf.read_bytes()).hexdigest() in msg
     assert "make llama" in msg and "replaced or corrupted" in msg
@@ -364,7 +373,7 @@ def test_a_replaced_model_never_falls_back_to_the_prebuilt_server(tmp_path, monk
         lambda name, package=None: object() if name == "xllamacpp" else real(name, package),
     )
     with pytest.raises(model_file.ModelFileMismatch):
-        llm_server.start_local("build", ctx=64, parallel=1, threads=1, wait=1)
+        llm_server.start_local("build", ctx=64, parallel=1, threads=1, wait=1, cache=tmp_path)
 
 
 def test_the_endpoint_id_is_the_model_files_own_sha256(tmp_path):

@@ -10,7 +10,7 @@ from fakellm import FakeLLM, make_inputs
 from rerank_data import rerank_made
 from rerankeval import rerank
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import Settings, redact
+from rerankeval.core.settings import Settings, load_settings, redact
 from rerankeval.evaluate import manifest
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm.cache import LLMCache
@@ -54,7 +54,7 @@ def test_sentinels_in_code_reach_no_output(tmp_path):
             s,
             LLMCache(tmp_path / "llm"),
         )
-    dp = resolve_dataset(str(tmp_path / "ds"))
+    dp = resolve_dataset(str(tmp_path / "ds"), load_settings())
     written = rerank.write(dp, result)
     man = manifest.build_manifest(dp, settings=s)
     written["manifest"] = manifest.write_manifest(dp, man, s)

@@ -2,9 +2,9 @@
 
 Every module under ``lib/rerankeval`` is scanned (its syntax tree) for a call of ``load_settings``, by name or as an
 attribute (``settings.load_settings()``), with the function it is in. A call is allowed only in a function named in
-:data:`ENTRY_POINTS` (a program's ``main``, the explorer's door), in :data:`PENDING` (named, each with what removes
-it; the list may only shrink), or in ``core/settings.py``, its home. A library function takes ``settings`` (or the
-one value it needs) from its caller instead.
+:data:`ENTRY_POINTS` (a program's ``main``, the explorer's door) or in ``core/settings.py``, its home. A library
+function takes ``settings`` (or the one value it needs: the roots in ``dp.roots``) from its caller instead; the
+progress display is configured once by the entry point (``core.progress.configure``).
 """
 
 from __future__ import annotations
@@ -24,17 +24,6 @@ ENTRY_POINTS = {
         "the explorer's door in a JupyterLab session (explore.show(dp, q), as the README shows), unless settings "
         "are given (notebook 00 gives its own)"
     ),
-}
-PENDING = {
-    ("rerankeval/core/paths.py", "_roots"): (
-        "the results, cache and Qdrant roots of the environment: results_dir(), cache_dir(), qdrant_dir() and "
-        "resolve_dataset() have 20 callers in the stages and 129 resolve_dataset calls; each would take settings"
-    ),
-    ("rerankeval/core/progress.py", "default_mode"): (
-        "RERANKEVAL_PROGRESS when no settings are given: Progress, track and say would take the mode from their "
-        "callers (corpus.extract, index.embed, questions, rerank.reranker, experiments.grid, llm.budget ...)"
-    ),
-    ("rerankeval/core/progress.py", "_label"): "RERANKEVAL_STAGE, the kernel's notebook: the same callers",
 }
 
 
@@ -72,21 +61,19 @@ def hidden_loads(lib: Path = LIB) -> dict[tuple[str, str], list[int]]:
 
 def test_no_library_function_reads_the_settings_itself():
     found = hidden_loads()
-    allowed = {**ENTRY_POINTS, **PENDING}
-    hidden = sorted(f"{m}:{lines[0]} ({f})" for (m, f), lines in found.items() if (m, f) not in allowed)
+    hidden = sorted(f"{m}:{lines[0]} ({f})" for (m, f), lines in found.items() if (m, f) not in ENTRY_POINTS)
     assert not hidden, (
         f"load_settings() called in a library function: {hidden}. Take `settings` (or the one value needed) "
         "as an argument; the program's entry point reads them once and passes them down."
     )
 
 
-def test_the_pending_list_only_shrinks():
+def test_each_entry_point_is_a_program_that_reads_the_settings():
     found = hidden_loads()
-    fixed = sorted(f"{m} {f}" for m, f in PENDING if (m, f) not in found)
-    assert not fixed, f"no longer calls load_settings(): {fixed}; remove it from PENDING"
-    for (module, function), lines in found.items():
-        if (module, function) in ENTRY_POINTS:
-            assert function == "main" or "explore" in module, (module, function, lines)
+    gone = sorted(f"{m} {f}" for m, f in ENTRY_POINTS if (m, f) not in found)
+    assert not gone, f"no longer calls load_settings(): {gone}; remove it from ENTRY_POINTS"
+    for module, function in ENTRY_POINTS:
+        assert function == "main" or "explore" in module, (module, function)
 
 
 def test_the_scan_finds_a_call_in_a_function_a_method_and_at_module_level(tmp_path):

@@ -29,7 +29,7 @@ def _drafted(tmp_path):
     """A dataset whose questions ``DRAFTER`` drafted (each from its own unit ``d<i>``), with stage 01-03 outputs
     written by hand: every query's hybrid run holds its source unit third among six units."""
     (tmp_path / "src" / "mini" / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "mini"))
+    dp = resolve_dataset(str(tmp_path / "src" / "mini"), load_settings())
     source = {q: UNITS[i] for i, q in enumerate(QIDS)}
     dp.source_draft_queries.write_text(
         "".join(

@@ -12,7 +12,7 @@ import pytest
 from builders import TINY_PAGES, extract_corpus, write_pdf
 from fakellm import FakeLLM
 from rerankeval.core import paths
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import queryset
 from rerankeval.llm.cache import LLMCache
 from rerankeval.questions import checks, draft
@@ -37,7 +37,7 @@ def _drafted(tmp_path, pages, n_questions: int):
     folder = tmp_path / "bare"
     for name, texts in pages.items():
         write_pdf(folder / name, texts)
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     extract_corpus(dp)
     settings = Settings(base_url="", api_key="test-key-not-a-secret-0001", model="fake", timeout=2, max_retries=0)
     with FakeLLM(rule=_good_reply) as f:

@@ -13,12 +13,13 @@ from builders import TINY_PAGES, extract_corpus, tiny_pdf_dataset, write_pdf
 from fakellm import FakeLLM
 from rerankeval.core import paths
 from rerankeval.core.ioutil import sha256_text
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import queryset
 from rerankeval.corpus.beir import InputError
 from rerankeval.corpus.contract import load_chunks
 from rerankeval.llm.cache import LLMCache
 from rerankeval.questions import checks, draft, units
+from roots import env_roots
 
 PARAMS = dict(draft_min_chars=50, n_questions=3)
 
@@ -49,7 +50,7 @@ def _bare(tmp_path, pages=None):
     folder.mkdir()
     for name, texts in (pages or TINY_PAGES).items():
         write_pdf(folder / name, texts)
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     extract_corpus(dp)
     return dp
 
@@ -175,7 +176,7 @@ def test_nothing_generated_ever_changes_a_human_file(tmp_path):
     folder = tiny_pdf_dataset(tmp_path / "human")
     human = [folder / "queries.jsonl", folder / "qrels" / "test.tsv"]
     before = {p: _sha(p) for p in human}
-    dp = paths.resolve_dataset(folder)
+    dp = paths.resolve_dataset(folder, load_settings())
     extract_corpus(dp)
     with FakeLLM(rule=good_reply) as f:
         auto = _draft(dp, f.base_url, tmp_path)
@@ -235,7 +236,7 @@ def test_a_folder_without_a_readable_document_says_so(tmp_path):
     (folder / "notes.txt").write_text("not a PDF")
     (folder / "broken.pdf").write_bytes(b"")
     with pytest.raises(InputError) as exc:
-        extract_corpus(paths.resolve_dataset(folder))
+        extract_corpus(paths.resolve_dataset(folder, load_settings()))
     assert "is empty" in str(exc.value) or "missing" in str(exc.value)
 
 
@@ -280,14 +281,14 @@ def test_every_page_says_the_questions_are_generated_and_not_reviewed(tmp_path):
     assert "generated and not yet reviewed" in index.split("<h2>", 1)[0]  # above the headline
     src = tmp_path / "nb.ipynb"
     nbformat.write(new_notebook(cells=[new_code_cell("1")]), src)
-    page = pages.render_notebook_html(src, tmp_path / "nb.html", note).read_text()
+    page = pages.render_notebook_html(src, tmp_path / "nb.html", note, roots=env_roots()).read_text()
     assert page.index("<body") < page.index("generated and not yet reviewed") < page.index('class="jp-Cell')
 
 
 def test_human_questions_get_no_banner(tmp_path):
     from rerankeval.report import pages
 
-    dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "human"))
+    dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "human"), load_settings())
     extract_corpus(dp)
     assert pages.questions_note(dp) is None
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.report import export, render
 
 METRICS = pd.DataFrame(
@@ -229,7 +230,7 @@ def test_the_index_table_and_the_exports_say_the_same(frame):
 def test_write_index_writes_and_links_the_three_files(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     dp.root.mkdir(parents=True)
     METRICS.to_csv(dp.metrics_csv, index=False)
     text = render.write_index(dp, []).read_text()

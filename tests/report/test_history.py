@@ -38,7 +38,7 @@ def _inputs(questions=QS, grades=GRADES, parameters=PARAMS, merged=0, source="hu
 def dp(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    d = resolve_dataset(str(tmp_path / "src" / "ds"))
+    d = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     d.root.mkdir(parents=True)
     return d
 
@@ -106,7 +106,7 @@ def _mini(tmp_path, monkeypatch):
     """Three judged queries (chunk = unit), bm25 and hybrid runs, as 01-03 leave them."""
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "mini").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "mini"))
+    dp = resolve_dataset(str(tmp_path / "src" / "mini"), load_settings())
     units = ["d1", "d2", "d3"]
     atomic_write_jsonl(
         dp.chunks,

@@ -21,6 +21,7 @@ import pytest
 from pagecheck import defects
 from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
+from roots import env_roots
 
 DEFAULT = paths.ROOT / "results" / "debian-manuals"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really an image").decode()
@@ -54,13 +55,13 @@ def real_report(tmp_path_factory):
     try:
         from rerankeval.report import pages, render
 
-        dp = paths.resolve_dataset("debian-manuals")
+        dp = paths.resolve_dataset("debian-manuals", load_settings())
         listed = list(json.loads((dp.executed_dir / "pages.json").read_text()).values())
         note = pages.questions_note(dp)
         for p in listed:
             nb = dp.executed_dir / f"{p['name']}.ipynb"
             if nb.is_file():
-                pages.render_notebook_html(nb, dp.report_dir / f"{p['name']}.html", note)
+                pages.render_notebook_html(nb, dp.report_dir / f"{p['name']}.html", note, roots=env_roots())
         render.write_index(dp, listed)
         yield dp
     finally:
@@ -188,7 +189,7 @@ def test_this_run_against_the_previous_one(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = paths.resolve_dataset(str(tmp_path / "src" / "ds"))
+    dp = paths.resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
     dp.root.mkdir(parents=True)
     pd.DataFrame({"variant": ["hybrid_rerank", "bm25"], "ndcg@10": [0.642, 0.5]}).to_csv(dp.metrics_csv, index=False)
     assert history.since_previous(dp, {"created_utc": "2026-12-01T10:00:00+00:00"}, "ndcg@10") == history.FIRST_RUN
@@ -324,7 +325,9 @@ def _notebook(path: Path) -> Path:
 def test_a_notebook_page_reads_like_a_report(tmp_path):
     from rerankeval.report import pages
 
-    out = pages.render_notebook_html(_notebook(tmp_path / "01-extract-corpus.ipynb"), tmp_path / "01.html")
+    out = pages.render_notebook_html(
+        _notebook(tmp_path / "01-extract-corpus.ipynb"), tmp_path / "01.html", roots=env_roots()
+    )
     text = out.read_text(encoding="utf-8")
     assert defects(text, "01-extract-corpus.html") == []
     assert 'alt="Recall@10 by variant, with 95% CIs."' in text and 'alt="Recall by variant"' in text
@@ -337,7 +340,7 @@ def test_the_notebooks_table_says_when_a_skipped_notebook_ran_and_for_how_long(t
 
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "ds").mkdir()
-    dp = paths.resolve_dataset(str(tmp_path / "ds"))
+    dp = paths.resolve_dataset(str(tmp_path / "ds"), load_settings())
     dp.executed_dir.mkdir(parents=True)
     _notebook(dp.executed_dir / "01-extract-corpus.ipynb")
     rows = render._pages(

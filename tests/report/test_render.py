@@ -20,6 +20,7 @@ from rerankeval.evaluate import analyse, verdict
 from rerankeval.report import fragments, htmlsafe, judged
 from rerankeval.report import pages as report_pages
 from rerankeval.report import render as report
+from roots import env_roots
 
 EVIL = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
 
@@ -28,7 +29,7 @@ EVIL = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
 def dp(tmp_path, monkeypatch):
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "ds").mkdir(parents=True)
-    return resolve_dataset(str(tmp_path / "src" / "ds"))
+    return resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
 
 
 def _metrics():
@@ -239,7 +240,7 @@ def test_render_notebook_html_offline_and_hides_inputs(tmp_path):
     )
     src = tmp_path / "nb.ipynb"
     nbformat.write(nb, src)
-    out = report_pages.render_notebook_html(src, tmp_path / "out" / "nb.html")
+    out = report_pages.render_notebook_html(src, tmp_path / "out" / "nb.html", roots=env_roots())
     text = out.read_text()
     assert "visible output" in text and "SECRET_PLUMBING_CODE" not in text
     assert "injected" in text  # the papermill parameters cell keeps its input
@@ -387,7 +388,7 @@ def test_relative_paths_closed_form(monkeypatch, tmp_path):
         f'a {PROJECT}/data/x "{PROJECT}" {tmp_path}/res/ds/m.csv {home}/.cache/r {PROJECT}2/z '
         f"{tmp_path}/src/ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp"
     )
-    assert report_pages.relative_paths(text, [(tmp_path / "src" / "ds", "ds")]) == (
+    assert report_pages.relative_paths(text, env_roots(), [(tmp_path / "src" / "ds", "ds")]) == (
         f'a data/x "." results/ds/m.csv ~/.cache/r {PROJECT}2/z ds/a.pdf data:image/png;base64,AB{PROJECT}/c /etc/tmp'
     )
 
@@ -404,7 +405,7 @@ def test_notebook_page_shows_no_absolute_path(tmp_path, monkeypatch):
         metadata={"papermill": {"parameters": {"dataset": str(src)}}},
     )
     nbformat.write(nb, tmp_path / "nb.ipynb")
-    text = report_pages.render_notebook_html(tmp_path / "nb.ipynb", tmp_path / "nb.html").read_text()
+    text = report_pages.render_notebook_html(tmp_path / "nb.ipynb", tmp_path / "nb.html", roots=env_roots()).read_text()
     assert str(tmp_path) not in text and str(PROJECT) not in text and f"{Path.home()}/" not in text
     assert "wrote results/mine/metrics.csv; corpus mine/a.pdf; venv ~/v; x" in text
     assert re.search(r'>(&quot;|")mine(&quot;|")<', text)  # the injected parameter names the dataset, not its folder

@@ -21,6 +21,8 @@ import pytest
 from fake_results import INJECT, PWN, make_fake_dataset
 from headless import _chrome_args, _chromium
 from rerankeval.core.paths import NOTEBOOKS_DIR, resolve_dataset
+from rerankeval.core.settings import load_settings
+from roots import env_roots
 
 
 # --------------------------------------------------------------------------- the test
@@ -91,7 +93,7 @@ def rendered(tmp_path_factory):
         from rerankeval.report import pages as report_pages
         from rerankeval.report import render as report
 
-        page = report_pages.render_notebook_html(executed, dp.report_dir / "05-analyse.html")
+        page = report_pages.render_notebook_html(executed, dp.report_dir / "05-analyse.html", roots=env_roots())
         pages = [
             {
                 "name": "01-extract-corpus",
@@ -213,7 +215,7 @@ def test_index_without_metrics(tmp_path, monkeypatch):
         pytest.skip("chromium is not installed (apt-get install -y chromium): screenshot test skipped")
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     (tmp_path / "src" / "early").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "early"))
+    dp = resolve_dataset(str(tmp_path / "src" / "early"), load_settings())
     from rerankeval.report import render as report
 
     index = report.write_index(
@@ -247,7 +249,7 @@ def test_policy_blocks_an_unescaped_output(tmp_path):
     nb = new_notebook(cells=[new_code_cell("x", outputs=[new_output("display_data", data={"text/html": raw})])])
     src = tmp_path / "raw.ipynb"
     nbformat.write(nb, src)
-    page = report_pages.render_notebook_html(src, tmp_path / "raw.html")
+    page = report_pages.render_notebook_html(src, tmp_path / "raw.html", roots=env_roots())
     dom = _dump_dom(exe, page.resolve().as_uri(), tmp_path / "profile")
     assert "visible" in dom
     title = dom.split("<title>", 1)[1].split("</title>", 1)[0]

@@ -18,7 +18,7 @@ from rerankeval.apps.ask.inputs import resolve_variant
 from rerankeval.apps.explore.engine import example_queries
 from rerankeval.core.names import HYBRID_RERANK_EXPAND
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import analyse, analysis_records
 from rerankeval.evaluate.analysis_records import Summary
@@ -86,7 +86,7 @@ def test_variants_and_queries_named_like_missing_values_are_ids_in_the_explorers
     """Before (``pd.read_csv(..., dtype={"qid": str})``): the variants "NA" and "None" became NaN, so the pair
     was not found and no example was given; the queries "null" and "N/A" collapsed into one NaN row."""
     (tmp_path / "ds").mkdir()
-    dp = resolve_dataset(str(tmp_path / "ds"))
+    dp = resolve_dataset(str(tmp_path / "ds"), load_settings())
     dp.per_query_csv.parent.mkdir(parents=True, exist_ok=True)
     change = {"null": 0.8, "N/A": 0.5, "q3": 0.1}
     dp.per_query_csv.write_text(
@@ -101,7 +101,7 @@ def test_a_variant_named_NA_can_be_the_winner_and_null_is_still_known_as_incompl
     "null" (missing queries) was no longer excluded. The winner is now chosen by 05 from its metrics table and
     saved alone (``analyse/winner.json``); the table read back from metrics.csv keeps the names."""
     (tmp_path / "ds").mkdir()
-    dp = resolve_dataset(str(tmp_path / "ds"))
+    dp = resolve_dataset(str(tmp_path / "ds"), load_settings())
     dp.analyse_dir.mkdir(parents=True)
     dp.metrics_csv.write_text("variant,ndcg@10\nhybrid,0.5\nNA,0.8\nnull,0.95\nbm25,\n")
     table = corpus.read_table(dp.metrics_csv, ids=("variant",))

@@ -13,7 +13,7 @@ from rerank_data import make_dataset
 from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.evaluate.quick import quick_check
 from rerankeval.rerank import ledger, stage
 from rerankeval.rerank.config import Params
@@ -107,7 +107,7 @@ def test_missing_run_says_which_stage(tmp_path):
     src = tmp_path / "empty"
     src.mkdir()
     with pytest.raises(FileNotFoundError, match="03-retrieve"):
-        stage.load(resolve_dataset(str(src)), Params(pool_k=5))
+        stage.load(resolve_dataset(str(src), load_settings()), Params(pool_k=5))
 
 
 @pytest.mark.slow

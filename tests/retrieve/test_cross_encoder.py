@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rerankeval.core.paths import Roots
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.retrieve import cross_encoder as ce
 
@@ -51,7 +52,7 @@ def tiny_model_dir(tmp_path_factory):
 
 
 def test_load_from_a_local_folder_and_rerank(tiny_model_dir):
-    model = ce.load_cross_encoder(tiny_model_dir)
+    model = ce.load_cross_encoder(tiny_model_dir, None)
     queries = {"q1": "cat sat", "q2": "apt package"}
     texts = {"d1": "the cat sat on the mat", "d2": "a dog ran fast", "d3": "red blue network", "d4": "grub"}
     cands = {"q1": ["d1", "d2", "d3"], "q2": ["d4", "d3"]}
@@ -76,21 +77,22 @@ def test_ties_keep_the_first_stage_order():
 
 
 def test_missing_weights_are_reported_never_downloaded(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert ce.find_cross_encoder(tmp_path / "nowhere") is None
-    assert ce.find_cross_encoder("nobody/no-such-cross-encoder") is None
+    assert ce.find_cross_encoder(tmp_path / "nowhere", tmp_path) is None
+    assert ce.find_cross_encoder("nobody/no-such-cross-encoder", tmp_path) is None
     with pytest.raises(ce.CrossEncoderUnavailable, match="nothing is downloaded"):
-        ce.load_cross_encoder("nobody/no-such-cross-encoder")
+        ce.load_cross_encoder("nobody/no-such-cross-encoder", tmp_path)
 
 
 def test_model_found_in_the_rerankeval_model_cache(tiny_model_dir, tmp_path, monkeypatch):
     import shutil
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path))
+    cache = Roots.of(load_settings()).cache  # the cache folder of the settings, as the stages pass it (dp.roots)
     shutil.copytree(tiny_model_dir, tmp_path / "models" / "me--tiny")
-    assert ce.find_cross_encoder("me/tiny") == tmp_path / "models" / "me--tiny"
+    assert ce.find_cross_encoder("me/tiny", cache) == tmp_path / "models" / "me--tiny"
+    assert ce.find_cross_encoder("me/tiny", None) is None  # no cache folder given: not looked in
     monkeypatch.setenv(ce.ENV_VAR, str(tiny_model_dir))  # the configured one, read by the settings given
-    assert ce.find_cross_encoder(ce.model_name(None, load_settings())) == tiny_model_dir
-    assert ce.find_cross_encoder(ce.model_name("me/tiny", load_settings())) == tmp_path / "models" / "me--tiny"
+    assert ce.find_cross_encoder(ce.model_name(None, load_settings()), cache) == tiny_model_dir
+    assert ce.find_cross_encoder(ce.model_name("me/tiny", load_settings()), cache) == tmp_path / "models" / "me--tiny"
     assert ce.model_name(None, Settings(cross_encoder="")) == ce.DEFAULT_CROSS_ENCODER

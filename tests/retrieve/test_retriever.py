@@ -19,6 +19,7 @@ from rerankeval.retrieve import stage, variants
 from rerankeval.retrieve.fusion import rrf
 from rerankeval.retrieve.qdrant_compare import overlap_at_k
 from rerankeval.retrieve.retriever import VARIANTS, Retriever
+from roots import env_embeddings
 
 CHUNKS = [
     ("man.pdf#p1:0", "man.pdf#p1", "Install packages with apt-get install; apt downloads and unpacks them."),
@@ -98,11 +99,11 @@ def built(module_tmp, minilm):
             mp.setenv(k, v)
         mp.delenv("QDRANT_URL", raising=False)
         (tmp / "src" / "tiny").mkdir(parents=True)
-        dp = paths.resolve_dataset(tmp / "src" / "tiny")
+        dp = paths.resolve_dataset(tmp / "src" / "tiny", load_settings())
         _write_corpus(dp, CHUNKS)
-        emb = embed.Embedder(model_obj=minilm, progress=False)
+        emb = embed.Embedder(model_obj=minilm, progress=False, cache_root=env_embeddings())
         cold = build_index(dp, embedder=emb)
-        warm = build_index(dp, embedder=embed.Embedder(progress=False))
+        warm = build_index(dp, embedder=embed.Embedder(progress=False, cache_root=env_embeddings()))
         yield dp, emb, cold, warm
 
 
@@ -217,13 +218,17 @@ def test_unknown_variant_and_stale_indexes(built, tmp_path, minilm, monkeypatch)
     monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("RERANKEVAL_QDRANT_PATH", str(tmp_path / "qdrant"))
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
-    dp2 = paths.resolve_dataset(dp.source)
+    dp2 = paths.resolve_dataset(dp.source, load_settings())
     _write_corpus(dp2, CHUNKS)
-    first = build_index(dp2, embedder=embed.Embedder(model_obj=minilm, progress=False)).info
+    first = build_index(
+        dp2, embedder=embed.Embedder(model_obj=minilm, progress=False, cache_root=env_embeddings())
+    ).info
     _write_corpus(dp2, CHUNKS + [("man.pdf#p6:0", "man.pdf#p6", "A new page about printers.")])
     with pytest.raises(corpus.StageMissing, match="02-build-indexes"):
         index.load_index_info(dp2)
-    second = build_index(dp2, embedder=embed.Embedder(model_obj=minilm, progress=False)).info
+    second = build_index(
+        dp2, embedder=embed.Embedder(model_obj=minilm, progress=False, cache_root=env_embeddings())
+    ).info
     assert second.collection != first.collection
     assert first.collection in second.actions["dropped stale collections"]
 
@@ -273,7 +278,7 @@ def _backend_env(mp, tmp, backend: str, cache):
 
 def _tiny(tmp):
     (tmp / "src" / "tiny").mkdir(parents=True, exist_ok=True)
-    dp = paths.resolve_dataset(tmp / "src" / "tiny")
+    dp = paths.resolve_dataset(tmp / "src" / "tiny", load_settings())
     _write_corpus(dp, CHUNKS)
     return dp
 
@@ -292,7 +297,7 @@ def by_backend(module_tmp, minilm):
         with pytest.MonkeyPatch.context() as mp:
             _backend_env(mp, module_tmp / f"parity-{backend}", backend, module_tmp / "cache")
             dp = _tiny(module_tmp / f"parity-{backend}")
-            emb = embed.Embedder(model_obj=minilm, progress=False)
+            emb = embed.Embedder(model_obj=minilm, progress=False, cache_root=env_embeddings())
             info = build_index(dp, embedder=emb).info
             with opened(dp, emb) as r:
                 res = {v: r.search(v, QUERIES, **budget(5)) for v in BASE}
@@ -329,7 +334,7 @@ def test_the_parity_case_has_no_tied_leg_scores(by_backend):
 
 def test_switching_backend_refills_the_store_and_03_follows_the_manifest(module_tmp, tmp_path, minilm):
     pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is not installed (pip install qdrant-edge-py==0.9.0)")
-    emb = embed.Embedder(model_obj=minilm, progress=False)
+    emb = embed.Embedder(model_obj=minilm, progress=False, cache_root=env_embeddings())
     with pytest.MonkeyPatch.context() as mp:
         _backend_env(mp, tmp_path, "client", module_tmp / "cache")
         dp = _tiny(tmp_path)
@@ -355,7 +360,7 @@ def test_edge_is_local_only_and_backends_are_checked(module_tmp, tmp_path, minil
     assert qdrant_edge.backend(Settings(qdrant_url="http://localhost:6333")) == "client"
     with pytest.raises(ValueError, match="RERANKEVAL_QDRANT_BACKEND='server'.*'client' or 'edge'"):
         load_settings({"RERANKEVAL_QDRANT_BACKEND": "server"}, env_file=tmp_path / "no.env")
-    emb = embed.Embedder(model_obj=minilm, progress=False)
+    emb = embed.Embedder(model_obj=minilm, progress=False, cache_root=env_embeddings())
     with pytest.MonkeyPatch.context() as mp:
         _backend_env(mp, tmp_path, "edge", module_tmp / "cache")
         dp = _tiny(tmp_path)

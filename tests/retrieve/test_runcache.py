@@ -28,6 +28,7 @@ from rerankeval.index import embed
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import codeversion, reformulate, runkey, runstore, search, variants
 from rerankeval.retrieve.retriever import Retriever
+from roots import env_embeddings
 
 QUERIES = {"q1": "install a package with apt", "q2": "where do network settings live", "q3": "grub boot loader"}
 BASE = ["vector", "bm25", "hybrid", "qdrant_hybrid"]
@@ -35,7 +36,11 @@ PARAMS = retrieve.Params(leg_k=5, pool_k=3, final_k=2, variants=BASE, explain_qu
 
 
 def _build(dp, **kw) -> None:
-    build_index(dp, index.Params(**kw), embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False))
+    build_index(
+        dp,
+        index.Params(**kw),
+        embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False, cache_root=env_embeddings()),
+    )
 
 
 @pytest.fixture
@@ -50,7 +55,7 @@ def tiny(tmp_path, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("RERANKEVAL_CROSS_ENCODER", str(tmp_path / "no-such-model"))
     (tmp_path / "src" / "tiny").mkdir(parents=True)
-    dp = paths.resolve_dataset(tmp_path / "src" / "tiny")
+    dp = paths.resolve_dataset(tmp_path / "src" / "tiny", load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [
@@ -298,7 +303,7 @@ def test_the_encoder_load_is_recorded_and_left_out_of_the_cost_per_query(tiny, m
         return real(*a, **kw)
 
     monkeypatch.setattr(embed, "load_sentence_transformer", slow)
-    shutil.rmtree(paths.cache_dir() / "embeddings")  # 02 embedded the queries for its recall check: forget them
+    shutil.rmtree(tiny.roots.cache / "embeddings")  # 02 embedded the queries for its recall check: forget them
     run_and_write(tiny)
     records = {v: json.loads(tiny.variant_record(v).read_text()) for v in BASE}
     assert [v for v in BASE if costs.MODEL_LOAD in records[v]] == ["vector"]  # only the first to embed loads

@@ -24,6 +24,7 @@ from rerankeval.index import embed
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import reformulate, search, variants
 from rerankeval.retrieve.retriever import Retriever
+from roots import env_embeddings
 
 CHUNKS = MANUAL_CHUNKS
 QUERIES = {"q1": "install a package with apt", "q2": "where do network settings live", "q3": "grub boot loader"}
@@ -42,7 +43,7 @@ def tiny(tmp_path, monkeypatch):
     monkeypatch.delenv("RERANKEVAL_QDRANT_BACKEND", raising=False)
     monkeypatch.setenv("RERANKEVAL_CROSS_ENCODER", str(tmp_path / "no-such-model"))  # skipped: no weights
     (tmp_path / "src" / "tiny").mkdir(parents=True)
-    dp = paths.resolve_dataset(tmp_path / "src" / "tiny")
+    dp = paths.resolve_dataset(tmp_path / "src" / "tiny", load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [
@@ -52,7 +53,9 @@ def tiny(tmp_path, monkeypatch):
     )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
-    build_index(dp, embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False))
+    build_index(
+        dp, embedder=embed.Embedder(str(embed.bundled_model_path()), progress=False, cache_root=env_embeddings())
+    )
     return dp
 
 
@@ -175,28 +178,28 @@ def test_a_modules_tree_hash_is_kept_by_its_text_and_a_bad_file_is_rebuilt(tmp_p
     the syntax-tree hash from <cache>/code-trees.json; a file that does not read is ignored and written again."""
     from rerankeval.retrieve import codeversion
 
-    monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
+    cache = tmp_path / "cache"
     mod = tmp_path / "m.py"
     mod.write_text("x = 1  # a comment\n", encoding="utf-8")
-    monkeypatch.setattr(codeversion, "_trees", None)
+    monkeypatch.setattr(codeversion, "_trees", {})
     codeversion._tree_hash.cache_clear()
-    first = codeversion.source_hash(mod)
+    first = codeversion.source_hash(mod, cache)
     kept = json.loads((tmp_path / "cache" / codeversion.TREES).read_text(encoding="utf-8"))
     assert list(kept.values()) == [first]
     # another process (nothing in memory) that cannot parse: served from the file, the same hash
-    monkeypatch.setattr(codeversion, "_trees", None)
+    monkeypatch.setattr(codeversion, "_trees", {})
     codeversion._tree_hash.cache_clear()
     with monkeypatch.context() as m:
         m.setattr(codeversion.ast, "parse", lambda *a, **k: pytest.fail("parsed although the text's hash was kept"))
-        assert codeversion.source_hash(mod) == first
+        assert codeversion.source_hash(mod, cache) == first
     # only the syntax tree counts, as before: a new comment is a new text with the same tree
     mod.write_text("x = 1  # another comment\n", encoding="utf-8")
-    assert codeversion.source_hash(mod) == first and len(codeversion._known_trees()) == 2
+    assert codeversion.source_hash(mod, cache) == first and len(codeversion._known_trees(cache)) == 2
     (tmp_path / "cache" / codeversion.TREES).write_text("{not json", encoding="utf-8")
-    monkeypatch.setattr(codeversion, "_trees", None)
+    monkeypatch.setattr(codeversion, "_trees", {})
     codeversion._tree_hash.cache_clear()
     mod.write_text("x = 2\n", encoding="utf-8")
-    assert codeversion.source_hash(mod) != first
+    assert codeversion.source_hash(mod, cache) != first
     assert len(json.loads((tmp_path / "cache" / codeversion.TREES).read_text(encoding="utf-8"))) == 1
 
 
@@ -205,7 +208,7 @@ def test_no_hub_cache_means_no_cross_encoder_without_importing_the_hubs_download
     is no, without importing huggingface_hub.file_download (~0.1 s, issue 24)."""
     code = (
         "import sys; from rerankeval.retrieve import cross_encoder as c; "
-        "print(c.find_cross_encoder(c.DEFAULT_CROSS_ENCODER), 'huggingface_hub.file_download' in sys.modules)"
+        "print(c.find_cross_encoder(c.DEFAULT_CROSS_ENCODER, None), 'huggingface_hub.file_download' in sys.modules)"
     )
     env = {
         "PYTHONPATH": str(paths.ROOT / "lib"),

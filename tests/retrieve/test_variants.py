@@ -17,6 +17,7 @@ from rerankeval.index import embed
 from rerankeval.index.qdrant.rrf import RRF_K
 from rerankeval.retrieve import retriever, stage, variants
 from rerankeval.retrieve.fusion import fuse
+from roots import env_embeddings
 
 
 def test_one_catalogue_of_names_and_a_registry_of_the_variants_that_search():
@@ -139,7 +140,7 @@ def _tiny_index(tmp, monkeypatch, backend):
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", backend)
     (tmp / "src" / "tiny").mkdir(parents=True)
-    dp = paths.resolve_dataset(tmp / "src" / "tiny")
+    dp = paths.resolve_dataset(tmp / "src" / "tiny", load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [
@@ -149,7 +150,7 @@ def _tiny_index(tmp, monkeypatch, backend):
     )
     atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
     write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
-    emb = embed.Embedder(str(embed.bundled_model_path()), progress=False)
+    emb = embed.Embedder(str(embed.bundled_model_path()), progress=False, cache_root=env_embeddings())
     build_index(dp, embedder=emb)
     return dp, emb
 

@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+from rerankeval.core.settings import load_settings
+
 TINY_PAGES = {
     "alpha-guide.pdf": [
         "The alpha widget stores its configuration in /etc/alpha/alpha.conf. Edit that file and restart "
@@ -145,7 +147,7 @@ def hand_made_stages(folder: Path, page_text: dict[str, list[str]], qids: list[s
     from rerankeval.core.paths import resolve_dataset
 
     folder.mkdir(parents=True)
-    dp = resolve_dataset(str(folder))
+    dp = resolve_dataset(str(folder), load_settings())
     units = list(page_text)
     chunks, start = [], {}
     for i, u in enumerate(units):

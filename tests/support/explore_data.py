@@ -5,6 +5,7 @@ from __future__ import annotations
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.rerank.ledger import write_ledger
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
@@ -20,7 +21,7 @@ TEXTS = [
 def _dataset(tmp_path):
     """Five one-chunk pages, three queries (q3 unjudged), hybrid/bm25 runs, a hybrid_rerank run and its ledger."""
     (tmp_path / "src" / "ex" / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ex"))
+    dp = resolve_dataset(str(tmp_path / "src" / "ex"), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [

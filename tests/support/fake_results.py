@@ -10,6 +10,7 @@ from pathlib import Path
 from rerankeval.core import runs as R
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from rerankeval.core.paths import DatasetPaths, resolve_dataset
+from rerankeval.core.settings import load_settings
 
 PWN = "PWNED"
 INJECT = (
@@ -60,7 +61,7 @@ def make_fake_dataset(
     rng = random.Random(seed)
     src = source_root / name
     src.mkdir(parents=True, exist_ok=True)
-    dp = resolve_dataset(str(src))
+    dp = resolve_dataset(str(src), load_settings())
     chunks = []
     for s in SOURCES:
         for page in range(1, 9):

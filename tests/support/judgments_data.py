@@ -6,6 +6,7 @@ from __future__ import annotations
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
 
@@ -13,7 +14,7 @@ UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
 def _dataset(tmp_path):
     """Chunks (one per page), three queries (q3 unjudged) and two runs over the pages."""
     (tmp_path / "src" / "jd" / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "jd"))
+    dp = resolve_dataset(str(tmp_path / "src" / "jd"), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
 from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.settings import load_settings
 from rerankeval.corpus import queryset
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
@@ -16,7 +17,7 @@ def _dataset(tmp_path, human: bool):
     ``human`` a queries.jsonl (dm-001, dm-002) and qrels/test.tsv already there."""
     src = tmp_path / "src" / "ex"
     (src / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(src))
+    dp = resolve_dataset(str(src), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [

@@ -6,13 +6,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from rerankeval import rerank
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.paths import DatasetPaths, resolve_dataset
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank.config import Params
 from rerankeval.rerank.core import Result
@@ -25,7 +23,7 @@ def stage03(
     corpus, so no chunk run is needed), with its text from ``texts`` (qid -> docid -> text, the same for every
     query that has the document)."""
     folder.mkdir(parents=True, exist_ok=True)
-    dp = resolve_dataset(str(folder))
+    dp = resolve_dataset(str(folder), load_settings())
     text: dict[str, str] = {}
     for q, docs in texts.items():
         for d, t in docs.items():
@@ -46,13 +44,12 @@ def stage03(
 def run_cached(
     dp: DatasetPaths, params: Params, settings: Settings, cache: LLMCache, *, progress: bool = False
 ) -> Result:
-    """``rerank.run`` with its reply cache in ``cache``'s folder (``<RERANKEVAL_CACHE>/llm``) and ``use_cache`` as
-    ``cache.enabled``: the stage opens its own cache, so the test's folder is given through the environment."""
+    """``rerank.run`` with its reply cache in ``cache``'s folder (``<cache folder>/llm``) and ``use_cache`` as
+    ``cache.enabled``: the stage opens its own cache under ``dp.roots.cache``, so the test's folder is given there."""
     if cache.root.name != "llm" or not cache.write:
-        raise ValueError(f"the stage's cache is <RERANKEVAL_CACHE>/llm, written to: got {cache.root}")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RERANKEVAL_CACHE", str(cache.root.parent))
-        return rerank.run(dp, replace(params, use_cache=cache.enabled), settings, progress=progress)
+        raise ValueError(f"the stage's cache is <cache folder>/llm, written to: got {cache.root}")
+    dp = replace(dp, roots=replace(dp.roots, cache=cache.root.parent))
+    return rerank.run(dp, replace(params, use_cache=cache.enabled), settings, progress=progress)
 
 
 def rerank_made(
@@ -84,7 +81,7 @@ CHUNKS = [
 def make_dataset(tmp_path):
     src = tmp_path / "tinyds"
     src.mkdir()
-    dp = resolve_dataset(str(src))
+    dp = resolve_dataset(str(src), load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [

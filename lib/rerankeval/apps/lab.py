@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         settings = load_settings()  # the lab's one read of the environment and .env: its LLM endpoint
-        dataset = paths.resolve_dataset(args.dataset)
+        dataset = paths.resolve_dataset(args.dataset, settings)
     except (ValueError, paths.DatasetNotFound) as exc:
         print(f"[lab] ERROR: {exc}", file=sys.stderr)
         return 2

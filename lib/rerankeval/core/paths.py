@@ -1,7 +1,8 @@
 """The one paths module: every file location the workbench reads or writes is derived here.
 
-Nothing depends on the working directory. Three roots can be moved in the environment or `.env` (read by
-:class:`rerankeval.core.settings.Settings`):
+Nothing depends on the working directory, nor reads the environment. Three roots can be moved in the environment or
+`.env` (read by :class:`rerankeval.core.settings.Settings`, whose :class:`Roots` a program's entry point passes down:
+``resolve_dataset(name, settings)`` gives a :class:`DatasetPaths` that carries them):
 
 - ``RERANKEVAL_RESULTS``: where per-dataset outputs go (default ``<repo>/results``);
 - ``RERANKEVAL_CACHE``: expensive, content-addressed caches shared by every clone (embeddings, LLM
@@ -20,9 +21,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_json
+
+if TYPE_CHECKING:
+    from rerankeval.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA_DIR = ROOT / "data"
@@ -32,24 +37,19 @@ SHARED_DATA_DIR = ROOT.parent / "shared" / "data"
 DEFAULT_DATASET = "debian-manuals"
 
 
-def _roots() -> dict[str, Path]:
-    from rerankeval.core.settings import (
-        load_settings,  # environment and .env alike (RERANKEVAL_RESULTS, _CACHE, _QDRANT_PATH)
-    )
+@dataclass(frozen=True)
+class Roots:
+    """The results, cache and embedded Qdrant folders of a program (``RERANKEVAL_RESULTS``, ``_CACHE``,
+    ``_QDRANT_PATH``), absolute, defaults filled in: :meth:`of` the settings its entry point read. Nothing here reads
+    the environment; a library function takes them from its :class:`DatasetPaths` (``dp.roots``) or its caller."""
 
-    return load_settings().roots()
+    results: Path
+    cache: Path
+    qdrant: Path
 
-
-def results_dir() -> Path:
-    return _roots()["results"]
-
-
-def cache_dir() -> Path:
-    return _roots()["cache"]
-
-
-def qdrant_dir() -> Path:
-    return _roots()["qdrant"]
+    @classmethod
+    def of(cls, settings: Settings) -> Roots:
+        return cls(**settings.roots())
 
 
 class DatasetNotFound(ReRankEvalError, FileNotFoundError):
@@ -89,6 +89,7 @@ class DatasetPaths:
     name: str
     source: Path  # the user's folder: PDFs or a BEIR dataset, plus queries.jsonl and qrels/
     root: Path  # results/<name>
+    roots: Roots  # the program's results, cache and Qdrant folders it was resolved with
 
     # -- the user's folder (read by stage 01 only) --
     @property
@@ -177,7 +178,7 @@ class DatasetPaths:
 
     @property
     def qdrant_path(self) -> Path:
-        return qdrant_dir() / self.name
+        return self.roots.qdrant / self.name
 
     # -- stage 03/04: runs --
     @property
@@ -315,8 +316,9 @@ class DatasetPaths:
         return self.root / stage
 
 
-def resolve_dataset(name_or_path: str | os.PathLike[str] = DEFAULT_DATASET) -> DatasetPaths:
-    """Find a dataset by path, by name under ``data/``, or by name under ``../shared/data``.
+def resolve_dataset(name_or_path: str | os.PathLike[str], settings: Settings) -> DatasetPaths:
+    """Find a dataset by path, by name under ``data/``, or by name under ``../shared/data``; its outputs go under
+    the results root of ``settings`` (the caller's, read once by its entry point: :class:`Roots`).
 
     A relative path is taken relative to the repository root, never the working directory. Raises
     :class:`DatasetNotFound` when no folder matches (naming the folder probably meant when ``DATASET``
@@ -330,8 +332,8 @@ def resolve_dataset(name_or_path: str | os.PathLike[str] = DEFAULT_DATASET) -> D
     candidates = [p] if p.is_absolute() else [ROOT / p, DATA_DIR / p, SHARED_DATA_DIR / p]
     for c in candidates:
         if c.is_dir():
-            src = c.resolve()
-            dp = DatasetPaths(name=src.name, source=src, root=results_dir() / src.name)
+            src, roots = c.resolve(), Roots.of(settings)
+            dp = DatasetPaths(name=src.name, source=src, root=roots.results / src.name, roots=roots)
             check_results_owner(dp)
             return dp
     for c in candidates:

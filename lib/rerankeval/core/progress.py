@@ -11,14 +11,17 @@ is the same bar driven by hand, with counters shown beside it::
 Where it writes: the process's original standard error. A Jupyter kernel replaces ``sys.stderr`` with a
 stream that goes into the notebook; its ``fileno()`` is a copy of the stderr the kernel inherited from
 ``python -m rerankeval.apps.chain`` (papermill does not redirect it), so the bar reaches the chain's terminal
-and stays out of the executed notebook. How it writes (``RERANKEVAL_PROGRESS``, read by
-:mod:`rerankeval.core.settings` like every variable, else chosen from that stream): ``bar`` on a terminal (a
-tqdm bar with items done, rate and ETA), ``plain`` in logs and CI (one line per 10% of the total, or at 1, 2, 4,
-8 ... items when the total is unknown), ``off`` for nothing.
-Either says nothing for the first ``quiet_s`` seconds (default :data:`QUIET_S`): a stage answered from its caches
-in a moment prints no line, so a warm chain says one line per notebook.
-The chain sets ``RERANKEVAL_STAGE`` (the notebook's name, ``Settings.stage``) for its kernels; lines are prefixed
-with it.
+and stays out of the executed notebook. How it writes: ``bar`` on a terminal (a tqdm bar with items done, rate and
+ETA), ``plain`` in logs and CI (one line per 10% of the total, or at 1, 2, 4, 8 ... items when the total is unknown),
+``off`` for nothing; a ``mode`` given to a display wins, else the mode :func:`configure` set, else it is chosen from
+that stream. Either says nothing for the first ``quiet_s`` seconds (default :data:`QUIET_S`): a stage answered from
+its caches in a moment prints no line, so a warm chain says one line per notebook.
+
+The mode and the stage label are this process's display, set once by its entry point with :func:`configure`
+(``RERANKEVAL_PROGRESS`` and ``RERANKEVAL_STAGE``, ``Settings.progress`` and ``Settings.stage``; nothing here reads
+the settings): the chain's ``main`` for itself, and for each notebook kernel it runs a start-up line
+(:func:`configure_line`) with the chain's mode and the notebook's name, which prefixes every line (``[04-rerank]
+rerank: ...``). Unconfigured: the mode follows the stream, no prefix.
 
 A bar moves when an item finishes; one item can wait on a slow endpoint for a long time (a rerank query
 makes up to ``pool_k`` calls, each up to ``RERANK_TIMEOUT`` x (1 + ``RERANK_MAX_RETRIES``) seconds).
@@ -30,6 +33,7 @@ makes up to ``pool_k`` calls, each up to ``RERANK_TIMEOUT`` x (1 + ``RERANK_MAX_
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import io
 import itertools
@@ -41,7 +45,7 @@ from typing import Any, TextIO, TypeVar
 
 from tqdm import tqdm
 
-from rerankeval.core.settings import FIELDS_ENV, Settings, load_settings
+from rerankeval.core.settings import FIELDS_ENV, Settings
 
 MODE_ENV = FIELDS_ENV["progress"]  # RERANKEVAL_PROGRESS
 STAGE_ENV = FIELDS_ENV["stage"]  # RERANKEVAL_STAGE, what the chain sets for its kernels
@@ -74,10 +78,38 @@ def terminal() -> TextIO | None:
     return open(fd, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
 
 
+@dataclasses.dataclass
+class Display:
+    """This process's display configuration (:func:`configure`): a mode (None: chosen from the stream) and the
+    stage whose name prefixes every line (None: no prefix)."""
+
+    mode: str | None = None
+    stage: str | None = None
+
+
+DISPLAY = Display()
+
+
+def configure(settings: Settings | None = None, *, mode: str | None = None, stage: str | None = None) -> None:
+    """Set this process's progress mode and stage label: ``settings.progress`` and ``settings.stage``
+    (``RERANKEVAL_PROGRESS``, ``RERANKEVAL_STAGE``), or ``mode`` and ``stage`` as given; an entry point calls it once.
+    ``configure()`` forgets both (the mode follows the stream, no prefix)."""
+    if settings is not None:
+        mode, stage = mode or settings.progress, stage or settings.stage
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"progress mode {mode!r} ({MODE_ENV}): use one of {', '.join(MODES)}")
+    DISPLAY.mode, DISPLAY.stage = mode, stage or None
+
+
+def configure_line(mode: str | None, stage: str | None) -> str:
+    """The Python line that calls :func:`configure` with ``mode`` and ``stage`` (a kernel's start-up line)."""
+    return f"__import__('rerankeval.core.progress', fromlist=['_']).configure(mode={mode!r}, stage={stage!r})"
+
+
 def default_mode(stream: TextIO | None, settings: Settings | None = None) -> str:
-    """``RERANKEVAL_PROGRESS`` (``settings.progress``, default :func:`load_settings`) if set (bar/plain/off), else
-    ``bar`` on a terminal and ``plain`` otherwise. A malformed value raises ValueError naming the variable."""
-    wanted = (settings or load_settings()).progress
+    """``settings.progress`` (``RERANKEVAL_PROGRESS``) when settings are given and set it, else the mode
+    :func:`configure` set, if any (bar/plain/off); else ``bar`` on a terminal and ``plain`` otherwise."""
+    wanted = (settings.progress if settings is not None else None) or DISPLAY.mode
     if wanted:
         return wanted
     if stream is None:
@@ -89,7 +121,7 @@ def default_mode(stream: TextIO | None, settings: Settings | None = None) -> str
 
 
 def _label(desc: str) -> str:
-    stage = load_settings().stage
+    stage = DISPLAY.stage
     return f"[{stage}] {desc}" if stage else desc
 
 
@@ -238,23 +270,30 @@ class Heartbeat:
         self.file = file if file is not None or self.mode == "off" else terminal()
         self.total, self.what, self.unit, self.interval, self.clock = total, what, unit, float(interval), clock
         self._lock = threading.Lock()
-        self._numbers = itertools.count(1)
-        self._flight: dict[int, tuple[float, str]] = {}  # call number -> (start, label)
+        self._numbers, self._tokens = itertools.count(1), itertools.count()
+        self._by_label: dict[str, int] = {}  # the last number of a label: a re-ask of that call keeps it
+        self._flight: dict[int, tuple[float, str, int, bool]] = {}  # token -> (start, label, number, asked again)
         self._last: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def waiting(self, label: str = "") -> Iterator[int]:
-        """Mark one call as in flight for the duration of the block; yields its number."""
+    def waiting(self, label: str = "", *, again: bool = False) -> Iterator[int]:
+        """Mark one call as in flight for the duration of the block; yields its number. A call asked ``again``
+        (after an unusable or cut-off reply) keeps the number its label last had: 07's question 3 asked again
+        is still answer 3 of 8."""
         with self._lock:
-            n = next(self._numbers)
-            self._flight[n] = (self.clock(), label)
+            again = again and label in self._by_label
+            n = self._by_label[label] if again else next(self._numbers)
+            if label:
+                self._by_label[label] = n
+            token = next(self._tokens)
+            self._flight[token] = (self.clock(), label, n, again)
         try:
             yield n
         finally:
             with self._lock:
-                self._flight.pop(n, None)
+                self._flight.pop(token, None)
 
     def line(self, now: float | None = None) -> str | None:
         """The line for the longest-waiting call when it is due (None otherwise); marks it printed."""
@@ -262,17 +301,17 @@ class Heartbeat:
         with self._lock:
             if not self._flight:
                 return None
-            n, (start, label) = min(self._flight.items(), key=lambda kv: kv[1][0])
+            start, label, n, again = min(self._flight.values(), key=lambda v: v[0])
             if now - start < self.interval or (self._last is not None and now - self._last < self.interval):
                 return None
             self._last = now
             others = len(self._flight) - 1
-        # a re-asked call is numbered past the total: say so rather than "answer 6 of 5"
+        # an unlabelled re-ask is numbered past the total: say so rather than "answer 6 of 5"
         of = ""
         if self.total:
             of = f" of {self.total}" if n <= self.total else f", a re-ask beyond the {self.total} planned"
         more = f", {others} more in flight" if others else ""
-        where = f" ({label}{more})" if label or more else ""
+        where = f" ({label}{', asked again' if again else ''}{more})" if label or more else ""
         return _label(f"waiting for {self.what}: {now - start:.0f} s on {self.unit} {n}{of}{where}")
 
     def beat(self, now: float | None = None) -> str | None:

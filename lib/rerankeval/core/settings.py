@@ -37,9 +37,9 @@ Variables (the environment wins over ``.env``; an empty value counts as unset; s
 - ``LOCAL_MODEL``: which local model the local server runs when ``OPENAI_BASE_URL`` is unset, one of
   :data:`LOCAL_MODELS` (default ``qwen2.5-coder-0.5b``); ``scripts/llama_setup.sh`` assembles and caches each.
 - ``RERANKEVAL_PROGRESS``: how progress is shown on the terminal, ``bar``, ``plain`` or ``off``; unset, chosen
-  from the stream (:mod:`rerankeval.core.progress`).
-- ``RERANKEVAL_STAGE``: the notebook a chain kernel runs (set by the chain, not by hand): progress lines are
-  prefixed with it and the explorer draws no interactive UI there.
+  from the stream (a program's entry point gives it to :func:`rerankeval.core.progress.configure`).
+- ``RERANKEVAL_STAGE``: the notebook a chain kernel runs (set by the chain, not by hand): the explorer draws no
+  interactive UI there (the chain also starts the kernel with it as its progress lines' prefix).
 
 Code builds a :class:`Settings` with :func:`load_settings` (environment + ``.env``) or directly
 (``Settings(base_url=..., api_key=...)`` reads nothing else) and passes it to what needs it. ``.env`` is read

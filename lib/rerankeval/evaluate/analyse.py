@@ -29,7 +29,7 @@ import pandas as pd
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file, sha256_json
 from rerankeval.core.names import CROSS_ENCODER, HYBRID, HYBRID_RERANK
-from rerankeval.core.paths import DatasetPaths, cache_dir
+from rerankeval.core.paths import DatasetPaths
 from rerankeval.core.settings import Settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.evaluate import agreement as agree
@@ -231,7 +231,7 @@ def _evaluate(dp, p, qrels, queries, loaded, run_files, external, columns):
         for note in external:  # the checkers read the run as re-sorted, not the raw file
             files[note.variant] = runs.write_trec(loaded[note.variant], Path(tmp) / f"{note.variant}.trec", "ext")
         conf = conformance.conformance_check(
-            files, qrels, per_query, qs, checkers=p.verify_with, cache=cache_dir() / "conformance"
+            files, qrels, per_query, qs, checkers=p.verify_with, cache=dp.roots.cache / "conformance"
         )
     return qs, per_query, conf
 
@@ -301,7 +301,7 @@ def _discrimination(dp: DatasetPaths, qrels: runs.Qrels, qids: list[str], p: Ana
             "libraries": [metadata.version(lib) for lib in DISCRIMINATION_LIBS],
         }
     )
-    path = cache_dir() / "analysis" / f"discrimination-{key}.pkl"
+    path = dp.roots.cache / "analysis" / f"discrimination-{key}.pkl"
     try:
         saved = pickle.loads(path.read_bytes())  # our own cache entry, written below
         if isinstance(saved, dict) and saved.get("key") == key:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_json, sha256_file
-from rerankeval.core.paths import ROOT, DatasetPaths, cache_dir, qdrant_dir, results_dir
+from rerankeval.core.paths import ROOT, DatasetPaths
 from rerankeval.core.settings import REDACTED, Settings, looks_secret, scrub_url, secrets_of
 from rerankeval.core.settings import redact as redact_text
 
@@ -299,7 +299,7 @@ def build_manifest(
         "recorded_by_stages": recorded,
         "libraries": library_versions(),
         "git": _git(),
-        "paths": {"results": str(results_dir()), "cache": str(cache_dir()), "qdrant": str(qdrant_dir())},
+        "paths": {"results": str(dp.roots.results), "cache": str(dp.roots.cache), "qdrant": str(dp.roots.qdrant)},
     }
     if extra:
         manifest["analysis"] = dict(extra)

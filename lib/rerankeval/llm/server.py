@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rerankeval.core.paths import ROOT, cache_dir
+from rerankeval.core.paths import ROOT, Roots
 from rerankeval.core.settings import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, Settings, load_settings, redact, scrub_url
 from rerankeval.llm import model_file
 from rerankeval.llm.local_server import (
@@ -102,11 +102,12 @@ def check_local_model(name: str) -> str:
 
 
 def setup_paths(
-    timeout: float = 3600, backend: str = DEFAULT_BACKEND, model: str = DEFAULT_LOCAL_MODEL
+    timeout: float = 3600, backend: str = DEFAULT_BACKEND, model: str = DEFAULT_LOCAL_MODEL, *, cache: Path
 ) -> tuple[Path | list[str], Path]:
     """(server command, GGUF model) for ``backend`` and the local ``model`` (a LOCAL_MODEL name, the caller's
-    ``settings.local_model``); builds/fetches once. The GGUF's own sha256 must be the table's
-    (:func:`.model_file.verify`, on every start: a file replaced under the same name is refused).
+    ``settings.local_model``); builds/fetches once, in the cache folder ``cache`` (``Roots.of(settings).cache``).
+    The GGUF's own sha256 must be the table's (:func:`.model_file.verify`, on every start: a file replaced under the
+    same name is refused).
 
     ``wheel``: llama.cpp's server from the prebuilt ``xllamacpp`` wheel (``python -m rerankeval.llm.xllama_server``),
     only the model is assembled. ``build``: ``scripts/llama_setup.sh all`` compiles ``llama-server`` for this CPU
@@ -122,7 +123,7 @@ def setup_paths(
             f"{sys.prefix}: run `make setup`, or set RERANKEVAL_LLAMA_BACKEND=build to compile one"
         )
     model = check_local_model(model)
-    lines = _setup_script("model" if backend == "wheel" else "all", timeout, model)
+    lines = _setup_script("model" if backend == "wheel" else "all", timeout, model, cache)
     if backend != "wheel" and len(lines) < 2:
         raise EndpointError(f"{SETUP_SCRIPT} printed {lines!r}, expected the server and model paths")
     gguf = Path(lines[-1])
@@ -132,8 +133,8 @@ def setup_paths(
     return Path(lines[-2]), gguf
 
 
-def _setup_script(what: str, timeout: float, model: str) -> list[str]:
-    env = {**os.environ, "RERANKEVAL_CACHE": str(cache_dir()), "LOCAL_MODEL": model}
+def _setup_script(what: str, timeout: float, model: str, cache: Path) -> list[str]:
+    env = {**os.environ, "RERANKEVAL_CACHE": str(cache), "LOCAL_MODEL": model}
     env.setdefault("PYTHON", sys.executable)
     proc = subprocess.run(
         ["bash", str(SETUP_SCRIPT), what], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
@@ -168,14 +169,15 @@ def start_local(
     wait: float,
     started: list[LocalServer] | None = None,
     model: str = DEFAULT_LOCAL_MODEL,
+    cache: Path,
 ) -> LocalServer:
-    """A started local server running the local ``model`` (a LOCAL_MODEL name): ``backend``'s; when that is the
-    build and it cannot be built or started (even with --no-repack), the portable prebuilt server from the xllamacpp
-    wheel, saying so. Each server is appended to ``started`` before it starts, so a caller can stop it whatever
-    happens."""
+    """A started local server running the local ``model`` (a LOCAL_MODEL name, set up in the cache folder ``cache``):
+    ``backend``'s; when that is the build and it cannot be built or started (even with --no-repack), the portable
+    prebuilt server from the xllamacpp wheel, saying so. Each server is appended to ``started`` before it starts, so a
+    caller can stop it whatever happens."""
 
     def one(name: str) -> LocalServer:
-        server_bin, gguf = setup_paths(backend=name, model=model)
+        server_bin, gguf = setup_paths(backend=name, model=model, cache=cache)
         srv = LocalServer(server_bin, gguf, ctx=ctx, parallel=parallel, threads=threads)
         if started is not None:
             started.append(srv)
@@ -258,6 +260,7 @@ def endpoint(
         return
     threads = settings.llama_threads if threads is None else threads
     backend = backend or settings.llama_backend
+    cache = Roots.of(settings).cache  # RERANKEVAL_CACHE: where the server is built and the model assembled
     started: list[LocalServer] = []
 
     def stop_all() -> None:
@@ -269,7 +272,7 @@ def endpoint(
         with _stop_on_sigterm(stop_all):
             from rerankeval.llm.build_wait import wait_for_build
 
-            wait_for_build()  # make report builds llama-server in the background: wait for it, saying so
+            wait_for_build(cache)  # make report builds llama-server in the background: wait for it, saying so
             srv = start_local(
                 backend,
                 ctx=ctx,
@@ -278,6 +281,7 @@ def endpoint(
                 wait=wait,
                 started=started,
                 model=model or settings.local_model,
+                cache=cache,
             )
             served = {
                 "base_url": f"{srv.base}/v1",

@@ -309,7 +309,7 @@ def run(dp: DatasetPaths, params: AssessParams, settings: Settings, cache: LLMCa
     js = judge_settings(settings, params.judge_model)
     llm = CachedLLM.open(
         js,
-        cache,
+        cache if cache is not None else LLMCache.under(dp.roots.cache),
         breaker=Breaker(threshold=2),
         budget=budget_mod.Budget(params.max_calls, params.max_cost),
         price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rerankeval.core.ioutil import atomic_write_text
-from rerankeval.core.paths import DatasetPaths
+from rerankeval.core.paths import DatasetPaths, Roots
 from rerankeval.corpus.contract import load_stats
 from rerankeval.report import fragments
 
@@ -31,17 +31,17 @@ TEMPLATES = Path(__file__).parent / "templates"
 OFFLINE_TEMPLATE = "notebook_offline.html.j2"  # nbconvert's lab template without scripts from CDNs
 
 
-def _path_rules(extra: Sequence[tuple[str | Path, str]] = ()) -> list[tuple[str, str]]:
+def _path_rules(roots: Roots, extra: Sequence[tuple[str | Path, str]] = ()) -> list[tuple[str, str]]:
     """(absolute prefix, replacement) pairs, longest prefix first, each in its written and resolved form."""
     from rerankeval.core import paths
 
     inside = (paths.ROOT.resolve(), Path.home().resolve())
     rules = [(p, r) for p, r in extra if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
     rules += [
-        (paths.results_dir(), "results"),
+        (roots.results, "results"),
         (paths.SHARED_DATA_DIR, "../shared/data"),
-        (paths.cache_dir(), "$RERANKEVAL_CACHE"),
-        (paths.qdrant_dir(), "$RERANKEVAL_QDRANT_PATH"),
+        (roots.cache, "$RERANKEVAL_CACHE"),
+        (roots.qdrant, "$RERANKEVAL_QDRANT_PATH"),
     ]
     rules = [(p, r) for p, r in rules if not any(Path(p).resolve().is_relative_to(i) for i in inside)]
     rules += [(paths.ROOT, "."), (Path.home(), "~")]
@@ -49,11 +49,11 @@ def _path_rules(extra: Sequence[tuple[str | Path, str]] = ()) -> list[tuple[str,
     return sorted(out.items(), key=lambda kv: -len(kv[0]))
 
 
-def relative_paths(text: str, extra: Sequence[tuple[str | Path, str]] = ()) -> str:
+def relative_paths(text: str, roots: Roots, extra: Sequence[tuple[str | Path, str]] = ()) -> str:
     """``text`` with this machine's absolute paths made relative: the project root (``data/x``), the results,
-    cache and Qdrant roots, the shared data folder and the home directory (``~``); ``extra`` adds pairs
-    (e.g. a dataset folder outside the project -> its name). ``data:`` URLs are left alone."""
-    rules = _path_rules(extra)
+    cache and Qdrant ``roots`` (``dp.roots``), the shared data folder and the home directory (``~``); ``extra`` adds
+    pairs (e.g. a dataset folder outside the project -> its name). ``data:`` URLs are left alone."""
+    rules = _path_rules(roots, extra)
     rx = re.compile(
         r"(data:[^\s\"'<>)]+)|(?<![\w.+-])(" + "|".join(re.escape(p) for p, _ in rules) + r")(?:(/)|(?![\w.-]))"
     )
@@ -262,10 +262,10 @@ def tidy_outputs(nb: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def _exporter(template: str) -> Any:
+def _exporter(template: str, cache: Path) -> Any:
     """nbconvert's HTML exporter for the pages, built once per process for ``template``: its Jinja2 templates are
     compiled on first use (half a second), then kept for every later page, and across runs in Jinja2's bytecode
-    cache under ``paths.cache_dir()/jinja``."""
+    cache under ``<cache>/jinja`` (``cache``: the cache folder, ``dp.roots.cache``)."""
     from jinja2 import DictLoader, FileSystemBytecodeCache
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
@@ -283,17 +283,15 @@ def _exporter(template: str) -> Any:
     )
     exporter.template_file = "rerankeval_offline.html.j2"
     exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
-    from rerankeval.core.paths import cache_dir
-
     with contextlib.suppress(OSError):  # Jinja2's cache of compiled templates (checked against their source)
-        folder = cache_dir() / "jinja"
+        folder = cache / "jinja"
         folder.mkdir(parents=True, exist_ok=True)
         exporter.environment.bytecode_cache = FileSystemBytecodeCache(str(folder))
     return exporter
 
 
 def render_notebook_html(
-    executed_ipynb_path: str | Path, out_html_path: str | Path, note: Mapping[str, str] | None = None
+    executed_ipynb_path: str | Path, out_html_path: str | Path, note: Mapping[str, str] | None = None, *, roots: Roots
 ) -> Path:
     """Render an executed notebook to a self-contained, offline HTML page.
 
@@ -301,17 +299,18 @@ def render_notebook_html(
     CDNs, and with the inputs of cells tagged ``hide-input`` (or ``remove-input``) removed; cells tagged
     ``remove-cell`` are dropped. The papermill ``injected-parameters`` cell keeps its input. A
     Content-Security-Policy (:data:`CSP`) forbids every script and network fetch, so even an output that
-    forgot to escape data cannot run code in the report. Absolute paths are made relative (:func:`relative_paths`).
+    forgot to escape data cannot run code in the report. Absolute paths are made relative (:func:`relative_paths`,
+    ``roots``: the program's, ``dp.roots``; its cache keeps the compiled templates).
     ``note`` (:func:`questions_note`) is shown at the top of the page, under a link back to the index. Tables
     scroll sideways and show no NaN or True/False (:func:`clean_tables`); outputs are tidied (:func:`tidy_outputs`).
     """
     import nbformat
 
     nb = tidy_outputs(nbformat.read(str(executed_ipynb_path), as_version=4))
-    body, _ = _exporter((TEMPLATES / OFFLINE_TEMPLATE).read_text()).from_notebook_node(
+    body, _ = _exporter((TEMPLATES / OFFLINE_TEMPLATE).read_text(), roots.cache).from_notebook_node(
         nb, resources={"metadata": {"name": Path(executed_ipynb_path).stem}}
     )
-    body = clean_tables(relative_paths(strip_remote_resources(body), _notebook_dataset(nb)))
+    body = clean_tables(relative_paths(strip_remote_resources(body), roots, _notebook_dataset(nb)))
     body = re.sub(r"<head>", lambda m: m.group(0) + "\n" + CSP_META, body, count=1, flags=re.I)
     top = BACK_LINK + (fragments.banner_html(note) if note else "")  # and the generated-questions banner
     body = re.sub(r"<body[^>]*>", lambda m: m.group(0) + top, body, count=1, flags=re.I)

@@ -535,4 +535,4 @@ def write_index(dp: DatasetPaths, pages: Sequence[Mapping[str, Any]]) -> Path:
         )
     )
     text = _env().get_template("index.html.j2").render(**values)
-    return atomic_write_text(dp.report_dir / "index.html", relative_paths(text, [(dp.source, dp.name)]))
+    return atomic_write_text(dp.report_dir / "index.html", relative_paths(text, dp.roots, [(dp.source, dp.name)]))

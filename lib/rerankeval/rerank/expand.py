@@ -201,7 +201,7 @@ def rerank_expanded(
         pool_k=params.pool_k,
         stability=NO_STABILITY,
         settings=settings,
-        cache=LLMCache(enabled=params.use_cache),
+        cache=LLMCache.under(dp.roots.cache, enabled=params.use_cache),
         progress=progress,
     )
     log.info(

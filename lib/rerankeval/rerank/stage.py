@@ -59,7 +59,7 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, progress: bool 
         pool_k=params.pool_k,
         stability=params.stability,
         settings=settings,
-        cache=LLMCache(enabled=params.use_cache),
+        cache=LLMCache.under(dp.roots.cache, enabled=params.use_cache),
         progress=progress,
     )
     result.endpoint = endpoint_kind(settings)

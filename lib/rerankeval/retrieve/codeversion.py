@@ -10,7 +10,7 @@ tree (``ast.dump``) rather than the text, so comments and formatting do not inva
 edit do (conservative: a needless recompute costs seconds, a stale run costs a wrong answer). Parsing and dumping
 the ~20 modules costs ~0.3 s a run, so each tree hash is also kept in ``<cache>/code-trees.json`` under the hash of
 the file's text and the Python version (:data:`TREES`): the same text gives the same tree, and a file that does not
-read is ignored and rebuilt.
+read is ignored and rebuilt. ``cache``: that cache folder (the caller's, e.g. ``dp.roots.cache``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import Any
 
 from rerankeval.core import names
 from rerankeval.core.ioutil import atomic_write_json, sha256_json, sha256_text
-from rerankeval.core.paths import cache_dir
 from rerankeval.retrieve import variants
 
 COMMON_MODULES = (
@@ -74,17 +73,18 @@ LIBRARIES = (
 )
 TREES = "code-trees.json"  # in the cache folder: "<python>:<sha256 of a file's text>" -> its syntax-tree hash
 TREES_MAX = 2048  # entries kept (each edit of a module adds one): past it the file starts again
-_trees: dict[str, str] | None = None  # this process's copy of the file
+_trees: dict[Path, dict[str, str]] = {}  # cache folder -> this process's copy of its file
 
 
-def code_version(variant: str) -> str:
+def code_version(variant: str, cache: Path) -> str:
     """``variant``'s code version: the hash of :func:`code_parts`."""
-    return sha256_json(code_parts(variant))
+    return sha256_json(code_parts(variant, cache))
 
 
-def code_parts(variant: str) -> dict[str, Any]:
+def code_parts(variant: str, cache: Path) -> dict[str, Any]:
     """The syntax-tree hash of each of :func:`variant_modules` and the versions of :data:`LIBRARIES`."""
-    files = {m: (source_hash(p) if (p := _module_file(m)) is not None else None) for m in variant_modules(variant)}
+    mods = variant_modules(variant)
+    files = {m: (source_hash(p, cache) if (p := _module_file(m)) is not None else None) for m in mods}
     return {"modules": files, "libraries": _library_versions()}
 
 
@@ -99,10 +99,11 @@ def variant_modules(variant: str) -> list[str]:
     return mods
 
 
-def source_hash(path: Path) -> str:
-    """The hash of the syntax tree of the Python file ``path`` (comments and layout do not count)."""
+def source_hash(path: Path, cache: Path) -> str:
+    """The hash of the syntax tree of the Python file ``path`` (comments and layout do not count), kept in
+    ``cache`` (:data:`TREES`)."""
     st = path.stat()
-    return _tree_hash(str(path), st.st_mtime_ns, st.st_size)
+    return _tree_hash(str(path), st.st_mtime_ns, st.st_size, cache)
 
 
 def _module_file(name: str) -> Path | None:
@@ -111,12 +112,12 @@ def _module_file(name: str) -> Path | None:
 
 
 @lru_cache(maxsize=256)
-def _tree_hash(path: str, mtime_ns: int, size: int) -> str:
+def _tree_hash(path: str, mtime_ns: int, size: int, cache: Path) -> str:
     """:func:`source_hash` of the file as it is at ``mtime_ns`` and ``size``; from :data:`TREES` when this Python has
     seen the same text before."""
     source = Path(path).read_text(encoding="utf-8")
     text_key = f"{'.'.join(map(str, sys.version_info[:3]))}:{sha256_text(source)}"
-    trees = _known_trees()
+    trees = _known_trees(cache)
     if (hit := trees.get(text_key)) is not None:
         return hit
     tree = sha256_json(ast.dump(ast.parse(source, filename=path)))
@@ -124,22 +125,21 @@ def _tree_hash(path: str, mtime_ns: int, size: int) -> str:
         trees.clear()
     trees[text_key] = tree
     try:
-        atomic_write_json(cache_dir() / TREES, trees)
+        atomic_write_json(cache / TREES, trees)
     except OSError:  # a read-only cache: the hash is still right, only not kept
         pass
     return tree
 
 
-def _known_trees() -> dict[str, str]:
-    global _trees
-    if _trees is None:
+def _known_trees(cache: Path) -> dict[str, str]:
+    if cache not in _trees:
         try:
-            got = json.loads((cache_dir() / TREES).read_text(encoding="utf-8"))
+            got = json.loads((cache / TREES).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError):
             got = {}
         ok = isinstance(got, dict)
-        _trees = {k: v for k, v in got.items() if isinstance(v, str) and len(v) == 64} if ok else {}
-    return _trees
+        _trees[cache] = {k: v for k, v in got.items() if isinstance(v, str) and len(v) == 64} if ok else {}
+    return _trees[cache]
 
 
 @lru_cache(maxsize=1)

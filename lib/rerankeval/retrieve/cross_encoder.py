@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from rerankeval.core import paths
 from rerankeval.core.errors import ReRankEvalError
 from rerankeval.core.runs import Run
 from rerankeval.core.settings import Settings
@@ -42,23 +41,25 @@ def model_name(name_or_path: str | os.PathLike[str] | None, settings: Settings) 
     return name_or_path or settings.cross_encoder or DEFAULT_CROSS_ENCODER
 
 
-def _candidates(spec: str | os.PathLike[str]) -> list[Path | str]:
+def _candidates(spec: str | os.PathLike[str], cache: Path | None) -> list[Path | str]:
     p = Path(spec).expanduser()
     out: list[Path | str] = []
     if p.is_absolute() or p.exists():
         out.append(p)
     else:
-        out += [paths.cache_dir() / "models" / str(spec).replace("/", "--"), str(spec)]
+        out += [*([cache / "models" / str(spec).replace("/", "--")] if cache is not None else []), str(spec)]
     return out
 
 
-def find_cross_encoder(spec: str | os.PathLike[str]) -> Path | str | None:
+def find_cross_encoder(spec: str | os.PathLike[str], cache: Path | None) -> Path | str | None:
     """A local folder or a locally cached model name for the cross-encoder ``spec`` (a path or a name, e.g.
     :func:`model_name`'s), or None if none is on disk.
 
-    Looked up: the given path; ``<cache>/models/<org>--<name>``; the local Hugging Face cache.
+    Looked up: the given path; ``<cache>/models/<org>--<name>`` in the cache folder ``cache`` (the caller's,
+    ``dp.roots.cache``; None: a loaded spec that is a path or a Hugging Face name already); the local Hugging Face
+    cache.
     """
-    for c in _candidates(spec):
+    for c in _candidates(spec, cache):
         if isinstance(c, Path):
             if (c / "config.json").is_file():
                 return c
@@ -78,10 +79,10 @@ def find_cross_encoder(spec: str | os.PathLike[str]) -> Path | str | None:
     return None
 
 
-def identity(spec: str | os.PathLike[str]) -> dict[str, Any] | None:
+def identity(spec: str | os.PathLike[str], cache: Path | None) -> dict[str, Any] | None:
     """The cross-encoder ``spec`` found on disk (:func:`find_cross_encoder`) as its folder's files (name, size,
     modification time; no weights are read), or None when none is on disk: what stage 03's run key holds of it."""
-    found = find_cross_encoder(spec)
+    found = find_cross_encoder(spec, cache)
     if found is None:
         return None
     folder = found if isinstance(found, Path) else _hub_folder(found)
@@ -105,11 +106,12 @@ def _hub_folder(name: str) -> Path | None:
     return Path(hit).parent if isinstance(hit, str) else None
 
 
-def load_cross_encoder(spec: str | os.PathLike[str], *, device: str = "cpu", max_length: int = 512):
-    """Load the CrossEncoder ``spec`` from local files only; :class:`CrossEncoderUnavailable` if none is there."""
-    found = find_cross_encoder(spec)
+def load_cross_encoder(spec: str | os.PathLike[str], cache: Path | None, *, device: str = "cpu", max_length: int = 512):
+    """Load the CrossEncoder ``spec`` from local files only (looked up as :func:`find_cross_encoder` does);
+    :class:`CrossEncoderUnavailable` if none is there."""
+    found = find_cross_encoder(spec, cache)
     if found is None:
-        tried = ", ".join(str(c) for c in _candidates(spec))
+        tried = ", ".join(str(c) for c in _candidates(spec, cache))
         raise CrossEncoderUnavailable(
             f"no cross-encoder weights on this machine (looked for: {tried}); nothing is downloaded. Put a "
             f"sentence-transformers CrossEncoder folder there or set {ENV_VAR} to one."
@@ -119,10 +121,10 @@ def load_cross_encoder(spec: str | os.PathLike[str], *, device: str = "cpu", max
     return CrossEncoder(str(found), device=device, local_files_only=True, max_length=max_length)
 
 
-def load_local(spec: str | os.PathLike[str]):
+def load_local(spec: str | os.PathLike[str], cache: Path | None):
     """The loaded cross-encoder ``spec`` when its weights are on disk (:func:`find_cross_encoder`), else None."""
-    found = find_cross_encoder(spec)
-    return load_cross_encoder(found) if found is not None else None
+    found = find_cross_encoder(spec, cache)
+    return load_cross_encoder(found, None) if found is not None else None
 
 
 def rerank(

@@ -352,11 +352,10 @@ def read_ledger(dp: DatasetPaths) -> pd.DataFrame | None:
 
 
 @contextlib.contextmanager
-def open_rewriter(settings: Settings, cache: LLMCache | None = None) -> Iterator[tuple[Rewriter | None, str]]:
+def open_rewriter(settings: Settings, cache: LLMCache) -> Iterator[tuple[Rewriter | None, str]]:
     """(a :class:`Rewriter` on the endpoint of ``settings``, "") or (None, why not): never raises for a missing or
-    dead endpoint. ``cache``: the LLM reply cache (None: the default one under the rerankeval cache)."""
+    dead endpoint. ``cache``: the LLM reply cache (e.g. ``LLMCache.under(dp.roots.cache)``)."""
     from rerankeval.core.settings import redact
-    from rerankeval.llm.cache import LLMCache
     from rerankeval.llm.client import LLMCallError, LLMClient
     from rerankeval.llm.scrub import endpoint_identity
 
@@ -367,7 +366,7 @@ def open_rewriter(settings: Settings, cache: LLMCache | None = None) -> Iterator
         stack.callback(client.close)
         rewriter = Rewriter(
             client,
-            cache if cache is not None else LLMCache(),
+            cache,
             endpoint_identity(settings),
             local=(settings.endpoint_id or "").startswith("llama-server"),
         )

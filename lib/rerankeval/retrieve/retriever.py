@@ -72,7 +72,9 @@ class Retriever:
         self.texts = corpus.chunk_texts(dp)
         self.unit_of = corpus.unit_of(dp)
         self.bm25 = bm25mod.BM25Index.load(dp.root / self.info.bm25_dir)
-        self.embedder = embedder or open_embedder(self.info.model_source, progress=progress, settings=settings)
+        self.embedder = embedder or open_embedder(
+            self.info.model_source, progress=progress, settings=settings, cache=dp.roots.cache
+        )
         check_embedder(self.info, self.embedder)
         self.progress = progress
         self._id_to_chunk = {qdrant_store.point_id(c): c for c in self.texts}
@@ -213,7 +215,9 @@ class Retriever:
         budget = variants.Budget(leg_k=leg_k, pool_k=pool_k, rrf_k=rrf_k, weights=weights)
         searched = REWRITES.get(variant, variant)
         model = cross_encoder if cross_encoder is not None else ce.model_name(None, self.settings)
-        found = variants.create(searched, self, budget, cross_encoder=model).search_runs(queries)
+        found = variants.create(searched, self, budget, cross_encoder=model, cache=self.dp.roots.cache).search_runs(
+            queries
+        )
         if variant in REWRITES:
             found = variants.Runs(
                 *_rewrite_step(rewrite).apply(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rerankeval.core import names
@@ -64,6 +65,7 @@ class Inputs:
     index: str | None
     store: str
     queries: str
+    cache: Path  # where the code version's tree hashes are kept (dp.roots.cache; not a part of the key)
 
     @classmethod
     def of(cls, dp: DatasetPaths, queries: Mapping[str, str], settings: Settings) -> Inputs:
@@ -76,7 +78,7 @@ class Inputs:
             index = None
         s = settings
         store = f"{s.qdrant_backend}{'+server' if s.qdrant_url else ''}{'+exact' if s.dense_exact else ''}"
-        return cls(corpus, index, store, sha256_json(sorted(queries.items())))
+        return cls(corpus, index, store, sha256_json(sorted(queries.items())), dp.roots.cache)
 
 
 def key_parts(inputs: Inputs, variant: str, params: Mapping[str, Any], extra: Any = None) -> dict[str, Any]:
@@ -90,7 +92,7 @@ def key_parts(inputs: Inputs, variant: str, params: Mapping[str, Any], extra: An
         "store": inputs.store,
         "queries": inputs.queries,
         "params": {k: _plain(params.get(k)) for k in reads(variant)},
-        "code": codeversion.code_parts(variant),
+        "code": codeversion.code_parts(variant, inputs.cache),
         "extra": extra,
     }
 
@@ -183,13 +185,13 @@ def rewrite_replies(
 
 
 # -- the Qdrant comparison --
-def comparison_key(keys: Mapping[str, Mapping[str, Any]], p: Params) -> str:
+def comparison_key(keys: Mapping[str, Mapping[str, Any]], p: Params, cache: Path) -> str:
     """The Qdrant comparison's key: both hybrids' keys (``keys``: variant -> its key parts), the parameters it reads
-    and its code version."""
+    and its code version (its tree hashes kept in ``cache``)."""
     return sha256_json(
         {
             "runs": [key_of(keys[v]) for v in (names.HYBRID, names.QDRANT_HYBRID) if v in keys],
             "params": [p.explain_queries, p.final_k, p.leg_k, p.rrf_k],
-            "code": codeversion.code_version(names.QDRANT_HYBRID),
+            "code": codeversion.code_version(names.QDRANT_HYBRID, cache),
         }
     )

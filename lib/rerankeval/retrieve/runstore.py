@@ -70,20 +70,18 @@ def read_back(
     queries: Mapping[str, str],
     record: Mapping[str, Any],
     *,
-    cache: LLMCache | None,
+    cache: LLMCache,
 ) -> Saved:
     """``v``'s saved runs for ``queries`` when its key file matches ``parts`` and its files are intact, with
     ``record`` (the budget searched with) over the saved record; ``cache``: the LLM cache a ``hybrid_reformulate``
-    run's replies must still be in (None: the default one)."""
+    run's replies must still be in."""
     ledger = dp.retrieve_dir / reformulate.LEDGER if v == names.HYBRID_REFORMULATE else None
     hit = _load(dp, v, parts, ledger)
     if hit.run is None:
         return Saved(reason=hit.reason)
     rows = None
     if ledger is not None:
-        from rerankeval.llm.cache import LLMCache
-
-        if not replies_cached(hit.entry, cache if cache is not None else LLMCache()):
+        if not replies_cached(hit.entry, cache):
             return Saved(reason="a rewrite's reply is no longer in the LLM cache")
         rows = reformulate.read_ledger(dp)
     found = variants.complete(variants.Runs(hit.run, hit.chunk_run), queries)

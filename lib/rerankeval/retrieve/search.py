@@ -50,7 +50,7 @@ class Searched(NamedTuple):
     skipped: str = ""
 
 
-def search(searcher: Searcher, v: str, queries: Mapping[str, str], p: Params, *, cache: LLMCache | None) -> Searched:
+def search(searcher: Searcher, v: str, queries: Mapping[str, str], p: Params, *, cache: LLMCache) -> Searched:
     """Search ``v`` for ``queries`` with the budget of ``p`` (the cross-encoder's and the rewrite step's cases)."""
     budget = dataclasses.asdict(p.budget())
     r = searcher.get()
@@ -66,7 +66,8 @@ def search(searcher: Searcher, v: str, queries: Mapping[str, str], p: Params, *,
         )
         return Searched(res, ledger)
     if v == CROSS_ENCODER:
-        model = cross_encoder.load_local(cross_encoder.model_name(p.cross_encoder_model, searcher.settings))
+        spec = cross_encoder.model_name(p.cross_encoder_model, searcher.settings)
+        model = cross_encoder.load_local(spec, searcher.dp.roots.cache)
         if model is None:
             return Searched(None, skipped=f"Skipping {v}: {cross_encoder.NOT_ON_DISK}")
         return Searched(r.search(v, queries, cross_encoder=model, **budget))
@@ -84,7 +85,7 @@ def search_reformulated(
     threshold: float,
     guard_k: int,
     settings: Settings,
-    cache: LLMCache | None,
+    cache: LLMCache,
 ) -> tuple[Retrieval, pd.DataFrame]:
     """``hybrid_reformulate``: ``hybrid``, then the rewrite step on the LLM of ``settings``; (its Retrieval, whose
     ``params`` hold the step's record, the ledger). Without a reachable endpoint every weak query keeps its

@@ -148,8 +148,11 @@ def run(dp: DatasetPaths, params: Params, settings: Settings, *, cache: LLMCache
     A variant whose inputs did not change since :func:`write` saved its run is read back instead (:func:`fetch`;
     ``reuse_runs=False`` searches every one). ``cross_encoder`` is skipped (with the reason in ``skipped``) when no
     weights are on disk; ``hybrid_reformulate`` asks the LLM of ``settings`` (the reply cache ``cache``, None: the
-    default one) and falls back to ``hybrid`` without one. ``settings`` also name the Qdrant store and the
-    configured cross-encoder: nothing below reads the environment."""
+    one under ``dp.roots.cache``) and falls back to ``hybrid`` without one. ``settings`` also name the Qdrant store
+    and the configured cross-encoder: nothing below reads the environment."""
+    from rerankeval.llm.cache import LLMCache
+
+    cache = cache if cache is not None else LLMCache.under(dp.roots.cache)
     queries = corpus.load_queries(dp)
     result = Result()
     inputs = runkey.Inputs.of(dp, queries, settings)
@@ -168,13 +171,13 @@ def fetch(
     p: Params,
     inputs: runkey.Inputs,
     *,
-    cache: LLMCache | None,
+    cache: LLMCache,
 ) -> Fetched:
     """``v``'s runs: read back when its key did not change since :func:`write` saved them (and ``p.reuse_runs``),
     else searched (:func:`rerankeval.retrieve.search.search`) on the settings of ``searcher``."""
     settings, extra = searcher.settings, None
     if v == CROSS_ENCODER:
-        extra = cross_encoder.identity(cross_encoder.model_name(p.cross_encoder_model, settings))
+        extra = cross_encoder.identity(cross_encoder.model_name(p.cross_encoder_model, settings), dp.roots.cache)
         if extra is None:
             return Fetched(skipped=f"Skipping {v}: {cross_encoder.NOT_ON_DISK}")
     elif v == HYBRID_REFORMULATE:
@@ -215,7 +218,7 @@ def comparison(
     else computed (:func:`rerankeval.retrieve.qdrant_compare.compare_qdrant`); (None, None) unless both hybrids ran."""
     if not {HYBRID, QDRANT_HYBRID} <= set(result.retrievals):
         return None, None
-    key = runkey.comparison_key(result.keys, p)
+    key = runkey.comparison_key(result.keys, p, dp.roots.cache)
     saved = runstore.read_comparison(dp, key) if p.reuse_runs else None
     if saved is not None:
         return saved, key

@@ -34,6 +34,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from rerankeval.core import names as catalogue
@@ -265,16 +266,17 @@ class QdrantDbsf(QdrantHybrid):
 class CrossEncoderRerank(Variant):
     name = CROSS_ENCODER
 
-    def __init__(self, source: Source, budget: Budget, cross_encoder) -> None:
+    def __init__(self, source: Source, budget: Budget, cross_encoder, cache: Path | None = None) -> None:
         super().__init__(source, budget)
         self.cross_encoder = cross_encoder  # a loaded CrossEncoder (anything with predict) or a path/name
+        self.cache = cache  # the cache folder whose models/ a name is looked up in (the retriever's dp.roots.cache)
 
     def search_runs(self, queries: Mapping[str, str]) -> Runs:
         from rerankeval.retrieve import cross_encoder as ce
 
         model = self.cross_encoder
         if not hasattr(model, "predict"):
-            model = ce.load_cross_encoder(model)
+            model = ce.load_cross_encoder(model, self.cache)
         s = self.source
         base = complete(Hybrid(s, self.budget).search_runs(queries), queries)
         best = best_chunks(base.chunk_run, s.unit_of)

@@ -27,7 +27,7 @@ from rerankeval.apps.ask.inputs import (
     to_questions,
 )
 from rerankeval.core import paths
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 from rerankeval.llm.cache import LLMCache
 from rerankeval.llm.call import CallStats
 
@@ -154,7 +154,7 @@ def test_the_winner_is_the_best_variant_that_answered_every_query(tiny_pdf):
     from rerankeval.evaluate import analyse
     from rerankeval.evaluate.analysis_records import Summary
 
-    dp = paths.resolve_dataset(tiny_pdf)
+    dp = paths.resolve_dataset(tiny_pdf, load_settings())
     assert resolve_variant(dp, "")[0] == "hybrid"  # no analysis yet
     summary = Summary(headline_metric="ndcg@10", missing={"hybrid_rerank": 2})
     table = pd.DataFrame({"variant": ["bm25", "vector", "hybrid_rerank"], "ndcg@10": [0.5, 0.6, 0.9]})
@@ -255,7 +255,7 @@ def fake_corpus(dp: paths.DatasetPaths) -> None:
 
 
 def test_passages_come_from_the_saved_run_with_page_labels_and_best_chunks(tiny_pdf):
-    dp = paths.resolve_dataset(tiny_pdf)
+    dp = paths.resolve_dataset(tiny_pdf, load_settings())
     fake_corpus(dp)
     src = PassageSource(dp, "hybrid_rerank", ask.Params(k=2))
     assert src.judged("t1") == [
@@ -277,8 +277,8 @@ def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf,
 
     console = Console()
     monkeypatch.setattr(progress, "terminal", lambda: console)
-    monkeypatch.setenv(progress.MODE_ENV, "plain")
-    dp = paths.resolve_dataset(tiny_pdf)
+    progress.configure(mode="plain")
+    dp = paths.resolve_dataset(tiny_pdf, load_settings())
     fake_corpus(dp)
     with FakeLLM(rule=cite_first) as fake:
         ask.run(dp, ask.Params(questions=["t1", "t2"], variant="hybrid", k=2), settings(fake), cache=LLMCache(tmp_path))
@@ -302,7 +302,7 @@ def test_the_face_runs_the_stage_from_params_and_answer_is_run_with_the_question
     assert list(inspect.signature(ask.run).parameters)[:3] == ["dp", "params", "settings"]
     assert inspect.signature(ask.run).parameters["settings"].default is inspect.Parameter.empty  # never hidden
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))  # answer() uses the default reply cache
-    dp = paths.resolve_dataset(tiny_pdf)
+    dp = paths.resolve_dataset(tiny_pdf, load_settings())
     fake_corpus(dp)
     params = ask.Params(variant="hybrid", k=2, questions=["t3"])
     with FakeLLM(rule=cite_first) as fake:

@@ -20,7 +20,9 @@ from rerankeval.apps.chain import preflight as chain_preflight
 from rerankeval.apps.chain.params import unknown_parameters
 from rerankeval.apps.chain.preflight import check_baseline
 from rerankeval.core import paths
+from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import verdict
+from roots import env_roots
 
 
 def stand_in(folder: Path, name: str, params: str) -> Path:
@@ -57,7 +59,7 @@ def test_a_typo_of_a_parameter_stops_the_run_with_did_you_mean(tmp_path, monkeyp
     assert rc == chain.EXIT_PREFLIGHT, err[-2000:]
     line = next(ln for ln in err.splitlines() if "pool_kk" in ln)
     assert "did you mean pool_k?" in line and 'P="pool_k=3"' in line
-    assert not list((paths.results_dir() / tiny_beir.name / "executed").glob("*.ipynb"))  # nothing ran
+    assert not list((env_roots().results / tiny_beir.name / "executed").glob("*.ipynb"))  # nothing ran
 
 
 def test_an_unknown_parameter_without_a_close_name_stays_a_warning(tmp_path, monkeypatch, capsys):
@@ -77,11 +79,11 @@ def test_a_dataset_name_typo_gets_did_you_mean(tmp_path, monkeypatch):
     with pytest.raises(
         paths.DatasetNotFound, match="Did you mean debian-manuals\\? e.g. make report DATASET=debian-manuals"
     ):
-        paths.resolve_dataset("debian-manual")
+        paths.resolve_dataset("debian-manual", load_settings())
     with pytest.raises(paths.DatasetNotFound, match=f"Did you mean {data / 'debian-manuals'}\\?"):
-        paths.resolve_dataset(str(data / "debian-manual"))
+        paths.resolve_dataset(str(data / "debian-manual"), load_settings())
     with pytest.raises(paths.DatasetNotFound) as err:
-        paths.resolve_dataset("zzzz")
+        paths.resolve_dataset("zzzz", load_settings())
     assert "Did you mean" not in str(err.value)
 
 
@@ -105,7 +107,7 @@ def test_the_chain_refuses_an_unknown_baseline_before_the_run(tmp_path, monkeypa
     err = capsys.readouterr().err
     assert rc == chain.EXIT_PREFLIGHT, err[-2000:]
     assert "baseline='hybird' names no variant: did you mean hybrid?" in err and 'P="baseline=hybrid"' in err
-    dp = paths.resolve_dataset(str(tiny_beir))
+    dp = paths.resolve_dataset(str(tiny_beir), load_settings())
     dp.runs_dir.mkdir(parents=True)
     (dp.runs_dir / "my_system.trec").write_text("q1 Q0 d1 1 1.0 x\n", encoding="utf-8")
     check_baseline(dp, chain_params.notebooks(), {"baseline": "my_system"})  # an external run is a variant

@@ -18,7 +18,10 @@ from rerankeval.apps.chain import runner as chain
 from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
 
-READ = "from rerankeval.core import paths\ndp = paths.resolve_dataset(dataset)\n"
+READ = (
+    "from rerankeval.core import paths\nfrom rerankeval.core.settings import load_settings\n"
+    "dp = paths.resolve_dataset(dataset, load_settings())\n"
+)
 NOTEBOOKS = {
     "01-extract-corpus": (
         "size: int = 1  # a stand-in parameter",

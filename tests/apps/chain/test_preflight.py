@@ -18,7 +18,7 @@ import pytest
 from rerankeval.apps.chain import params as chain_params
 from rerankeval.apps.chain import preflight as chain_preflight
 from rerankeval.apps.chain import runner as chain
-from rerankeval.core.settings import Settings
+from rerankeval.core.settings import Settings, load_settings
 
 SENTINEL = "sk-" + "SENTINEL-preflight-0123456789"
 PASSWORD = "hunter2-url-password"
@@ -111,7 +111,7 @@ def test_an_endpoint_that_fails_during_the_run_makes_the_run_fail(tmp_path, caps
     from rerankeval.core.paths import resolve_dataset
 
     (tmp_path / "src" / "mid").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "mid"))
+    dp = resolve_dataset(str(tmp_path / "src" / "mid"), load_settings())
     dp.root.mkdir(parents=True)
     ledger = pd.DataFrame(
         {

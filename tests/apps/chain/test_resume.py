@@ -34,6 +34,7 @@ from rerankeval.index import embed
 from rerankeval.index.qdrant import store as qdrant_store
 from rerankeval.llm.cache import LLMCache
 from rerankeval.rerank.config import Params
+from roots import env_embeddings, env_roots
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"  # tests/support, for the child process
 SHARD = 8
@@ -95,6 +96,8 @@ def _kill_when(proc: subprocess.Popen, ready, what: str, timeout: float = 120.0)
 # --------------------------------------------------------------------------- embeddings
 EMBED_CHILD = r"""
 import sys, time
+from rerankeval.core.paths import Roots
+from rerankeval.core.settings import load_settings
 from rerankeval.index import embed
 model = embed.load_sentence_transformer(str(embed.bundled_model_path()), "cpu")
 encode = model.encode
@@ -104,7 +107,8 @@ def slow_encode(*a, **kw):  # a slow model: each shard takes a while, so the kil
     return out
 model.encode = slow_encode
 texts = [line.rstrip("\n") for line in open(sys.argv[1], encoding="utf-8")]
-e = embed.Embedder(model_obj=model, progress=False, shard_size=int(sys.argv[2]), batch_size=int(sys.argv[2]))
+cache, shard = embed.embeddings_root(Roots.of(load_settings()).cache), int(sys.argv[2])
+e = embed.Embedder(model_obj=model, progress=False, shard_size=shard, batch_size=shard, cache_root=cache)
 e.encode(texts)
 print("DONE", flush=True)
 """
@@ -115,7 +119,9 @@ def test_embedding_cache_survives_sigkill_and_resumes(tmp_path, monkeypatch, min
     monkeypatch.setenv("RERANKEVAL_CACHE", str(cache))
     texts = _texts()
     (tmp_path / "texts.txt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-    root = embed.Embedder(progress=False).cache.root  # cache_dir()/embeddings/<model key>; nothing loaded
+    root = embed.Embedder(
+        progress=False, cache_root=env_embeddings()
+    ).cache.root  # <cache>/embeddings/<model key>; nothing loaded
     proc = subprocess.Popen(
         [sys.executable, "-c", EMBED_CHILD, str(tmp_path / "texts.txt"), str(SHARD)],
         env=_child_env(cache),
@@ -142,7 +148,7 @@ def test_embedding_cache_survives_sigkill_and_resumes(tmp_path, monkeypatch, min
     stray.write_bytes(shard0.read_bytes()[: shard0.stat().st_size // 2])
 
     # (a) the re-run completes, (b) encodes only what the killed run had not stored
-    e = embed.Embedder(progress=False, shard_size=SHARD, batch_size=SHARD)
+    e = embed.Embedder(progress=False, shard_size=SHARD, batch_size=SHARD, cache_root=env_embeddings())
     v = e.encode(texts)
     assert (e.stats.cached, e.stats.encoded) == (len(done), N_TEXTS - len(done))
     for name, mtime in before.items():  # reused as they were, not rewritten
@@ -165,7 +171,7 @@ def test_embedding_cache_survives_sigkill_and_resumes(tmp_path, monkeypatch, min
     # a truncated entry (a disk that lost the tail of a file) is recomputed, not a crash
     victim = root / sorted(before)[-1]
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
-    again = embed.Embedder(progress=False, shard_size=SHARD, batch_size=SHARD)
+    again = embed.Embedder(progress=False, shard_size=SHARD, batch_size=SHARD, cache_root=env_embeddings())
     v3 = again.encode(texts)
     assert (again.stats.cached, again.stats.encoded) == (N_TEXTS - SHARD, SHARD)
     np.testing.assert_allclose(v3, ref, atol=1e-6)
@@ -218,7 +224,7 @@ def _entries(root: Path) -> list[Path]:
 def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("RERANKEVAL_CACHE", str(cache))
-    llm_root = LLMCache().root
+    llm_root = LLMCache.under(env_roots().cache).root  # what the child's stage 04 uses: <RERANKEVAL_CACHE>/llm
     assert llm_root == cache / "llm"
     killed_out = tmp_path / "killed.trec"
     delay = {"s": 0.15}  # per request, so the run is slow enough to be killed mid-way
@@ -244,7 +250,7 @@ def test_rerank_survives_sigkill_and_makes_only_the_remaining_calls(tmp_path, mo
         assert sent_before >= len(entries)  # a request in flight at the kill has no entry: it is asked again
 
         delay["s"] = 0.0
-        resumed = _rerank_in_process(fake, LLMCache())
+        resumed = _rerank_in_process(fake, LLMCache(llm_root))
         made = fake.count - sent_before
         assert made == N_QUERIES - len(entries)  # only the remaining calls
         led = resumed.ledger
@@ -267,7 +273,7 @@ def test_index_stage_crash_mid_upsert_resumes_from_finished_steps(tmp_path, monk
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", "client")  # the crash is injected into the client store's upsert
-    dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "tiny"))
+    dp = paths.resolve_dataset(tiny_pdf_dataset(tmp_path / "tiny"), load_settings())
     extract_corpus(dp, chunk_size=120, chunk_overlap=30)
     real = qdrant_store.upsert_chunks
 
@@ -301,7 +307,7 @@ def test_index_stage_crash_mid_upsert_resumes_from_finished_steps(tmp_path, monk
 
 # --------------------------------------------------------------------------- corpus stage (in-process crash)
 def test_corpus_crash_between_writes_never_reuses_a_mixed_corpus(tiny_pdf, monkeypatch):
-    dp = paths.resolve_dataset(tiny_pdf)
+    dp = paths.resolve_dataset(tiny_pdf, load_settings())
     first = extract_corpus(dp)
     good = dp.chunks.read_bytes()
     real = corpus_stage.write_qrels

@@ -118,7 +118,7 @@ def test_the_notebook_with_a_free_text_query_shows_every_variant(tmp_path, tiny_
     from rerankeval.retrieve.retriever import BASE_VARIANTS
 
     monkeypatch.setenv("RERANKEVAL_CACHE", str(tmp_path / "cache"))
-    dp = resolve_dataset(str(tiny_pdf))
+    dp = resolve_dataset(str(tiny_pdf), load_settings())
     extract_corpus(dp)
     build_index(dp)
     retrieve.write(dp, retrieve.run(dp, retrieve.Params(leg_k=10, pool_k=3, variants=BASE_VARIANTS), load_settings()))

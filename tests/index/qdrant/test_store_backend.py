@@ -28,7 +28,7 @@ def dp(tmp_path, monkeypatch):
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.delenv("RERANKEVAL_QDRANT_BACKEND", raising=False)
     (tmp_path / "src" / "tiny").mkdir(parents=True)
-    d = paths.resolve_dataset(tmp_path / "src" / "tiny")
+    d = paths.resolve_dataset(tmp_path / "src" / "tiny", load_settings())
     atomic_write_jsonl(
         d.chunks,
         [

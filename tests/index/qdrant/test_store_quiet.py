@@ -16,6 +16,7 @@ from indexing import build_index
 from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.runs import write_qrels
+from rerankeval.core.settings import load_settings
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"  # tests/support, for the child script
 
@@ -30,7 +31,7 @@ from rerankeval.index.qdrant import store
 from rerankeval.core.settings import load_settings
 from rerankeval.retrieve.retriever import Retriever
 
-dp = paths.resolve_dataset({dataset!r})
+dp = paths.resolve_dataset({dataset!r}, load_settings())
 
 def leak():
     r = Retriever(dp, load_settings(), embedder=HashEmbedder(), progress=False)
@@ -52,7 +53,7 @@ def _dataset(root: Path, backend: str, env: dict[str, str], monkeypatch) -> Path
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     (root / "src" / "tiny").mkdir(parents=True)
-    dp = paths.resolve_dataset(root / "src" / "tiny")
+    dp = paths.resolve_dataset(root / "src" / "tiny", load_settings())
     atomic_write_jsonl(
         dp.chunks,
         [

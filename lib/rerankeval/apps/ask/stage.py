@@ -41,7 +41,7 @@ def run(
     """Answer ``params.questions`` (judged query ids or texts, or free text; none: ``params.n_questions`` judged
     queries) from the top ``params.k`` passages of ``params.variant`` (empty: the analysis' winner), with
     citations checked (the package's docstring); writes nothing (:func:`write`). The LLM is the one of
-    ``settings``, its replies cached in ``cache`` (None: the default reply cache, ``params.use_cache``);
+    ``settings``, its replies cached in ``cache`` (None: the one under ``dp.roots.cache``, ``params.use_cache``);
     ``progress``: the plan before the first call, a line per answer and the final line."""
     variant, note = resolve_variant(dp, params.variant)
     qs = to_questions(dp, params)
@@ -49,6 +49,7 @@ def run(
     passages = source.for_questions(qs, settings)
     qrels = corpus.load_qrels(dp)
     t0 = time.perf_counter()
+    cache = cache if cache is not None else LLMCache.under(dp.roots.cache, enabled=params.use_cache)
     with Asker(settings, params, cache, client) as asker:
         plan = asker.estimate(qs, passages)
         if progress:  # on the console before the first call (when there is one to send), and on the page

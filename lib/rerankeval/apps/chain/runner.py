@@ -126,12 +126,14 @@ def run_notebook(
     exec_lines: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Execute one notebook, keep and render its executed copy; the index entry for it (``exec_lines``: run in
-    the kernel before the notebook, the read trace of :class:`Freshness`)."""
+    the kernel before the notebook, the read trace of :class:`Freshness`). The kernel starts with this process's
+    progress mode and the notebook's name as its stage (:func:`rerankeval.core.progress.configure_line`: its lines
+    read ``[04-rerank] rerank: ...``), and ``RERANKEVAL_STAGE`` in its environment (``Settings.stage``)."""
     interrupt.in_notebook = True  # from here a signal stops the kernel, never raises (not inside these imports)
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    from rerankeval.core.progress import STAGE_ENV
+    from rerankeval.core.progress import DISPLAY, STAGE_ENV, configure_line
 
     nb_params = notebook_params(nb, dp, params)
     out, html = dp.executed_notebook(nb.name), dp.notebook_html(nb.stem)
@@ -150,7 +152,9 @@ def run_notebook(
             progress_bar=False,
             cwd=str(paths.ROOT),
             engine_name=chain_engine(),
-            kernel_manager_class=kernel_manager_class({**env, STAGE_ENV: nb.stem}, interrupt, exec_lines, exit_log),
+            kernel_manager_class=kernel_manager_class(
+                {**env, STAGE_ENV: nb.stem}, interrupt, (configure_line(DISPLAY.mode, nb.stem), *exec_lines), exit_log
+            ),
         )
     except KeyboardInterrupt:
         interrupt.hit = True
@@ -196,7 +200,7 @@ def _render_page(dp: paths.DatasetPaths, nb: Path, status: str, error: str | Non
     out = dp.executed_notebook(nb.name)
     try:
         redact_file(out)
-        pages_mod.render_notebook_html(out, dp.notebook_html(nb.stem), pages_mod.questions_note(dp))
+        pages_mod.render_notebook_html(out, dp.notebook_html(nb.stem), pages_mod.questions_note(dp), roots=dp.roots)
     except OSError as exc:
         problem = f"{nb.name}: its page was not rendered: {os_error(exc, dp.report_dir)}"
         return ("failed", problem) if status == "ok" else (status, f"{error}; {problem}")
@@ -407,7 +411,7 @@ def run_chain(
     Raises :class:`PreflightError`. ``force``: run every notebook, also those whose inputs are unchanged since their
     last success."""
     t0 = time.perf_counter()
-    dp = paths.resolve_dataset(dataset)
+    dp = paths.resolve_dataset(dataset, settings)
     params = load_params(dp.name, overrides or [])
     allow_fallback = bool(params.pop(ALLOW_FALLBACK, False)) or allow_fallback
     nbs = notebooks(only)
@@ -487,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # a malformed value (RERANK_TIMEOUT=0)
         print(f"[chain] ERROR: {exc}", file=sys.stderr)
         return EXIT_PREFLIGHT
+    from rerankeval.core import progress
+
+    progress.configure(settings)  # RERANKEVAL_PROGRESS: this process's display, and its kernels' (run_notebook)
     try:
         overrides = [*split_params(args.params), *args.overrides]
         return run_chain(args.dataset, settings, overrides, args.only, args.kernel, args.allow_fallback, args.force)

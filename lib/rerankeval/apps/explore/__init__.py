@@ -4,7 +4,8 @@
 
     from rerankeval.apps import explore
     from rerankeval.core import paths
-    dp = paths.resolve_dataset("debian-manuals")
+    from rerankeval.core.settings import load_settings
+    dp = paths.resolve_dataset("debian-manuals", load_settings())
     explore.show(dp, "how do I change the keyboard layout", k=10)   # free text: a live search
     explore.show(dp, "dm-012")                                       # a judged query: its saved runs
     explore.judge(dp, "dm-012", "debian-policy.pdf#p27", 1)          # a grade, merged by the next make report

@@ -121,11 +121,12 @@ class LiveSearch:
         if self._ce is None:
             from rerankeval.retrieve import cross_encoder
 
-            found = cross_encoder.find_cross_encoder(None)
+            spec = cross_encoder.model_name(None, self.settings)  # the configured one (a bare None raised TypeError)
+            found = cross_encoder.find_cross_encoder(spec, self.dp.roots.cache)
             if found is not None:
                 self.say("loading the cross-encoder (the first free-text search only)\u2026")
             with quiet_models() if found is not None else contextlib.nullcontext():
-                self._ce = cross_encoder.load_cross_encoder(found) if found is not None else False
+                self._ce = cross_encoder.load_cross_encoder(found, None) if found is not None else False
         return self._ce or None
 
     def search(self, text: str, variants: Sequence[str]) -> tuple[dict[str, tuple[Run, dict, str]], dict | None]:
@@ -166,7 +167,7 @@ class LiveSearch:
         pool_k = int(summary.get("pool_k") or len(hybrid))
         items = ranked(hybrid)
         pool = [Candidate(d, self.retriever.texts[best[d]], float(s), i) for i, (d, s) in enumerate(items[:pool_k])]
-        with Reranker(replace(Params().config(), **cfg), settings, cache=LLMCache()) as rr:
+        with Reranker(replace(Params().config(), **cfg), settings, cache=LLMCache.under(self.dp.roots.cache)) as rr:
             _report_calls(rr, text, pool, self.say)
             res = rr.rerank_query(FREE_QID, text, pool)
         self.llm_scores = dict(res.llm_scores)
