@@ -192,7 +192,7 @@ def measure(stage: str, dp: DatasetPaths, step: Callable[[LLMCache], Ran], args:
     progress.terminal = lambda: tee  # the chain's terminal: where the plan and the revised line are printed
     with tempfile.TemporaryDirectory(prefix=f"plan-accuracy-{stage}-") as tmp:
         cache = LLMCache(Path(tmp) / "llm")
-        remembered = LLMCache().rates_path
+        remembered = LLMCache.under(dp.roots.cache).rates_path
         if args.keep_rates and remembered.exists():
             shutil.copy(remembered, cache.rates_path)
         load_before = list(os.getloadavg())
@@ -218,9 +218,21 @@ def measure(stage: str, dp: DatasetPaths, step: Callable[[LLMCache], Ran], args:
         "plan_printed_at_s": round(plan_at, 2),
         "calls_wall_s": round(calls, 2),
         "llm_fresh_s": round(ran.fresh_s, 2),
-        "first_over_wall": round(first / calls, 3) if first and calls > 0 else None,
+        "first_over_wall": round(first / calls, 3) if first and calls > 0 else None,  # a range's middle
+        "wall_in_first_range": (low <= calls <= high) if low is not None and high is not None else None,
         "revised_over_wall": round(revised / calls, 3) if revised and calls > 0 else None,
-        "planned": {k: plan.get(k) for k in ("fresh_calls", "prompt_tokens", "processed_tokens", "completion_tokens")},
+        "planned": {
+            k: plan.get(k)
+            for k in (
+                "fresh_calls",
+                "prompt_tokens",
+                "processed_tokens",
+                "completion_tokens",
+                "completion_low_tokens",
+                "reask_requests",
+                "reask_completion_tokens",
+            )
+        },
         "sent": {
             "requests": ran.requests,
             "prompt_tokens": ran.prompt_tokens,
@@ -254,7 +266,8 @@ def run_bare(args: argparse.Namespace, env: dict[str, str]) -> dict:
         ),
     ):
         folder = bare_folder(Path(tmp), args.pdfs)
-        dp, settings = resolve_dataset(str(folder)), load_settings({**os.environ, **env})
+        settings = load_settings({**os.environ, **env})
+        dp = resolve_dataset(str(folder), settings)
         t0 = time.perf_counter()
         corpus.write(dp, corpus.run(dp, corpus.Params(dataset=str(folder)), settings))
         index.write(dp, index.run(dp, index.Params(dataset=str(folder)), settings))
@@ -299,11 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     args.queries = args.queries if args.queries is not None else (0 if args.bare else 20)
     args.drafts = args.drafts if args.drafts is not None else (10 if args.bare else 12)
     os.environ.setdefault(progress.MODE_ENV, "plain")
+    progress.configure(mode=os.environ[progress.MODE_ENV])
     with llm_server.ensure_endpoint(load_settings()) as env:
         if args.bare:
             out = run_bare(args, env)
         else:
-            dp, settings = resolve_dataset(args.dataset), load_settings(env)
+            settings = load_settings(env)
+            dp = resolve_dataset(args.dataset, settings)
             with tempfile.TemporaryDirectory(prefix="plan-accuracy-drafts-") as tmp:
                 files = draft.DraftFiles(Path(tmp) / "q.jsonl", Path(tmp) / "q.tsv", Path(tmp) / "record", own=False)
                 steps: dict[str, Callable[[LLMCache], Ran]] = {
@@ -318,7 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     for rec in out["stages"].values() if args.bare else [out]:
         print(
             f"{rec['stage']} on {rec['dataset']}: first estimate {rec['first_expected_s'] or 0:.0f} s "
-            f"({rec['rate_source']}); revised {rec['revised_s']} s; calls {rec['calls_wall_s']} s (stage "
+            + (
+                f"(range {rec['first_range_s'][0]:.0f}-{rec['first_range_s'][1]:.0f} s) "
+                if rec["first_range_s"]
+                else ""
+            )
+            + f"({rec['rate_source']}); revised {rec['revised_s']} s; calls {rec['calls_wall_s']} s (stage "
             f"{rec['wall_s']} s); first/actual {rec['first_over_wall']}, revised/actual {rec['revised_over_wall']}; "
             f"load {rec['loadavg_before'][0]:.1f} -> {rec['loadavg_after'][0]:.1f}"
         )

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 from rerankeval.core import progress
 from rerankeval.core.errors import ReRankEvalError
-from rerankeval.llm.rates import Meter, Rates
+from rerankeval.llm.rates import Meter, Rates, Replies
 
 CHARS_PER_TOKEN = 4.0  # rough BPE average for estimates before any reply is cached; the ledger has real counts
 TEMPLATE_TOKENS = 12  # chat-template tokens around the messages
@@ -90,12 +90,21 @@ class Budget:
 
 @dataclass
 class CallEstimate:
-    """One call the run needs: cached or not, and for a miss its estimated tokens."""
+    """One call the run needs: cached or not, and for a miss its estimated tokens.
+
+    ``completion_tokens`` is what its reply may take (the most, or what this task's replies took in the last run);
+    ``completion_low_tokens`` the fewest while that is unknown (None: known). ``reasks`` is how many times it may be
+    asked again (an unreadable or cut-off reply), each taking up to ``reask_tokens`` and processing
+    ``reask_processed_tokens`` (its prompt again, after the server's prefix cache)."""
 
     hit: bool
     prompt_tokens: float = 0.0
     processed_tokens: float = 0.0  # prompt tokens the server must process after its prefix cache
     completion_tokens: float = 0.0
+    completion_low_tokens: float | None = None
+    reasks: int = 0
+    reask_tokens: float = 0.0
+    reask_processed_tokens: float = 0.0
 
 
 @dataclass
@@ -109,6 +118,10 @@ class Plan:
     prompt_tokens: int = 0
     processed_tokens: int = 0
     completion_tokens: int = 0
+    completion_low_tokens: int | None = None  # the fewest while the task's reply length is unknown (None: known)
+    reask_requests: int = 0  # re-asks the fresh calls may need at most ...
+    reask_processed_tokens: int = 0  # ... the prompt tokens they process and ...
+    reask_completion_tokens: int = 0  # ... the completion tokens they take, all of them sent (a range: none to all)
     cost_usd: float = 0.0
     expected_s: float | None = None  # the fresh calls' seconds at known rates (the middle of the range else)
     expected_low_s: float | None = None  # the range while no rate is known (None when one is)
@@ -123,15 +136,37 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def work(self, high: bool) -> tuple[float, float, float]:
+        """(processed prompt tokens, completion tokens, requests) of the fresh calls: the most (``high``: every
+        possible re-ask sent) or the fewest (none). A task whose replies were measured has its re-asks in its calls'
+        tokens (:func:`call_estimate`) and no re-ask left here."""
+        share = float(high)
+        low = self.completion_low_tokens
+        completion = self.completion_tokens if high or low is None else low
+        return (
+            self.processed_tokens + share * self.reask_processed_tokens,
+            completion + share * self.reask_completion_tokens,
+            self.fresh_calls + share * self.reask_requests,
+        )
+
+    @property
+    def certain(self) -> bool:
+        """True when the work is known (replies' length and re-asks measured, or none possible)."""
+        return self.work(False) == self.work(True)
+
     def time_at(self, rates: Rates) -> None:
-        """Set the expected time of the fresh calls at ``rates`` (a range while they are unknown)."""
-        calls = self.fresh_calls
+        """Set the expected time of the fresh calls at ``rates``: a range while the rates or the replies' length and
+        re-asks are unknown (its middle is ``expected_s``)."""
         self.rate_source, self.meter = rates.source(), rates.meter
-        if rates.known or not calls:
-            self.expected_s = rates.seconds(self.processed_tokens, self.completion_tokens, calls)
+        low, high = self.work(False), self.work(True)
+        if not self.fresh_calls or (rates.known and low == high):
+            self.expected_s = rates.seconds(*low)
             self.expected_low_s = self.expected_high_s = None
             return
-        self.expected_low_s, self.expected_high_s = rates.span(self.processed_tokens, self.completion_tokens)
+        if rates.known:
+            self.expected_low_s, self.expected_high_s = rates.seconds(*low), rates.seconds(*high)
+        else:
+            self.expected_low_s, self.expected_high_s = rates.span(*low[:2])[0], rates.span(*high[:2])[1]
         self.expected_s = (self.expected_low_s + self.expected_high_s) / 2
 
     def eta(self) -> str:
@@ -146,7 +181,8 @@ class Plan:
             f"Plan: {self.queries} {self.what}, {self.calls:,} LLM calls, {self.cache_hits:,} from the cache "
             f"({hit:.0%}); {self.fresh_calls:,} to send, ~{self.prompt_tokens:,} prompt tokens "
             f"(~{self.processed_tokens:,} to process after prefix caching) and up to ~{self.completion_tokens:,} "
-            f"completion tokens; expected time {self.eta()} ({self.rate_source})"
+            f"completion tokens{self._reasks()}; expected time {self.eta()} ({self.rate_source}"
+            f"{'' if self.certain else '; the range also spans what the replies are not yet measured to need'})"
         )
         if priced:
             text += f"; expected cost ${self.cost_usd:.4f}"
@@ -157,6 +193,11 @@ class Plan:
                 else ""
             )
         return text + "."
+
+    def _reasks(self) -> str:
+        if not self.reask_requests:
+            return ""
+        return f", and up to {self.reask_requests:,} re-asks of unreadable or cut-off replies"
 
 
 def shared_prefix(a: str, b: str) -> int:
@@ -175,6 +216,32 @@ def call_estimate(hit: bool, prompt: str, previous: str, completion_tokens: floa
     return CallEstimate(
         hit, prompt_tokens(prompt), new_chars / CHARS_PER_TOKEN + TEMPLATE_TOKENS / 2, completion_tokens
     )
+
+
+def task_estimate(
+    hit: bool,
+    prompt: str,
+    previous: str,
+    replies: Replies | None,
+    *,
+    most: float,
+    fewest: float | None = None,
+    reasks: int = 0,
+    reask_most: float = 0.0,
+) -> CallEstimate:
+    """One call of a task whose replies the last run measured (``replies``): its completion tokens are theirs, its
+    re-asks at their share. Not measured yet: from ``fewest`` (None: ``most``) to ``most`` completion tokens and up
+    to ``reasks`` re-asks of up to ``reask_most`` tokens each, a range the plan's time spans. A re-ask repeats the
+    prompt, which the server's prefix cache serves."""
+    est = call_estimate(hit, prompt, previous, most)
+    again = TEMPLATE_TOKENS / 2
+    if replies is not None:
+        est.completion_tokens = replies.first_tokens + replies.reask_share * replies.reask_tokens
+        est.processed_tokens += replies.reask_share * again
+        return est
+    est.completion_low_tokens = fewest
+    est.reasks, est.reask_tokens, est.reask_processed_tokens = reasks, reask_most, again
+    return est
 
 
 def plan(
@@ -198,7 +265,8 @@ def plan(
     rates = rates or _rates(s_per_token, rate_source)
     p = Plan()
     calls_used, cost_used, stopped = 0, 0.0, False
-    processed = 0.0
+    processed = low = 0.0
+    low_known = False
     for qid, pass_name, calls in tasks:
         fresh = [c for c in calls if not c.hit]
         cost = sum(c.prompt_tokens * price[0] + c.completion_tokens * price[1] for c in fresh) / 1e6
@@ -218,7 +286,13 @@ def plan(
         p.prompt_tokens += round(sum(c.prompt_tokens for c in fresh))
         processed += sum(c.processed_tokens for c in fresh)
         p.completion_tokens += round(sum(c.completion_tokens for c in fresh))
+        low_known |= any(c.completion_low_tokens is not None for c in fresh)
+        low += sum(c.completion_tokens if c.completion_low_tokens is None else c.completion_low_tokens for c in fresh)
+        p.reask_requests += sum(c.reasks for c in fresh)
+        p.reask_processed_tokens += round(sum(c.reasks * c.reask_processed_tokens for c in fresh))
+        p.reask_completion_tokens += round(sum(c.reasks * c.reask_tokens for c in fresh))
     p.processed_tokens = round(processed)
+    p.completion_low_tokens = round(low) if low_known else None
     p.cost_usd = cost_used
     p.time_at(rates)
     if rate_source and not isinstance(s_per_token, Rates):  # the caller's own figure says where it comes from

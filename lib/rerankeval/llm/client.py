@@ -48,13 +48,14 @@ class Reply:
     response_format: str = "json_schema"
     # filled per call, not cached:
     retries: int = field(default=0, compare=False)
-    latency_s: float = field(default=0.0, compare=False)
+    latency_s: float = field(default=0.0, compare=False)  # the call's, the client's retries included
+    answered_s: float | None = field(default=None, compare=False)  # the answered request's alone (None: unknown)
     cached: bool = field(default=False, compare=False)
     timings: dict[str, float] | None = field(default=None, compare=False)  # llama-server's, see :func:`_timings`
 
     def to_cache(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("retries", "latency_s", "cached", "timings"):
+        for k in ("retries", "latency_s", "answered_s", "cached", "timings"):
             d.pop(k)
         return d
 
@@ -169,6 +170,7 @@ class LLMClient:
     # -- internals --
     def _count_attempt(self, request: Any) -> None:
         self._local.attempts = getattr(self._local, "attempts", 0) + 1
+        self._local.started = time.perf_counter()  # the last request's start: a retry's lost time is before it
 
     def _discover_model(self) -> str:
         import openai
@@ -203,7 +205,7 @@ class LLMClient:
         import openai
 
         self._local.attempts = 0
-        t0 = time.perf_counter()
+        t0 = self._local.started = time.perf_counter()
         while True:
             level = self._format_level if response_format is not None else len(FORMATS) - 1
             kwargs = self._request(messages, response_format, level, max_tokens, seed, top_logprobs)
@@ -217,7 +219,9 @@ class LLMClient:
             except Exception as exc:  # transport errors etc.
                 raise self._error(exc) from None
             break
-        return self._reply(raw, FORMATS[level], time.perf_counter() - t0)
+        reply = self._reply(raw, FORMATS[level], time.perf_counter() - t0)
+        reply.answered_s = time.perf_counter() - self._local.started
+        return reply
 
     def _reply(self, raw: Any, response_format: str, latency: float) -> Reply:
         """The :class:`Reply` of a raw HTTP 2xx response; :class:`LLMCallError` when it is not a chat completion."""

@@ -13,9 +13,15 @@ The rates of a request come from llama-server's ``timings`` (prompt tokens proce
 generated, and the milliseconds of each) when the server sends them, else from a non-negative least-squares fit of
 the requests' seconds on their prompt and completion tokens (scipy's ``nnls``).
 
-Once the first calls of a plan are measured (5 calls or a tenth of the plan, whichever comes first), the meter
-prints, once, the revised time of the whole plan at the throughput measured so far:
-``rerank: revised: ~640 s (measured 110 prompt tok/s, 12 gen tok/s after 5 calls; planned 120-600 s)``.
+Once the first calls of a plan are done (a tenth of the plan, at least 3 and at most 5 calls: one call's time is too
+noisy to scale a whole plan by), the meter prints, once, the revised time of the whole plan at the throughput
+measured so far: ``rerank: revised: ~640 s (measured 110 prompt tok/s, 12 gen tok/s after 5 calls; planned 120-600
+s)``. A call is done with its re-asks (a cut-off answer asked again with more tokens), so the revision counts them
+at the rate they happened. Time lost to a request the client sent again (a timeout, a 5xx) is left out of both the
+rates and the revision: it is an accident of one moment, not the endpoint's speed.
+
+What a task's replies are like (:class:`Replies`: completion tokens of a first ask and of a re-ask, and the share
+of calls re-asked) is measured the same way and kept beside the rates, per task, for the next plan of that task.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ from rerankeval.llm.client import LLMCallError, Reply
 UNKNOWN_LOCAL = ((10.0, 150.0), (1.0, 30.0))
 UNKNOWN_REMOTE = ((300.0, 5000.0), (20.0, 200.0))
 MIN_GEN_TOKENS = 8  # timed tokens (after each reply's first) a generation rate needs
-REVISE_AFTER = 5  # calls measured before the revised line (or a tenth of the plan, whichever comes first)
+REVISE_AFTER = 5  # calls done before the revised line (or a tenth of the plan, whichever comes first) ...
+MIN_REVISE = 3  # ... but never fewer than this many
 PROBE_TEXT = " ".join(
     [
         "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar "
@@ -60,12 +67,79 @@ class Sample:
     @classmethod
     def of(cls, reply: Reply) -> Sample:
         """The sample of a reply: llama-server's first token comes out of the prompt pass (``predicted_ms`` of a
-        one-token reply is about 0), so the generation rate is over the tokens after it."""
+        one-token reply is about 0), so the generation rate is over the tokens after it. Its seconds are those of
+        the request that was answered: a request the client sent again after a timeout is not the endpoint's
+        speed (:func:`lost`)."""
+        seconds = reply.latency_s - lost(reply)
         t = reply.timings
         if t:
-            seconds = t["prompt_ms"] / 1000, t["predicted_ms"] / 1000
-            return cls(t["prompt_n"], max(0.0, t["predicted_n"] - 1), reply.latency_s, *seconds)
-        return cls(float(reply.prompt_tokens), float(reply.completion_tokens), reply.latency_s)
+            split = t["prompt_ms"] / 1000, t["predicted_ms"] / 1000
+            return cls(t["prompt_n"], max(0.0, t["predicted_n"] - 1), seconds, *split)
+        return cls(float(reply.prompt_tokens), float(reply.completion_tokens), seconds)
+
+
+def lost(reply: Reply) -> float:
+    """Seconds of a reply's call spent before the request that was answered (the client's retries), else 0."""
+    if reply.answered_s is None:
+        return 0.0
+    return max(0.0, reply.latency_s - reply.answered_s)
+
+
+@dataclass(frozen=True)
+class Replies:
+    """What one task's replies were like on an endpoint and model: completion tokens of a first ask
+    (``first_tokens``) and of a re-ask (``reask_tokens``), and re-asks per call (``reask_share``), over ``calls``
+    calls sent. Kept per task beside the rates (:meth:`.call.CachedLLM.replies`); a plan of that task counts
+    completion tokens and re-asks at these figures instead of a range."""
+
+    first_tokens: float
+    reask_tokens: float
+    reask_share: float
+    calls: int
+
+    @classmethod
+    def from_record(cls, rec: Any) -> Replies | None:
+        try:
+            got = cls(
+                float(rec["first_tokens"]), float(rec["reask_tokens"]), float(rec["reask_share"]), int(rec["calls"])
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        nums = (got.first_tokens, got.reask_tokens, got.reask_share)
+        return got if got.calls > 0 and all(math.isfinite(v) and v >= 0 for v in nums) else None
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "first_tokens": round(self.first_tokens, 2),
+            "reask_tokens": round(self.reask_tokens, 2),
+            "reask_share": round(self.reask_share, 4),
+            "calls": self.calls,
+        }
+
+
+class Tally:
+    """Counts of one run's calls of one task: first asks and re-asks sent, and their completion tokens."""
+
+    def __init__(self) -> None:
+        self.calls = self.reasks = 0
+        self.first_tokens = self.reask_tokens = 0
+        self._lock = threading.Lock()
+
+    def add(self, attempt: int, reply: Reply) -> None:
+        with self._lock:
+            if attempt == 0:
+                self.calls += 1
+                self.first_tokens += reply.completion_tokens
+            else:
+                self.reasks += 1
+                self.reask_tokens += reply.completion_tokens
+
+    def replies(self) -> Replies | None:
+        """The figures, or None when no first ask was sent."""
+        if not self.calls:
+            return None
+        reask = self.reask_tokens / self.reasks if self.reasks else 0.0
+        return Replies(self.first_tokens / self.calls, reask, self.reasks / self.calls, self.calls)
 
 
 @dataclass(frozen=True)
@@ -162,25 +236,38 @@ def fit(samples: Sequence[Sample], origin: str) -> Rates | None:
     return Rates(float(coef[0]), float(coef[1]), float(coef[2]), n, origin)
 
 
+COUNT_SCHEMA = {  # the generation probe's reply format: the stages' requests are schema-constrained too, and
+    "type": "json_schema",  # llama-server's grammar sampling makes each generated token slower than free text
+    "json_schema": {
+        "name": "count",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"numbers": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["numbers"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
 def probe(chat: Callable[..., Reply]) -> list[Sample]:
     """Four tiny requests to ``chat`` (an ``LLMClient.chat``): a warm-up, a one-token reply to a short and to a
-    ~150-token prompt, and 12 generated tokens; their samples without the warm-up's ([] when one fails). About
-    2 s on the local 0.5B model on 2 idle cores (41 s for a ~200-token one at a load of 8 on them)."""
+    ~150-token prompt, and 12 tokens generated in a JSON schema (as the stages ask); their samples without the
+    warm-up's ([] when one fails). About 2 s on the local 0.5B model on 2 idle cores (41 s for a ~200-token one
+    at a load of 8 on them)."""
     nonce = uuid.uuid4().hex[:12]  # a new head: the server's prompt cache serves none of it
     asks = [
-        ("Reply with OK.", 1),
-        ("Reply with OK.", 1),
-        (f"Reply with OK after reading: {PROBE_TEXT}", 1),
-        ("Count from 1 to 200, separated by spaces.", 12),
+        ("Reply with OK.", 1, None),
+        ("Reply with OK.", 1, None),
+        (f"Reply with OK after reading: {PROBE_TEXT}", 1, None),
+        ('Count from 1 to 200 as JSON: {"numbers": [1, 2, ...]}.', 12, COUNT_SCHEMA),
     ]
     samples = []
     try:
-        for i, (text, max_tokens) in enumerate(asks):
+        for i, (text, max_tokens, fmt) in enumerate(asks):
             reply = chat(
-                [{"role": "user", "content": f"{nonce}-{i} {text}"}],
-                response_format=None,
-                max_tokens=max_tokens,
-                seed=0,
+                [{"role": "user", "content": f"{nonce}-{i} {text}"}], response_format=fmt, max_tokens=max_tokens, seed=0
             )
             samples.append(Sample.of(reply))
     except LLMCallError:
@@ -214,7 +301,9 @@ class Meter:
         self.plan: PlanLike | None = None
         self.stage = ""
         self.revised: float | None = None
-        self._t0, self._n0, self._after = 0.0, 0, 0
+        self.done = 0  # calls that sent a request, finished (with their re-asks)
+        self.lost = 0.0  # seconds lost to requests the client sent again
+        self._t0, self._n0, self._done0, self._lost0, self._after = 0.0, 0, 0, 0.0, 0
         self._lock = threading.Lock()
 
     def probe_rates(self) -> Rates | None:
@@ -229,28 +318,35 @@ class Meter:
         return replace(rates, local=self.local, meter=self)
 
     def start(self, plan: PlanLike, stage: str = "") -> None:
-        """Follow ``plan`` from now: its revised time is printed once after its first measured calls."""
+        """Follow ``plan`` from now: its revised time is printed once after its first calls are done."""
         with self._lock:
             self.plan, self.stage, self.revised = plan, stage, None
-            self._t0, self._n0 = self.clock(), len(self.samples)
-            self._after = max(1, min(REVISE_AFTER, math.ceil(plan.fresh_calls / 10)))
+            self._t0, self._n0, self._done0, self._lost0 = self.clock(), len(self.samples), self.done, self.lost
+            self._after = max(MIN_REVISE, min(REVISE_AFTER, math.ceil(plan.fresh_calls / 10)))
 
     def observe(self, reply: Reply) -> None:
-        """A request got ``reply``: measure it; the first time enough calls of the plan are, say the revised time."""
+        """A request got ``reply``: measure it (without the time its call lost to the client's retries)."""
         with self._lock:
             if self.plan is not None and len(self.samples) == self._n0:  # the clock starts with the first request
                 self._t0 = max(self._t0, self.clock() - reply.latency_s)  # (not with the client's first import)
             self.samples.append(Sample.of(reply))
+            self.lost += lost(reply)
+
+    def call_done(self) -> None:
+        """A call that sent a request is done (its re-asks too): the first time enough calls of the plan are, say
+        the revised time."""
+        with self._lock:
+            self.done += 1
             line = self._revise()
         if line:
             self.say(line)
 
     def _revise(self) -> str | None:
         """The revised line when it is due (once per plan, while calls remain), else None; under the lock."""
-        plan, done = self.plan, len(self.samples) - self._n0
+        plan, done = self.plan, self.done - self._done0
         if plan is None or self.revised is not None or done < self._after or done >= plan.fresh_calls:
             return None
-        elapsed = max(self.clock() - self._t0, 1e-9)
+        elapsed = max(self.clock() - self._t0 - (self.lost - self._lost0), 1e-9)
         self.revised = plan.fresh_calls * elapsed / done
         rates = fit(self.samples[self._n0 :], "the first calls")
         if rates is not None:

@@ -57,6 +57,8 @@ CACHE_VERSION = 1
 GRADE = 2  # the grade a question's source unit gets in qrels/draft.tsv
 OVERSAMPLE = 3  # units asked at most per question still missing (drops are expected)
 MAX_TOKENS = 160
+FEWEST_TOKENS = 60  # a short question and a one-clause quote in the reply's JSON: the plan's low end until measured
+TASK = "draft-question"  # what the endpoint's drafts are measured as, for the next plan (llm.rates.Replies)
 FAILURES = "failures.json"  # the units whose reply failed the checks, per cache key (see :func:`read_failures`)
 LEDGER_COLUMNS = ["unit", "status", "reason", "question", "quote", "overlap", "cached", "seconds", "error"]
 
@@ -193,10 +195,10 @@ def run(
     files: DraftFiles | None = None,
 ) -> QuestionsResult:
     """Draft what is missing (see the module docstring) into ``files`` (default: the dataset's own,
-    :func:`dataset_files`) through ``settings``' endpoint and ``cache`` (default: the shared LLM cache); nothing is
-    written (:func:`write` does). A set that is not the dataset's own is drafted whatever ``params.draft`` says.
-    A unit whose reply failed the checks before (recorded in ``failures.json`` per unit and prompt/model key) is
-    not asked again unless ``params.retry_failed``: a warm re-run makes no LLM call."""
+    :func:`dataset_files`) through ``settings``' endpoint and ``cache`` (default: the one under ``dp.roots.cache``);
+    nothing is written (:func:`write` does). A set that is not the dataset's own is drafted whatever
+    ``params.draft`` says. A unit whose reply failed the checks before (recorded in ``failures.json`` per unit and
+    prompt/model key) is not asked again unless ``params.retry_failed``: a warm re-run makes no LLM call."""
     t0 = time.perf_counter()
     files = files or dataset_files(dp)
     existing = queryset.read_drafts(files.queries)
@@ -228,7 +230,7 @@ def run(
     vocabulary = Language.of(chunks.text)  # the corpus's words and languages (empty: no language check)
     llm = CachedLLM.open(
         settings,
-        cache,
+        cache if cache is not None else LLMCache.under(dp.roots.cache),
         breaker=Breaker(threshold=2),
         budget=budget_mod.Budget(params.max_calls, params.max_cost),
         price=(float(params.price_per_mtok[0]), float(params.price_per_mtok[1])),
@@ -272,12 +274,13 @@ def _not_failed(llm: CachedLLM, units: list[Unit], params: QuestionsParams, res:
 
 def _plan(llm: CachedLLM, units: Sequence[Unit], params: QuestionsParams) -> budget_mod.Plan:
     """The cost plan of asking about every unit of ``units`` (the run stops earlier once enough are kept)."""
-    tasks, previous = [], ""
+    tasks, previous, replies = [], "", llm.replies(TASK)
     for u in units:
         msgs = messages(u, params.paraphrase)
         hit = llm.cache.get(llm.cache.key(material(u, params, llm.model, llm.endpoint))) is not None
         prompt = "\n".join(m["content"] for m in msgs)
-        tasks.append((u.uid, "draft", [budget_mod.call_estimate(hit, prompt, previous, 60.0)]))
+        est = budget_mod.task_estimate(hit, prompt, previous, replies, most=MAX_TOKENS, fewest=FEWEST_TOKENS)
+        tasks.append((u.uid, "draft", [est]))
         previous = prompt
     rate, source = llm.measured_rate()
     plan = budget_mod.plan(
@@ -347,6 +350,7 @@ def _ask(llm: CachedLLM, u: Unit, params: QuestionsParams, res: QuestionsResult)
         MAX_TOKENS,
         response_format=schemas.response_format(DraftStrict, "draft_question"),
         seed=params.draft_seed,
+        task=TASK,
     )
     seen: list[DraftReply] = []
 

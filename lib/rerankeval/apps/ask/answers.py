@@ -13,6 +13,7 @@ from rerankeval.apps.ask.inputs import Passage, Question
 from rerankeval.apps.ask.params import Params
 from rerankeval.apps.ask.reply import AnswerReply, AnswerStrict, messages, read_answer, salvage, template_hash
 from rerankeval.core.ioutil import sha256_text
+from rerankeval.core.paths import Roots
 from rerankeval.core.settings import Settings
 from rerankeval.llm import budget, schemas
 from rerankeval.llm.cache import LLMCache
@@ -21,6 +22,7 @@ from rerankeval.llm.client import LLMClient, Reply
 
 CACHE_VERSION = 1
 SEED = 0  # the generation seed of every answer (part of its cache key)
+TASK = "ask"  # what the endpoint's answers are measured as, for the next plan (:class:`rerankeval.llm.rates.Replies`)
 
 
 @dataclass
@@ -72,7 +74,7 @@ class Asker(AsksLLM):
         """``params``: the answer's token budget, re-asks, timeout and whether the reply cache serves (``cache``,
         None: the default one); ``client``: a client to use instead of one opened on ``settings``."""
         self.settings = settings
-        cache = cache if cache is not None else LLMCache(enabled=params.use_cache)
+        cache = cache if cache is not None else LLMCache.under(Roots.of(settings).cache, enabled=params.use_cache)
         self.llm = CachedLLM.open(
             settings, cache, client, timeout=params.timeout_s, keep_failures=True, retry_failed=params.retry_failed
         )
@@ -103,6 +105,7 @@ class Asker(AsksLLM):
             max_tokens,
             response_format=schemas.response_format(AnswerStrict, "cited_answer"),
             seed=self.seed,
+            task=TASK,
         )
 
     def ask(self, q: Question, passages: list[Passage], qrels: Mapping[str, Mapping[str, int]]) -> Answer:
@@ -132,15 +135,24 @@ class Asker(AsksLLM):
         return checked(ans, salvaged, qrels)
 
     def estimate(self, questions: Sequence[Question], passages: Sequence[list[Passage]]) -> budget.Plan:
-        """Calls, cache hits and tokens before any call (first attempts only), as the reranker prints it."""
+        """Calls, cache hits and tokens before any call, as the reranker prints it: each answer up to
+        ``max_answer_tokens`` and up to ``content_retries`` re-asks of twice that (a cut-off answer), a range until
+        a run on this endpoint has measured how long its answers are and how many are re-asked."""
         s_per_token, source = self.llm.measured_rate()
+        replies = self.llm.replies(TASK)
         tasks, previous = [], ""
         for i, (q, ps) in enumerate(zip(questions, passages, strict=True)):
             call = self.call(q.text, ps, self.max_tokens)
-            hit = self.llm.cached(call.material)
-            tasks.append(
-                (q.qid or f"free-{i}", "ask", [budget.call_estimate(hit, call.prompt, previous, self.max_tokens)])
+            est = budget.task_estimate(
+                self.llm.cached(call.material),
+                call.prompt,
+                previous,
+                replies,
+                most=self.max_tokens,
+                reasks=self.content_retries,
+                reask_most=2 * self.max_tokens,
             )
+            tasks.append((q.qid or f"free-{i}", "ask", [est]))
             previous = call.prompt
         plan = budget.plan(
             tasks, price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=s_per_token, rate_source=source
