@@ -10,12 +10,10 @@ import time
 
 import pytest
 
-from builders import Console
 from fakellm import FakeLLM
 from rerankeval.apps.ask.answers import Asker
 from rerankeval.apps.ask.inputs import Passage, Question
 from rerankeval.apps.ask.params import Params as AskParams
-from rerankeval.core import progress
 from rerankeval.core.settings import Settings
 from rerankeval.llm import budget, rates
 from rerankeval.llm.cache import LLMCache
@@ -26,14 +24,6 @@ from rerankeval.llm.repair import Unusable
 pytestmark = pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 RANGE = re.compile(r"expected time ([\d,]+)-([\d,]+) s")
 REVISED = re.compile(r"revised: ~([\d,]+) s \(measured (.*) after (\d+) calls; planned (.*)\)")
-
-
-@pytest.fixture
-def console(monkeypatch) -> Console:
-    c = Console()
-    monkeypatch.setattr(progress, "terminal", lambda: c)
-    progress.configure(mode="plain")
-    return c
 
 
 def _settings(fake: FakeLLM, **kw) -> Settings:
@@ -307,7 +297,7 @@ def test_re_asks_the_replies_may_need_widen_the_plan_to_a_range_from_none_to_all
     assert p.expected_low_s == pytest.approx(processed / 100 + 80 / 10)  # no re-ask
     assert p.expected_high_s == pytest.approx((processed + 4 * 6) / 100 + (80 + 160) / 10)  # every one re-asked
     assert p.expected_s == pytest.approx((p.expected_low_s + p.expected_high_s) / 2) and not p.certain
-    assert "up to 4 re-asks" in p.message(False) and "not yet measured" in p.message(False)
+    assert "up to 4 re-asks" in p.message(False) and "not measured yet: their re-asks" in p.message(False)
 
 
 def test_replies_measured_by_the_last_run_make_the_plan_one_figure_again():
@@ -381,3 +371,55 @@ def test_time_lost_to_a_retried_request_is_left_out_of_the_rates_and_the_revisio
     meter = rates.Meter(lambda r: None, say=lambda s: None)
     meter.observe(reply)
     assert meter.lost == pytest.approx(rates.lost(reply)) and meter.samples[0].seconds == sample.seconds
+
+
+def test_quick_first_calls_do_not_shrink_the_revision_below_the_rest_of_the_plan_at_their_rates():
+    """07 on the small local model: the first answers ended early, the later ones were cut off and asked again. The
+    revision is the longer of the pace so far and the rest of the plan at the rates measured (its re-asks at the
+    middle of their range)."""
+    clock, lines = [0.0], []
+    meter = rates.Meter(lambda r: None, say=lines.append, clock=lambda: clock[0])
+    plan = budget.Plan(
+        fresh_calls=8,
+        processed_tokens=800,
+        completion_tokens=8 * 256,
+        reask_requests=8,
+        reask_completion_tokens=8 * 512,
+    )
+    plan.time_at(rates.Rates(prompt_s=0.01, gen_s=0.025, calls=1, origin="t"))
+    meter.start(plan, "answers")
+    timings = {"prompt_n": 100, "prompt_ms": 1000.0, "predicted_n": 101, "predicted_ms": 2500.0}
+    for _ in range(3):
+        clock[0] += 3.5
+        meter.observe(
+            Reply("{}", prompt_tokens=100, completion_tokens=101, latency_s=3.5, answered_s=3.5, timings=timings)
+        )
+        meter.call_done()
+    fitted = rates.fit(meter.samples, "t")
+    pace = 8 * 10.5 / 3
+    rest = 10.5 + 5 / 8 * plan.seconds_at(fitted)
+    assert rest > pace and meter.revised == pytest.approx(rest)
+    assert len(lines) == 1 and f"revised: ~{rest:,.0f} s" in lines[0]
+
+
+def test_calls_the_run_may_stop_before_make_the_low_end_of_the_range():
+    """08 asks up to 3 units per missing question and stops once enough are kept: 1 needed, 3 planned."""
+    known = rates.Rates(prompt_s=1 / 100, gen_s=1 / 10, call_s=0.0, calls=7, origin="the last run")
+    ests = [budget.task_estimate(False, "x" * 400, "", None, most=160, fewest=60) for _ in range(3)]
+    for e in ests[1:]:
+        e.optional = True
+    p = budget.plan([("u", "draft", [e]) for e in ests], price=(0.0, 0.0), max_calls=0, max_cost=0.0, s_per_token=known)
+    one = ests[0].processed_tokens
+    assert p.expected_low_s == pytest.approx(one / 100 + 60 / 10)  # the first unit kept, its reply the shortest
+    assert p.expected_high_s == pytest.approx(3 * one / 100 + 3 * 160 / 10)  # every unit asked, the longest replies
+    assert "how many are asked before enough are kept" in p.message(False)
+
+
+def test_a_warm_run_of_one_call_does_not_replace_what_eight_measured():
+    eight = rates.Replies(first_tokens=200, reask_tokens=512, reask_share=0.75, calls=8)
+    one = rates.Replies(first_tokens=256, reask_tokens=512, reask_share=1.0, calls=1)
+    got = one.merged(eight)
+    assert got.calls == 9 and got.reask_share == pytest.approx((0.75 * 8 + 1.0) / 9)
+    assert got.first_tokens == pytest.approx((200 * 8 + 256) / 9) and one.merged(None) == one
+    many = rates.Replies(first_tokens=100, reask_tokens=0, reask_share=0.0, calls=500)
+    assert one.merged(many).reask_share == pytest.approx(1 / 51)  # the past weighs at most 50 calls

@@ -275,7 +275,7 @@ def _winner_line(m: pd.DataFrame, comparisons, headline: str, missing: Mapping[s
     top = [v for v in ranked_v.index if shown_zero(ranked_v.iloc[0] - ranked_v[v])]
     if len(top) > 1:
         return (
-            f"No winner on {hl}: {', '.join(top)} tie at {fmt(ranked_v.iloc[0])} at the shown precision "
+            f"No winner on {hl}: {', '.join(top)} tie at {fmt(ranked_v.iloc[0])} at the shown precision"
             f"{ci.replace(')', f' for {best})')}{_mdd_words(r, n)}."
         )
     tail = _sig(r, fam) if r else "significance not tested"

@@ -95,7 +95,8 @@ class CallEstimate:
     ``completion_tokens`` is what its reply may take (the most, or what this task's replies took in the last run);
     ``completion_low_tokens`` the fewest while that is unknown (None: known). ``reasks`` is how many times it may be
     asked again (an unreadable or cut-off reply), each taking up to ``reask_tokens`` and processing
-    ``reask_processed_tokens`` (its prompt again, after the server's prefix cache)."""
+    ``reask_processed_tokens`` (its prompt again, after the server's prefix cache). An ``optional`` call may not be
+    sent: the run stops once it has enough (08 asks until enough drafts are kept)."""
 
     hit: bool
     prompt_tokens: float = 0.0
@@ -105,6 +106,7 @@ class CallEstimate:
     reasks: int = 0
     reask_tokens: float = 0.0
     reask_processed_tokens: float = 0.0
+    optional: bool = False
 
 
 @dataclass
@@ -122,6 +124,9 @@ class Plan:
     reask_requests: int = 0  # re-asks the fresh calls may need at most ...
     reask_processed_tokens: int = 0  # ... the prompt tokens they process and ...
     reask_completion_tokens: int = 0  # ... the completion tokens they take, all of them sent (a range: none to all)
+    optional_calls: int = 0  # fresh calls the run may stop before (counted in the totals above; a range: none to all)
+    optional_processed_tokens: int = 0
+    optional_completion_tokens: int = 0  # their fewest completion tokens
     cost_usd: float = 0.0
     expected_s: float | None = None  # the fresh calls' seconds at known rates (the middle of the range else)
     expected_low_s: float | None = None  # the range while no rate is known (None when one is)
@@ -143,11 +148,16 @@ class Plan:
         share = float(high)
         low = self.completion_low_tokens
         completion = self.completion_tokens if high or low is None else low
+        skip = 1.0 - share  # the optional calls: all sent at the most, none at the fewest
         return (
-            self.processed_tokens + share * self.reask_processed_tokens,
-            completion + share * self.reask_completion_tokens,
-            self.fresh_calls + share * self.reask_requests,
+            self.processed_tokens + share * self.reask_processed_tokens - skip * self.optional_processed_tokens,
+            completion + share * self.reask_completion_tokens - skip * self.optional_completion_tokens,
+            self.fresh_calls + share * self.reask_requests - skip * self.optional_calls,
         )
+
+    def seconds_at(self, rates: Rates) -> float:
+        """The fresh calls' seconds at ``rates``, the middle of their range when the work is not certain."""
+        return (rates.seconds(*self.work(False)) + rates.seconds(*self.work(True))) / 2
 
     @property
     def certain(self) -> bool:
@@ -182,7 +192,7 @@ class Plan:
             f"({hit:.0%}); {self.fresh_calls:,} to send, ~{self.prompt_tokens:,} prompt tokens "
             f"(~{self.processed_tokens:,} to process after prefix caching) and up to ~{self.completion_tokens:,} "
             f"completion tokens{self._reasks()}; expected time {self.eta()} ({self.rate_source}"
-            f"{'' if self.certain else '; the range also spans what the replies are not yet measured to need'})"
+            f"{self._unknowns()})"
         )
         if priced:
             text += f"; expected cost ${self.cost_usd:.4f}"
@@ -193,6 +203,16 @@ class Plan:
                 else ""
             )
         return text + "."
+
+    def _unknowns(self) -> str:
+        """What the range spans besides the rates: the parts of the work not measured yet."""
+        parts = [
+            "the replies' length" if self.completion_low_tokens not in (None, self.completion_tokens) else "",
+            "their re-asks" if self.reask_requests else "",
+            "how many are asked before enough are kept" if self.optional_calls else "",
+        ]
+        told = " and ".join(p for p in parts if p)
+        return f"; the range also spans what is not measured yet: {told}" if told else ""
 
     def _reasks(self) -> str:
         if not self.reask_requests:
@@ -291,6 +311,12 @@ def plan(
         p.reask_requests += sum(c.reasks for c in fresh)
         p.reask_processed_tokens += round(sum(c.reasks * c.reask_processed_tokens for c in fresh))
         p.reask_completion_tokens += round(sum(c.reasks * c.reask_tokens for c in fresh))
+        optional = [c for c in fresh if c.optional]
+        p.optional_calls += len(optional)
+        p.optional_processed_tokens += round(sum(c.processed_tokens for c in optional))
+        p.optional_completion_tokens += round(
+            sum(c.completion_tokens if c.completion_low_tokens is None else c.completion_low_tokens for c in optional)
+        )
     p.processed_tokens = round(processed)
     p.completion_low_tokens = round(low) if low_known else None
     p.cost_usd = cost_used

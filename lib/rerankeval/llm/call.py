@@ -243,7 +243,7 @@ class CachedLLM:
         return Replies.from_record(tasks.get(task)) if isinstance(tasks, dict) else None
 
     def _keep_replies(self) -> None:
-        got = {t: r.to_record() for t, tally in self._tallies.items() if (r := tally.replies()) is not None}
+        got = {t: r.merged(self.replies(t)).to_record() for t, tally in self._tallies.items() if (r := tally.replies())}
         if got:
             tasks = self._rates_record().get("tasks")
             self.cache.record_rates(

@@ -108,6 +108,18 @@ class Replies:
         nums = (got.first_tokens, got.reask_tokens, got.reask_share)
         return got if got.calls > 0 and all(math.isfinite(v) and v >= 0 for v in nums) else None
 
+    def merged(self, before: Replies | None, keep: int = 50) -> Replies:
+        """These figures averaged with ``before`` (an earlier run's), weighted by their calls (the earlier ones at
+        most ``keep``): a warm run that sends one call does not replace what eight measured."""
+        if before is None:
+            return self
+        w0, w1 = min(before.calls, keep), self.calls
+        avg = [(a * w0 + b * w1) / (w0 + w1) for a, b in zip(before.numbers(), self.numbers(), strict=True)]
+        return Replies(*avg, calls=w0 + w1)
+
+    def numbers(self) -> tuple[float, float, float]:
+        return self.first_tokens, self.reask_tokens, self.reask_share
+
     def to_record(self) -> dict[str, Any]:
         return {
             "first_tokens": round(self.first_tokens, 2),
@@ -253,15 +265,16 @@ COUNT_SCHEMA = {  # the generation probe's reply format: the stages' requests ar
 
 def probe(chat: Callable[..., Reply]) -> list[Sample]:
     """Four tiny requests to ``chat`` (an ``LLMClient.chat``): a warm-up, a one-token reply to a short and to a
-    ~150-token prompt, and 12 tokens generated in a JSON schema (as the stages ask); their samples without the
-    warm-up's ([] when one fails). About 2 s on the local 0.5B model on 2 idle cores (41 s for a ~200-token one
-    at a load of 8 on them)."""
+    ~150-token prompt, and 32 tokens generated in a JSON schema (as the stages ask) after a ~150-token prompt (12
+    tokens after a short one measured 32-45 tokens/s where the stages' replies ran at 30-39, bench/plan_accuracy.py);
+    their samples without the warm-up's ([] when one fails). About 3 s on the local 0.5B model on 2 idle cores (41 s
+    for a ~200-token one at a load of 8 on them)."""
     nonce = uuid.uuid4().hex[:12]  # a new head: the server's prompt cache serves none of it
     asks = [
         ("Reply with OK.", 1, None),
         ("Reply with OK.", 1, None),
         (f"Reply with OK after reading: {PROBE_TEXT}", 1, None),
-        ('Count from 1 to 200 as JSON: {"numbers": [1, 2, ...]}.', 12, COUNT_SCHEMA),
+        (f'After reading: {PROBE_TEXT}\nCount from 1 to 200 as JSON: {{"numbers": [1, 2, ...]}}.', 32, COUNT_SCHEMA),
     ]
     samples = []
     try:
@@ -279,6 +292,8 @@ class PlanLike(Protocol):
     fresh_calls: int
 
     def eta(self) -> str: ...
+
+    def seconds_at(self, rates: Rates) -> float: ...
 
 
 class Meter:
@@ -347,10 +362,17 @@ class Meter:
         if plan is None or self.revised is not None or done < self._after or done >= plan.fresh_calls:
             return None
         elapsed = max(self.clock() - self._t0 - (self.lost - self._lost0), 1e-9)
-        self.revised = plan.fresh_calls * elapsed / done
-        rates = fit(self.samples[self._n0 :], "the first calls")
+        samples = self.samples[self._n0 :]
+        rates = fit(samples, "the first calls")
+        self.revised = plan.fresh_calls * elapsed / done  # the pace so far ...
         if rates is not None:
             self.keep(rates)
+            # ... or the rest of the plan at the rates measured so far (its re-asks at the middle of their range;
+            # requests that overlapped in time share it), whichever is longer: a few first calls may be the quick
+            # ones (07's first answers not cut off), and a plan may not count every re-ask
+            overlap = max(1.0, sum(s.seconds for s in samples) / elapsed)
+            rest = (1 - done / plan.fresh_calls) * plan.seconds_at(rates) / overlap
+            self.revised = max(self.revised, elapsed + rest)
         measured = f"measured {rates.describe()} after {done} calls" if rates else f"after {done} calls"
         head = f"{self.stage}: " if self.stage else ""
         return f"{head}revised: ~{self.revised:,.0f} s ({measured}; planned {plan.eta()})"

@@ -238,7 +238,7 @@ def run(
     try:
         res.model = llm.model
         units = _not_failed(llm, units, params, res)
-        res.plan = _plan(llm, units, params)
+        res.plan = _plan(llm, units, missing, params)
         budget_mod.announce(res.plan, params.price_per_mtok, settings.base_url, settings.endpoint_id, stage="questions")
         _draft(llm, units, missing, params, res, human, vocabulary)
     finally:
@@ -272,14 +272,16 @@ def _not_failed(llm: CachedLLM, units: list[Unit], params: QuestionsParams, res:
     return keep
 
 
-def _plan(llm: CachedLLM, units: Sequence[Unit], params: QuestionsParams) -> budget_mod.Plan:
-    """The cost plan of asking about every unit of ``units`` (the run stops earlier once enough are kept)."""
+def _plan(llm: CachedLLM, units: Sequence[Unit], missing: int, params: QuestionsParams) -> budget_mod.Plan:
+    """The cost plan of asking about every unit of ``units``; the run stops earlier once ``missing`` are kept, so
+    the units past the first ``missing`` are optional (the plan's time is a range until replies are measured)."""
     tasks, previous, replies = [], "", llm.replies(TASK)
-    for u in units:
+    for i, u in enumerate(units):
         msgs = messages(u, params.paraphrase)
         hit = llm.cache.get(llm.cache.key(material(u, params, llm.model, llm.endpoint))) is not None
         prompt = "\n".join(m["content"] for m in msgs)
         est = budget_mod.task_estimate(hit, prompt, previous, replies, most=MAX_TOKENS, fewest=FEWEST_TOKENS)
+        est.optional = i >= missing
         tasks.append((u.uid, "draft", [est]))
         previous = prompt
     rate, source = llm.measured_rate()
