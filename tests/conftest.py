@@ -33,6 +33,18 @@ def _progress_unconfigured():
 
 
 @pytest.fixture
+def console(monkeypatch):
+    """The chain's terminal in plain mode, caught: a ``builders.Console`` that remembers when each line was written."""
+    from builders import Console
+    from rerankeval.core import progress
+
+    c = Console()
+    monkeypatch.setattr(progress, "terminal", lambda: c)
+    progress.configure(mode="plain")
+    return c
+
+
+@pytest.fixture
 def tiny_pdf(tmp_path):
     from builders import tiny_pdf_dataset
 

@@ -198,28 +198,9 @@ MISSING_LOOKING = ("NA", "null")  # with q3: pandas' default read turns the firs
 
 def _rerank_dataset(tmp_path: Path, qids: tuple[str, ...]):
     """Stage 03's outputs for ``qids`` on the stage-04 test's hand-made chunks (tests/support/rerank_data.py)."""
-    from rerank_data import CHUNKS
-    from rerankeval.core import runs
-    from rerankeval.core.ioutil import atomic_write_jsonl
+    from rerank_data import hand_made_hybrid
 
-    src = tmp_path / "ids"
-    src.mkdir()
-    dp = paths.resolve_dataset(str(src), load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {"chunk_id": c, "unit_id": u, "source": u.split("#")[0], "page": 1, "start": 0, "title": "", "text": t}
-            for c, u, t in CHUNKS
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
-    gold = ["a.pdf#p1", "c.pdf#p1", "b.pdf#p1"]
-    runs.write_qrels({q: {gold[i % 3]: 1} for i, q in enumerate(qids)}, dp.qrels)
-    order = ["b.pdf#p1#0", "a.pdf#p1#1", "b.pdf#p2#0", "a.pdf#p1#0", "a.pdf#p2#0", "c.pdf#p1#0"]
-    chunk_run = {q: {c: 1.0 / (i + 1) for i, c in enumerate(order)} for q in qids}
-    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
-    runs.write_trec(runs.to_units(chunk_run, {c: u for c, u, _ in CHUNKS}), dp.run_file("hybrid"), "hybrid")
-    return dp
+    return hand_made_hybrid(tmp_path / "ids", qids)
 
 
 # before: candidates.csv was read with pandas' default missing values: the LLM scores of the queries "NA"

@@ -10,9 +10,9 @@ import json
 import pandas as pd
 import pytest
 
+from handmade import dataset_in, write_documents
 from rerankeval.core import runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import analyse, analysis_records, views
 from rerankeval.report import render as report
@@ -33,27 +33,8 @@ def _ranking(q: str, gold_rank: int) -> dict[str, float]:
 
 def _dataset(tmp_path, monkeypatch, pool_k: int | None = 5, **variants: runs.Run):
     """A five-query dataset (chunk = unit) with the given unit-level runs and stage records."""
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "mini").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "mini"), load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": u,
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": i + 1,
-                "start": 0,
-                "title": "",
-                "text": f"text of {u}",
-            }
-            for i, u in enumerate(UNITS)
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
-    runs.write_qrels({q: {GOLD[q]: 1} for q in QIDS}, dp.qrels)
-    atomic_write_json(dp.corpus_stats, {"unit": "document"})
+    dp = dataset_in(tmp_path, monkeypatch, "mini")
+    write_documents(dp, UNITS, QIDS, {q: {GOLD[q]: 1} for q in QIDS})
     for v, run in variants.items():
         runs.write_trec(run, dp.run_file(v), v)
         if pool_k is not None and v != "hybrid_rerank":

@@ -6,38 +6,17 @@ from __future__ import annotations
 import inspect
 import json
 
+from handmade import dataset_in, write_documents
 from rerankeval.core import runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import Settings, load_settings
+from rerankeval.core.settings import Settings
 from rerankeval.evaluate import analyse, manifest
 
 FAST = {"ks": [1, 3], "final_k": 3, "pool_k": 2, "n_boot": 20, "n_perm": 20, "verify_with": ["pytrec_eval"]}
 
 
 def _dataset(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
-    units = ["d1", "d2", "d3"]
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": u,
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": i + 1,
-                "start": 0,
-                "title": "",
-                "text": f"text of {u}",
-            }
-            for i, u in enumerate(units)
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2")])
-    runs.write_qrels({"q1": {"d1": 1}, "q2": {"d2": 1}}, dp.qrels)
-    atomic_write_json(dp.corpus_stats, {"unit": "document"})
+    dp = dataset_in(tmp_path, monkeypatch)
+    write_documents(dp, ["d1", "d2", "d3"], ("q1", "q2"), {"q1": {"d1": 1}, "q2": {"d2": 1}})
     runs.write_trec({"q1": {"d1": 3.0, "d2": 2.0}, "q2": {"d1": 3.0, "d2": 2.0}}, dp.run_file("bm25"), "bm25")
     return dp
 

@@ -14,9 +14,8 @@ import pytest
 from scipy.stats import mannwhitneyu
 from sklearn.metrics import roc_auc_score
 
+from handmade import dataset_in
 from rerankeval.core.ioutil import atomic_write_json
-from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import discrimination as D
 from rerankeval.evaluate import stats
 
@@ -199,9 +198,7 @@ def test_round_trip_through_json_gives_the_same_sentence():
 
 
 def test_the_reranker_pool_is_read_from_stage_04s_files(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
+    dp = dataset_in(tmp_path, monkeypatch)
     cands, qrels = _pool(6, _perfect)
     assert D.reranker(dp, qrels) is None  # stage 04 has not run
     dp.rerank_dir.mkdir(parents=True)

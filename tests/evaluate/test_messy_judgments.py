@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from handmade import dataset_at, write_pages, write_questions, write_rotated_runs
 from rerankeval.apps import explore
 from rerankeval.apps.explore.engine import Explorer, example_queries
 from rerankeval.core import ioutil, runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from rerankeval.core.ioutil import atomic_write_json, atomic_write_text
 from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import load_settings
 from rerankeval.corpus.beir import InputError
@@ -33,36 +34,17 @@ NA_IDS = ["NA", "nan", "null", "N/A", "None"]
 def _dataset(tmp_path: Path, qids=("q1", "q2", "q3"), name: str = "mj"):
     """A PDF-like dataset built by hand: one chunk per page of FILE (page NO_TEXT listed in pages.csv with no
     chunk), queries ``qids``, qrels on the first two, and hybrid/bm25 runs over the pages."""
-    (tmp_path / "src" / name / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / name), load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": f"{u}#c0",
-                "unit_id": u,
-                "source": FILE,
-                "page": i + 1,
-                "start": 0,
-                "title": "",
-                "text": f"page {i + 1} about topic {i}",
-            }
-            for i, u in enumerate(UNITS)
-        ],
-    )
+    dp = dataset_at(tmp_path / "src" / name, qrels=True)
+    write_pages(dp, UNITS, [f"page {i + 1} about topic {i}" for i in range(N_PAGES)], source=FILE)
     pages = [(FILE, p, u, 20, "") for p, u in enumerate(UNITS, start=1)]
     pages.append((FILE, NO_TEXT, f"user_guide.pdf#p{NO_TEXT}", 0, "no text layer (only form fields: 1 Widget)"))
     atomic_write_text(
         dp.pages_csv, "file,page,unit_id,chars,note\n" + "".join(f"{f},{p},{u},{c},{n}\n" for f, p, u, c, n in pages)
     )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
+    write_questions(dp, qids)
     runs.write_qrels({qids[0]: {UNITS[0]: 2}, qids[1]: {UNITS[1]: 1}}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
-    unit_of = {f"{u}#c0": u for u in UNITS}
-    chunk_run = {q: {f"{UNITS[(i + j) % N_PAGES]}#c0": 1.0 / (j + 1) for j in range(5)} for i, q in enumerate(qids)}
-    for v in ("hybrid", "bm25"):
-        runs.write_trec(chunk_run, dp.chunk_run_file(v), v)
-        runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file(v), v)
+    write_rotated_runs(dp, qids, UNITS, ("hybrid", "bm25"), depth=5)
     return dp
 
 

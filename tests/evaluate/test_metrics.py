@@ -8,8 +8,8 @@ import ir_measures
 import pandas as pd
 import pytest
 
+from handmade import dataset_in
 from rerankeval.core import runs as R
-from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import conformance as C
 from rerankeval.evaluate import metrics as M
 from rerankeval.evaluate import stats
@@ -258,15 +258,12 @@ def test_discover_runs_orders_variants(tmp_path):
 def test_stage_04s_quick_check_lives_in_evaluate(tmp_path, monkeypatch):
     """04's quick look (evaluate.quick, the reranker never imports evaluate): q1's gold unit moves from rank 2
     to 1; q3 is reranked but not judged; the LLM scored the relevant candidate above the others."""
-    from rerankeval.core.paths import resolve_dataset
     from rerankeval.evaluate.quick import quick_check
     from rerankeval.rerank.config import Params
     from rerankeval.rerank.core import Inputs
     from rerankeval.rerank.core import Result as RerankResult
 
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
+    dp = dataset_in(tmp_path, monkeypatch)
     R.write_qrels({"q1": {"b": 1}, "q2": {"x": 1}}, dp.qrels)
     fused = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}
     reranked = {"q1": {"b": 3.0, "a": 2.0, "c": 1.0}, "q3": {"a": 1.0}}

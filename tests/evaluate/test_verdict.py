@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rerankeval.core.settings import load_settings
+from comparison_rows import comparison
+from handmade import dataset_in
 from rerankeval.evaluate import verdict
 from rerankeval.evaluate.analysis_records import Summary
 from rerankeval.report import judged, render
@@ -22,34 +23,11 @@ METRICS = pd.DataFrame(
 )
 
 
-def _cmp(a, b, diff, p_holm, wins=12, ties=3, losses=5):
-    return {
-        "metric": "ndcg@10",
-        "a": a,
-        "b": b,
-        "n": 20,
-        "mean_a": 0.0,
-        "mean_b": 0.0,
-        "diff": diff,
-        "diff_ci_low": diff - 0.05,
-        "diff_ci_high": diff + 0.05,
-        "wins": wins,
-        "ties": ties,
-        "losses": losses,
-        "p": p_holm / 3,
-        "p_holm": p_holm,
-        "significant": p_holm < 0.05,
-        "sd_diff": 0.1,
-        "mdd": 0.05,
-        "n_left_out": 0,
-    }
-
-
 COMPARISONS = pd.DataFrame(
     [
-        _cmp("vector", "hybrid", -0.06, 0.03, wins=5, ties=3, losses=12),
-        _cmp("bm25", "vector", -0.10, 0.20),
-        _cmp("bm25", "hybrid", -0.16, 0.01),
+        comparison("vector", "hybrid", -0.06, 0.03, 5, 3, 12),
+        comparison("bm25", "vector", -0.10, 0.20, 12, 3, 5),
+        comparison("bm25", "hybrid", -0.16, 0.01, 12, 3, 5),
     ]
 )
 
@@ -139,13 +117,9 @@ def test_a_baseline_the_user_chose_is_said_to_be_chosen():
 
 
 def test_the_index_defines_every_variant_and_says_which_baseline_and_why(tmp_path, monkeypatch):
-    from rerankeval.core.paths import resolve_dataset
     from rerankeval.report import glossary
 
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
-    dp.root.mkdir(parents=True)
+    dp = dataset_in(tmp_path, monkeypatch, root=True)
     METRICS.assign(variant=["bm25", "vector", "hybrid"]).to_csv(dp.metrics_csv, index=False)
     text = render.write_index(dp, []).read_text()
     assert "<b>hybrid</b>: " + glossary.DEFINITIONS["hybrid"].replace("'", "&#39;") in text
@@ -155,13 +129,9 @@ def test_the_index_defines_every_variant_and_says_which_baseline_and_why(tmp_pat
 
 
 def test_the_judged_warning_follows_the_baseline_sentence_and_the_exports_sit_under_the_table(tmp_path, monkeypatch):
-    from rerankeval.core.paths import resolve_dataset
     from rerankeval.evaluate import analyse
 
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
-    dp.root.mkdir(parents=True)
+    dp = dataset_in(tmp_path, monkeypatch, root=True)
     METRICS.to_csv(dp.metrics_csv, index=False)
     analyse.write_summary(dp, Summary(judging={"k": 10, "judged_at_k": {"hybrid": 0.27, "vector": 0.31}}), COMPARISONS)
     body = render.write_index(dp, []).read_text().split("<h2>Headline</h2>", 1)[1]

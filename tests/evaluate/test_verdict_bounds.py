@@ -8,9 +8,8 @@ import math
 import pandas as pd
 import pytest
 
+from handmade import dataset_in
 from rerankeval.core.ioutil import atomic_write_json
-from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import holes, judgments, stats, verdict
 from rerankeval.report import render
 
@@ -29,11 +28,7 @@ GOOD_WORST = 2.0 / (2.0 + 2.0 / math.log2(3))
 
 @pytest.fixture
 def dp(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    d = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
-    d.root.mkdir(parents=True)
-    return d
+    return dataset_in(tmp_path, monkeypatch, root=True)
 
 
 def _record():

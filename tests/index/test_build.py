@@ -9,12 +9,10 @@ import json
 
 import pytest
 
-from hashembed import CHUNKS, QUERIES, HashEmbedder
+from hashembed import CHUNKS, HashEmbedder, hash_dataset
 from rerankeval import index
 from rerankeval.core import paths
-from rerankeval.core.ioutil import atomic_write_jsonl
-from rerankeval.core.runs import write_qrels
-from rerankeval.core.settings import Settings, load_settings
+from rerankeval.core.settings import Settings
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.index import build
 from rerankeval.index.qdrant import edge as qdrant_edge
@@ -34,26 +32,7 @@ FACE = {
 
 @pytest.fixture
 def dp(tmp_path):
-    (tmp_path / "src" / "tiny").mkdir(parents=True)
-    d = paths.resolve_dataset(tmp_path / "src" / "tiny", load_settings())
-    atomic_write_jsonl(
-        d.chunks,
-        [
-            {
-                "chunk_id": c,
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": int(u.split("#p")[1]),
-                "start": 0,
-                "title": "",
-                "text": t,
-            }
-            for c, u, t in sorted(CHUNKS)
-        ],
-    )
-    atomic_write_jsonl(d.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
-    write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, d.qrels)
-    return d
+    return hash_dataset(tmp_path / "src" / "tiny")
 
 
 def test_the_face_names_each_public_name_once_from_its_home():

@@ -7,10 +7,8 @@ import json
 
 import pytest
 
-from builders import Console
 from fakellm import FakeLLM, make_inputs
 from rerank_data import rerank_made
-from rerankeval.core import progress
 from rerankeval.core.settings import Settings
 from rerankeval.evaluate import costs
 from rerankeval.llm import budget
@@ -19,32 +17,29 @@ from rerankeval.rerank.config import Params
 from rerankeval.retrieve import reformulate, variants
 
 
-@pytest.fixture
-def console(monkeypatch) -> Console:
-    c = Console()
-    monkeypatch.setattr(progress, "terminal", lambda: c)
-    progress.configure(mode="plain")
-    return c
-
-
 def first_request(fake: FakeLLM) -> float:
     return min(t for t, path, _ in fake.requests if path.endswith("/chat/completions"))
 
 
-def test_the_rerank_plan_reaches_the_console_before_the_first_request(tmp_path, console, capsys):
+def _rerank_six_calls(tmp_path, s: Settings) -> None:
+    """Stage 04 (yes/no, progress on) on two queries with a pool of 3: six LLM calls when cold, its cache in tmp."""
     fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(3,))
+    rerank_made(
+        tmp_path / "ds",
+        fused,
+        queries,
+        texts,
+        Params(mode="yesno", yesno_json=True, pool_k=3),
+        s,
+        LLMCache(tmp_path / "llm"),
+        progress=True,
+    )
+
+
+def test_the_rerank_plan_reaches_the_console_before_the_first_request(tmp_path, console, capsys):
     with FakeLLM() as f:
         s = Settings(base_url=f.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
-        rerank_made(
-            tmp_path / "ds",
-            fused,
-            queries,
-            texts,
-            Params(mode="yesno", yesno_json=True, pool_k=3),
-            s,
-            LLMCache(tmp_path / "llm"),
-            progress=True,
-        )
+        _rerank_six_calls(tmp_path, s)
         assert f.count == 6
         assert console.first("rerank: Plan: 2 queries, 6 LLM calls") < first_request(f)
     assert "rerank: Plan: 2 queries" in capsys.readouterr().out  # and on the notebook page
@@ -52,21 +47,11 @@ def test_the_rerank_plan_reaches_the_console_before_the_first_request(tmp_path, 
 
 
 def test_a_warm_plan_stays_off_the_console(tmp_path, console):
-    fused, queries, texts = make_inputs(n_queries=2, n_docs=6, gold=(3,))
     with FakeLLM() as f:
         s = Settings(base_url=f.base_url, api_key="k", model="fake", timeout=2, max_retries=0)
         for _ in range(2):
             console.lines.clear()
-            rerank_made(
-                tmp_path / "ds",
-                fused,
-                queries,
-                texts,
-                Params(mode="yesno", yesno_json=True, pool_k=3),
-                s,
-                LLMCache(tmp_path / "llm"),
-                progress=True,
-            )
+            _rerank_six_calls(tmp_path, s)
     assert not any("Plan:" in line for _, line in console.lines)  # the second run sent nothing
 
 

@@ -14,11 +14,11 @@ import socket
 import pandas as pd
 import pytest
 
+from handmade import dataset_at, write_pages, write_questions, write_rotated_runs
 from rerank_data import run_cached
 from rerankeval import rerank
 from rerankeval.core import runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.evaluate import analyse
 from rerankeval.llm.cache import LLMCache
@@ -32,32 +32,12 @@ POOL_K = 3
 
 def _dataset(tmp_path):
     """Chunks (one per page), six judged queries and a hybrid run whose order differs per query."""
-    (tmp_path / "src" / "down").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "down"), load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": f"{u}#c0",
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": i + 1,
-                "start": 0,
-                "title": "",
-                "text": f"page {i + 1} text",
-            }
-            for i, u in enumerate(UNITS)
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
+    dp = dataset_at(tmp_path / "src" / "down")
+    write_pages(dp, UNITS, [f"page {i + 1} text" for i in range(len(UNITS))])
+    write_questions(dp, QIDS)
     runs.write_qrels({q: {UNITS[i % len(UNITS)]: 1} for i, q in enumerate(QIDS)}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page"})
-    chunk_run = {
-        q: {f"{UNITS[(i + j) % len(UNITS)]}#c0": 1.0 / (j + 1) for j in range(len(UNITS))} for i, q in enumerate(QIDS)
-    }
-    unit_of = {f"{u}#c0": u for u in UNITS}
-    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
-    runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file("hybrid"), "hybrid")
+    write_rotated_runs(dp, QIDS, UNITS, ("hybrid",))
     return dp
 
 

@@ -10,9 +10,9 @@ import warnings
 import pytest
 
 from fakellm import FakeLLM
+from handmade import dataset_at, write_documents
 from rerankeval.core import judge_grades, runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.core.paths import resolve_dataset
+from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.evaluate import analyse
 from rerankeval.llm.cache import LLMCache
@@ -28,8 +28,7 @@ FAST = {"ks": [1, 3, 5], "final_k": 5, "n_boot": 50, "n_perm": 50, "verify_with"
 def _drafted(tmp_path):
     """A dataset whose questions ``DRAFTER`` drafted (each from its own unit ``d<i>``), with stage 01-03 outputs
     written by hand: every query's hybrid run holds its source unit third among six units."""
-    (tmp_path / "src" / "mini" / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "mini"), load_settings())
+    dp = dataset_at(tmp_path / "src" / "mini", qrels=True)
     source = {q: UNITS[i] for i, q in enumerate(QIDS)}
     dp.source_draft_queries.write_text(
         "".join(
@@ -43,24 +42,7 @@ def _drafted(tmp_path):
     dp.source_draft_qrels.write_text(
         "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t1\n" for q, u in source.items())
     )
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": u,
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": i + 1,
-                "start": 0,
-                "title": "",
-                "text": f"text of {u}",
-            }
-            for i, u in enumerate(UNITS)
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in QIDS])
-    runs.write_qrels({q: {u: 1} for q, u in source.items()}, dp.qrels)
-    atomic_write_json(dp.corpus_stats, {"unit": "document"})
+    write_documents(dp, UNITS, QIDS, {q: {u: 1} for q, u in source.items()})
     others = {q: [u for u in reversed(UNITS) if u != source[q]] for q in QIDS}
     run = {q: {u: float(10 - j) for j, u in enumerate(others[q][:2] + [source[q]] + others[q][2:5])} for q in QIDS}
     runs.write_trec(run, dp.run_file("hybrid"), "hybrid")

@@ -10,28 +10,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from comparison_rows import comparison  # noqa: E402
 from rerankeval.report import compare_plots as C  # noqa: E402
 from rerankeval.report import plots as P  # noqa: E402
 
 
 def _row(a, b, diff, lo, hi, wins, ties, losses, p_holm):
-    return {
-        "metric": "ndcg@10",
-        "a": a,
-        "b": b,
-        "n": 10,
-        "mean_a": 0.5 + diff,
-        "mean_b": 0.5,
-        "diff": diff,
-        "diff_ci_low": lo,
-        "diff_ci_high": hi,
-        "wins": wins,
-        "ties": ties,
-        "losses": losses,
-        "p": p_holm / 3,
-        "p_holm": p_holm,
-        "significant": p_holm < 0.05,
-    }
+    """``a - b`` over 10 queries, the means around 0.5, with no spread columns."""
+    return comparison(a, b, diff, p_holm, wins, ties, losses, n=10, ci=(lo, hi), means=(0.5 + diff, 0.5), spread=False)
 
 
 def _comparisons():

@@ -11,8 +11,8 @@ import subprocess
 import pandas as pd
 import pytest
 
-from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import load_settings
+from comparison_rows import comparison
+from handmade import dataset_in
 from rerankeval.report import export, render
 
 METRICS = pd.DataFrame(
@@ -29,32 +29,12 @@ METRICS = pd.DataFrame(
 )
 
 
-def _cmp(a, b, diff, p_holm, wins, ties, losses):
-    return {
-        "metric": "ndcg@10",
-        "a": a,
-        "b": b,
-        "n": 20,
-        "mean_a": 0.0,
-        "mean_b": 0.0,
-        "diff": diff,
-        "diff_ci_low": diff - 0.05,
-        "diff_ci_high": diff + 0.05,
-        "wins": wins,
-        "ties": ties,
-        "losses": losses,
-        "p": p_holm / 3,
-        "p_holm": p_holm,
-        "significant": p_holm < 0.05,
-        "sd_diff": 0.1,
-        "mdd": 0.05,
-        "n_left_out": 0,
-    }
-
-
 # stored as vector - hybrid_rerank (so the export must flip it) and bm25 - vector
 COMPARISONS = pd.DataFrame(
-    [_cmp("vector", "hybrid_rerank", -0.06, 0.03, 5, 3, 12), _cmp("bm25", "vector", -0.10, 0.20, 4, 6, 10)]
+    [
+        comparison("vector", "hybrid_rerank", -0.06, 0.03, 5, 3, 12),
+        comparison("bm25", "vector", -0.10, 0.20, 4, 6, 10),
+    ]
 )
 
 
@@ -228,10 +208,7 @@ def test_the_index_table_and_the_exports_say_the_same(frame):
 
 
 def test_write_index_writes_and_links_the_three_files(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
-    dp.root.mkdir(parents=True)
+    dp = dataset_in(tmp_path, monkeypatch, root=True)
     METRICS.to_csv(dp.metrics_csv, index=False)
     text = render.write_index(dp, []).read_text()
     for name in export.FILES.values():

@@ -9,9 +9,9 @@ import json
 import pandas as pd
 import pytest
 
+from handmade import dataset_in, write_documents
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import load_settings
 from rerankeval.evaluate import analyse
 from rerankeval.evaluate.analysis_records import INPUTS_FILE, read_inputs, write_inputs
@@ -36,11 +36,7 @@ def _inputs(questions=QS, grades=GRADES, parameters=PARAMS, merged=0, source="hu
 
 @pytest.fixture
 def dp(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    d = resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
-    d.root.mkdir(parents=True)
-    return d
+    return dataset_in(tmp_path, monkeypatch, root=True)
 
 
 def _analysis(dp, when: str, bm25: float, inputs: dict | None, n: int = 3) -> str | None:
@@ -104,28 +100,11 @@ def test_runs_that_recorded_nothing_are_refused_when_their_question_counts_diffe
 
 def _mini(tmp_path, monkeypatch):
     """Three judged queries (chunk = unit), bm25 and hybrid runs, as 01-03 leave them."""
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "mini").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "mini"), load_settings())
+    dp = dataset_in(tmp_path, monkeypatch, "mini")
     units = ["d1", "d2", "d3"]
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": u,
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": i + 1,
-                "start": 0,
-                "title": "",
-                "text": f"text of {u}",
-            }
-            for i, u in enumerate(units)
-        ],
+    write_documents(
+        dp, units, {f"q{i}": f"question {i}" for i in (1, 2, 3)}, {f"q{i}": {f"d{i}": 1} for i in (1, 2, 3)}
     )
-    atomic_write_jsonl(dp.queries, [{"_id": f"q{i}", "text": f"question {i}", "slices": {}} for i in (1, 2, 3)])
-    runs.write_qrels({f"q{i}": {f"d{i}": 1} for i in (1, 2, 3)}, dp.qrels)
-    atomic_write_json(dp.corpus_stats, {"unit": "document"})
     for v, shift in (("bm25", 1), ("hybrid", 0)):
         run = {f"q{i}": {units[(i - 1 + shift + j) % 3]: 3.0 - j for j in range(3)} for i in (1, 2, 3)}
         runs.write_trec(run, dp.run_file(v), v)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from handmade import dataset_in
 from pagecheck import defects
 from rerankeval.core import paths
 from rerankeval.core.settings import load_settings
@@ -187,10 +188,7 @@ def test_this_run_against_the_previous_one(tmp_path, monkeypatch):
 
     from rerankeval.report import history
 
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    dp = paths.resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
-    dp.root.mkdir(parents=True)
+    dp = dataset_in(tmp_path, monkeypatch, root=True)
     pd.DataFrame({"variant": ["hybrid_rerank", "bm25"], "ndcg@10": [0.642, 0.5]}).to_csv(dp.metrics_csv, index=False)
     assert history.since_previous(dp, {"created_utc": "2026-12-01T10:00:00+00:00"}, "ndcg@10") == history.FIRST_RUN
     assert history.since_previous(dp, {"created_utc": "2026-12-01T10:00:00+00:00"}, "ndcg@10") == history.FIRST_RUN

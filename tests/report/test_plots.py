@@ -86,11 +86,9 @@ def test_funnel_and_quality_cost(tmp_path):
     _check(P.quality_cost(summary, "ndcg@10"), tmp_path, "quality-cost")
 
 
-def test_discrimination(tmp_path):
-    """The reranker model's scores by class and its AUC per query; undefined pools draw their reason."""
+def _scored_pools():
+    """Candidate rows and qrels, 12 queries of 8: the first 3 relevant and scored 0.3 higher, plus uniform noise."""
     import numpy as np
-
-    from rerankeval.evaluate import discrimination as D
 
     rng = np.random.default_rng(0)
     rows = [
@@ -99,6 +97,14 @@ def test_discrimination(tmp_path):
         for i in range(8)
     ]
     qrels = {f"q{q}": {f"d{i}": int(i < 3) for i in range(8)} for q in range(12)}
+    return rows, qrels
+
+
+def test_discrimination(tmp_path):
+    """The reranker model's scores by class and its AUC per query; undefined pools draw their reason."""
+    from rerankeval.evaluate import discrimination as D
+
+    rows, qrels = _scored_pools()
     d = D.measure(pd.DataFrame(rows), qrels, model="m", n_boot=200)
     assert d.status in (D.INFORMATIVE, D.UNINFORMATIVE) and math.isfinite(d.ci_low)
     _check(AP.discrimination(d), tmp_path, "discrimination")
@@ -384,17 +390,9 @@ def test_marked_settings_name_the_folds_that_chose_them():
 
 
 def test_discrimination_classes_are_drawn_in_better_and_worse_not_variant_colours():
-    import numpy as np
-
     from rerankeval.evaluate import discrimination as D
 
-    rng = np.random.default_rng(0)
-    rows = [
-        {"qid": f"q{q}", "docid": f"d{i}", "llm_score": float(rng.uniform() + (i < 3) * 0.3)}
-        for q in range(12)
-        for i in range(8)
-    ]
-    qrels = {f"q{q}": {f"d{i}": int(i < 3) for i in range(8)} for q in range(12)}
+    rows, qrels = _scored_pools()
     fig = AP.discrimination(D.measure(pd.DataFrame(rows), qrels, model="m", n_boot=50))
     edges = {matplotlib.colors.to_hex(p.get_edgecolor()) for p in fig.axes[0].patches}
     assert edges == {P.BETTER, P.WORSE}

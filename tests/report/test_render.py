@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from handmade import dataset_in
 from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.core.paths import ROOT as PROJECT
-from rerankeval.core.paths import resolve_dataset
 from rerankeval.core.settings import load_settings
 from rerankeval.corpus.snippets import Snippets
 from rerankeval.evaluate import analyse, verdict
@@ -27,9 +27,7 @@ EVIL = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
 
 @pytest.fixture
 def dp(tmp_path, monkeypatch):
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "ds").mkdir(parents=True)
-    return resolve_dataset(str(tmp_path / "src" / "ds"), load_settings())
+    return dataset_in(tmp_path, monkeypatch)
 
 
 def _metrics():

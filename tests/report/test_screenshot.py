@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from fake_results import INJECT, PWN, make_fake_dataset
+from handmade import dataset_in
 from headless import _chrome_args, _chromium
-from rerankeval.core.paths import NOTEBOOKS_DIR, resolve_dataset
-from rerankeval.core.settings import load_settings
+from rerankeval.core.paths import NOTEBOOKS_DIR
 from roots import env_roots
 
 
@@ -213,9 +213,7 @@ def test_index_without_metrics(tmp_path, monkeypatch):
     exe = _chromium()
     if exe is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium): screenshot test skipped")
-    monkeypatch.setenv("RERANKEVAL_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "src" / "early").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "early"), load_settings())
+    dp = dataset_in(tmp_path, monkeypatch, "early")
     from rerankeval.report import render as report
 
     index = report.write_index(

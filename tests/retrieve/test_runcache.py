@@ -14,13 +14,12 @@ import time
 
 import pytest
 
-from builders import MANUAL_CHUNKS
+from builders import manual_dataset
 from fakellm import FakeLLM
 from indexing import build_index
 from rerankeval import index, retrieve
-from rerankeval.core import paths
 from rerankeval.core.ioutil import atomic_write_jsonl, read_jsonl
-from rerankeval.core.runs import read_trec, write_qrels, write_trec
+from rerankeval.core.runs import read_trec, write_trec
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.corpus.contract import StageMissing
 from rerankeval.evaluate import costs
@@ -28,7 +27,7 @@ from rerankeval.index import embed
 from rerankeval.llm.cache import LLMCache
 from rerankeval.retrieve import codeversion, reformulate, runkey, runstore, search, variants
 from rerankeval.retrieve.retriever import Retriever
-from roots import env_embeddings
+from roots import env_embeddings, roots_under
 
 QUERIES = {"q1": "install a package with apt", "q2": "where do network settings live", "q3": "grub boot loader"}
 BASE = ["vector", "bm25", "hybrid", "qdrant_hybrid"]
@@ -45,26 +44,11 @@ def _build(dp, **kw) -> None:
 
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
-    for k, sub in (
-        ("RERANKEVAL_RESULTS", "results"),
-        ("RERANKEVAL_QDRANT_PATH", "qdrant"),
-        ("RERANKEVAL_CACHE", "cache"),
-    ):
-        monkeypatch.setenv(k, str(tmp_path / sub))
+    roots_under(monkeypatch, tmp_path)
     for k in ("QDRANT_URL", "RERANKEVAL_QDRANT_BACKEND", "OPENAI_BASE_URL", "RERANK_MODEL"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("RERANKEVAL_CROSS_ENCODER", str(tmp_path / "no-such-model"))
-    (tmp_path / "src" / "tiny").mkdir(parents=True)
-    dp = paths.resolve_dataset(tmp_path / "src" / "tiny", load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0, "title": "", "text": t}
-            for c, u, t in MANUAL_CHUNKS
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
-    write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
+    dp = manual_dataset(tmp_path / "src" / "tiny", QUERIES)
     _build(dp)
     return dp
 

@@ -6,18 +6,17 @@ import json
 
 import pytest
 
-from builders import MANUAL_CHUNKS
+from builders import manual_dataset
 from indexing import build_index
-from rerankeval.core import names, paths
-from rerankeval.core.ioutil import atomic_write_jsonl
-from rerankeval.core.runs import assert_run_contract, read_run_checked, to_units, write_qrels
+from rerankeval.core import names
+from rerankeval.core.runs import assert_run_contract, read_run_checked, to_units
 from rerankeval.core.settings import load_settings
 from rerankeval.corpus import contract as corpus
 from rerankeval.index import embed
 from rerankeval.index.qdrant.rrf import RRF_K
 from rerankeval.retrieve import retriever, stage, variants
 from rerankeval.retrieve.fusion import fuse
-from roots import env_embeddings
+from roots import env_embeddings, roots_under
 
 
 def test_one_catalogue_of_names_and_a_registry_of_the_variants_that_search():
@@ -126,30 +125,14 @@ def test_complete_and_rank_scores():
 
 
 # --------------------------------------------------------------------------- the fusion variants, end to end
-CHUNKS = MANUAL_CHUNKS  # several chunks per page (unit = page); no two chunks share a text
 QUERIES = {"q1": "install a package with apt", "q2": "network configuration file", "q3": "grub boot loader"}
 
 
 def _tiny_index(tmp, monkeypatch, backend):
-    for k, sub in (
-        ("RERANKEVAL_RESULTS", "results"),
-        ("RERANKEVAL_QDRANT_PATH", "qdrant"),
-        ("RERANKEVAL_CACHE", "cache"),
-    ):
-        monkeypatch.setenv(k, str(tmp / sub))
+    roots_under(monkeypatch, tmp)
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.setenv("RERANKEVAL_QDRANT_BACKEND", backend)
-    (tmp / "src" / "tiny").mkdir(parents=True)
-    dp = paths.resolve_dataset(tmp / "src" / "tiny", load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {"chunk_id": c, "unit_id": u, "source": "m.pdf", "page": int(u[-1]), "start": 0, "title": "", "text": t}
-            for c, u, t in CHUNKS
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
-    write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
+    dp = manual_dataset(tmp / "src" / "tiny", QUERIES)
     emb = embed.Embedder(str(embed.bundled_model_path()), progress=False, cache_root=env_embeddings())
     build_index(dp, embedder=emb)
     return dp, emb

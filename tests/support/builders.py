@@ -8,8 +8,6 @@ import os
 import time
 from pathlib import Path
 
-from rerankeval.core.settings import load_settings
-
 TINY_PAGES = {
     "alpha-guide.pdf": [
         "The alpha widget stores its configuration in /etc/alpha/alpha.conf. Edit that file and restart "
@@ -127,6 +125,19 @@ MANUAL_CHUNKS = [
 ]
 
 
+def manual_dataset(folder: Path, queries: dict[str, str]):
+    """A new dataset folder holding :data:`MANUAL_CHUNKS` and ``queries`` (q1-q3, judged on pages 1-3 in order), as
+    stage 01 leaves them."""
+    from handmade import dataset_at, write_chunks, write_questions
+    from rerankeval.core.runs import write_qrels
+
+    dp = dataset_at(folder)
+    write_chunks(dp, [(c, u, int(u[-1]), t) for c, u, t in MANUAL_CHUNKS])
+    write_questions(dp, queries)
+    write_qrels({"q1": {"m.pdf#p1": 1}, "q2": {"m.pdf#p2": 1}, "q3": {"m.pdf#p3": 1}}, dp.qrels)
+    return dp
+
+
 def extract_corpus(dp, *, force: bool = False, **params):
     """Stage 01 through its face: ``corpus.run`` with ``corpus.Params(**params)`` (the rest at their defaults),
     then ``corpus.write``; the run's result."""
@@ -142,12 +153,11 @@ def hand_made_stages(folder: Path, page_text: dict[str, list[str]], qids: list[s
     """Stage 01-03 outputs written by hand, for the LLM stages' tests: the chunks of each page (``page_text``,
     pages in order, ``<unit>#c<j>``), queries ``question <qid>`` all judged on the second page, and a hybrid run
     (chunk and unit level) in which each query ranks the pages rotated by its position, each by its first chunk."""
+    from handmade import dataset_at, write_questions, write_rotated_runs
     from rerankeval.core import runs
     from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-    from rerankeval.core.paths import resolve_dataset
 
-    folder.mkdir(parents=True)
-    dp = resolve_dataset(str(folder), load_settings())
+    dp = dataset_at(folder)
     units = list(page_text)
     chunks, start = [], {}
     for i, u in enumerate(units):
@@ -165,14 +175,10 @@ def hand_made_stages(folder: Path, page_text: dict[str, list[str]], qids: list[s
             )
             start[u] += len(text) + 1
     atomic_write_jsonl(dp.chunks, chunks)
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in qids])
+    write_questions(dp, qids)
     runs.write_qrels({q: {units[1]: 1} for q in qids}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page"})
-    chunk_run = {
-        q: {f"{units[(i + j) % len(units)]}#c0": 1.0 / (j + 1) for j in range(len(units))} for i, q in enumerate(qids)
-    }
-    runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
-    runs.write_trec(runs.to_units(chunk_run, {f"{u}#c0": u for u in units}), dp.run_file("hybrid"), "hybrid")
+    write_rotated_runs(dp, qids, units, ("hybrid",))
     return dp
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from handmade import dataset_at, write_pages, write_questions, write_rotated_runs
 from rerankeval.core import runs
-from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import load_settings
+from rerankeval.core.ioutil import atomic_write_json
 from rerankeval.rerank.ledger import write_ledger
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
@@ -20,32 +19,12 @@ TEXTS = [
 
 def _dataset(tmp_path):
     """Five one-chunk pages, three queries (q3 unjudged), hybrid/bm25 runs, a hybrid_rerank run and its ledger."""
-    (tmp_path / "src" / "ex" / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(tmp_path / "src" / "ex"), load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {"chunk_id": f"{u}#c0", "unit_id": u, "source": "m.pdf", "page": i + 1, "start": 0, "title": "", "text": t}
-            for i, (u, t) in enumerate(zip(UNITS, TEXTS, strict=True))
-        ],
-    )
-    atomic_write_jsonl(
-        dp.queries,
-        [
-            {"_id": "q1", "text": "alpha configuration", "slices": {}},
-            {"_id": "q2", "text": "how do beta upgrades run", "slices": {}},
-            {"_id": "q3", "text": "what rotates weekly", "slices": {}},
-        ],
-    )
+    dp = dataset_at(tmp_path / "src" / "ex", qrels=True)
+    write_pages(dp, UNITS, TEXTS)
+    write_questions(dp, {"q1": "alpha configuration", "q2": "how do beta upgrades run", "q3": "what rotates weekly"})
     runs.write_qrels({"q1": {UNITS[0]: 2, UNITS[2]: 0}, "q2": {UNITS[1]: 1}}, dp.qrels)
     atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
-    unit_of = {f"{u}#c0": u for u in UNITS}
-    chunk_run = {
-        q: {f"{UNITS[(i + j) % 5]}#c0": 1.0 / (j + 1) for j in range(5)} for i, q in enumerate(("q1", "q2", "q3"))
-    }
-    for v in ("bm25", "hybrid"):
-        runs.write_trec(chunk_run, dp.chunk_run_file(v), v)
-        runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file(v), v)
+    write_rotated_runs(dp, ("q1", "q2", "q3"), UNITS, ("bm25", "hybrid"))
     hybrid = runs.read_trec(dp.run_file("hybrid"))
     reranked = {q: dict(reversed(list(d.items()))) for q, d in hybrid.items()}  # the pool reversed
     runs.write_trec(

@@ -20,12 +20,11 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
 
-from fakellm import _Server
+from fakellm import _Handler, _Server
 
 Action = dict[str, Any] | None
 
@@ -58,12 +57,7 @@ class FakeEmbed:
     def __enter__(self) -> FakeEmbed:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(_Handler):
             def do_GET(self) -> None:
                 self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
 
@@ -77,19 +71,6 @@ class FakeEmbed:
                     self._json(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
                 else:
                     fake._answer(self, body)
-
-            def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

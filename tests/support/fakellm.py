@@ -126,12 +126,7 @@ class FakeLLM:
     def start(self) -> None:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(_Handler):
             def _authorized(self) -> bool:
                 got = self.headers.get("Authorization")
                 with fake._lock:
@@ -174,21 +169,6 @@ class FakeLLM:
                     self._json(404, {"error": {"message": "not found"}})
                     return
                 fake._answer(self, n, body)
-
-            def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                self._raw(status, json.dumps(obj).encode(), "application/json", headers)
-
-            def _raw(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -314,6 +294,31 @@ def no_json_schema(status: int = 500, message: str = LLAMA_CPP_PY_NO_SCHEMA) -> 
         return None
 
     return rule
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """What the fake servers' handlers share: HTTP/1.1, no log lines, and answers (JSON or a body as it is) written
+    whether or not the client is still there."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        self._raw(status, json.dumps(obj).encode(), "application/json", headers)
+
+    def _raw(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 class _Server(ThreadingHTTPServer):

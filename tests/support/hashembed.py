@@ -1,9 +1,11 @@
-"""A deterministic stand-in for the sentence embedder and a small chunk table with queries, for the tests of the
-Qdrant backends (index.qdrant), stage 02's face and the quiet console (also imported by a child script)."""
+"""A deterministic stand-in for the sentence embedder and a small chunk table with queries (and the dataset folder
+that holds them), for the tests of the Qdrant backends (index.qdrant), stage 02's face and the quiet console (also
+imported by a child script)."""
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 
@@ -33,3 +35,16 @@ class HashEmbedder:
         out = np.asarray(rows, dtype=np.float32).reshape(len(texts), DIM)
         self.stats = EncodeStats(texts=len(texts), unique=len(set(texts)), encoded=len(texts))
         return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def hash_dataset(folder: Path):
+    """A new dataset folder holding :data:`CHUNKS` (in id order, the page from the unit id) and :data:`QUERIES`, each
+    judged on page 1, as stage 01 leaves them."""
+    from handmade import dataset_at, write_chunks, write_questions
+    from rerankeval.core.runs import write_qrels
+
+    dp = dataset_at(folder)
+    write_chunks(dp, [(c, u, int(u.split("#p")[1]), t) for c, u, t in sorted(CHUNKS)])
+    write_questions(dp, QUERIES)
+    write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, dp.qrels)
+    return dp

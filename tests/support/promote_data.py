@@ -3,10 +3,9 @@ the tests of promotion (questions.review), the dataset lock (core.ioutil) and st
 
 from __future__ import annotations
 
+from handmade import dataset_at, write_pages
 from rerankeval.core import runs
 from rerankeval.core.ioutil import atomic_write_json, atomic_write_jsonl
-from rerankeval.core.paths import resolve_dataset
-from rerankeval.core.settings import load_settings
 from rerankeval.corpus import queryset
 
 UNITS = [f"m.pdf#p{p}" for p in range(1, 6)]
@@ -16,23 +15,8 @@ def _dataset(tmp_path, human: bool):
     """Five one-chunk pages; four drafts with their draft qrels; a grade recorded while exploring on g-b; with
     ``human`` a queries.jsonl (dm-001, dm-002) and qrels/test.tsv already there."""
     src = tmp_path / "src" / "ex"
-    (src / "qrels").mkdir(parents=True)
-    dp = resolve_dataset(str(src), load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": f"{u}#c0",
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": i + 1,
-                "start": 0,
-                "title": "",
-                "text": f"text of page {i + 1}",
-            }
-            for i, u in enumerate(UNITS)
-        ],
-    )
+    dp = dataset_at(src, qrels=True)
+    write_pages(dp, UNITS, [f"text of page {i + 1}" for i in range(len(UNITS))])
     atomic_write_json(dp.corpus_stats, {"unit": "page", "split": "test"})
     drafts = [
         ("g-a", "what is on page one", "accepted", UNITS[0]),

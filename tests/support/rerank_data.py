@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from handmade import dataset_at, write_chunks, write_questions
 from rerankeval import rerank
 from rerankeval.core import runs
-from rerankeval.core.ioutil import atomic_write_jsonl
 from rerankeval.core.paths import DatasetPaths, resolve_dataset
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.llm.cache import LLMCache
@@ -29,14 +29,8 @@ def stage03(
         for d, t in docs.items():
             if text.setdefault(d, t) != t:
                 raise ValueError(f"document {d!r} has two texts (query {q!r}): one text per document")
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {"chunk_id": d, "unit_id": d, "source": d, "page": 1, "start": 0, "title": "", "text": t}
-            for d, t in text.items()
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in queries.items()])
+    write_chunks(dp, [(d, d, 1, t) for d, t in text.items()], source=lambda d: d)
+    write_questions(dp, queries)
     runs.write_trec(fused, dp.run_file("hybrid"), "hybrid")
     return dp
 
@@ -78,30 +72,22 @@ CHUNKS = [
 ]
 
 
-def make_dataset(tmp_path):
-    src = tmp_path / "tinyds"
-    src.mkdir()
-    dp = resolve_dataset(str(src), load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": c,
-                "unit_id": u,
-                "source": u.split("#")[0],
-                "page": 1,
-                "start": 0,
-                "title": "",
-                "text": t,
-            }
-            for c, u, t in CHUNKS
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": f"question {q}", "slices": {}} for q in ("q1", "q2", "q3")])
-    runs.write_qrels({"q1": {"a.pdf#p1": 1}, "q2": {"c.pdf#p1": 1}, "q3": {"b.pdf#p1": 1}}, dp.qrels)
+def hand_made_hybrid(folder: Path, qids) -> DatasetPaths:
+    """Stage 03's outputs for ``qids`` in a new dataset folder, on :data:`CHUNKS`: the queries judged on a.pdf#p1,
+    c.pdf#p1 and b.pdf#p1 in turn, and one hybrid run (chunk and unit level), the same for every query."""
+    dp = dataset_at(folder)
+    write_chunks(dp, [(c, u, 1, t) for c, u, t in CHUNKS], source=lambda u: u.split("#")[0])
+    write_questions(dp, qids)
+    gold = ["a.pdf#p1", "c.pdf#p1", "b.pdf#p1"]
+    runs.write_qrels({q: {gold[i % 3]: 1} for i, q in enumerate(qids)}, dp.qrels)
     order = ["b.pdf#p1#0", "a.pdf#p1#1", "b.pdf#p2#0", "a.pdf#p1#0", "a.pdf#p2#0", "c.pdf#p1#0"]
-    chunk_run = {q: {c: 1.0 / (i + 1) for i, c in enumerate(order)} for q in ("q1", "q2", "q3")}
-    unit_of = {c: u for c, u, _ in CHUNKS}
+    chunk_run = {q: {c: 1.0 / (i + 1) for i, c in enumerate(order)} for q in qids}
     runs.write_trec(chunk_run, dp.chunk_run_file("hybrid"), "hybrid")
-    runs.write_trec(runs.to_units(chunk_run, unit_of), dp.run_file("hybrid"), "hybrid")
-    return src, dp
+    runs.write_trec(runs.to_units(chunk_run, {c: u for c, u, _ in CHUNKS}), dp.run_file("hybrid"), "hybrid")
+    return dp
+
+
+def make_dataset(tmp_path):
+    """:func:`hand_made_hybrid` for q1-q3 at ``tmp_path/tinyds``: the folder and the dataset."""
+    src = tmp_path / "tinyds"
+    return src, hand_made_hybrid(src, ("q1", "q2", "q3"))

@@ -10,6 +10,16 @@ from rerankeval.core.paths import Roots
 from rerankeval.core.settings import load_settings
 
 
+def roots_under(monkeypatch, tmp: Path) -> None:
+    """The environment's results, Qdrant and cache folders moved to ``tmp`` (``results``, ``qdrant``, ``cache``)."""
+    for k, sub in (
+        ("RERANKEVAL_RESULTS", "results"),
+        ("RERANKEVAL_QDRANT_PATH", "qdrant"),
+        ("RERANKEVAL_CACHE", "cache"),
+    ):
+        monkeypatch.setenv(k, str(tmp / sub))
+
+
 def env_roots() -> Roots:
     """``Roots.of(load_settings())``: ``RERANKEVAL_RESULTS``, ``_CACHE`` and ``_QDRANT_PATH`` as the test set them."""
     return Roots.of(load_settings())

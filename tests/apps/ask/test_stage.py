@@ -13,7 +13,6 @@ import sys
 import pandas as pd
 import pytest
 
-from builders import Console
 from fakellm import FakeLLM
 from rerankeval.apps import ask
 from rerankeval.apps.ask.answers import Answer, Asker
@@ -272,12 +271,7 @@ def test_passages_come_from_the_saved_run_with_page_labels_and_best_chunks(tiny_
     ]
 
 
-def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf, tmp_path, monkeypatch):
-    from rerankeval.core import progress
-
-    console = Console()
-    monkeypatch.setattr(progress, "terminal", lambda: console)
-    progress.configure(mode="plain")
+def test_07_says_its_plan_before_the_first_call_and_a_final_line_after(tiny_pdf, tmp_path, console):
     dp = paths.resolve_dataset(tiny_pdf, load_settings())
     fake_corpus(dp)
     with FakeLLM(rule=cite_first) as fake:

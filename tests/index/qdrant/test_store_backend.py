@@ -11,12 +11,9 @@ import logging
 import numpy as np
 import pytest
 
-from hashembed import CHUNKS, DIM, QUERIES, HashEmbedder
+from hashembed import CHUNKS, DIM, QUERIES, HashEmbedder, hash_dataset
 from indexing import build_index
 from rerankeval import index
-from rerankeval.core import paths
-from rerankeval.core.ioutil import atomic_write_jsonl
-from rerankeval.core.runs import write_qrels
 from rerankeval.core.settings import Settings, load_settings
 from rerankeval.index.qdrant import edge as qdrant_edge
 from rerankeval.index.qdrant import recall
@@ -27,26 +24,7 @@ from rerankeval.index.qdrant import store as qdrant_store
 def dp(tmp_path, monkeypatch):
     monkeypatch.delenv("QDRANT_URL", raising=False)
     monkeypatch.delenv("RERANKEVAL_QDRANT_BACKEND", raising=False)
-    (tmp_path / "src" / "tiny").mkdir(parents=True)
-    d = paths.resolve_dataset(tmp_path / "src" / "tiny", load_settings())
-    atomic_write_jsonl(
-        d.chunks,
-        [
-            {
-                "chunk_id": c,
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": int(u.split("#p")[1]),
-                "start": 0,
-                "title": "",
-                "text": t,
-            }
-            for c, u, t in sorted(CHUNKS)
-        ],
-    )
-    atomic_write_jsonl(d.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
-    write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, d.qrels)
-    return d
+    return hash_dataset(tmp_path / "src" / "tiny")
 
 
 def build(dp, backend: str | None = None) -> index.Result:

@@ -11,12 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hashembed import CHUNKS, QUERIES, HashEmbedder
+from hashembed import HashEmbedder, hash_dataset
 from indexing import build_index
-from rerankeval.core import paths
-from rerankeval.core.ioutil import atomic_write_jsonl
-from rerankeval.core.runs import write_qrels
-from rerankeval.core.settings import load_settings
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"  # tests/support, for the child script
 
@@ -52,25 +48,7 @@ leak()
 def _dataset(root: Path, backend: str, env: dict[str, str], monkeypatch) -> Path:
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    (root / "src" / "tiny").mkdir(parents=True)
-    dp = paths.resolve_dataset(root / "src" / "tiny", load_settings())
-    atomic_write_jsonl(
-        dp.chunks,
-        [
-            {
-                "chunk_id": c,
-                "unit_id": u,
-                "source": "m.pdf",
-                "page": int(u.split("#p")[1]),
-                "start": 0,
-                "title": "",
-                "text": t,
-            }
-            for c, u, t in sorted(CHUNKS)
-        ],
-    )
-    atomic_write_jsonl(dp.queries, [{"_id": q, "text": t, "slices": {}} for q, t in QUERIES.items()])
-    write_qrels({q: {"m.pdf#p1": 1} for q in QUERIES}, dp.qrels)
+    dp = hash_dataset(root / "src" / "tiny")
     build_index(dp, embedder=HashEmbedder())  # the backend: RERANKEVAL_QDRANT_BACKEND set above
     return root / "src" / "tiny"
 
