@@ -415,3 +415,16 @@ def test_tidy_shows_counts_as_integers_and_keeps_rates():
     assert t.pages.dtype.kind == "i" and t.pages.tolist() == [38, 7]
     assert t.recall.dtype.kind == "f" and t.all_one.dtype.kind == "f"  # a rate of 1.0 stays a rate
     assert "38.0" not in t.to_html()
+
+
+def test_tidy_shows_a_count_among_fractions_as_an_integer():
+    """03's Qdrant comparison (one ``value`` column: overlaps and a count of queries) and its mean chunks per query
+    (100 beside 166.18): the whole numbers are not printed ``38.0000``."""
+    import pandas as pd
+
+    from rerankeval.evaluate import views
+
+    t = views.tidy(pd.DataFrame({"value": [0.8467, -0.0066, 38.0], "chunks (mean)": [100.0, 166.1833, 167.2]}))
+    assert t.value.tolist() == ["0.847", "-0.0066", "38"]
+    assert t["chunks (mean)"].tolist() == ["100", "166.183", "167.200"]
+    assert ".0000" not in t.to_html()

@@ -65,14 +65,19 @@ def _number(v: float, digits: int) -> str:
 def tidy(df: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """``df`` for display: every column holding a missing value, a bool or a dict/list shown through :func:`cell`
     (so no NaN, None, True/False or ``{...}`` repr reaches a page); all-number columns stay numbers, and a float
-    column of whole numbers (counts) becomes integers (``38``, not ``38.0000``)."""
+    column of whole numbers (counts) becomes integers (``38``, not ``38.0000``); one mixing counts with fractions
+    (a key-value table's ``value``, means that come out whole) shows each through :func:`cell` (``38`` beside
+    ``0.847``)."""
     out = df.copy()
     for c in out.columns:
         col = out[c]
         numeric = pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
         if numeric and not col.isna().any():
-            if pd.api.types.is_float_dtype(col) and len(col) and (col == col.round()).all() and col.abs().max() > 1:
+            whole = col == col.round()
+            if pd.api.types.is_float_dtype(col) and len(col) and whole.all() and col.abs().max() > 1:
                 out[c] = col.astype("int64")
+            elif pd.api.types.is_float_dtype(col) and (whole & (col.abs() > 1)).any() and not whole.all():
+                out[c] = col.astype(object).map(lambda x: cell(x, digits))
             continue
         out[c] = col.astype(object).map(lambda x: cell(x, digits))
     return out
