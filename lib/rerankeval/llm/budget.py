@@ -108,6 +108,11 @@ class CallEstimate:
     reask_processed_tokens: float = 0.0
     optional: bool = False
 
+    @property
+    def fewest_tokens(self) -> float:
+        """The fewest completion tokens its reply may take."""
+        return self.completion_tokens if self.completion_low_tokens is None else self.completion_low_tokens
+
 
 @dataclass
 class Plan:
@@ -307,16 +312,14 @@ def plan(
         processed += sum(c.processed_tokens for c in fresh)
         p.completion_tokens += round(sum(c.completion_tokens for c in fresh))
         low_known |= any(c.completion_low_tokens is not None for c in fresh)
-        low += sum(c.completion_tokens if c.completion_low_tokens is None else c.completion_low_tokens for c in fresh)
+        low += sum(c.fewest_tokens for c in fresh)
         p.reask_requests += sum(c.reasks for c in fresh)
         p.reask_processed_tokens += round(sum(c.reasks * c.reask_processed_tokens for c in fresh))
         p.reask_completion_tokens += round(sum(c.reasks * c.reask_tokens for c in fresh))
         optional = [c for c in fresh if c.optional]
         p.optional_calls += len(optional)
         p.optional_processed_tokens += round(sum(c.processed_tokens for c in optional))
-        p.optional_completion_tokens += round(
-            sum(c.completion_tokens if c.completion_low_tokens is None else c.completion_low_tokens for c in optional)
-        )
+        p.optional_completion_tokens += round(sum(c.fewest_tokens for c in optional))
     p.processed_tokens = round(processed)
     p.completion_low_tokens = round(low) if low_known else None
     p.cost_usd = cost_used
